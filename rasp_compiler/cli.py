@@ -1,0 +1,59 @@
+"""The ``rasp`` command line: one sub-command per module in ``rasp_compiler.commands``.
+
+Each command module exposes ``register(subparsers)``, which adds its parser and sets
+``func(args) -> int``.  User mistakes arrive as ``UserError`` and are printed without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from rasp_compiler import __version__
+from rasp_compiler.errors import UserError
+
+COMMANDS = ("run", "repl", "compile", "eval", "check", "show", "export", "simulate", "universal",
+            "experiment")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rasp",
+        description="RASP programs to exact transformer weights: run them, compile them, check the "
+                    "weights against the interpreter, and build universal simulators.",
+        epilog="Run 'rasp COMMAND --help' for the options of each command.",
+    )
+    parser.add_argument("--version", action="version", version=f"rasp-compiler {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"rasp_compiler.commands.{name}")
+        except ModuleNotFoundError as err:  # a command still being written; the rest must work
+            if err.name != f"rasp_compiler.commands.{name}":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UserError as err:
+        print(err.render(), file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""User-facing errors: one clear message, a source location where there is one, never a traceback.
+
+Everything a user can get wrong (a program, a token, an input length, a weights file, an option)
+raises a subclass of ``UserError``; the command line prints ``err.render()`` and exits non-zero.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class UserError(Exception):
+    """A mistake in what the user gave us. ``render()`` is what the command line prints."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def render(self) -> str:
+        text = f"error: {self.message}"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+class RaspError(UserError):
+    """An error in a RASP program, located at FILE:LINE:COL (1-based)."""
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None,
+                 col: int | None = None, source: str | None = None, hint: str | None = None,
+                 width: int = 1) -> None:
+        super().__init__(message, hint)
+        self.file, self.line, self.col = file, line, col
+        self.source = source  # the whole source text, to show the offending line
+        self.width = max(1, width)
+
+    def render(self) -> str:
+        where = f"{self.file or '<input>'}"
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.col is not None:
+                where += f":{self.col}"
+        text = f"{where}: error: {self.message}"
+        line_text = self._line_text()
+        if line_text is not None:
+            text += f"\n    {line_text}"
+            if self.col is not None:
+                text += "\n    " + " " * (self.col - 1) + "^" + "~" * (self.width - 1)
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+    def _line_text(self) -> str | None:
+        if self.line is None:
+            return None
+        source = self.source
+        if source is None and self.file and Path(self.file).is_file():
+            source = Path(self.file).read_text(encoding="utf-8", errors="replace")
+        if source is None:
+            return None
+        lines = source.splitlines()
+        if 1 <= self.line <= len(lines):
+            return lines[self.line - 1].replace("\t", " ")
+        return None
+
+
+class InputError(UserError):
+    """A bad input sequence: unknown token, too long, non-finite, wrong layout."""
+
+
+class ArtifactError(UserError):
+    """A missing, truncated, corrupt or tampered model directory."""
+
+
+class CompileError(RaspError):
+    """A program (or node of it) the compiler cannot turn into weights; says what to change."""

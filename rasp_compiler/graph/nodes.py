@@ -1,0 +1,196 @@
+"""The program graph: the one representation the interpreter and the compiler both read.
+
+A RASP program, once functions, loops, lists and constants are resolved by the elaborator, is a
+DAG of primitive operations.  Every node is one of the dataclasses below; the graph itself is a
+``networkx.DiGraph`` whose node keys are the node ids (stable, human-readable strings such as
+``"reverse"`` or ``"map_7"``) and whose node attribute ``"node"`` holds the dataclass.  An edge
+``a -> b`` means b reads a; the edge attribute ``"arg"`` is the argument position.
+
+Values flowing along the graph:
+* an s-op is a list with one value per position (``str``, ``int``, ``float``, ``bool`` or ``None``);
+* a selector is a boolean matrix ``sel[q][k]`` (rows = query positions, columns = key positions).
+
+Semantics of each kind (the contract of the interpreter, which the compiler must reproduce):
+* ``Tokens(type)``       — the input list converted to ``type`` (str / int / float / bool).
+* ``Indices``            — 0, 1, …, n-1.
+* ``Length``             — n at every position.
+* ``Constant(value)``    — ``value`` at every position (an atom broadcast to an s-op).
+* ``Map(fn)``            — ``fn`` applied positionwise to one input s-op.
+* ``SequenceMap(fn)``    — ``fn`` applied positionwise to several input s-ops.
+* ``Select(op)``         — inputs (keys, queries); ``sel[q][k] = keys[k] op queries[q]``.
+* ``Aggregate(default)`` — inputs (selector, sop); per query row: nothing selected → default;
+                           one key → its value; several → the mean (numbers only).
+* ``SelectorWidth``      — input (selector); the number of selected keys per query row.
+* ``SelectorAnd`` / ``SelectorOr`` / ``SelectorNot`` — elementwise boolean combination.
+
+Encodings (``encoding`` field on every s-op node): ``None`` lets the compiler choose;
+``"categorical"`` / ``"numerical"`` are user annotations (``categorical(x)``, ``numerical(x)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import networkx as nx
+
+from rasp_compiler.graph.expr import Expr
+
+COMPARISONS = ("==", "!=", "<", ">", "<=", ">=")
+ENCODINGS = (None, "categorical", "numerical")
+
+
+@dataclass(frozen=True)
+class SourcePos:
+    """Where a node came from: file, 1-based line and column, and the source text of the expression."""
+
+    file: str
+    line: int
+    col: int
+    text: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True)
+class Node:
+    """Common fields. ``inputs`` are node ids, in argument order."""
+
+    id: str
+    inputs: tuple[str, ...] = ()
+    pos: SourcePos | None = field(default=None, compare=False)
+    name: str | None = field(default=None, compare=False)  # the variable it was bound to, if any
+
+    kind = "node"
+    is_selector = False
+
+
+@dataclass(frozen=True)
+class SOpNode(Node):
+    encoding: str | None = None
+
+
+@dataclass(frozen=True)
+class Tokens(SOpNode):
+    type: str = "str"  # str | int | float | bool
+    kind = "tokens"
+
+
+@dataclass(frozen=True)
+class Indices(SOpNode):
+    kind = "indices"
+
+
+@dataclass(frozen=True)
+class Length(SOpNode):
+    kind = "length"
+
+
+@dataclass(frozen=True)
+class Constant(SOpNode):
+    value: Any = None
+    kind = "constant"
+
+
+@dataclass(frozen=True)
+class Map(SOpNode):
+    fn: Expr | None = None  # an expression over Var(0)
+    kind = "map"
+
+
+@dataclass(frozen=True)
+class SequenceMap(SOpNode):
+    fn: Expr | None = None  # an expression over Var(0) … Var(len(inputs)-1)
+    kind = "sequence_map"
+
+
+@dataclass(frozen=True)
+class Aggregate(SOpNode):
+    default: Any = 0
+    kind = "aggregate"
+
+
+@dataclass(frozen=True)
+class SelectorWidth(SOpNode):
+    kind = "selector_width"
+
+
+@dataclass(frozen=True)
+class Select(Node):
+    op: str = "=="
+    kind = "select"
+    is_selector = True
+
+
+@dataclass(frozen=True)
+class SelectorAnd(Node):
+    kind = "selector_and"
+    is_selector = True
+
+
+@dataclass(frozen=True)
+class SelectorOr(Node):
+    kind = "selector_or"
+    is_selector = True
+
+
+@dataclass(frozen=True)
+class SelectorNot(Node):
+    kind = "selector_not"
+    is_selector = True
+
+
+NODE_KINDS = {
+    cls.kind: cls
+    for cls in (
+        Tokens, Indices, Length, Constant, Map, SequenceMap, Aggregate, SelectorWidth,
+        Select, SelectorAnd, SelectorOr, SelectorNot,
+    )
+}
+
+
+class Program:
+    """A program graph with a designated output node.
+
+    ``graph`` is a networkx DiGraph (node key = id, attribute ``node`` = the dataclass).
+    ``names`` maps every top-level variable the source bound to an s-op/selector to its node id,
+    so ``--output NAME`` can pick any of them.
+    """
+
+    def __init__(self, graph: nx.DiGraph, output: str, names: dict[str, str] | None = None,
+                 source_file: str | None = None) -> None:
+        self.graph = graph
+        self.output = output
+        self.names = dict(names or {})
+        self.source_file = source_file
+
+    def node(self, node_id: str) -> Node:
+        return self.graph.nodes[node_id]["node"]
+
+    def nodes(self) -> Iterator[Node]:
+        """All nodes in a deterministic topological order (ties broken by id)."""
+        for node_id in nx.lexicographical_topological_sort(self.graph):
+            yield self.node(node_id)
+
+    def with_output(self, name_or_id: str) -> "Program":
+        """The same graph with another output, restricted to what that output needs."""
+        target = self.names.get(name_or_id, name_or_id)
+        if target not in self.graph:
+            raise KeyError(name_or_id)
+        keep = nx.ancestors(self.graph, target) | {target}
+        return Program(self.graph.subgraph(keep).copy(), target,
+                       {k: v for k, v in self.names.items() if v in keep}, self.source_file)
+
+    def __repr__(self) -> str:
+        return f"Program(output={self.output!r}, nodes={self.graph.number_of_nodes()})"
+
+
+def add_node(graph: nx.DiGraph, node: Node) -> Node:
+    """Insert ``node`` with edges from its inputs (which must already be in the graph)."""
+    graph.add_node(node.id, node=node)
+    for arg, src in enumerate(node.inputs):
+        if src not in graph:
+            raise KeyError(f"input {src!r} of {node.id!r} is not in the graph")
+        graph.add_edge(src, node.id, arg=arg)
+    return node
