@@ -156,14 +156,16 @@ class Program:
     ``graph`` is a networkx DiGraph (node key = id, attribute ``node`` = the dataclass).
     ``names`` maps every top-level variable the source bound to an s-op/selector to its node id,
     so ``--output NAME`` can pick any of them.
+    ``sources`` maps file names to their text, so run-time errors can show the offending line.
     """
 
     def __init__(self, graph: nx.DiGraph, output: str, names: dict[str, str] | None = None,
-                 source_file: str | None = None) -> None:
+                 source_file: str | None = None, sources: dict[str, str] | None = None) -> None:
         self.graph = graph
         self.output = output
         self.names = dict(names or {})
         self.source_file = source_file
+        self.sources = dict(sources or {})
 
     def node(self, node_id: str) -> Node:
         return self.graph.nodes[node_id]["node"]
@@ -180,7 +182,7 @@ class Program:
             raise KeyError(name_or_id)
         keep = nx.ancestors(self.graph, target) | {target}
         return Program(self.graph.subgraph(keep).copy(), target,
-                       {k: v for k, v in self.names.items() if v in keep}, self.source_file)
+                       {k: v for k, v in self.names.items() if v in keep}, self.source_file, self.sources)
 
     def __repr__(self) -> str:
         return f"Program(output={self.output!r}, nodes={self.graph.number_of_nodes()})"

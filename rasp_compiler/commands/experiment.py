@@ -1,0 +1,133 @@
+"""``rasp experiment``: embedding-only training on Dyck-1 and k-hop induction, and the results grid."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rasp_compiler.errors import UserError
+
+TASK_HELP = {
+    "dyck1": "Dyck-1: is a parenthesis string balanced? (Zhong & Andreas' generator, label at '?')",
+    "khop": "k-hop induction heads (Sanford, Hsu & Telgarsky), every position scored",
+}
+
+
+def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
+    from rasp_compiler.experiments.grid import default_settings
+    from rasp_compiler.experiments.models import ARCHES, BACKBONES
+
+    if task == "khop":
+        p.add_argument("--k", type=int, required=True, choices=(1, 2, 3, 4), help="number of hops")
+    p.add_argument("--backbone", choices=BACKBONES, default="random",
+                   help="sparse {0,1} UT, random Gaussian UT (both frozen), or trained (all weights)")
+    p.add_argument("--arch", choices=ARCHES, default=None,
+                   help="attn (attention only), attn-res-ln (+ residual, layer norm), attn-res-ln-mlp "
+                        "(+ frozen random MLP); default: attn for dyck1, attn-res-ln for khop")
+    p.add_argument("--width", type=int, default=None, help="embedding width m (default: per task)")
+    p.add_argument("--layers", type=int, default=None, help="layers L (default: per task)")
+    p.add_argument("--heads", type=int, default=None, help="heads H (default: per task)")
+    p.add_argument("--steps", type=int, default=None, help="training steps (default: per task)")
+    p.add_argument("--batch", type=int, default=None, help="batch size (default: 64)")
+    p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: per task and backbone)")
+    p.add_argument("--seed", type=int, default=0, help="seed of data, embeddings and random backbone")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="CPU threads (default 1: these models are too small to gain from more)")
+    p.add_argument("--out", default=None,
+                   help="checkpoint directory (default runs/experiments/NAME)")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_run, task=task)
+    del default_settings
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "experiment", help="train embeddings of a frozen universal transformer (Dyck-1, k-hop)",
+        description="Program a frozen transformer by training only its token/position embeddings "
+                    "and unembedding, on Dyck-1 or k-hop induction heads; or run the whole grid.")
+    sub = p.add_subparsers(dest="experiment_command", metavar="TASK")
+    for task in ("dyck1", "khop"):
+        _add_run_options(sub.add_parser(task, help=TASK_HELP[task], description=TASK_HELP[task]), task)
+    t = sub.add_parser("table", help="run the grid (resumable) and write docs/experiments.md + plots",
+                       description="Run every configuration of the grid whose result file is missing, "
+                                   "then write the report and the plots from all result files.")
+    t.add_argument("--quick", action="store_true",
+                   help="a small, short grid (minutes) written to runs/experiments-quick/")
+    t.add_argument("--device", default="cpu", help="cpu or cuda")
+    t.add_argument("--jobs", type=int, default=1, help="runs in parallel (each on one CPU thread)")
+    t.add_argument("--results", default=None, help="result directory (default docs/results/experiments)")
+    t.add_argument("--doc", default=None, help="report path (default docs/experiments.md)")
+    t.add_argument("--img", default=None, help="plot directory (default docs/img)")
+    t.add_argument("--only", default=None,
+                   help="run only grid entries whose name matches this regular expression "
+                        "(the report uses all result files)")
+    t.add_argument("--report-only", action="store_true", help="run nothing; rewrite the report")
+    t.add_argument("--dry-run", action="store_true", help="list the missing runs and stop")
+    t.set_defaults(func=_table)
+
+    def _no_task(args) -> int:
+        p.print_help()
+        return 2
+    p.set_defaults(func=_no_task)
+
+
+def _run(args) -> int:
+    from rasp_compiler.experiments.grid import run_config
+    from rasp_compiler.experiments.train import train
+
+    arch = args.arch or ("attn" if args.task == "dyck1" else "attn-res-ln")
+    overrides = {name: getattr(args, name) for name in ("width", "layers", "heads", "steps", "batch", "lr")
+                 if getattr(args, name) is not None}
+    cfg = run_config(args.task, getattr(args, "k", None), args.backbone, arch, args.seed,
+                     device=args.device, threads=args.threads, **overrides)
+    out = args.out or f"runs/experiments/{cfg.name()}"
+    result, _ = train(cfg, out=out, progress=not args.no_progress and sys.stderr.isatty())
+    if args.json:
+        print(json.dumps(result))
+    else:
+        k = f" k={cfg.k}" if cfg.k else ""
+        print(f"{cfg.task}{k} backbone={cfg.backbone} arch={cfg.arch} width={cfg.width} "
+              f"L={cfg.layers} H={cfg.heads} steps={cfg.steps} lr={cfg.lr} seed={cfg.seed}")
+        print(f"test accuracy {result['test_accuracy']:.4f}  (majority baseline "
+              f"{result['majority_baseline']:.4f})")
+        print(f"trainable parameters {result['trainable_params']}, frozen {result['frozen_params']}; "
+              f"{result['seconds']:.1f} s; checkpoint in {out}")
+    return 0
+
+
+def _table(args) -> int:
+    from rasp_compiler.experiments import grid
+
+    if args.jobs < 1:
+        raise UserError("--jobs must be at least 1")
+    if args.quick:
+        configs = grid.quick_grid(device=args.device)
+        results = args.results or "runs/experiments-quick/results"
+        doc = args.doc or "runs/experiments-quick/experiments.md"
+        img = args.img or "runs/experiments-quick/img"
+    else:
+        configs = grid.full_grid(device=args.device)
+        results = args.results or "docs/results/experiments"
+        doc = args.doc or "docs/experiments.md"
+        img = args.img or "docs/img"
+    if args.only:
+        import re
+        try:
+            pattern = re.compile(args.only)
+        except re.error as err:
+            raise UserError(f"--only: bad regular expression: {err}") from None
+        configs = [c for c in configs if pattern.search(c.name())]
+    if args.dry_run:
+        missing = grid.missing(configs, results)
+        for c in missing:
+            print(c.name())
+        print(f"{len(missing)} of {len(configs)} runs missing", file=sys.stderr)
+        return 0
+    if not args.report_only:
+        grid.run_grid(configs, results, jobs=args.jobs, progress=sys.stderr.isatty())
+    grid.write_report(results, doc, img, quick=args.quick)
+    print(f"wrote {doc} and plots in {img}")
+    return 0

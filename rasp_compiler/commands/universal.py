@@ -1,0 +1,209 @@
+"""``rasp universal``: build fixed universal transformers, check them, and the width lower bound."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+from rasp_compiler.errors import UserError
+
+EXAMPLES = """\
+examples:
+  rasp universal --construction sparse --layers 3 --dim 4 --check
+  rasp universal --construction paths --layers 2 --heads 3 --dim 2 --residual --causal --check --json
+  rasp universal --construction multihead --layers 4 --heads 2 --dim 8 --residual --save ut/mh
+  rasp universal --load ut/mh --target my_target.safetensors --check
+  rasp universal --construction random --layers 4 --dim 8 --check --trials 20
+  rasp universal --construction random --layers 2 --dim 4 --width 8 --head-dim 4 --check   # fit
+  rasp universal lower-bound                      # table, H in 1..3, L in 1..5
+  rasp universal lower-bound --heads 2 --layers 4 --residual --json
+
+constructions and embedding widths m (d = target width, k = random head width, default d):
+  sparse     one head, values, no residual          m = (2L+1) d
+  looped     one shared layer applied L times       m = (2L+1) d
+  multihead  H heads, no values (residual or not)   m = (HL+1) d
+  paths      H heads with values                    m = d (1 + 2 sum_{l=1..L} H^l)
+             ... with residual                      m = d (sum_{l=1..L} (H+1)^l + (H+1)^L)
+  random     Gaussian; E by linear solves           m = 2 k H sum_{l<L} a^l  (a = H, H+1 with
+             residual, 1 with --no-values); below that width or with k < d: gradient fit
+
+The UT's weights never depend on the target: a target enters only through its embedding E (and U).
+See docs/universal.md.
+"""
+
+FORMULA_TEXT = {"sparse": "(2L+1)d", "looped": "(2L+1)d", "multihead": "(HL+1)d"}
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "universal", help="fixed universal transformers: build, save, check; width lower bound",
+        description="Build a fixed universal transformer (UT) for a class of attention-only targets "
+                    "(L layers, H heads, width d), encode random or saved targets into its input "
+                    "embedding E, and check UT(X, E) = T(X).  'rasp universal lower-bound' computes "
+                    "the width lower bound under attention matching.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", nargs="?", choices=["lower-bound"], metavar="lower-bound",
+                   help="compute the rank of the path-product span (d = 1) instead of building a UT")
+    g = p.add_argument_group("class and construction")
+    g.add_argument("--construction", choices=["sparse", "looped", "multihead", "paths", "random"])
+    g.add_argument("--layers", "-L", type=int, help="target layers L")
+    g.add_argument("--heads", "-H", type=int, help="heads per layer H (default 1 when building)")
+    g.add_argument("--dim", "-d", type=int, help="target width d")
+    g.add_argument("--residual", action="store_true", help="targets (and the UT) have a residual stream")
+    g.add_argument("--causal", action="store_true", help="causal attention mask")
+    g.add_argument("--no-values", dest="values", action="store_false",
+                   help="random only: a class without value matrices (R_V = I)")
+    g.add_argument("--width", type=int, metavar="M", help="random only: embedding width m (default: formula)")
+    g.add_argument("--head-dim", type=int, metavar="K", help="random only: head width k (default: d)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the random backbone and targets (default 0)")
+    c = p.add_argument_group("checking and files")
+    c.add_argument("--check", action="store_true", help="encode random targets and compare UT with target")
+    c.add_argument("--trials", type=int, default=10, help="random targets to check (default 10)")
+    c.add_argument("--lengths", default="1,2,3,5,8,13,21,32",
+                   help="comma-separated sequence lengths (default 1,2,3,5,8,13,21,32)")
+    c.add_argument("--dtype", choices=["float64", "float32"], default="float64", help="UT precision")
+    c.add_argument("--tolerance", type=float,
+                   help="max error accepted by --check (default 1e-10, random 1e-8, float32 1e-4)")
+    c.add_argument("--save", metavar="DIR", help="save the UT (ut.safetensors + ut.json) to DIR")
+    c.add_argument("--load", metavar="DIR", help="use a saved UT instead of building one")
+    c.add_argument("--target", metavar="FILE", help="check this saved target (safetensors) instead of "
+                                                    "random ones")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "lower-bound":
+        return _lower_bound(args)
+    return _build(args)
+
+
+# ----- lower bound -----------------------------------------------------------------------------
+def _lower_bound(args: argparse.Namespace) -> int:
+    from rasp_compiler.universal.lower_bound import lower_bound_table
+
+    for name in ("heads", "layers"):
+        v = getattr(args, name)
+        if v is not None and not 1 <= v <= 8:
+            raise UserError(f"--{name} must be between 1 and 8 for the lower bound (got {v})")
+    if args.construction or args.check or args.save or args.load or args.target:
+        raise UserError("'rasp universal lower-bound' takes only --heads, --layers, --residual and --json")
+    heads = (args.heads,) if args.heads else (1, 2, 3)
+    layers = (args.layers,) if args.layers else (1, 2, 3, 4, 5)
+    paths = (max(heads) + int(args.residual)) ** max(layers)
+    if paths > 5000:
+        raise UserError(f"{paths} paths is too many for the exact rank computation (at most 5000)")
+    rows = lower_bound_table(heads, layers, args.residual)
+    if args.json:
+        print(json.dumps(rows[0] if len(rows) == 1 else rows))
+        return 0
+    a = "H+1" if args.residual else "H"
+    print(f"rank of the path-product span, d = 1, attention matching, residual "
+          f"{'on' if args.residual else 'off'} (expected {a}^L): a lower bound on the width m")
+    print("  H \\ L " + "".join(f"{l:>8}" for l in layers))
+    for h in heads:
+        print(f"  {h:<6}" + "".join(f"{r['rank']:>8}" for r in rows if r["heads"] == h))
+    return 0
+
+
+# ----- build / check ---------------------------------------------------------------------------
+def _lengths(text: str) -> tuple[int, ...]:
+    try:
+        out = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UserError(f"--lengths must be comma-separated integers, got {text!r}") from None
+    if not out or min(out) < 1:
+        raise UserError(f"--lengths must be positive integers, got {text!r}")
+    return out
+
+
+def _build(args: argparse.Namespace) -> int:
+    from rasp_compiler.universal import Target, UniversalTransformer, build_universal, width_formula
+    from rasp_compiler.universal.check import CheckReport, check_class, compare
+
+    target = Target.load(args.target) if args.target else None
+    if args.load:
+        ut = UniversalTransformer.load(args.load)
+    else:
+        if target is not None:  # take the class from the target where options are missing
+            args.layers = args.layers or target.layers
+            args.heads = args.heads or target.heads
+            args.dim = args.dim or target.dim
+            args.residual = args.residual or target.residual
+            args.causal = args.causal or target.causal
+        missing = [f"--{n}" for n in ("construction", "layers", "dim") if getattr(args, n) is None]
+        if missing:
+            raise UserError(f"missing {', '.join(missing)}",
+                            hint="e.g. rasp universal --construction sparse --layers 2 --dim 4 --check "
+                                 "(or 'rasp universal lower-bound')")
+        if args.construction != "random" and not args.values:
+            raise UserError("--no-values is for --construction random (multihead never has values)")
+        ut = build_universal(args.construction, args.layers, args.heads or 1, args.dim,
+                             residual=args.residual, causal=args.causal,
+                             values=args.values and args.construction != "multihead",
+                             m=args.width, head_dim=args.head_dim, seed=args.seed)
+    cfg = ut.config
+    if args.save:
+        ut.save(args.save)
+    if args.trials < 1:
+        raise UserError("--trials must be at least 1")
+    dtype = torch.float64 if args.dtype == "float64" else torch.float32
+    lengths = _lengths(args.lengths)
+    formula = width_formula(cfg.construction, cfg.layers, cfg.heads, cfg.dim, cfg.residual, cfg.values,
+                            cfg.head_dim)
+    report = CheckReport(cfg.construction, cfg.layers, cfg.heads, cfg.dim, cfg.m, formula, None, None)
+    if args.check or target is not None:
+        if target is not None:
+            ut = ut.to(dtype)
+            err, att, enc = compare(ut, target, lengths, seed=args.seed)
+            report.max_abs_error, report.attention_max_diff, report.trials = err, att, 1
+            report.methods, report.max_fit_residual = {enc.method: 1}, enc.residual
+        else:
+            report = check_class(cfg.construction, cfg.layers, cfg.heads, cfg.dim, residual=cfg.residual,
+                                 causal=cfg.causal, trials=args.trials, seed=args.seed, lengths=lengths,
+                                 dtype=dtype, ut=ut)
+    tol = args.tolerance
+    if tol is None:
+        tol = 1e-4 if dtype == torch.float32 else (1e-8 if cfg.construction == "random" else 1e-10)
+    ok = report.max_abs_error is None or report.max_abs_error <= tol
+    if args.json:
+        print(json.dumps(report.as_json()))
+    else:
+        _print_text(ut, report, args, lengths, tol, ok, target is not None)
+    if not ok and not args.json:
+        print(f"error above tolerance {tol:g}", file=sys.stderr)
+    return 0 if ok else 1
+
+
+def _print_text(ut, report, args, lengths, tol, ok, given_target) -> None:
+    cfg = ut.config
+    on = {True: "on", False: "off"}
+    loaded = f" (loaded from {args.load})" if args.load else ""
+    print(f"universal transformer: {cfg.construction}{loaded}")
+    print(f"  class      L={cfg.layers} H={cfg.heads} d={cfg.dim}  values {on[cfg.values]}  residual "
+          f"{on[cfg.residual]}  causal {on[cfg.causal]}")
+    formula = FORMULA_TEXT.get(cfg.construction, "formula")
+    print(f"  width      m = {cfg.m}   {formula} = {report.m_formula}"
+          + ("" if cfg.m == report.m_formula else "   (below formula: E comes from a gradient fit)"
+             if cfg.m < report.m_formula else ""))
+    nz = sum(int((t != 0).sum()) for t in ut.backbone_tensors().values())
+    kind = "Gaussian" if cfg.construction == "random" else "{0,1}"
+    print(f"  weights    {kind}, R_V {cfg.value_kind}, {nz} nonzero entries"
+          + (f", seed {cfg.seed}" if cfg.seed is not None else ""))
+    if args.save:
+        print(f"  saved      {args.save}/ut.safetensors, ut.json")
+    if report.max_abs_error is None:
+        print("  (add --check to encode random targets and compare)")
+        return
+    what = "the given target" if given_target else f"{report.trials} random targets"
+    print(f"  checked    {what}, lengths {','.join(map(str, lengths))}, UT in {args.dtype}")
+    methods = ", ".join(f"{k} x{v}" for k, v in report.methods.items())
+    residual = (f" (largest residual of the encoding conditions {report.max_fit_residual:.2e})"
+                if cfg.construction == "random" else "")
+    print(f"  encoding   {methods}{residual}")
+    verdict = "ok" if ok else "FAILED"
+    print(f"  max |UT(X,E) - T(X)|      {report.max_abs_error:.3e}   {verdict} (tolerance {tol:g})")
+    print(f"  max attention difference  {report.attention_max_diff:.3e}")

@@ -1,0 +1,132 @@
+"""Compile a RASP program graph into exact transformer weights.
+
+    from rasp_compiler.compiler import compile_program, load
+    model = compile_program(program, vocab=list("abc"), max_len=16)
+    model.run(["abca"])          # decoded outputs
+    model.forward(["abca"])      # logits [batch, positions, outputs]
+    model.trace(["abca"])        # residual stream after every sublayer + attention patterns
+    model.save("out/"); load("out/")
+    print(model.summary()); model.plan
+
+Stages (one module each): ``analysis`` (value sets, encodings, joint domains) → ``lowering``
+(residual features, heads, MLP ops, map fusion) → ``schedule`` (layers) → ``blocks`` (weights of
+each head / MLP) → ``assemble`` (tensors + config).  The model itself is
+``rasp_compiler.runtime.RaspModel``, the same class users load with torch alone.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rasp_compiler.compiler.analysis import Analysis
+from rasp_compiler.compiler.assemble import DTYPES, assemble
+from rasp_compiler.compiler.lowering import Lowering
+from rasp_compiler.compiler.schedule import schedule
+from rasp_compiler.errors import CompileError, UserError
+from rasp_compiler.graph.nodes import Program
+from rasp_compiler.runtime import RaspModel
+
+
+class CompiledModel(RaspModel):
+    """A runtime model plus what the compiler knows about it (plan, timing, analysis)."""
+
+    compile_seconds: float = 0.0
+    analysis: Analysis | None = None
+
+    @property
+    def plan(self) -> list[dict]:
+        return self.config["plan"]
+
+    @property
+    def residual_width(self) -> int:
+        return int(self.config["d_model"])
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.config["n_layers"])
+
+    @property
+    def heads_per_layer(self) -> list[int]:
+        return [lc["n_heads"] for lc in self.config["layers"]]
+
+    @property
+    def mlp_sizes(self) -> list[int]:
+        return [lc["d_mlp"] for lc in self.config["layers"]]
+
+    @property
+    def params(self) -> int:
+        return int(sum(t.numel() for t in self.tensors.values()))
+
+    def stats(self) -> dict[str, Any]:
+        return {"layers": self.n_layers, "heads_per_layer": self.heads_per_layer,
+                "residual_width": self.residual_width, "mlp_hidden": self.mlp_sizes,
+                "params": self.params, "compile_seconds": round(self.compile_seconds, 4)}
+
+    def summary(self) -> str:
+        lines = [f"layers: {self.n_layers}   heads per layer: {self.heads_per_layer}   "
+                 f"residual width: {self.residual_width}",
+                 f"MLP hidden sizes: {self.mlp_sizes}   parameters: {self.params:,}   "
+                 f"compile time: {self.compile_seconds:.3f} s"]
+        for lp in self.plan:
+            parts = []
+            for h in lp["heads"]:
+                parts.append(f"head {h['head']}: {h['kind']} {h['node']}"
+                             + (f" ({h['source']})" if h.get("source") else ""))
+            if lp["mlp"]:
+                names = ", ".join(o["writes"] for o in lp["mlp"]["ops"])
+                parts.append(f"mlp[{lp['mlp']['hidden']}]: {names}")
+            lines.append(f"  layer {lp['layer']}: " + "; ".join(parts))
+        path = self.config.get("critical_path") or []
+        if path:
+            lines.append("  depth forced by: " + " <- ".join(path))
+        for note in self.config.get("notes", []):
+            lines.append(f"  note: {note}")
+        return "\n".join(lines)
+
+
+def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, output: str | None = None,
+                    dtype: str = "float32", causal: bool = False,
+                    fixed_length: int | None = None) -> CompiledModel:
+    """Compile ``program`` for inputs over ``vocab`` of length 1..``max_len``."""
+    start = time.perf_counter()
+    if isinstance(vocab, str):
+        vocab = list(vocab)
+    vocab = list(dict.fromkeys(vocab))
+    if not vocab:
+        raise UserError("the vocabulary is empty", hint="give --vocab abc or --vocab '[\"a\",\"b\"]'")
+    if dtype not in DTYPES:
+        raise UserError(f"unknown dtype {dtype!r}", hint="use float32 or float64")
+    if not isinstance(max_len, int) or max_len < 1:
+        raise UserError(f"--max-len must be a positive integer, got {max_len!r}")
+    if fixed_length is not None and not 1 <= fixed_length <= max_len:
+        raise UserError(f"fixed_length must be between 1 and max_len ({max_len})")
+    if output is not None:
+        try:
+            program = program.with_output(output)
+        except KeyError:
+            known = ", ".join(sorted(program.names)) or "none"
+            raise UserError(f"no s-op named '{output}' in the program (named: {known})") from None
+    out_node = program.node(program.output)
+    if out_node.is_selector:
+        raise CompileError(f"the output '{program.output}' is a selector; a model outputs an s-op",
+                           program.source_file, hint="aggregate it, or take its selector_width")
+    an = Analysis(program, vocab, max_len, fixed_length=fixed_length, causal=causal)
+    low = Lowering(an)
+    sched = schedule(low)
+    config, tensors = assemble(an, low, sched, dtype=dtype, causal=causal)
+    from rasp_compiler.runtime import config_digest, weights_digest
+    config["weights_sha256"] = weights_digest(tensors)
+    config_digest(config)
+    model = CompiledModel(config, tensors)
+    model.compile_seconds = time.perf_counter() - start
+    model.analysis = an
+    return model
+
+
+def load(directory: str) -> RaspModel:
+    """Load a saved model (the runtime class; needs only torch + safetensors)."""
+    return RaspModel.load(directory)
+
+
+__all__ = ["CompiledModel", "compile_program", "load"]

@@ -1,0 +1,403 @@
+"""Analysis: what every s-op can hold, how it is encoded, and which values occur together.
+
+Each s-op gets an ``SInfo``: its encoding (one-hot ``categorical`` or one-dimensional
+``numerical``), its sorted value set, and a *table*: its value as a function of a few **base**
+s-ops.  Bases are the s-ops whose values the compiler treats as free: the token, the index, the
+length, and the outputs of attention (aggregates, selector widths).  Index and length are tied
+(index < length), and an attention output whose selector only reads positions (a prefix mean, a
+full selector) is a *conditional* base: its possible values are enumerated for each
+(index, length) pair, so ``(indices + 1) * prefix_mean`` knows the mean's denominator.
+
+The joint value tuples of any set of s-ops are then read off by enumerating their bases: this is
+what lets a fused MLP use hidden units only for value combinations that can occur, and it keeps
+every value set an over-approximation (never an under-approximation) of what the interpreter can
+produce.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from rasp_compiler.compiler import selectors as sl
+from rasp_compiler.compiler.values import MAX_VALUES, means, sorted_values
+from rasp_compiler.errors import CompileError
+from rasp_compiler.graph.expr import evaluate as eval_expr
+from rasp_compiler.graph.nodes import (
+    Aggregate, Constant, Indices, Length, Map, Node, Program, SelectorWidth, SequenceMap, SourcePos,
+    Tokens,
+)
+
+# The largest joint domain enumerated for one s-op; beyond it the s-op becomes a base of its own.
+DOMAIN_CAP = 120_000
+
+
+@dataclass
+class SInfo:
+    id: str
+    kind: str  # node kind, or "convert" / "tuple" / "width_scratch"
+    encoding: str  # "categorical" | "numerical"
+    values: list[Any]
+    bases: tuple[str, ...]
+    table: dict[tuple, Any]
+    base_kind: str | None = None  # "index" "length" "token" "free" "cond" for bases
+    cond: dict[tuple[int, int], list[Any]] | None = None  # for "cond" bases: (i, n) -> values
+    pos: SourcePos | None = None
+    inputs: tuple[str, ...] = ()
+    fn: Callable[..., Any] | None = None  # for virtual maps
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def numeric(self) -> bool:
+        return is_numeric(self.values)
+
+
+def is_numeric(values: list[Any]) -> bool:
+    """Values the interpreter will average: ints/floats, not only booleans."""
+    return bool(values) and all(isinstance(v, (int, float)) for v in values) and \
+        not all(isinstance(v, bool) for v in values)
+
+
+def convert_token(v: Any, type_name: str) -> Any:
+    """A vocabulary entry read as ``tokens_<type>`` (as the interpreter's ``convert_input``)."""
+    try:
+        return {"str": str, "int": int, "float": float, "bool": bool}[type_name](v)
+    except (TypeError, ValueError) as err:
+        raise CompileError(f"vocabulary entry {v!r} cannot be read as {type_name} (tokens_{type_name})",
+                           hint="give the vocabulary as a JSON list of numbers") from err
+
+
+class Analysis:
+    """Value sets, encodings and joint domains of every s-op of ``program``."""
+
+    def __init__(self, program: Program, vocab: list[Any], max_len: int, *,
+                 fixed_length: int | None = None, causal: bool = False) -> None:
+        self.program = program
+        self.graph = program.graph
+        self.vocab = list(vocab)
+        self.max_len = max_len
+        self.fixed_length = fixed_length
+        self.causal = causal
+        self.info: dict[str, SInfo] = {}
+        if fixed_length is not None:
+            self.lengths = [fixed_length]
+        else:
+            self.lengths = list(range(1, max_len + 1))
+        self.ctx_all = [(i, n) for n in self.lengths for i in range(n)]
+        self._sum_cache: dict = {}
+        self._formulas: dict[str, sl.Formula] = {}
+        self._width_cache: dict[str, dict[tuple[int, int], int] | None] = {}
+        for node in program.nodes():
+            if not node.is_selector:
+                self.info[node.id] = self._analyse(node)
+
+    # ------------------------------------------------------------------ helpers
+    def node(self, node_id: str) -> Node:
+        return self.graph.nodes[node_id]["node"]
+
+    def error(self, node_id: str | None, message: str, hint: str | None = None,
+              pos: SourcePos | None = None) -> CompileError:
+        if pos is None and node_id is not None and node_id in self.graph:
+            pos = self.node(node_id).pos
+        if pos is None and node_id in self.info:
+            pos = self.info[node_id].pos
+        source = None
+        if pos is not None:
+            source = getattr(self.program, "sources", {}).get(pos.file)
+            return CompileError(message, pos.file, pos.line, pos.col, source=source, hint=hint,
+                                width=max(1, len(pos.text.splitlines()[0]) if pos.text else 1))
+        return CompileError(message, self.program.source_file, hint=hint)
+
+    def describe(self, node_id: str) -> str:
+        info = self.info.get(node_id)
+        node = self.node(node_id) if node_id in self.graph else None
+        text = node.pos.text if node is not None and node.pos is not None and node.pos.text else ""
+        return f"'{node_id}'" + (f" ({text})" if text and text != node_id else "")
+
+    # ------------------------------------------------------------------ domains
+    def _ctx_list(self, kinds: set[str]) -> list[tuple[int | None, int | None]]:
+        if "cond" in kinds or ("index" in kinds and "length" in kinds):
+            return list(self.ctx_all)
+        if "index" in kinds:
+            return [(i, None) for i in range(max(self.lengths))]
+        if "length" in kinds:
+            return [(None, n) for n in self.lengths]
+        return [(None, None)]
+
+    def _choices(self, bases: tuple[str, ...], ctx: tuple) -> list[list[Any]]:
+        out = []
+        for b in bases:
+            info = self.info[b]
+            if info.base_kind == "index":
+                out.append([ctx[0]])
+            elif info.base_kind == "length":
+                out.append([ctx[1]])
+            elif info.base_kind == "cond":
+                out.append(info.cond[ctx])  # type: ignore[index]
+            else:
+                out.append(info.values)
+        return out
+
+    def domain_size(self, bases: tuple[str, ...]) -> int:
+        kinds = {self.info[b].base_kind for b in bases}
+        total = 0
+        for ctx in self._ctx_list(kinds):  # type: ignore[arg-type]
+            total += int(np.prod([len(c) for c in self._choices(bases, ctx)], dtype=np.float64))
+            if total > 10 * DOMAIN_CAP:
+                break
+        return total
+
+    def domain(self, bases: tuple[str, ...]) -> list[tuple]:
+        """Every assignment of values to ``bases`` that can occur at one position."""
+        kinds = {self.info[b].base_kind for b in bases}
+        out: dict[tuple, None] = {}
+        for ctx in self._ctx_list(kinds):  # type: ignore[arg-type]
+            for combo in itertools.product(*self._choices(bases, ctx)):
+                out[combo] = None
+        return list(out)
+
+    def value_of(self, sid: str, bases: tuple[str, ...], assignment: tuple) -> Any:
+        info = self.info[sid]
+        key = tuple(assignment[bases.index(b)] for b in info.bases)
+        return info.table[key]
+
+    def joint(self, sids: list[str], extra: str | None = None) -> list[tuple]:
+        """Distinct tuples of values of ``sids`` (then ``extra``) that can occur at one position."""
+        allsids = list(sids) + ([extra] if extra else [])
+        bases = tuple(sorted({b for s in allsids for b in self.info[s].bases}))
+        projections = [[bases.index(b) for b in self.info[s].bases] for s in allsids]
+        tables = [self.info[s].table for s in allsids]
+        out: dict[tuple, None] = {}
+        for a in self.domain(bases):
+            row = []
+            for proj, table in zip(projections, tables):
+                key = tuple(a[j] for j in proj)
+                if key not in table:
+                    break
+                row.append(table[key])
+            else:
+                out[tuple(row)] = None
+        return list(out)
+
+    # ------------------------------------------------------------------ node kinds
+    def _base(self, node: Node, kind: str, values: list[Any], encoding: str, *,
+              cond: dict | None = None) -> SInfo:
+        values = sorted_values(values)
+        return SInfo(node.id, node.kind, encoding, values, (node.id,), {(v,): v for v in values},
+                     base_kind=kind, cond=cond, pos=node.pos, inputs=node.inputs)
+
+    def _const(self, node_id: str, kind: str, value: Any, pos: SourcePos | None, encoding: str) -> SInfo:
+        return SInfo(node_id, kind, encoding, [value], (), {(): value}, base_kind="const", pos=pos)
+
+    def _analyse(self, node: Node) -> SInfo:
+        enc = getattr(node, "encoding", None)
+        if isinstance(node, Tokens):
+            values = [convert_token(v, node.type) for v in self.vocab]
+            info = self._base(node, "token", values, enc or "categorical")
+        elif isinstance(node, Indices):
+            info = self._base(node, "index", list(range(max(self.lengths))), enc or "categorical")
+        elif isinstance(node, Length):
+            if self.fixed_length is not None:
+                info = self._const(node.id, node.kind, self.fixed_length, node.pos, enc or "categorical")
+            else:
+                if self.causal:
+                    raise self.error(node.id, "length needs the whole input, which a causal model "
+                                     "cannot see", hint="compile without --causal")
+                info = self._base(node, "length", list(self.lengths), enc or "categorical")
+        elif isinstance(node, Constant):
+            info = self._const(node.id, node.kind, node.value, node.pos, enc or "categorical")
+        elif isinstance(node, (Map, SequenceMap)):
+            fn = node.fn
+
+            def call(*args: Any, _fn=fn) -> Any:
+                return eval_expr(_fn, args)
+            info = self.map_info(node.id, node.kind, node.inputs, call, enc or "categorical", node.pos)
+        elif isinstance(node, Aggregate):
+            info = self._aggregate(node)
+        elif isinstance(node, SelectorWidth):
+            info = self._selector_width(node)
+        else:
+            raise self.error(node.id, f"the compiler does not know the node kind {node.kind!r}")
+        if info.encoding == "numerical" and not info.numeric and info.kind not in ("aggregate",):
+            raise self.error(node.id, f"{self.describe(node.id)} is marked numerical but holds "
+                             f"non-numbers ({_preview(info.values)})",
+                             hint="remove numerical(...) or make the values numbers (indicator(...))")
+        return info
+
+    def map_info(self, sid: str, kind: str, inputs: tuple[str, ...], fn: Callable[..., Any],
+                 encoding: str, pos: SourcePos | None) -> SInfo:
+        """Tabulate a positionwise function of ``inputs`` over the joint domain of their bases."""
+        bases = tuple(sorted({b for i in inputs for b in self.info[i].bases}))
+        size = self.domain_size(bases)
+        if size <= DOMAIN_CAP:
+            projections = [[bases.index(b) for b in self.info[i].bases] for i in inputs]
+            tables = [self.info[i].table for i in inputs]
+            table: dict[tuple, Any] = {}
+            for a in self.domain(bases):
+                args = []
+                for proj, t in zip(projections, tables):
+                    key = tuple(a[j] for j in proj)
+                    if key not in t:
+                        break
+                    args.append(t[key])
+                else:
+                    try:
+                        table[a] = fn(*args)
+                    except Exception:  # the interpreter raises on this combination, if it occurs
+                        continue
+            values = sorted_values(table.values())
+            return SInfo(sid, kind, encoding, values, bases, table, pos=pos, inputs=inputs, fn=fn)
+        # Too many joint assignments: the map becomes a base, tabulated on its inputs' value sets.
+        combos = 1
+        for i in inputs:
+            combos *= max(1, len(self.info[i].values))
+        if combos > DOMAIN_CAP:
+            raise self.error(sid, f"{self.describe(sid)} combines inputs with {combos} value "
+                             "combinations, too many to tabulate",
+                             hint="give its inputs smaller value sets (fewer tokens, a smaller "
+                                  "--max-len), or split the expression")
+        vals = []
+        for args in itertools.product(*(self.info[i].values for i in inputs)):
+            try:
+                vals.append(fn(*args))
+            except Exception:
+                continue
+        values = sorted_values(vals)
+        return SInfo(sid, kind, encoding, values, (sid,), {(v,): v for v in values}, base_kind="free",
+                     pos=pos, inputs=inputs, fn=fn, notes=["opaque"])
+
+    # ------------------------------------------------------------------ selectors
+    def formula(self, sel_id: str) -> sl.Formula:
+        if sel_id not in self._formulas:
+            self._formulas[sel_id] = sl.formula(self.graph, sel_id)
+        return self._formulas[sel_id]
+
+    def positional(self, sid: str) -> bool:
+        """Whether ``sid`` is a function of the index and the length only."""
+        return all(self.info[b].base_kind in ("index", "length") for b in self.info[sid].bases)
+
+    def widths(self, sel_id: str) -> dict[tuple[int, int], int] | None:
+        """For a selector that reads only positional s-ops: its width at each (index, length)."""
+        if sel_id in self._width_cache:
+            return self._width_cache[sel_id]
+        f = self.formula(sel_id)
+        result: dict[tuple[int, int], int] | None = None
+        if all(self.positional(a.key) and self.positional(a.query) for a in sl.atoms(f)):
+            result = {}
+            for n in self.lengths:
+                pos_n = list(range(n))
+                mats = {}
+                for a in sl.atoms(f):
+                    kv = [self._positional_value(a.key, j, n) for j in pos_n]
+                    qv = [self._positional_value(a.query, i, n) for i in pos_n]
+                    m = np.array([[sl.compare(a.op, k, q) for k in kv] for q in qv], dtype=bool)
+                    mats[a] = ~m if a.negated else m
+                sel = sl.evaluate(f, mats)
+                for i, w in enumerate(sel.sum(axis=1)):
+                    result[(i, n)] = int(w)
+        self._width_cache[sel_id] = result
+        return result
+
+    def _positional_value(self, sid: str, i: int, n: int) -> Any:
+        info = self.info[sid]
+        key = tuple(i if self.info[b].base_kind == "index" else n for b in info.bases)
+        return info.table.get(key)
+
+    def injective(self, sid: str) -> bool:
+        """Whether ``sid`` holds a different value at every position of every input."""
+        if not self.positional(sid):
+            return False
+        for n in self.lengths:
+            vals = [self._positional_value(sid, i, n) for i in range(n)]
+            if None in vals or len(set(vals)) != n:
+                return False
+        return True
+
+    def at_most_one(self, sel_id: str) -> bool:
+        """Whether the selector provably selects at most one key for every query."""
+        w = self.widths(sel_id)
+        if w is not None:
+            return max(w.values(), default=0) <= 1
+        for c in sl.conjuncts(self.formula(sel_id)):
+            if isinstance(c, sl.Atom) and self.injective(c.key):
+                kv, qv = self.info[c.key].values, self.info[c.query].values
+                if sl.atom_matrix(c, qv, kv).sum(axis=1).max(initial=0) <= 1:
+                    return True
+        return False
+
+    # ------------------------------------------------------------------ attention outputs
+    def _aggregate(self, node: Aggregate) -> SInfo:
+        sel_id, src = node.inputs
+        sinfo = self.info[src]
+        enc = node.encoding
+        unique = self.at_most_one(sel_id)
+        numeric = is_numeric(sinfo.values)
+        if enc is None:
+            if sinfo.encoding == "numerical" or (numeric and not unique):
+                enc = "numerical"
+            else:
+                enc = "categorical"
+        if enc == "numerical" and not isinstance(node.default, (int, float)):
+            raise self.error(node.id, f"{self.describe(node.id)} is a numerical mean, so its default "
+                             f"must be a number, not {node.default!r}",
+                             hint="give a numeric default, or select at most one key")
+        if enc == "numerical" and not numeric:
+            raise self.error(node.id, f"{self.describe(node.id)} averages {self.describe(src)}, "
+                             f"which holds non-numbers ({_preview(sinfo.values)})",
+                             hint="a numerical aggregate needs numbers; use indicator(...) on booleans")
+        if enc == "categorical" and not unique and numeric:
+            raise self.error(node.id, f"{self.describe(node.id)} is categorical, but its selector may "
+                             "pick several keys, and the mean of several numbers has no categorical "
+                             "encoding", hint="remove categorical(...) so it compiles as a numerical "
+                             "mean, or select at most one key (compare against indices with ==)")
+        widths = self.widths(sel_id)
+        default = node.default
+        if enc == "categorical":
+            values = list(sinfo.values) + [default]
+            info = self._base(node, "free", values, enc)
+            if widths is not None:
+                cond = {ctx: ([default] if w == 0 else list(sinfo.values)) for ctx, w in widths.items()}
+                info.base_kind, info.cond = "cond", {c: sorted_values(v) for c, v in cond.items()}
+            if not unique:
+                info.notes.append("several keys may be selected: the interpreter rejects such inputs "
+                                  "(a mean of non-numbers)")
+            return info
+        per_width: dict[int, list[Any] | None] = {}
+
+        def mean_set(w: int) -> list[Any]:
+            if w not in per_width:
+                per_width[w] = [default] if w == 0 else means(sinfo.values, w, self._sum_cache)
+            got = per_width[w]
+            if got is None:
+                raise self.error(node.id, f"{self.describe(node.id)} averages values whose possible "
+                                 "means are too many to enumerate",
+                                 hint="average fewer distinct values (e.g. 0/1 indicators)")
+            return got
+        if widths is not None:
+            cond = {ctx: sorted_values(mean_set(w)) for ctx, w in widths.items()}
+            allv = sorted_values(v for vs in cond.values() for v in vs)
+            info = self._base(node, "cond", allv, enc, cond=cond)
+        else:
+            allv = [default]
+            for w in range(1, max(self.lengths) + 1):
+                allv.extend(mean_set(w))
+                if len(allv) > 4 * MAX_VALUES:
+                    raise self.error(node.id, "too many possible means to enumerate")
+            info = self._base(node, "free", allv, enc)
+        return info
+
+    def _selector_width(self, node: SelectorWidth) -> SInfo:
+        enc = node.encoding or "categorical"
+        widths = self.widths(node.inputs[0])
+        if widths is not None:
+            cond = {ctx: [w] for ctx, w in widths.items()}
+            return self._base(node, "cond", sorted({w for w in widths.values()}), enc, cond=cond)
+        return self._base(node, "free", list(range(0, max(self.lengths) + 1)), enc)
+
+
+def _preview(values: list[Any], k: int = 4) -> str:
+    shown = ", ".join(repr(v) for v in values[:k])
+    return shown + (", …" if len(values) > k else "")

@@ -1,0 +1,186 @@
+"""Assembly: layout + schedule + blocks → the weight tensors and the config of a model.
+
+Layers are built in order while the residual of the BOS-only input is simulated alongside (in
+float64), because each head cancels what the BOS position holds (see ``blocks``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from rasp_compiler.compiler.analysis import Analysis, convert_token
+from rasp_compiler.compiler.blocks import Layout, MLPWeights, head_weights, mlp_weights
+from rasp_compiler.compiler.lowering import EmbedOp, HeadOp, Lowering, MLPOp
+from rasp_compiler.compiler.schedule import Schedule
+from rasp_compiler.compiler.values import json_value
+from rasp_compiler.runtime import FORMAT
+
+# Score gap (in nats) between an attended and a not-attended key: exp(-gap) underflows to exactly
+# 0 in the dtype (smallest float32 subnormal ≈ exp(-103.3), float64 ≈ exp(-744.4)), so hard
+# attention is exact at every length, not merely close.
+GAP = {"float32": 120.0, "float64": 800.0}
+LOGIT_SCALE = 10.0
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def _src(pos: Any) -> str | None:
+    return f"{pos.file}:{pos.line}" if pos is not None else None
+
+
+def _text(pos: Any) -> str | None:
+    return pos.text if pos is not None and pos.text else None
+
+
+def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal: bool) -> tuple[dict, dict]:
+    feats = sorted(low.features.values(), key=lambda f: (sched.slot[f.id], f.id))
+    layout = Layout(feats)
+    d = layout.d_model
+    vocab = an.vocab
+    tensors: dict[str, np.ndarray] = {}
+
+    # ---------------------------------------------------------------- embeddings
+    tok = np.zeros((len(vocab) + 2, d))
+    pos = np.zeros((an.max_len + 1, d))
+    tok[: len(vocab) + 1, 0] = 1.0  # `one` at every real token and at BOS (not at PAD)
+    tok[len(vocab), 1] = 1.0  # `bos`
+    for f in feats:
+        op = low.ops[f.id]
+        if not isinstance(op, EmbedOp):
+            continue
+        if op.kind == "token":
+            for t, v in enumerate(vocab):
+                val = convert_token(v, op.token_type)
+                if f.encoding == "categorical":
+                    tok[t, layout.dim(f.id, val)] = 1.0
+                else:
+                    tok[t, layout.dim(f.id)] = float(val)
+        elif op.kind == "index":
+            for p in range(1, an.max_len + 1):
+                if f.encoding == "categorical":
+                    if p - 1 < len(f.values):
+                        pos[p, layout.dim(f.id, p - 1)] = 1.0
+                else:
+                    pos[p, layout.dim(f.id)] = float(p - 1)
+        else:
+            col = layout.dim(f.id, op.value) if f.encoding == "categorical" else layout.dim(f.id)
+            pos[1:, col] = 1.0 if f.encoding == "categorical" else float(op.value)
+    tensors["embed.token"], tensors["embed.pos"] = tok, pos
+    r_bos = tok[len(vocab)] + pos[0]
+
+    # ---------------------------------------------------------------- layers
+    gap = GAP[dtype]
+    layers_cfg, plan = [], []
+    for li in range(sched.n_layers):
+        head_ids = sched.heads[li]
+        hws = [head_weights(low.ops[h], layout, r_bos) for h in head_ids]  # type: ignore[arg-type]
+        d_head = max([max(hw.W_Q.shape[1], hw.W_V.shape[1]) for hw in hws], default=0)
+        n_heads = len(hws)
+        layer_plan: dict[str, Any] = {"layer": li, "heads": [], "mlp": None}
+        if n_heads:
+            wq = np.zeros((n_heads, d, d_head))
+            wk, wv = np.zeros_like(wq), np.zeros_like(wq)
+            wo = np.zeros((n_heads, d_head, d))
+            out_bos = np.zeros(d)
+            for h, (hid, hw) in enumerate(zip(head_ids, hws)):
+                op: HeadOp = low.ops[hid]  # type: ignore[assignment]
+                scale = (gap if op.bos == "always" else 2.0 * gap) * math.sqrt(d_head)
+                wq[h, :, : hw.W_Q.shape[1]] = hw.W_Q * scale
+                wk[h, :, : hw.W_K.shape[1]] = hw.W_K
+                wv[h, :, : hw.W_V.shape[1]] = hw.W_V
+                wo[h, : hw.W_O.shape[0], :] = hw.W_O
+                out_bos += (r_bos @ hw.W_V) @ hw.W_O
+                node = an.node(op.node) if op.node in an.graph else None
+                layer_plan["heads"].append({
+                    "head": h, "kind": op.kind, "node": op.node, "writes": op.target,
+                    "blocks": [{"query": b.query, "key": b.key, "shape": list(b.matrix.shape)}
+                               for b in op.blocks],
+                    "value": op.value, "source": _src(node.pos if node else op.pos),
+                    "text": _text(node.pos if node else op.pos)})
+            tensors[f"layers.{li}.attn.W_Q"] = wq
+            tensors[f"layers.{li}.attn.W_K"] = wk
+            tensors[f"layers.{li}.attn.W_V"] = wv
+            tensors[f"layers.{li}.attn.W_O"] = wo
+            r_bos = r_bos + out_bos
+        acc = MLPWeights()
+        mlp_ops = []
+        for mid in sched.mlps[li]:
+            op_m: MLPOp = low.ops[mid]  # type: ignore[assignment]
+            before = len(acc.b_in)
+            mlp_weights(op_m, layout, acc)
+            node = an.node(op_m.node) if op_m.node in an.graph else None
+            mlp_ops.append({"kind": op_m.kind, "node": op_m.node, "writes": op_m.target,
+                            "inputs": list(op_m.inputs), "units": [before, len(acc.b_in)],
+                            "source": _src(node.pos if node else op_m.pos),
+                            "text": _text(node.pos if node else op_m.pos)})
+        m = len(acc.b_in)
+        if m or acc.b_out:
+            m = max(m, 1)
+            w_in = np.zeros((d, m))
+            w_out = np.zeros((m, d))
+            for u, ((dims, w), (odims, ow)) in enumerate(zip(acc.w_in, acc.w_out)):
+                np.add.at(w_in[:, u], dims, w)
+                np.add.at(w_out[u], odims, ow)
+            b_in = np.zeros(m)
+            b_in[: len(acc.b_in)] = acc.b_in
+            b_out = np.zeros(d)
+            for k, v in acc.b_out.items():
+                b_out[k] += v
+            tensors[f"layers.{li}.mlp.W_in"] = w_in
+            tensors[f"layers.{li}.mlp.b_in"] = b_in
+            tensors[f"layers.{li}.mlp.W_out"] = w_out
+            tensors[f"layers.{li}.mlp.b_out"] = b_out
+            r_bos = r_bos + np.maximum(r_bos @ w_in + b_in, 0.0) @ w_out + b_out
+            layer_plan["mlp"] = {"hidden": m, "ops": mlp_ops}
+        else:
+            m = 0
+        layers_cfg.append({"n_heads": n_heads, "d_head": d_head, "d_mlp": m})
+        plan.append(layer_plan)
+
+    # ---------------------------------------------------------------- unembedding
+    out_f = low.features[low.output]
+    if out_f.encoding == "categorical":
+        w_u = np.zeros((d, len(out_f.values)))
+        w_u[layout.onehot_dims(out_f.id), np.arange(len(out_f.values))] = LOGIT_SCALE
+        out_cfg = {"encoding": "categorical", "values": [json_value(v) for v in out_f.values],
+                   "logit_scale": LOGIT_SCALE}
+    else:
+        w_u = np.zeros((d, 1))
+        w_u[layout.dim(out_f.id), 0] = 1.0
+        ints = all(isinstance(v, int) or (isinstance(v, float) and v.is_integer()) for v in out_f.values)
+        out_cfg = {"encoding": "numerical", "integer": bool(ints and out_f.values
+                                                            and all(isinstance(v, int) for v in out_f.values))}
+    out_cfg.update({"node": an.program.output, "feature": out_f.id})
+    tensors["unembed.W_U"], tensors["unembed.b_U"] = w_u, np.zeros(w_u.shape[1])
+
+    torch_dtype = DTYPES[dtype]
+    out_tensors = {k: torch.from_numpy(np.ascontiguousarray(v)).to(torch_dtype) for k, v in sorted(tensors.items())}
+    notes = []
+    for sid in sorted(an.info):
+        for note in an.info[sid].notes:
+            if note != "opaque":
+                notes.append(f"{sid}: {note}")
+    config = {
+        "format": FORMAT,
+        "program": an.program.source_file,
+        "vocab": [json_value(v) for v in vocab],
+        "bos": "<BOS>", "pad": "<PAD>",
+        "max_len": an.max_len,
+        "fixed_length": an.fixed_length,
+        "causal": causal,
+        "dtype": dtype,
+        "d_model": d,
+        "n_layers": sched.n_layers,
+        "layers": layers_cfg,
+        "attention_scale": "1/sqrt(d_head)",
+        "score_gap": gap,
+        "residual": layout.labels(),
+        "plan": plan,
+        "critical_path": sched.critical_path(),
+        "output": out_cfg,
+        "notes": notes,
+    }
+    return config, out_tensors

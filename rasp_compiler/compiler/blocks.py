@@ -1,0 +1,257 @@
+"""Weights of one attention head and of one MLP op, built from index arrays.
+
+Heads (see docs/compiler.md for the arithmetic):
+* scores are ``S * sum over blocks of P_b[query value, key value]`` — a bilinear form over the
+  one-hot query and key features, one block per additive conjunct of the selector;
+* a BOS column gives the BOS key ``S*(m - 1/2)`` ("default": wins only when no key is selected)
+  or ``S*m`` ("always": one of the selected, for selector width); a second column makes the BOS
+  *query* attend only to BOS, so the BOS position's residual never depends on the input;
+* the BOS rows of W_Q, W_K, W_V cancel whatever the BOS residual holds (it is known: the compiler
+  simulates the BOS-only input), so the BOS key's score and value are exactly as designed.
+
+MLPs (one hidden ReLU layer):
+* categorical inputs only: one unit per occurring value combination, ``ReLU(sum of one-hots - (k-1))``;
+* one numerical input x (plus categorical ones): a constant unit per combination, then for every
+  consecutive pair of x values where the output changes, a step of two units whose slope comes
+  from the actual gap between those two values (exact while x is within gap/4 of a listed value);
+* several numerical inputs: only affine functions (one unit per input).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rasp_compiler.compiler.lowering import ONE, Feature, HeadOp, MLPOp, affine
+from rasp_compiler.compiler.values import value_key
+
+
+class Layout:
+    """Residual stream: ``one``, ``bos``, then every feature's subspace, in schedule order."""
+
+    def __init__(self, features: list[Feature]) -> None:
+        self.start: dict[str, int] = {ONE: 0, "bos": 1}
+        self.features = {f.id: f for f in features}
+        self.index: dict[str, dict] = {}
+        d = 2
+        for f in features:
+            self.start[f.id] = d
+            if f.encoding == "categorical":
+                self.index[f.id] = {_vk(v): j for j, v in enumerate(f.values)}
+            d += f.size
+        self.d_model = d
+
+    def dim(self, fid: str, value: Any = None) -> int:
+        if fid == ONE:
+            return 0
+        f = self.features[fid]
+        if f.encoding == "numerical":
+            return self.start[fid]
+        return self.start[fid] + self.index[fid][_vk(value)]
+
+    def onehot_dims(self, fid: str) -> np.ndarray:
+        if fid == ONE:
+            return np.array([0])
+        f = self.features[fid]
+        return self.start[fid] + np.arange(f.size)
+
+    def labels(self) -> list[dict]:
+        out = [{"feature": ONE, "node": None, "start": 0, "size": 1, "encoding": "constant",
+                "labels": [ONE]},
+               {"feature": "bos", "node": None, "start": 1, "size": 1, "encoding": "constant",
+                "labels": ["bos"]}]
+        from rasp_compiler.compiler.values import json_value, label
+        for fid, f in self.features.items():
+            labs = [f"{fid}:{label(v)}" for v in f.values] if f.encoding == "categorical" else [fid]
+            entry = {"feature": fid, "node": f.node, "start": self.start[fid], "size": f.size,
+                     "encoding": f.encoding, "labels": labs}
+            if f.encoding == "categorical":
+                entry["values"] = [json_value(v) for v in f.values]
+            out.append(entry)
+        return out
+
+
+def _vk(v: Any) -> tuple:
+    return value_key(v)[:2] if not isinstance(v, tuple) else value_key(v)
+
+
+class HeadWeights:
+    def __init__(self, qk: int, ov: int, d_model: int) -> None:
+        self.W_Q = np.zeros((d_model, qk))
+        self.W_K = np.zeros((d_model, qk))
+        self.W_V = np.zeros((d_model, ov))
+        self.W_O = np.zeros((ov, d_model))
+
+
+def head_weights(op: HeadOp, layout: Layout, r_bos: np.ndarray) -> HeadWeights:
+    """Unscaled Q/K (scores in units of S) and V/O of one head; BOS rows cancel ``r_bos``."""
+    d = layout.d_model
+    plans = []
+    qk = 0
+    for b in op.blocks:
+        nq, nk = b.matrix.shape
+        use_query_basis = nq <= nk
+        width = nq if use_query_basis else nk
+        plans.append((b, use_query_basis, qk))
+        qk += width
+    c_bos, c_self = qk, qk + 1
+    qk += 2
+    target_fid = op.target
+    tf = layout.features[target_fid]
+    ov = tf.size if tf.encoding == "categorical" else 1
+    hw = HeadWeights(qk, ov, d)
+    for b, use_q, off in plans:
+        qd, kd = layout.onehot_dims(b.query), layout.onehot_dims(b.key)
+        m = b.matrix.astype(np.float64)
+        if use_q:
+            hw.W_Q[qd, off + np.arange(len(qd))] = 1.0
+            hw.W_K[np.ix_(kd, off + np.arange(len(qd)))] = m.T
+        else:
+            hw.W_Q[np.ix_(qd, off + np.arange(len(kd)))] = m
+            hw.W_K[kd, off + np.arange(len(kd))] = 1.0
+    m_blocks = len(op.blocks)
+    bos_score = m_blocks - 0.5 if op.bos == "default" else float(m_blocks)
+    hw.W_Q[0, c_bos] = 1.0  # every query (the `one` dimension) scores the BOS key
+    # Value / output.
+    if op.kind in ("width", "length"):
+        bos_value = np.zeros(ov)
+        bos_value[0] = 1.0
+        hw.W_O[0, layout.dim(target_fid)] = 1.0
+    elif tf.encoding == "categorical":
+        vf = layout.features[op.value]  # type: ignore[index]
+        dims = layout.onehot_dims(op.value)  # type: ignore[arg-type]
+        hw.W_V[dims, np.array(op.value_weights, dtype=int)] = 1.0
+        bos_value = np.zeros(ov)
+        bos_value[int(op.default)] = 1.0
+        hw.W_O[np.arange(ov), layout.onehot_dims(target_fid)] = 1.0
+        del vf
+    else:
+        dims = layout.onehot_dims(op.value)  # type: ignore[arg-type]
+        hw.W_V[dims, 0] = np.array(op.value_weights, dtype=np.float64)
+        bos_value = np.array([float(op.default)])
+        hw.W_O[0, layout.dim(target_fid)] = 1.0
+    # BOS rows: cancel what the BOS residual holds, then set the designed BOS key / query / value.
+    rb = r_bos.copy()
+    rb[1] = 0.0
+    k_target = np.zeros(qk)
+    k_target[c_bos] = bos_score
+    k_target[c_self] = 2.0 * m_blocks + 2.0
+    q_target = np.zeros(qk)
+    q_target[c_self] = 1.0
+    hw.W_K[1] = k_target - rb @ hw.W_K
+    hw.W_Q[1] = q_target - rb @ hw.W_Q
+    hw.W_V[1] = bos_value - rb @ hw.W_V
+    return hw
+
+
+class MLPWeights:
+    def __init__(self) -> None:
+        self.rows: list[np.ndarray] = []  # per unit: (dims, weights) of W_in
+        self.w_in: list[tuple[np.ndarray, np.ndarray]] = []
+        self.b_in: list[float] = []
+        self.w_out: list[tuple[np.ndarray, np.ndarray]] = []
+        self.b_out: dict[int, float] = {}
+
+    def unit(self, dims: np.ndarray, weights: np.ndarray, bias: float,
+             out_dims: np.ndarray, out_w: np.ndarray) -> None:
+        self.w_in.append((np.asarray(dims, dtype=int), np.asarray(weights, dtype=np.float64)))
+        self.b_in.append(float(bias))
+        self.w_out.append((np.asarray(out_dims, dtype=int), np.asarray(out_w, dtype=np.float64)))
+
+    def bias(self, dims: np.ndarray, w: np.ndarray) -> None:
+        for d_, x in zip(np.atleast_1d(dims), np.atleast_1d(w)):
+            self.b_out[int(d_)] = self.b_out.get(int(d_), 0.0) + float(x)
+
+
+def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights) -> None:
+    """Append the hidden units of ``op`` to ``acc``."""
+    out_f = layout.features[op.target]
+    out_cat = out_f.encoding == "categorical"
+
+    def enc(y: Any) -> tuple[np.ndarray, np.ndarray]:
+        if out_cat:
+            return np.array([layout.dim(op.target, y)]), np.array([1.0])
+        return np.array([layout.dim(op.target)]), np.array([float(y)])
+
+    def diff(y1: Any, y0: Any) -> tuple[np.ndarray, np.ndarray]:
+        if out_cat:
+            return (np.array([layout.dim(op.target, y1), layout.dim(op.target, y0)]), np.array([1.0, -1.0]))
+        return np.array([layout.dim(op.target)]), np.array([float(y1) - float(y0)])
+
+    ins = [layout.features[f] for f in op.inputs]
+    num = [j for j, f in enumerate(ins) if f.encoding == "numerical"]
+    cat = [j for j, f in enumerate(ins) if f.encoding == "categorical"]
+    rows = sorted(op.rows, key=lambda r: tuple(value_key(a) for a in r[0]))
+    if len(num) >= 2:
+        fit = affine(rows)
+        assert fit is not None and not out_cat and not cat
+        w, c = fit
+        total = c
+        for j, wj in zip(num, w):
+            if wj == 0.0:
+                continue
+            xs = np.array([float(v) for v in ins[j].values])
+            lo = float(np.min(wj * xs))
+            acc.unit(np.array([layout.dim(op.inputs[j])]), np.array([wj]), -lo,
+                     np.array([layout.dim(op.target)]), np.array([1.0]))
+            total += lo
+        acc.bias(np.array([layout.dim(op.target)]), np.array([total]))
+        return
+
+    def gate(combo: tuple) -> tuple[np.ndarray, np.ndarray, float]:
+        dims = np.array([layout.dim(op.inputs[j], v) for j, v in zip(cat, combo)], dtype=int)
+        return dims, np.ones(len(dims)), -(len(dims) - 1.0)
+
+    if not num:
+        for args, y in rows:
+            if not out_cat and float(y) == 0.0:
+                continue
+            combo = tuple(args[j] for j in cat)
+            if not cat:
+                acc.bias(*enc(y))
+                continue
+            dims, w, b = gate(combo)
+            acc.unit(dims, w, b, *enc(y))
+        return
+    j = num[0]
+    xs_all = np.array([float(v) for v in ins[j].values], dtype=np.float64)
+    span = float(xs_all.max() - xs_all.min()) if len(xs_all) else 0.0
+    xdim = layout.dim(op.inputs[j])
+    groups: dict[tuple, list[tuple[float, Any]]] = {}
+    for args, y in rows:
+        groups.setdefault(tuple(args[k] for k in cat), []).append((float(args[j]), y))
+    # A single numerical input with a numerical output that is affine: one unit.
+    if not cat and not out_cat and len(groups) == 1:
+        fit = affine([((x,), y) for x, y in groups[()]])
+        if fit is not None:
+            w, c = float(fit[0][0]) if len(fit[0]) else 0.0, fit[1]
+            lo = float(np.min(w * xs_all)) if len(xs_all) else 0.0
+            if w != 0.0:
+                acc.unit(np.array([xdim]), np.array([w]), -lo, np.array([layout.dim(op.target)]), np.array([1.0]))
+            acc.bias(np.array([layout.dim(op.target)]), np.array([c + lo]))
+            return
+    for combo in sorted(groups, key=lambda c: tuple(value_key(v) for v in c)):
+        pts = sorted(groups[combo], key=lambda p: p[0])
+        # merge duplicate x (same value twice cannot map to two outputs)
+        if cat:
+            gdims, gw, gb = gate(combo)
+            if out_cat or float(pts[0][1]) != 0.0:
+                acc.unit(gdims, gw, gb, *enc(pts[0][1]))
+        else:
+            gdims, gw, gb = np.zeros(0, dtype=int), np.zeros(0), 0.0
+            acc.bias(*enc(pts[0][1]))
+        for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+            if y1 == y0 and type(y1) is type(y0):
+                continue
+            gap = x1 - x0
+            t = (x0 + x1) / 2.0
+            a = 2.0 / gap
+            big = a * (span + gap) + 1.0 if cat else 0.0
+            # pre = a(x - t) ± 0.5 - big*(k - sum of the combo's one-hots)
+            dims = np.concatenate([[xdim], gdims])
+            weights = np.concatenate([[a], gw * big])
+            base = -a * t - big * len(gdims)
+            odims, ow = diff(y1, y0)
+            acc.unit(dims, weights, base + 0.5, odims, ow)
+            acc.unit(dims, weights, base - 0.5, odims, -ow)

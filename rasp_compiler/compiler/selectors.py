@@ -1,0 +1,113 @@
+"""Selector formulas: and/or/not of selects, rewritten into additive score blocks.
+
+A selector is a boolean formula over its leaf selects.  ``formula`` turns the graph into negation
+normal form (a ``not`` is pushed down to the leaves, where it complements the predicate).  The
+top-level conjunction is split into conjuncts; conjuncts that read the same key s-ops and query
+s-ops are merged into one *block*.  A head then scores ``S * sum(block predicates)``: a key is
+selected exactly when every block holds, because each block contributes 0 or S.  A block that
+reads several key (or query) s-ops needs a product encoding of them (one one-hot over the value
+tuples that can occur, built by an MLP), so that one bilinear form carries any predicate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rasp_compiler.graph.nodes import Select, SelectorAnd, SelectorNot, SelectorOr
+from rasp_compiler.graph.semantics import apply_binary
+
+
+@dataclass(frozen=True)
+class Atom:
+    select: str  # the Select node id
+    key: str  # key s-op id
+    query: str  # query s-op id
+    op: str
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class All:
+    parts: tuple
+
+
+@dataclass(frozen=True)
+class Any_:
+    parts: tuple
+
+
+Formula = Atom | All | Any_
+
+
+def formula(graph: Any, sel_id: str, negated: bool = False) -> Formula:
+    """Negation normal form of the selector ``sel_id`` of a program graph."""
+    node = graph.nodes[sel_id]["node"]
+    if isinstance(node, Select):
+        keys, queries = node.inputs
+        return Atom(sel_id, keys, queries, node.op, negated)
+    if isinstance(node, SelectorNot):
+        return formula(graph, node.inputs[0], not negated)
+    if isinstance(node, (SelectorAnd, SelectorOr)):
+        parts = tuple(formula(graph, i, negated) for i in node.inputs)
+        conj = isinstance(node, SelectorAnd) != negated
+        return All(parts) if conj else Any_(parts)
+    raise TypeError(f"{sel_id} is not a selector")
+
+
+def atoms(f: Formula) -> list[Atom]:
+    if isinstance(f, Atom):
+        return [f]
+    return [a for p in f.parts for a in atoms(p)]
+
+
+def conjuncts(f: Formula) -> list[Formula]:
+    if isinstance(f, All):
+        return [c for p in f.parts for c in conjuncts(p)]
+    return [f]
+
+
+def compare(op: str, key: Any, query: Any) -> bool:
+    """``key op query``; values that cannot be compared count as not selected (the interpreter
+    raises on them, so they cannot reach a result)."""
+    try:
+        return bool(apply_binary(op, key, query))
+    except Exception:
+        return False
+
+
+def atom_matrix(atom: Atom, qvalues: list, kvalues: list) -> np.ndarray:
+    """The atom's truth table [query value, key value]."""
+    m = np.array([[compare(atom.op, k, q) for k in kvalues] for q in qvalues], dtype=bool)
+    m = m.reshape(len(qvalues), len(kvalues))
+    return ~m if atom.negated else m
+
+
+def evaluate(f: Formula, mats: dict[Atom, np.ndarray]) -> np.ndarray:
+    """Combine precomputed atom matrices (all of one shape) with the formula's logic."""
+    if isinstance(f, Atom):
+        return mats[f]
+    parts = [evaluate(p, mats) for p in f.parts]
+    out = parts[0].copy()
+    for p in parts[1:]:
+        out = (out & p) if isinstance(f, All) else (out | p)
+    return out
+
+
+def tri_evaluate(f: Formula, known: dict[Atom, np.ndarray], shape: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Three-valued evaluation: (can be true, can be false), atoms not in ``known`` unknown."""
+    if isinstance(f, Atom):
+        if f in known:
+            m = known[f]
+            return m, ~m
+        return np.ones(shape, bool), np.ones(shape, bool)
+    parts = [tri_evaluate(p, known, shape) for p in f.parts]
+    ct, cf = parts[0]
+    for t, fl in parts[1:]:
+        if isinstance(f, All):
+            ct, cf = ct & t, cf | fl
+        else:
+            ct, cf = ct | t, cf & fl
+    return ct, cf

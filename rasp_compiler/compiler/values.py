@@ -1,0 +1,89 @@
+"""Value sets: a deterministic order for mixed values, labels, numeric tests and mean sets.
+
+Every list of values the compiler emits (one-hot orders, logits, residual labels) is sorted with
+``value_key`` so that compiling twice gives the same layout, whatever Python's set order is.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any, Iterable
+
+# Above this many distinct values a numerical value set is not enumerated (see ``mean_values``).
+MAX_VALUES = 200_000
+
+
+def is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not (isinstance(v, float) and not math.isfinite(v))
+
+
+def value_key(v: Any) -> tuple:
+    """A total order over the values RASP programs produce (numbers by value, then strings, …)."""
+    if isinstance(v, (bool, int, float)):
+        return (0, float(v), type(v).__name__ != "bool")
+    if isinstance(v, str):
+        return (1, v)
+    if v is None:
+        return (2,)
+    if isinstance(v, tuple):
+        return (3, tuple(value_key(x) for x in v))
+    return (4, repr(v))
+
+
+def sorted_values(values: Iterable[Any]) -> list[Any]:
+    """Distinct values in ``value_key`` order (1, 1.0 and True collapse as Python sets do)."""
+    return sorted(set(values), key=value_key)
+
+
+def label(v: Any) -> str:
+    """How a value appears in a residual label: ``tokens:a``, ``indices:3``, ``x:True``."""
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
+        return repr(v)
+    if isinstance(v, tuple):
+        return "(" + ",".join(label(x) for x in v) + ")"
+    return str(v)
+
+
+def json_value(v: Any) -> Any:
+    """A JSON-serialisable form (tuples become lists)."""
+    if isinstance(v, tuple):
+        return [json_value(x) for x in v]
+    return v
+
+
+def _frac(v: Any) -> Fraction:
+    return Fraction(v) if not isinstance(v, bool) else Fraction(int(v))
+
+
+def sums(values: list[Any], width: int, cache: dict) -> set[Fraction] | None:
+    """All sums of ``width`` values drawn (with repetition) from ``values``; None if too many."""
+    key = (tuple(values), width)
+    if key in cache:
+        return cache[key]
+    if width == 0:
+        out: set[Fraction] | None = {Fraction(0)}
+    else:
+        prev = sums(values, width - 1, cache)
+        if prev is None:
+            out = None
+        else:
+            fr = [_frac(v) for v in values]
+            out = {s + f for s in prev for f in fr}
+            if len(out) > MAX_VALUES:
+                out = None
+    cache[key] = out
+    return out
+
+
+def means(values: list[Any], width: int, cache: dict) -> list[float] | None:
+    """Every mean of ``width`` values from ``values`` (width >= 1), as floats; None if too many.
+
+    This is the k/n rule tracr gets wrong: a mean of 0/1 values over 3 keys can be 0, 1/3, 2/3 or 1.
+    """
+    if width == 1:
+        return [float(v) for v in values]
+    s = sums(values, width, cache)
+    if s is None:
+        return None
+    return [float(x / width) for x in s]

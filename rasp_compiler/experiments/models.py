@@ -1,0 +1,257 @@
+"""Lean transformers whose backbone can be frozen: only embeddings and the unembedding train.
+
+Shape: token table (V x m) + position table (T x m) -> L layers -> unembedding (m x C).
+Architectures (``arch``):
+
+* ``attn``            X_l = sum_h A_h(X_{l-1}) X_{l-1} V_h O_h               (no residual, no LN)
+* ``attn-res-ln``     X_l = X_{l-1} + Attn(LN(X_{l-1})); a final LN before the unembedding (pre-LN)
+* ``attn-res-ln-mlp`` the same plus X_l += MLP(LN(X_l)) with a frozen random MLP (m -> 4m -> m, GELU)
+
+Backbones (``backbone``):
+
+* ``sparse``  the sparse 0/1 universal transformer.  ``attn`` uses construction A (one head, value
+  = identity, no residual; the target width is d = m // (2L+1)); the residual architectures use
+  construction C (H heads, residual, value = identity; d = m // (HL+1)).  The query/key maps select
+  blocks of the embedding; softmax is unscaled, as in the construction.
+* ``random``  Gaussian query/key/value/output maps (H heads of width m/H, scale 1/sqrt(m/H)).
+* ``trained`` the same shape as ``random``, every weight trained (the reference).
+
+For ``sparse`` and ``random`` every attention, value, layer-norm and MLP weight is a parameter with
+``requires_grad=False``: it is saved with the checkpoint but never handed to the optimiser.
+
+The attention is hand-written on batched matmuls (``nn.MultiheadAttention`` is several times slower
+for these small shapes); identity values are applied once per layer to the sum of the heads'
+attention matrices.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ARCHES = ("attn", "attn-res-ln", "attn-res-ln-mlp")
+BACKBONES = ("sparse", "random", "trained")
+
+
+@dataclass
+class ModelConfig:
+    vocab: int
+    classes: int
+    seq_len: int
+    width: int = 64
+    layers: int = 2
+    heads: int = 4
+    arch: str = "attn"
+    backbone: str = "random"
+    seed: int = 0
+    emb_std: float = 0.5
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def sparse_construction(arch: str) -> str:
+    """Which sparse construction a given architecture uses (see the module docstring)."""
+    return "A" if arch == "attn" else "C"
+
+
+def _selector(m: int, start: int, d: int) -> torch.Tensor:
+    s = torch.zeros(m, d)
+    s[start:start + d] = torch.eye(d)
+    return s
+
+
+def local_sparse_backbone(construction: str, layers: int, heads: int, width: int) -> list[dict]:
+    """The sparse 0/1 query/key selectors of constructions A and C, one dict per layer.
+
+    Each dict: ``wq``, ``wk`` (H, m, d) 0/1 selectors; values are the identity (``wv`` absent).
+    A: blocks [P_L | P_0W_1 | P_0 | ...]: layer l queries block 2l-1 and keys block 2l, one head.
+    C: blocks [I | W_11 | ... | W_LH]: head (l,h) queries block (l-1)H+h and keys block 0.
+    Columns beyond the last whole block are unused by the backbone.
+    """
+    m = width
+    out = []
+    if construction == "A":
+        d = m // (2 * layers + 1)
+        if d < 1:
+            raise ValueError(f"width {m} is too small for construction A with {layers} layers")
+        for layer in range(1, layers + 1):
+            out.append({"wq": _selector(m, (2 * layer - 1) * d, d)[None],
+                        "wk": _selector(m, 2 * layer * d, d)[None]})
+    elif construction == "C":
+        d = m // (heads * layers + 1)
+        if d < 1:
+            raise ValueError(f"width {m} is too small for construction C with {heads} heads x "
+                             f"{layers} layers")
+        for layer in range(1, layers + 1):
+            wq = torch.stack([_selector(m, ((layer - 1) * heads + h + 1) * d, d) for h in range(heads)])
+            wk = torch.stack([_selector(m, 0, d) for _ in range(heads)])
+            out.append({"wq": wq, "wk": wk})
+    else:
+        raise ValueError(f"unknown sparse construction {construction!r}")
+    return out
+
+
+def sparse_dim(arch: str, layers: int, heads: int, width: int) -> int:
+    """The target width d the sparse backbone of a given embedding width simulates."""
+    blocks = 2 * layers + 1 if sparse_construction(arch) == "A" else heads * layers + 1
+    return width // blocks
+
+
+def sparse_backbone(arch: str, layers: int, heads: int, width: int) -> list[dict]:
+    """Sparse backbone weights from ``rasp_compiler.universal.fixed_backbone``.
+
+    ``attn`` -> construction A (``fixed_backbone("sparse", heads=1, residual=False)``);
+    residual arches -> construction C (``fixed_backbone("multihead", heads=H, residual=True)``).
+    The UT's width (blocks x d) may be below ``width``; the extra embedding columns get zero rows in
+    every selector (the backbone ignores them).
+    """
+    from rasp_compiler.universal import fixed_backbone
+
+    d = sparse_dim(arch, layers, heads, width)
+    if sparse_construction(arch) == "A":
+        ut = fixed_backbone("sparse", layers=layers, heads=1, dim=d, residual=False, causal=True)
+    else:
+        ut = fixed_backbone("multihead", layers=layers, heads=heads, dim=d, residual=True, causal=True)
+    t = ut.backbone_tensors()
+    if "R_V" in t and not bool((t["R_V"] == 1).all()) or t["R_Q"].shape[2] > width:
+        raise ValueError("unexpected sparse backbone layout (values must be the identity)")
+    out = []
+    for layer in range(layers):
+        w = {}
+        for name, key in (("wq", "R_Q"), ("wk", "R_K")):
+            r = t[key][layer].float()                        # (H, m_ut, d)
+            pad = torch.zeros(r.shape[0], width - r.shape[1], r.shape[2])
+            w[name] = torch.cat([r, pad], dim=1)
+        out.append(w)
+    return out
+
+
+def random_backbone(layers: int, heads: int, width: int, generator: torch.Generator) -> list[dict]:
+    """Gaussian maps: wq, wk, wv (H, m, m/H) with std 1/sqrt(m); wo (H, m/H, m) with std 1/sqrt(m)."""
+    m = width
+    if m % heads:
+        raise ValueError(f"width {m} is not a multiple of heads {heads}")
+    dk = m // heads
+    out = []
+    for _ in range(layers):
+        w = {name: torch.randn(heads, m, dk, generator=generator) / math.sqrt(m)
+             for name in ("wq", "wk", "wv")}
+        w["wo"] = torch.randn(heads, dk, m, generator=generator) / math.sqrt(m)
+        out.append(w)
+    return out
+
+
+class Layer(nn.Module):
+    def __init__(self, cfg: ModelConfig, weights: dict, scale: float, trainable: bool,
+                 generator: torch.Generator) -> None:
+        super().__init__()
+        m = cfg.width
+        self.heads = weights["wq"].shape[0]
+        self.dk = weights["wq"].shape[2]
+        self.scale = scale
+        self.residual = cfg.arch != "attn"
+
+        def par(t: torch.Tensor) -> nn.Parameter:
+            return nn.Parameter(t.clone().float().contiguous(), requires_grad=trainable)
+
+        # stored concatenated over heads: (m, H*dk)
+        self.wq = par(weights["wq"].permute(1, 0, 2).reshape(m, -1))
+        self.wk = par(weights["wk"].permute(1, 0, 2).reshape(m, -1))
+        self.has_values = "wv" in weights and weights["wv"] is not None
+        if self.has_values:
+            self.dv = weights["wv"].shape[2]
+            self.wv = par(weights["wv"].permute(1, 0, 2).reshape(m, -1))
+            self.wo = par(weights["wo"].reshape(-1, m))
+        if self.residual:
+            self.ln1 = nn.LayerNorm(m)
+            self.ln1.requires_grad_(trainable)
+        self.mlp = cfg.arch == "attn-res-ln-mlp"
+        if self.mlp:
+            self.ln2 = nn.LayerNorm(m)
+            self.w1 = par(torch.randn(m, 4 * m, generator=generator) * math.sqrt(2.0 / m))
+            self.w2 = par(torch.randn(4 * m, m, generator=generator) / math.sqrt(4 * m))
+            self.ln2.requires_grad_(trainable)
+
+    def attention(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        h, dk = self.heads, self.dk
+        q = (x @ self.wq).view(b, t, h, dk).transpose(1, 2)
+        k = (x @ self.wk).view(b, t, h, dk).transpose(1, 2)
+        s = torch.matmul(q, k.transpose(-1, -2))
+        if self.scale != 1.0:
+            s = s * self.scale
+        a = torch.softmax(s + mask[:t, :t], dim=-1)
+        if self.has_values:
+            v = (x @ self.wv).view(b, t, h, self.dv).transpose(1, 2)
+            o = torch.matmul(a, v).transpose(1, 2).reshape(b, t, h * self.dv)
+            return o @ self.wo
+        if h > 1:
+            a = a.sum(dim=1)
+        else:
+            a = a[:, 0]
+        return torch.matmul(a, x)        # identity values: (sum_h A_h) X
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if not self.residual:
+            return self.attention(x, mask)
+        x = x + self.attention(self.ln1(x), mask)
+        if self.mlp:
+            x = x + F.gelu(self.ln2(x) @ self.w1) @ self.w2
+        return x
+
+
+class EmbeddingProgrammedTransformer(nn.Module):
+    def __init__(self, cfg: ModelConfig, backbone_weights: list[dict] | None = None) -> None:
+        super().__init__()
+        if cfg.arch not in ARCHES:
+            raise ValueError(f"unknown arch {cfg.arch!r}")
+        if cfg.backbone not in BACKBONES:
+            raise ValueError(f"unknown backbone {cfg.backbone!r}")
+        self.cfg = cfg
+        g = torch.Generator().manual_seed(int(cfg.seed) * 7919 + 17)
+        m = cfg.width
+        if backbone_weights is None:
+            if cfg.backbone == "sparse":
+                backbone_weights = sparse_backbone(cfg.arch, cfg.layers, cfg.heads, m)
+            else:
+                backbone_weights = random_backbone(cfg.layers, cfg.heads, m, g)
+        if len(backbone_weights) != cfg.layers:
+            raise ValueError("backbone weights must have one entry per layer")
+        trainable = cfg.backbone == "trained"
+        self.tok = nn.Parameter(torch.randn(cfg.vocab, m, generator=g) * cfg.emb_std)
+        self.pos = nn.Parameter(torch.randn(cfg.seq_len, m, generator=g) * cfg.emb_std)
+        layers = []
+        for w in backbone_weights:
+            scale = 1.0 if cfg.backbone == "sparse" else 1.0 / math.sqrt(w["wq"].shape[2])
+            layers.append(Layer(cfg, w, scale, trainable, g))
+        self.layers = nn.ModuleList(layers)
+        self.final_ln = None
+        if cfg.arch != "attn":
+            self.final_ln = nn.LayerNorm(m)
+            self.final_ln.requires_grad_(trainable)
+        self.unembed = nn.Linear(m, cfg.classes)
+        with torch.no_grad():
+            self.unembed.weight.copy_(torch.randn(cfg.classes, m, generator=g) / math.sqrt(m))
+            self.unembed.bias.zero_()
+        self.register_buffer("mask", torch.triu(torch.full((cfg.seq_len, cfg.seq_len),
+                                                           float("-inf")), diagonal=1),
+                             persistent=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        t = tokens.shape[1]
+        x = self.tok[tokens] + self.pos[:t]
+        for layer in self.layers:
+            x = layer(x, self.mask)
+        if self.final_ln is not None:
+            x = self.final_ln(x)
+        return self.unembed(x)
+
+    def param_counts(self) -> tuple[int, int]:
+        trainable = sum(p.numel() for p in self.parameters() if p.requires_grad)
+        frozen = sum(p.numel() for p in self.parameters() if not p.requires_grad)
+        return trainable, frozen

@@ -1,0 +1,270 @@
+"""The reference interpreter: evaluates a program graph on one input sequence.
+
+It is the oracle every compiled model is checked against, so it follows the node semantics in
+``rasp_compiler.graph.nodes`` literally and takes operator meanings from
+``rasp_compiler.graph.semantics`` (the same functions the compiler tabulates).
+
+Values: an s-op is a Python list (one value per position); a selector is a NumPy boolean matrix
+``sel[q, k]`` (rows = queries, columns = keys), which keeps length-512 inputs fast.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from rasp_compiler.errors import InputError, RaspError
+from rasp_compiler.graph.expr import (
+    Binary, Const, Contains, Expr, Lookup, PyFn, Ternary, Unary, Var,
+)
+from rasp_compiler.graph.nodes import (
+    Aggregate, Constant, Indices, Length, Map, Node, Program, Select, SelectorAnd, SelectorNot,
+    SelectorOr, SelectorWidth, SequenceMap, Tokens,
+)
+from rasp_compiler.graph.semantics import OperatorError, apply_binary, apply_unary, lookup
+
+ATOMS = (bool, int, float, str)
+_NP_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt,
+               "<=": operator.le, ">=": operator.ge}
+
+
+def convert_input(values: Iterable[Any], type_name: str) -> list[Any]:
+    """The input list read as ``tokens_<type_name>`` (the original's str/int/float/bool maps)."""
+    convert: Callable[[Any], Any] = {"str": _to_str, "int": int, "float": float, "bool": bool}[type_name]
+    out = []
+    for i, v in enumerate(values):
+        try:
+            out.append(convert(v))
+        except (TypeError, ValueError, OverflowError):
+            raise InputError(f"tokens_{type_name} cannot read input position {i} ({v!r}) as {type_name}",
+                             hint="give --input-json with numbers for a numeric program") from None
+    return out
+
+
+def _to_str(v: Any) -> str:
+    # JSON true/false should read as the original's str(True) == "True"
+    return str(v)
+
+
+def check_input(inputs: Any) -> list[Any]:
+    """The input as a list of atoms; strings are their characters."""
+    if isinstance(inputs, str):
+        inputs = list(inputs)
+    try:
+        data = list(inputs)
+    except TypeError:
+        raise InputError(f"the input must be a sequence of values, got {type(inputs).__name__}") from None
+    if not data:
+        raise InputError("the input is empty: a RASP program runs on at least one token")
+    for i, v in enumerate(data):
+        if isinstance(v, np.generic):
+            v = data[i] = v.item()
+        if not isinstance(v, ATOMS):
+            raise InputError(f"input position {i} holds {v!r}: tokens must be strings, numbers or booleans")
+    return data
+
+
+def evaluate(program: Program, inputs: Sequence[Any], targets: Iterable[str] | None = None) -> dict[str, Any]:
+    """Value of every node (or of the nodes ``targets`` need) on ``inputs``, keyed by node id."""
+    data = check_input(inputs)
+    n = len(data)
+    graph = program.graph
+    if targets is not None:
+        import networkx as nx
+
+        need: set[str] = set()
+        for t in targets:
+            need |= nx.ancestors(graph, t) | {t}
+        graph = graph.subgraph(need)
+    values: dict[str, Any] = {}
+    converted: dict[str, list[Any]] = {}
+    import networkx as nx
+
+    for node_id in nx.lexicographical_topological_sort(graph):
+        node: Node = program.graph.nodes[node_id]["node"]
+        args = [values[i] for i in node.inputs]
+        try:
+            values[node_id] = _evaluate_node(node, args, data, n, converted)
+        except OperatorError as err:
+            raise _located(program, node, str(err), err.hint) from None
+    return values
+
+
+def run(program: Program, inputs: Sequence[Any], output: str | None = None) -> Any:
+    """The output s-op (or the node/variable named ``output``) on ``inputs``: a list of values
+    (a selector gives a list of rows of bools)."""
+    target = program.output if output is None else program.names.get(output, output)
+    if target not in program.graph:
+        known = ", ".join(sorted(program.names)) or "none"
+        raise RaspError(f"no s-op named '{output}' in the program (named s-ops: {known})",
+                        program.source_file)
+    value = evaluate(program, inputs, [target])[target]
+    if isinstance(value, np.ndarray):
+        return [[bool(x) for x in row] for row in value]
+    return value
+
+
+# --------------------------------------------------------------------- nodes
+def _evaluate_node(node: Node, args: list[Any], data: list[Any], n: int, converted: dict) -> Any:
+    if isinstance(node, Tokens):
+        if node.type not in converted:
+            converted[node.type] = convert_input(data, node.type)
+        return list(converted[node.type])
+    if isinstance(node, Indices):
+        return list(range(n))
+    if isinstance(node, Length):
+        return [n] * n
+    if isinstance(node, Constant):
+        return [node.value] * n
+    if isinstance(node, (Map, SequenceMap)):
+        return _map(node, args, n)
+    if isinstance(node, Select):
+        return _select(node.op, args[0], args[1])
+    if isinstance(node, Aggregate):
+        return _aggregate(node, args[0], args[1])
+    if isinstance(node, SelectorWidth):
+        return [int(x) for x in args[0].sum(axis=1)]
+    if isinstance(node, SelectorAnd):
+        return args[0] & args[1]
+    if isinstance(node, SelectorOr):
+        return args[0] | args[1]
+    if isinstance(node, SelectorNot):
+        return ~args[0]
+    raise TypeError(f"unknown node kind {node.kind!r}")
+
+
+def _map(node: Map | SequenceMap, args: list[list[Any]], n: int) -> list[Any]:
+    fn = _compile(node.fn)
+    cache: dict[tuple, Any] = {}
+    out = []
+    for i in range(n):
+        key = tuple(a[i] for a in args)
+        try:
+            # equal-looking keys of different types (1, 1.0, True) must not share an entry
+            ck = key + tuple(type(k) for k in key)
+            if ck in cache:
+                out.append(cache[ck])
+                continue
+            value = fn(key)
+            cache[ck] = value
+        except OperatorError as err:
+            raise OperatorError(f"{err} (at position {i})", err.hint) from None
+        except TypeError:  # an unhashable key cannot happen with atoms; evaluate without the cache
+            value = fn(key)
+        out.append(value)
+    return out
+
+
+def _compile(expr: Expr | None) -> Callable[[tuple], Any]:
+    """A Python closure computing ``expr`` (evaluating the tree once per position is slower)."""
+    if expr is None:
+        raise TypeError("map without a function")
+    if isinstance(expr, Var):
+        i = expr.index
+        return lambda a: a[i]
+    if isinstance(expr, Const):
+        v = expr.value
+        return lambda a: v
+    if isinstance(expr, Unary):
+        f, op = _compile(expr.arg), expr.op
+        return lambda a: apply_unary(op, f(a))
+    if isinstance(expr, Binary):
+        f, g, op = _compile(expr.left), _compile(expr.right), expr.op
+        return lambda a: apply_binary(op, f(a), g(a))
+    if isinstance(expr, Ternary):
+        t, c, e = _compile(expr.then), _compile(expr.cond), _compile(expr.otherwise)
+        return lambda a: t(a) if c(a) else e(a)
+    if isinstance(expr, Lookup):
+        f, table, is_dict = _compile(expr.arg), expr.table, expr.is_dict
+        if is_dict:
+            mapping = dict(table)
+
+            def dict_lookup(a: tuple) -> Any:
+                key = f(a)
+                try:
+                    return mapping[key]
+                except (KeyError, TypeError):
+                    return lookup(table, key, True)  # raises the worded error
+            return dict_lookup
+        return lambda a: lookup(table, f(a), False)
+    if isinstance(expr, Contains):
+        f, coll = _compile(expr.arg), expr.collection
+        return lambda a: f(a) in coll
+    if isinstance(expr, PyFn):
+        fn = expr.fn
+        return lambda a: fn(*a)
+    raise TypeError(f"not an expression: {expr!r}")
+
+
+def _kind(values: list[Any]) -> str:
+    """'num' (ints/floats, maybe with bools), 'bool', 'str' or 'mixed'."""
+    if all(isinstance(v, bool) for v in values):
+        return "bool"
+    if all(isinstance(v, (int, float)) for v in values):
+        return "num"
+    if all(isinstance(v, str) for v in values):
+        return "str"
+    return "mixed"
+
+
+def _select(op: str, keys: list[Any], queries: list[Any]) -> np.ndarray:
+    """sel[q, k] = keys[k] op queries[q]."""
+    kk, qk = _kind(keys), _kind(queries)
+    if kk == qk and kk != "mixed" or {kk, qk} <= {"num", "bool"}:
+        k_arr, q_arr = np.array(keys), np.array(queries)
+        if kk == "str":
+            k_arr, q_arr = k_arr.astype(object), q_arr.astype(object)
+        return np.asarray(_NP_COMPARE[op](k_arr[None, :], q_arr[:, None]), dtype=bool)
+    # strings against numbers: == / != just compare unequal; ordering is an error (as in Python)
+    out = np.zeros((len(queries), len(keys)), dtype=bool)
+    for qi, q in enumerate(queries):
+        for ki, k in enumerate(keys):
+            out[qi, ki] = bool(apply_binary(op, k, q))
+    return out
+
+
+def _aggregate(node: Aggregate, sel: np.ndarray, values: list[Any]) -> list[Any]:
+    counts = sel.sum(axis=1)
+    out: list[Any] = [node.default] * len(counts)
+    many = np.nonzero(counts > 1)[0]
+    if len(many):
+        kind = _kind(values)
+        if kind != "num":
+            q = int(many[0])
+            picked = [values[k] for k in np.nonzero(sel[q])[0][:4]]
+            what = {"bool": "booleans", "str": "strings"}.get(kind, "values of mixed types")
+            raise OperatorError(
+                f"mean of non-numbers: aggregate averages several values at query position {q} "
+                f"({_preview(picked)}), but the s-op holds {what}",
+                hint="a selector that picks several keys averages them, which needs numbers; select at "
+                     "most one key per query, or aggregate numbers (indicator(...) turns booleans into 0/1)")
+        nums = np.array(values, dtype=np.float64)
+        rows = sel[many]
+        # Add the selected values key by key, left to right, as the original's Python sum() does,
+        # so float means agree to the last bit (a matrix product would reorder the additions).
+        sums = np.zeros(len(many), dtype=np.float64)
+        for k in np.nonzero(rows.any(axis=0))[0]:
+            sums = np.where(rows[:, k], sums + nums[k], sums)
+        for q, s in zip(many, sums):
+            out[int(q)] = float(s) / int(counts[q])
+    ones = np.nonzero(counts == 1)[0]
+    if len(ones):
+        keys = sel[ones].argmax(axis=1)
+        for q, k in zip(ones, keys):
+            out[int(q)] = values[int(k)]
+    return out
+
+
+def _preview(values: list[Any]) -> str:
+    return ", ".join(repr(v) for v in values) + (", …" if len(values) >= 4 else "")
+
+
+def _located(program: Program, node: Node, message: str, hint: str | None = None) -> RaspError:
+    pos = node.pos
+    if pos is None or not pos.line:
+        return RaspError(f"{message} (in node {node.id})", program.source_file, hint=hint)
+    source = program.sources.get(pos.file)
+    width = len(pos.text) if pos.text and "\n" not in pos.text else 1
+    return RaspError(message, pos.file, pos.line, pos.col, source, hint=hint, width=width)

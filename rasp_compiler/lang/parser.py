@@ -1,0 +1,28 @@
+"""Text → Lark syntax tree, with syntax errors turned into located ``RaspError``s in words."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from lark import Lark, Tree
+from lark.exceptions import UnexpectedInput
+
+GRAMMAR_PATH = Path(__file__).resolve().parents[2] / "grammars" / "rasp.lark"
+
+
+@lru_cache(maxsize=1)
+def grammar(strict: bool = False) -> Lark:
+    """The LALR parser built from ``grammars/rasp.lark`` (built once per process)."""
+    return Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr", strict=strict,
+                propagate_positions=True, maybe_placeholders=True)
+
+
+def parse_source(text: str, file: str = "<string>") -> Tree:
+    """Parse RASP source into a Lark tree; a syntax error raises ``RaspError`` at FILE:LINE:COL."""
+    from rasp_compiler.lang.syntax_errors import translate
+
+    try:
+        return grammar().parse(text)
+    except UnexpectedInput as err:
+        raise translate(err, text, file) from None

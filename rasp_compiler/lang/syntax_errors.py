@@ -1,0 +1,248 @@
+"""Lark's parse errors, said in words: "missing ';'", "unclosed '('", "select needs a comparison
+operator …" — never the list of thirty token names Lark would print.
+
+Everything here works from the source text and the failing token, so it stays correct when the
+grammar grows: brackets are matched by a small scan that skips strings and comments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+from rasp_compiler.errors import RaspError
+
+OPENERS = {"(": ")", "[": "]", "{": "}"}
+CLOSERS = {v: k for k, v in OPENERS.items()}
+CLOSER_TERMINALS = {"RPAR": ")", "RSQB": "]", "RBRACE": "}"}
+
+# Terminals that can start an expression / continue one; used to summarise `expected` sets.
+EXPR_START = {"NAME", "INT", "FLOAT", "STRING", "LPAR", "LSQB", "LBRACE", "NOT", "ADD_OP", "SELECT",
+              "AGGREGATE", "ROUND", "INDICATOR"}
+OPERATORS = {"ADD_OP", "MUL_OP", "MOD_OP", "POW_OP", "CMP_OP", "AND", "OR", "IF", "IN", "LSQB", "LPAR"}
+WORDS = {
+    "SEMICOLON": "';'", "COMMA": "','", "RPAR": "')'", "RSQB": "']'", "RBRACE": "'}'",
+    "LPAR": "'('", "LBRACE": "'{'", "COLON": "':'", "EQUAL": "'='", "ELSE": "'else'", "IN": "'in'",
+    "NAME": "a name", "STRING": "a string", "CMP_OP": "a comparison operator", "FOR": "'for'",
+}
+
+
+@dataclass
+class Bracket:
+    char: str
+    line: int
+    col: int
+
+
+def scan_brackets(text: str, stop: int | None = None) -> tuple[list[Bracket], Bracket | None]:
+    """Open brackets still unclosed at ``stop`` (outermost first), and the first closer that
+    matches nothing or the wrong opener (if any)."""
+    stack: list[Bracket] = []
+    line, col, i = 1, 1, 0
+    end = len(text) if stop is None else stop
+    while i < end:
+        c = text[i]
+        if c == "#":
+            while i < end and text[i] != "\n":
+                i += 1
+                col += 1
+            continue
+        if c == '"':
+            i += 1
+            col += 1
+            while i < end and text[i] not in '"\n':
+                if text[i] == "\\":
+                    i += 1
+                    col += 1
+                i += 1
+                col += 1
+            if i < end and text[i] == '"':
+                i += 1
+                col += 1
+            continue
+        if c in OPENERS:
+            stack.append(Bracket(c, line, col))
+        elif c in CLOSERS:
+            if not stack or stack[-1].char != CLOSERS[c]:
+                return stack, Bracket(c, line, col)
+            stack.pop()
+        if c == "\n":
+            line, col = line + 1, 1
+        else:
+            col += 1
+        i += 1
+    return stack, None
+
+
+def _describe(token) -> str:
+    if token.type == "$END":
+        return "end of input"
+    if token.type == "NAME":
+        return f"name '{token.value}'"
+    if token.type in ("INT", "FLOAT"):
+        return f"number {token.value}"
+    if token.type == "STRING":
+        return f"string {token.value}"
+    return f"'{token.value}'"
+
+
+def _summarise(expected: set[str]) -> str:
+    parts: list[str] = []
+    rest = set(expected)
+    if len(rest & EXPR_START) >= 4:
+        parts.append("an expression")
+        rest -= EXPR_START
+    if len(rest & OPERATORS) >= 3:
+        parts.append("an operator")
+        rest -= OPERATORS
+    for name in ("SEMICOLON", "COMMA", "RPAR", "RSQB", "RBRACE", "COLON", "EQUAL", "ELSE", "IN", "FOR",
+                 "LBRACE", "LPAR", "NAME", "STRING", "CMP_OP"):
+        if name in rest:
+            parts.append(WORDS[name])
+            rest.discard(name)
+    parts += sorted(f"'{t.lower()}'" for t in rest if t.isalpha() and t.isupper() and len(t) <= 10
+                    and t not in ("INT", "FLOAT", "ADD_OP"))[:2]
+    if not parts:
+        return "something else"
+    return ", ".join(parts[:-1]) + (" or " if len(parts) > 1 else "") + parts[-1]
+
+
+def _previous_token_end(text: str, pos: int) -> tuple[int, int]:
+    """1-based (line, col) just after the last token before ``pos`` (skipping blanks and comments)."""
+    i = pos - 1
+    while i >= 0:
+        # skip a comment that ends the line we are on
+        line_start = text.rfind("\n", 0, i + 1) + 1
+        hash_at = _comment_start(text[line_start:i + 1])
+        if hash_at is not None:
+            i = line_start + hash_at - 1
+            continue
+        if text[i].isspace():
+            i -= 1
+            continue
+        break
+    if i < 0:
+        return 1, 1
+    line = text.count("\n", 0, i + 1) + 1
+    col = i - (text.rfind("\n", 0, i + 1) + 1) + 2
+    return line, col
+
+
+def _comment_start(line: str) -> int | None:
+    in_string = False
+    for k, c in enumerate(line):
+        if c == '"':
+            in_string = not in_string
+        elif c == "#" and not in_string:
+            return k
+    return None
+
+
+def _innermost_call_keyword(text: str, pos: int) -> str | None:
+    """The word just before the innermost unclosed '(' before ``pos`` ("select", "f", …)."""
+    stack, _ = scan_brackets(text, pos)
+    if not stack or stack[-1].char != "(":
+        return None
+    lines = text.split("\n")
+    before = lines[stack[-1].line - 1][:stack[-1].col - 1].rstrip()
+    word = ""
+    for c in reversed(before):
+        if c.isalnum() or c == "_":
+            word = c + word
+        else:
+            break
+    return word or None
+
+
+def translate(err: UnexpectedInput, text: str, file: str) -> RaspError:
+    """A RaspError in words for a Lark parse error."""
+    if isinstance(err, UnexpectedCharacters):
+        return _unexpected_character(err, text, file)
+    if isinstance(err, UnexpectedToken):
+        return _unexpected_token(err, text, file)
+    return RaspError("syntax error", file, getattr(err, "line", None), getattr(err, "column", None), text)
+
+
+def _unexpected_character(err: UnexpectedCharacters, text: str, file: str) -> RaspError:
+    c = err.char
+    line, col = err.line, err.column
+    if c == '"':
+        return RaspError("string is not closed on this line (missing '\"')", file, line, col, text)
+    nxt = text[err.pos_in_stream + 1:err.pos_in_stream + 2]
+    if c == "!":
+        return RaspError("'!' on its own is not an operator", file, line, col, text,
+                         hint="use '!=' for 'not equal' or 'not' for negation")
+    if c in "&|":
+        word = "and" if c == "&" else "or"
+        return RaspError(f"'{c}{nxt if nxt == c else ''}' is not a RASP operator", file, line, col, text,
+                         hint=f"write '{word}'")
+    if c == "'":
+        return RaspError("strings use double quotes in RASP", file, line, col, text,
+                         hint="write \"...\" instead of '...'")
+    shown = repr(c) if not c.isprintable() or c == " " else f"'{c}'"
+    return RaspError(f"unexpected character {shown}", file, line, col, text)
+
+
+def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
+    tok = err.token
+    expected = set(err.expected or ())
+    at_end = tok.type == "$END"
+    pos = len(text) if at_end else tok.start_pos
+    stack, _ = scan_brackets(text, pos)
+
+    if at_end:
+        if stack:
+            b = stack[-1]
+            return RaspError(f"unclosed '{b.char}': the input ends before its '{OPENERS[b.char]}'",
+                             file, b.line, b.col, text)
+        line, col = _previous_token_end(text, pos)
+        if "SEMICOLON" in expected:
+            return RaspError("missing ';' at the end of the statement", file, line, col, text)
+        return RaspError(f"the input ends in the middle of a statement; expected {_summarise(expected)}",
+                         file, line, col, text)
+
+    line, col = tok.line, tok.column
+    width = len(str(tok.value))
+
+    if expected == {"CMP_OP"}:
+        return RaspError("select needs a comparison operator (==, !=, <, >, <=, >=) as its 3rd argument",
+                         file, line, col, text, width=width,
+                         hint="write it bare, e.g. select(indices, indices, <=)")
+
+    if tok.type in CLOSER_TERMINALS:
+        closer = CLOSER_TERMINALS[tok.type]
+        if not stack:
+            return RaspError(f"unmatched '{closer}': there is no '{CLOSERS[closer]}' for it to close",
+                             file, line, col, text)
+        opener = stack[-1]
+        want = OPENERS[opener.char]
+        if closer != want:
+            return RaspError(f"'{closer}' does not match the '{opener.char}' opened at line {opener.line}, "
+                             f"column {opener.col} (expected '{want}')", file, line, col, text)
+        if "SEMICOLON" in expected and closer == "}":
+            pline, pcol = _previous_token_end(text, pos)
+            return RaspError("missing ';' at the end of the statement", file, pline, pcol, text,
+                             hint="every statement in a { … } block ends with ';'")
+        if tok.type == "RPAR" and _innermost_call_keyword(text, pos) == "select" and "COMMA" in expected:
+            return RaspError("select needs three arguments: select(keys, queries, comparison)",
+                             file, line, col, text)
+        if expected & EXPR_START and not (expected & {"RPAR", "RSQB", "RBRACE"}):
+            return RaspError(f"expected an expression before '{closer}'", file, line, col, text)
+
+    if "SEMICOLON" in expected:
+        pline, pcol = _previous_token_end(text, pos)
+        new_line = pline < line
+        starts_statement = tok.type in ("NAME", "DEF", "FOR", "LOAD", "RETURN") or new_line
+        if starts_statement and not stack:
+            return RaspError("missing ';' at the end of the statement", file, pline, pcol, text,
+                             hint=f"a statement ends with ';' (the next one starts with {_describe(tok)})")
+    if tok.type == "EQUAL" and "EQUAL" not in expected:
+        return RaspError("unexpected '=' here: assignment is a statement of its own (`name = value;`)",
+                         file, line, col, text, hint="to compare, write '=='")
+    if tok.type == "SEMICOLON" and stack:
+        b = stack[-1]
+        return RaspError(f"unclosed '{b.char}' (opened at line {b.line}, column {b.col}) before ';'",
+                         file, line, col, text)
+    return RaspError(f"unexpected {_describe(tok)}; expected {_summarise(expected)}", file, line, col, text,
+                     width=width)

@@ -1,0 +1,278 @@
+"""Run a compiled RASP model with torch and safetensors alone.
+
+This module is self-contained (it imports only torch, safetensors, json, math and hashlib), so a
+saved model directory plus this one file is all a user needs::
+
+    from rasp_compiler.runtime import RaspModel
+    model = RaspModel.load("out/")
+    model.run(["abca", "ab"])        # -> decoded outputs, one list per input
+    logits = model.forward(["abca"])  # -> [batch, positions, outputs] logits (BOS excluded)
+    trace = model.trace(["abca"])     # residual stream after every sublayer, attention patterns
+
+A model directory holds ``config.json`` (shapes, vocabulary, residual labels, the layer plan, the
+output decoding) and ``model.safetensors`` (the weights).  The config stores the SHA-256 of the
+weights and the weights file stores the SHA-256 of the config (in the safetensors metadata), so a
+truncated or edited artifact is refused with an error instead of giving wrong answers.
+
+The network: position 0 holds a BOS token; token embedding + position embedding; per layer a
+multi-head softmax attention (scores divided by sqrt(d_head), padded keys masked, optionally
+causal) then a ReLU MLP, both added to the residual stream; a linear unembedding to logits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+FORMAT = "rasp-compiler-model/1"
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+
+try:  # inside the rasp-compiler package the errors are the project's user errors (clean CLI exit)
+    from rasp_compiler.errors import ArtifactError as _ArtifactBase
+    from rasp_compiler.errors import InputError as _InputBase
+except ImportError:  # standalone copy of this file
+    class _ArtifactBase(Exception):  # type: ignore[no-redef]
+        def __init__(self, message: str, hint: str | None = None) -> None:
+            super().__init__(message)
+            self.message, self.hint = message, hint
+
+    class _InputBase(Exception):  # type: ignore[no-redef]
+        def __init__(self, message: str, hint: str | None = None) -> None:
+            super().__init__(message)
+            self.message, self.hint = message, hint
+
+
+class ModelArtifactError(_ArtifactBase):
+    """The model directory is missing, truncated, corrupt or was edited."""
+
+
+class ModelInputError(_InputBase):
+    """An input the model cannot read: unknown token, too long, empty."""
+
+
+def config_digest(config: dict) -> str:
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def weights_digest(tensors: dict[str, torch.Tensor]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+class Transformer(torch.nn.Module):
+    """The compiled network; weights are parameters so gradients and hooks work as usual."""
+
+    def __init__(self, config: dict, tensors: dict[str, torch.Tensor]) -> None:
+        super().__init__()
+        self.config = config
+        self.causal = bool(config.get("causal", False))
+        self.layers_cfg = config["layers"]
+        self.params = torch.nn.ParameterDict(
+            {name.replace(".", "__"): torch.nn.Parameter(t, requires_grad=False) for name, t in tensors.items()})
+
+    def w(self, name: str) -> torch.Tensor:
+        return self.params[name.replace(".", "__")]
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, trace: bool = False) -> Any:
+        """``ids`` [batch, 1 + positions] (BOS first, PAD after each input's end); ``lengths`` the
+        number of real tokens per row.  Returns logits [batch, 1 + positions, outputs], and with
+        ``trace`` also the residual stream after the embedding and every sublayer and each layer's
+        attention pattern [batch, heads, query, key]."""
+        b, t = ids.shape
+        x = self.w("embed.token")[ids] + self.w("embed.pos")[:t].unsqueeze(0)
+        pos = torch.arange(t)
+        valid = pos.unsqueeze(0) <= lengths.unsqueeze(1)  # BOS + real tokens
+        allowed = valid.unsqueeze(1).expand(b, t, t)
+        if self.causal:
+            allowed = allowed & (pos.unsqueeze(0) <= pos.unsqueeze(1)).unsqueeze(0)
+        neg = torch.finfo(x.dtype).min
+        residuals, patterns = [x], []
+        for li, lc in enumerate(self.layers_cfg):
+            if lc["n_heads"]:
+                wq, wk = self.w(f"layers.{li}.attn.W_Q"), self.w(f"layers.{li}.attn.W_K")
+                wv, wo = self.w(f"layers.{li}.attn.W_V"), self.w(f"layers.{li}.attn.W_O")
+                q = torch.einsum("btd,hde->bhte", x, wq)
+                k = torch.einsum("btd,hde->bhte", x, wk)
+                v = torch.einsum("btd,hde->bhte", x, wv)
+                scores = q @ k.transpose(-1, -2) / math.sqrt(lc["d_head"])
+                scores = scores.masked_fill(~allowed.unsqueeze(1), neg)
+                attn = torch.softmax(scores, dim=-1)
+                x = x + torch.einsum("bhte,hed->btd", attn @ v, wo)
+                if trace:
+                    patterns.append(attn)
+            elif trace:
+                patterns.append(torch.zeros(b, 0, t, t, dtype=x.dtype))
+            if trace:
+                residuals.append(x)
+            if lc["d_mlp"]:
+                h = torch.relu(x @ self.w(f"layers.{li}.mlp.W_in") + self.w(f"layers.{li}.mlp.b_in"))
+                x = x + h @ self.w(f"layers.{li}.mlp.W_out") + self.w(f"layers.{li}.mlp.b_out")
+            if trace:
+                residuals.append(x)
+        logits = x @ self.w("unembed.W_U") + self.w("unembed.b_U")
+        if trace:
+            return logits, residuals, patterns
+        return logits
+
+
+class RaspModel:
+    """A loaded (or freshly compiled) model: encoding of inputs, the network, decoding of outputs."""
+
+    def __init__(self, config: dict, tensors: dict[str, torch.Tensor]) -> None:
+        self.config = config
+        self.tensors = tensors
+        self.module = Transformer(config, tensors)
+        self.vocab = list(config["vocab"])
+        self.max_len = int(config["max_len"])
+        self._ids = {}
+        for i, tok in enumerate(self.vocab):
+            self._ids.setdefault(_token_key(tok), i)
+        self.bos_id = len(self.vocab)
+        self.pad_id = len(self.vocab) + 1
+
+    # ------------------------------------------------------------------ files
+    def save(self, directory: str) -> None:
+        os.makedirs(directory, exist_ok=True)
+        config = dict(self.config)
+        config["weights_sha256"] = weights_digest(self.tensors)
+        digest = config_digest(config)
+        tensors = {k: v.detach().contiguous() for k, v in sorted(self.tensors.items())}
+        save_file(tensors, os.path.join(directory, WEIGHTS_FILE),
+                  metadata={"format": FORMAT, "config_sha256": digest})
+        with open(os.path.join(directory, CONFIG_FILE), "w", encoding="utf-8") as fh:
+            json.dump(config, fh, indent=1, sort_keys=True, ensure_ascii=False)
+            fh.write("\n")
+        self.config = config
+
+    @classmethod
+    def load(cls, directory: str) -> "RaspModel":
+        cpath, wpath = os.path.join(directory, CONFIG_FILE), os.path.join(directory, WEIGHTS_FILE)
+        for p in (cpath, wpath):
+            if not os.path.isfile(p):
+                raise ModelArtifactError(f"{p} does not exist", hint="run 'rasp compile' to create the model")
+        try:
+            with open(cpath, encoding="utf-8") as fh:
+                config = json.load(fh)
+        except (OSError, ValueError) as err:
+            raise ModelArtifactError(f"{cpath} is not valid JSON ({err})") from None
+        if not isinstance(config, dict) or config.get("format") != FORMAT:
+            raise ModelArtifactError(f"{cpath} is not a rasp-compiler model config (format {FORMAT})")
+        try:
+            with safe_open(wpath, framework="pt") as fh:
+                metadata = fh.metadata() or {}
+                tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+        except Exception as err:  # truncated or corrupt file: safetensors raises several kinds
+            raise ModelArtifactError(f"{wpath} cannot be read: it is truncated or corrupt ({err})",
+                                     hint="compile the model again") from None
+        if metadata.get("config_sha256") != config_digest(config):
+            raise ModelArtifactError(f"{cpath} does not match {wpath}: the config was edited or belongs to "
+                                     "another model", hint="compile the model again")
+        if config.get("weights_sha256") != weights_digest(tensors):
+            raise ModelArtifactError(f"{wpath} does not match its config: the weights were changed",
+                                     hint="compile the model again")
+        try:
+            return cls(config, tensors)
+        except (KeyError, TypeError, ValueError) as err:
+            raise ModelArtifactError(f"{directory} holds an inconsistent model ({err})") from None
+
+    # ------------------------------------------------------------------ inputs
+    def encode(self, batch: list[Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token ids [batch, 1 + longest] (BOS, tokens, PAD) and the lengths."""
+        seqs = []
+        for b, item in enumerate(batch):
+            toks = list(item) if isinstance(item, str) else list(item)
+            if not toks:
+                raise ModelInputError(f"input {b} is empty: a RASP program runs on at least one token")
+            if len(toks) > self.max_len:
+                raise ModelInputError(f"input {b} has {len(toks)} tokens, more than the {self.max_len} "
+                                      "this model was compiled for",
+                                      hint="compile again with a larger --max-len")
+            ids = []
+            for p, tok in enumerate(toks):
+                i = self._ids.get(_token_key(tok))
+                if i is None:
+                    i = self._ids.get(_token_key(str(tok)))
+                if i is None:
+                    shown = ", ".join(repr(v) for v in self.vocab[:12])
+                    raise ModelInputError(f"token {tok!r} at position {p} of input {b} is not in the "
+                                          f"vocabulary ({shown}{', …' if len(self.vocab) > 12 else ''})",
+                                          hint="compile again with a --vocab that includes it")
+                ids.append(i)
+            seqs.append(ids)
+        width = max(len(s) for s in seqs) if seqs else 0
+        ids_t = torch.full((len(seqs), width + 1), self.pad_id, dtype=torch.long)
+        ids_t[:, 0] = self.bos_id
+        for r, s in enumerate(seqs):
+            ids_t[r, 1:len(s) + 1] = torch.tensor(s, dtype=torch.long)
+        return ids_t, torch.tensor([len(s) for s in seqs], dtype=torch.long)
+
+    # ------------------------------------------------------------------ running
+    def forward(self, batch: list[Any]) -> torch.Tensor:
+        """Logits [batch, longest input, outputs] (BOS removed; rows past an input's end are padding)."""
+        ids, lengths = self.encode(batch)
+        with torch.no_grad():
+            return self.module(ids, lengths)[:, 1:]
+
+    def decode(self, logits: torch.Tensor, lengths: list[int]) -> list[list[Any]]:
+        out_cfg = self.config["output"]
+        result = []
+        if out_cfg["encoding"] == "categorical":
+            values = out_cfg["values"]
+            idx = logits.argmax(dim=-1).tolist()
+            for r, n in enumerate(lengths):
+                result.append([_from_json(values[i]) for i in idx[r][:n]])
+        else:
+            col = logits[..., 0].double().tolist()
+            integer = out_cfg.get("integer", False)
+            for r, n in enumerate(lengths):
+                row = col[r][:n]
+                if integer:
+                    row = [int(round(v)) if abs(v - round(v)) < 1e-3 else v for v in row]
+                result.append(row)
+        return result
+
+    def run(self, batch: list[Any]) -> list[list[Any]]:
+        """The decoded output of every input (a string is read as its characters)."""
+        if isinstance(batch, str):
+            raise ModelInputError("run() takes a list of inputs; wrap a single input in a list")
+        logits = self.forward(batch)
+        return self.decode(logits, [len(list(x)) for x in batch])
+
+    def trace(self, batch: list[Any]) -> dict[str, Any]:
+        """Logits, the residual stream after the embedding and after every sublayer
+        ([batch, 1 + positions, d_model], BOS at position 0) and each layer's attention pattern,
+        with the residual labels from the config."""
+        ids, lengths = self.encode(batch)
+        with torch.no_grad():
+            logits, residuals, patterns = self.module(ids, lengths, trace=True)
+        return {"logits": logits[:, 1:], "residuals": residuals, "attention": patterns,
+                "labels": self.labels(), "lengths": lengths.tolist()}
+
+    def labels(self) -> list[str]:
+        """The label of every residual dimension, in order."""
+        out = [""] * int(self.config["d_model"])
+        for sub in self.config["residual"]:
+            for j, lab in enumerate(sub["labels"]):
+                out[sub["start"] + j] = lab
+        return out
+
+
+def _token_key(tok: Any) -> tuple:
+    return (type(tok).__name__ if not isinstance(tok, bool) else "bool", tok)
+
+
+def _from_json(v: Any) -> Any:
+    return tuple(_from_json(x) for x in v) if isinstance(v, list) else v

@@ -1,0 +1,82 @@
+"""Numerical check of a UT: random targets, random inputs of several lengths, UT vs target.
+
+Reports the largest |UT(X, E) - T(X)| and the largest difference between matching attention matrices
+(the target's layer l head h against the UT's), with the UT's width next to its formula.  The target
+always runs in float64; the UT in the dtype asked for, so float32 shows the cost of lower precision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from rasp_compiler.universal.api import build_universal, encode
+from rasp_compiler.universal.classes import width_formula
+from rasp_compiler.universal.model import UniversalTransformer
+from rasp_compiler.universal.target import Target
+
+DEFAULT_LENGTHS = (1, 2, 3, 5, 8, 13, 21, 32)
+
+
+@dataclass
+class CheckReport:
+    construction: str
+    layers: int
+    heads: int
+    dim: int
+    m: int
+    m_formula: int
+    max_abs_error: float
+    attention_max_diff: float
+    trials: int = 0
+    methods: dict = field(default_factory=dict)   # encoding method -> count (random: solve vs fit)
+    max_fit_residual: float = 0.0
+
+    def as_json(self) -> dict:
+        """Exactly the fields the issue specifies for ``--json``."""
+        return {k: getattr(self, k) for k in ("construction", "layers", "heads", "dim", "m", "m_formula",
+                                              "max_abs_error", "attention_max_diff")}
+
+
+def compare(ut: UniversalTransformer, target: Target, lengths=DEFAULT_LENGTHS, batch: int = 2,
+            seed: int = 0) -> tuple[float, float, object]:
+    """(max output error, max attention difference, encoding) of one target over all lengths."""
+    enc = encode(ut, target)
+    gen = torch.Generator().manual_seed(seed)
+    err = att = 0.0
+    dtype = ut.r_q.dtype
+    for n in lengths:
+        X = torch.randn(batch, n, target.dim, generator=gen, dtype=torch.float64)
+        with torch.no_grad():
+            y_t, a_t = target(X)
+            y_u, a_u = ut(X.to(dtype), enc.E.to(dtype), enc.U.to(dtype))
+        err = max(err, float((y_u.double() - y_t).abs().max()))
+        att = max(att, float((a_u.double() - a_t).abs().max()))
+    return err, att, enc
+
+
+def check_class(construction: str, layers: int, heads: int, dim: int, *, residual: bool = False,
+                causal: bool = False, trials: int = 10, seed: int = 0, lengths=DEFAULT_LENGTHS,
+                dtype: torch.dtype = torch.float64, values: bool | None = None, m: int | None = None,
+                head_dim: int | None = None, ut: UniversalTransformer | None = None) -> CheckReport:
+    """Build (or take) the UT for a class and check it on ``trials`` random targets of that class."""
+    if values is None:
+        values = construction != "multihead"
+    if ut is None:
+        ut = build_universal(construction, layers, heads, dim, residual=residual, causal=causal,
+                             values=values, m=m, head_dim=head_dim, seed=seed)
+    ut = ut.to(dtype)
+    cfg = ut.config
+    report = CheckReport(construction, layers, heads, dim, cfg.m,
+                         width_formula(construction, layers, heads, dim, residual, cfg.values, cfg.head_dim),
+                         0.0, 0.0, trials)
+    for trial in range(trials):
+        target = Target.random(layers, heads, dim, seed=seed * 1_000_003 + trial, residual=residual,
+                               causal=causal, values=cfg.values)
+        err, att, enc = compare(ut, target, lengths, seed=seed * 7919 + trial)
+        report.max_abs_error = max(report.max_abs_error, err)
+        report.attention_max_diff = max(report.attention_max_diff, att)
+        report.methods[enc.method] = report.methods.get(enc.method, 0) + 1
+        report.max_fit_residual = max(report.max_fit_residual, enc.residual)
+    return report

@@ -1,0 +1,147 @@
+"""The universal transformer as a plain torch module: fixed weights as buffers, the program in E.
+
+UT(X, E, U):  H_0 = X E  (E: d x m, the same for every token);
+              H_l = [H_{l-1} +] sum_h softmax_c(H_{l-1} R_Q^{l,h} (H_{l-1} R_K^{l,h})^T) H_{l-1} R_V^{l,h};
+              output H_L U.
+R_V is stored in the cheapest exact form: ``identity`` (no tensor), ``diagonal`` (an m-vector of 0/1,
+used by the path construction whose dense R_V would take hundreds of MB) or ``dense`` (m x m).
+A looped UT stores one layer and applies it ``layers`` times.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from rasp_compiler.errors import ArtifactError, UserError
+from rasp_compiler.universal.attention import attention_weights
+
+UT_FORMAT = "rasp-universal-transformer/1"
+VALUE_KINDS = ("identity", "diagonal", "dense")
+
+
+@dataclass
+class UTConfig:
+    """Everything that defines a UT besides its tensors (the class it simulates and its shape)."""
+
+    construction: str
+    layers: int          # simulated layers (= loop count for a looped UT)
+    heads: int
+    dim: int             # width d of the targets it simulates
+    m: int               # embedding width
+    head_dim: int        # k: columns of each R_Q / R_K
+    residual: bool
+    causal: bool
+    values: bool         # whether the class has value matrices
+    looped: bool = False
+    value_kind: str = "identity"
+    seed: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def stored_layers(self) -> int:
+        return 1 if self.looped else self.layers
+
+
+class UniversalTransformer(nn.Module):
+    """Fixed backbone.  ``forward(X, E, U=None)`` -> (output, attention (L, H, [batch,] n, n))."""
+
+    def __init__(self, config: UTConfig, r_q: torch.Tensor, r_k: torch.Tensor,
+                 r_v: torch.Tensor | None = None) -> None:
+        super().__init__()
+        if config.value_kind not in VALUE_KINDS:
+            raise ArtifactError(f"unknown value kind {config.value_kind!r}")
+        self.config = config
+        shape = (config.stored_layers, config.heads, config.m, config.head_dim)
+        for name, t in (("R_Q", r_q), ("R_K", r_k)):
+            if tuple(t.shape) != shape:
+                raise ArtifactError(f"{name} has shape {tuple(t.shape)}, expected {shape}")
+        expected_v = {"identity": None, "diagonal": shape[:3],
+                      "dense": shape[:3] + (config.m,)}[config.value_kind]
+        if (r_v is None) != (expected_v is None) or (r_v is not None and tuple(r_v.shape) != expected_v):
+            raise ArtifactError(f"R_V does not fit value kind {config.value_kind!r}: "
+                                f"got {None if r_v is None else tuple(r_v.shape)}, expected {expected_v}")
+        self.register_buffer("r_q", r_q)
+        self.register_buffer("r_k", r_k)
+        self.register_buffer("r_v", r_v)
+
+    # ----- running -----------------------------------------------------------------------------
+    def forward(self, X: torch.Tensor, E: torch.Tensor, U: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        cfg = self.config
+        E = E.to(self.r_q.dtype)
+        if E.ndim != 2 or E.shape[1] != cfg.m:
+            raise UserError(f"embedding E must have shape (d, {cfg.m}), got {tuple(E.shape)}")
+        X = torch.as_tensor(X).to(self.r_q.dtype)
+        if X.shape[-1] != E.shape[0]:
+            raise UserError(f"input width {X.shape[-1]} does not match the embedding's {E.shape[0]} rows")
+        H = X @ E
+        attn = []
+        for l in range(cfg.layers):
+            s = 0 if cfg.looped else l
+            out = H if cfg.residual else torch.zeros_like(H)
+            layer_attn = []
+            for h in range(cfg.heads):
+                A = attention_weights(H @ self.r_q[s, h], H @ self.r_k[s, h], cfg.causal)
+                layer_attn.append(A)
+                out = out + A @ self._values(H, s, h)
+            attn.append(torch.stack(layer_attn))
+            H = out
+        Y = H @ U.to(H.dtype) if U is not None else H
+        return Y, torch.stack(attn)
+
+    def _values(self, H: torch.Tensor, s: int, h: int) -> torch.Tensor:
+        kind = self.config.value_kind
+        if kind == "identity":
+            return H
+        if kind == "diagonal":
+            return H * self.r_v[s, h]
+        return H @ self.r_v[s, h]
+
+    # ----- weights -----------------------------------------------------------------------------
+    def backbone_tensors(self) -> dict[str, torch.Tensor]:
+        """The fixed weights by name (what is saved; what never depends on a target)."""
+        out = {"R_Q": self.r_q, "R_K": self.r_k}
+        if self.r_v is not None:
+            out["R_V"] = self.r_v
+        return out
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``ut.safetensors`` (weights, config in the JSON header) and ``ut.json`` (readable)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        config_json = json.dumps(asdict(self.config), sort_keys=True)
+        tensors = {k: v.detach().contiguous().cpu() for k, v in self.backbone_tensors().items()}
+        save_file(tensors, str(directory / "ut.safetensors"),
+                  metadata={"format": UT_FORMAT, "config": config_json})
+        (directory / "ut.json").write_text(json.dumps(asdict(self.config), indent=2, sort_keys=True) + "\n")
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path) -> UniversalTransformer:
+        directory = Path(directory)
+        weights = directory / "ut.safetensors" if directory.is_dir() else directory
+        if not weights.is_file():
+            raise ArtifactError(f"no universal transformer at {directory} (expected ut.safetensors)")
+        try:
+            from safetensors import safe_open
+            with safe_open(str(weights), framework="pt") as f:
+                meta = f.metadata() or {}
+            tensors = load_file(str(weights))
+        except (SafetensorError, OSError, ValueError) as err:
+            raise ArtifactError(f"{weights} is not a readable safetensors file: {err}") from None
+        if meta.get("format") != UT_FORMAT:
+            raise ArtifactError(f"{weights} is not a universal transformer (format {meta.get('format')!r})")
+        try:
+            config = UTConfig(**json.loads(meta["config"]))
+        except (KeyError, ValueError, TypeError) as err:
+            raise ArtifactError(f"{weights}: damaged config header ({err})") from None
+        if "R_Q" not in tensors or "R_K" not in tensors:
+            raise ArtifactError(f"{weights}: missing R_Q or R_K")
+        return cls(config, tensors["R_Q"], tensors["R_K"], tensors.get("R_V"))

@@ -1,0 +1,180 @@
+"""The target class: attention-only transformers that a fixed universal transformer simulates.
+
+X_0 = X (n x d);  X_l = [X_{l-1} +] sum_h softmax_c(X_{l-1} W_{l,h} X_{l-1}^T) X_{l-1} V_{l,h};
+T(X) = X_L U.  W is the merged query-key matrix, V the merged value-output matrix, both d x d.
+``V is None`` means "no value matrices" (every V is the identity); ``U is None`` means the identity.
+No MLP, no layer norm, no biases, no 1/sqrt(d) scaling.  Any sequence length works.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from rasp_compiler.errors import ArtifactError, UserError
+from rasp_compiler.universal.attention import attention_weights
+
+TARGET_FORMAT = "rasp-universal-target/1"
+
+
+@dataclass
+class Target:
+    """An attention-only transformer.  ``W``: (L, H, d, d); ``V``: (L, H, d, d) or None; ``U``: (d, d_out)."""
+
+    W: torch.Tensor
+    V: torch.Tensor | None = None
+    U: torch.Tensor | None = None
+    residual: bool = False
+    causal: bool = False
+
+    def __post_init__(self) -> None:
+        self.W = torch.as_tensor(self.W, dtype=torch.float64)
+        if self.W.ndim != 4 or self.W.shape[-1] != self.W.shape[-2] or 0 in self.W.shape:
+            raise UserError(f"target W must have shape (layers, heads, d, d), got {tuple(self.W.shape)}")
+        if self.V is not None:
+            self.V = torch.as_tensor(self.V, dtype=torch.float64)
+            if self.V.shape != self.W.shape:
+                raise UserError(f"target V has shape {tuple(self.V.shape)}, expected {tuple(self.W.shape)} "
+                                "(one d x d value matrix per layer and head)")
+        if self.U is not None:
+            self.U = torch.as_tensor(self.U, dtype=torch.float64)
+            if self.U.ndim != 2 or self.U.shape[0] != self.dim:
+                raise UserError(f"target U must have shape ({self.dim}, d_out), got {tuple(self.U.shape)}")
+        for name, t in (("W", self.W), ("V", self.V), ("U", self.U)):
+            if t is not None and not torch.isfinite(t).all():
+                raise UserError(f"target {name} contains NaN or infinite entries")
+
+    # ----- shape -------------------------------------------------------------------------------
+    @property
+    def layers(self) -> int:
+        return self.W.shape[0]
+
+    @property
+    def heads(self) -> int:
+        return self.W.shape[1]
+
+    @property
+    def dim(self) -> int:
+        return self.W.shape[2]
+
+    @property
+    def has_values(self) -> bool:
+        """True when some value matrix differs from the identity."""
+        if self.V is None:
+            return False
+        eye = torch.eye(self.dim, dtype=self.V.dtype)
+        return not bool(torch.equal(self.V, eye.expand_as(self.V)))
+
+    def values_or_identity(self) -> torch.Tensor:
+        if self.V is not None:
+            return self.V
+        return torch.eye(self.dim, dtype=torch.float64).expand(self.layers, self.heads, -1, -1).clone()
+
+    def unembedding(self) -> torch.Tensor:
+        return self.U if self.U is not None else torch.eye(self.dim, dtype=torch.float64)
+
+    def describe(self) -> str:
+        return (f"L={self.layers} H={self.heads} d={self.dim} values={'yes' if self.has_values else 'no'} "
+                f"residual={'on' if self.residual else 'off'} causal={'on' if self.causal else 'off'}")
+
+    # ----- construction ------------------------------------------------------------------------
+    @classmethod
+    def random(cls, layers: int, heads: int, dim: int, *, seed: int = 0, residual: bool = False,
+               causal: bool = False, values: bool = True, d_out: int | None = None,
+               w_scale: float = 1.0) -> Target:
+        """A seeded random target whose activations stay O(1) at every depth.
+
+        Value matrices are random orthogonal matrices divided by the number of branches per layer
+        (H, or H+1 with residual), so products of values along a path neither blow up nor vanish
+        and the absolute error of a simulation is a fair measure (the issue asks tests to rescale).
+        """
+        if min(layers, heads, dim) < 1:
+            raise UserError("layers, heads and dim must all be at least 1")
+        gen = torch.Generator().manual_seed(seed)
+        W = torch.randn(layers, heads, dim, dim, generator=gen, dtype=torch.float64) * (w_scale / dim**0.5)
+        V = None
+        if values:
+            gauss = torch.randn(layers, heads, dim, dim, generator=gen, dtype=torch.float64)
+            q, r = torch.linalg.qr(gauss)
+            q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)  # Haar-distributed
+            V = q / (heads + int(residual))
+        d_out = dim if d_out is None else d_out
+        U = torch.randn(dim, d_out, generator=gen, dtype=torch.float64) / dim**0.5
+        return cls(W=W, V=V, U=U, residual=residual, causal=causal)
+
+    # ----- running -----------------------------------------------------------------------------
+    def forward(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run the target on X of shape (n, d) or (batch, n, d), in float64.
+
+        Returns (T(X), attention) with attention of shape (L, H, [batch,] n, n).
+        """
+        X = torch.as_tensor(X, dtype=torch.float64)
+        if X.shape[-1] != self.dim:
+            raise UserError(f"input has width {X.shape[-1]} but the target has width {self.dim}")
+        Vs = self.V
+        attn = []
+        for l in range(self.layers):
+            out = X if self.residual else torch.zeros_like(X)
+            layer_attn = []
+            for h in range(self.heads):
+                A = attention_weights(X @ self.W[l, h], X, self.causal)
+                layer_attn.append(A)
+                out = out + A @ (X if Vs is None else X @ Vs[l, h])
+            attn.append(torch.stack(layer_attn))
+            X = out
+        Y = X @ self.U if self.U is not None else X
+        return Y, torch.stack(attn)
+
+    __call__ = forward
+
+    # ----- files -------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        """One safetensors file; the JSON header (metadata) records the class."""
+        tensors = {"W": self.W.contiguous()}
+        if self.V is not None:
+            tensors["V"] = self.V.contiguous()
+        if self.U is not None:
+            tensors["U"] = self.U.contiguous()
+        meta = {"format": TARGET_FORMAT,
+                "config": json.dumps({"layers": self.layers, "heads": self.heads, "dim": self.dim,
+                                      "residual": self.residual, "causal": self.causal})}
+        save_file(tensors, str(path), metadata=meta)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Target:
+        path = Path(path)
+        if not path.is_file():
+            raise ArtifactError(f"target file not found: {path}")
+        try:
+            from safetensors import safe_open
+            with safe_open(str(path), framework="pt") as f:
+                meta = f.metadata() or {}
+            tensors = load_file(str(path))
+        except (SafetensorError, OSError, ValueError) as err:
+            raise ArtifactError(f"{path} is not a readable safetensors file: {err}") from None
+        if meta.get("format") != TARGET_FORMAT:
+            raise ArtifactError(f"{path} is not a universal-transformer target (format "
+                                f"{meta.get('format')!r}, expected {TARGET_FORMAT!r})")
+        try:
+            config = json.loads(meta["config"])
+            residual, causal = bool(config["residual"]), bool(config["causal"])
+        except (KeyError, ValueError, TypeError) as err:
+            raise ArtifactError(f"{path}: damaged target header ({err})") from None
+        if "W" not in tensors:
+            raise ArtifactError(f"{path}: no W tensor")
+        target = cls(W=tensors["W"], V=tensors.get("V"), U=tensors.get("U"), residual=residual, causal=causal)
+        if (target.layers, target.heads, target.dim) != (config.get("layers"), config.get("heads"),
+                                                         config.get("dim")):
+            raise ArtifactError(f"{path}: header says L={config.get('layers')} H={config.get('heads')} "
+                                f"d={config.get('dim')} but W has shape {tuple(target.W.shape)}")
+        return target
+
+
+def as_numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().numpy()

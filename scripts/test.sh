@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Set up and run the default test suite (slow suites excluded; run them with: .venv/bin/pytest -m slow).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+.venv/bin/pytest -q -p no:cacheprovider

@@ -1,0 +1,140 @@
+"""Every user mistake is one RaspError in words: FILE:LINE:COL, the line, a caret — never a
+traceback and never Lark's list of expected tokens."""
+
+import pytest
+
+from rasp_compiler.errors import RaspError
+from rasp_compiler.interpreter import run
+from rasp_compiler.lang import parse_source, program_from_source
+
+
+def error_of(src: str, inputs="hello", file="prog.rasp") -> RaspError:
+    with pytest.raises(RaspError) as info:
+        run(program_from_source(src, file), inputs)
+    return info.value
+
+
+@pytest.mark.parametrize("src, words, line, col", [
+    ("x = tokens + 1\ny = 2;\n", "missing ';'", 1, 15),
+    ("x = tokens + 1", "missing ';'", 1, 15),
+    ("def f(a) { b = a }\n", "missing ';'", 1, 17),
+    ("x = (tokens + 1;\n", "unclosed '('", 1, 16),
+    ("x = [1, 2\n", "unclosed '['", 1, 5),
+    ("x = 3);\n", "unmatched ')'", 1, 6),
+    ("x = [1, 2);\n", "does not match the '['", 1, 10),
+    ("x = select(indices, indices, +);\n", "select needs a comparison operator (==, !=, <, >, <=, >=) as its 3rd argument",
+     1, 30),
+    ("x = select(indices, indices, foo);\n", "select needs a comparison operator", 1, 30),
+    ("x = select(indices, indices);\n", "select needs three arguments", 1, 28),
+    ('x = "abc;\n', "string is not closed", 1, 5),
+    ("x = 1 $ 2;\n", "unexpected character '$'", 1, 7),
+    ("x = a ! b;\n", "'!' on its own", 1, 7),
+    ("x = a && b;\n", "'&&' is not a RASP operator", 1, 7),
+    ("x = 'a';\n", "double quotes", 1, 5),
+])
+def test_syntax_errors_in_words(src, words, line, col):
+    with pytest.raises(RaspError) as info:
+        parse_source(src, "prog.rasp")
+    err = info.value
+    assert words in err.message
+    assert (err.line, err.col) == (line, col)
+    text = err.render()
+    assert text.startswith(f"prog.rasp:{line}:{col}: error: ")
+    assert "^" in text.splitlines()[2]
+    assert "Expected one of" not in text and "$END" not in text
+
+
+def test_generic_syntax_error_is_short():
+    with pytest.raises(RaspError) as info:
+        parse_source("x = + ;", "p.rasp")
+    msg = info.value.message
+    assert msg.startswith("unexpected ';'; expected an expression")
+    assert len(msg) < 120
+
+
+def test_unknown_name_suggests_a_close_match():
+    err = error_of("rev = aggregate(select(indices, indices, ==), tokns);\nrev;")
+    assert err.message == "unknown name 'tokns'"
+    assert err.hint == "did you mean 'tokens'?"
+    assert (err.line, err.col) == (1, 47)
+    assert err.render().splitlines()[2].strip() == "^~~~~"
+
+
+def test_private_name_from_loaded_file(tmp_path):
+    (tmp_path / "lib.rasp").write_text("_secret = indices; public = indices + 1;\n")
+    main = tmp_path / "main.rasp"
+    main.write_text('load "lib";\n_secret;\n')
+    from rasp_compiler.lang import load_program
+    with pytest.raises(RaspError, match="unknown name '_secret'") as info:
+        load_program(main)
+    assert info.value.line == 2
+
+
+def test_mean_of_non_numbers_points_at_the_aggregate():
+    err = error_of("a = 1;\nx = aggregate(select(indices, indices, <=), tokens);\nx;")
+    assert "mean of non-numbers" in err.message
+    assert err.line == 2 and err.col == 5
+    assert "aggregate(select" in err.render()
+
+
+def test_mean_inside_library_call_points_at_the_call():
+    err = error_of("x = 1;\ny = average(tokens);\ny;")
+    assert err.file == "prog.rasp" and err.line == 2
+
+
+def test_unpacking_wrong_count():
+    err = error_of("a, b = 1, 2, 3;\na;")
+    assert "2 names (a, b) but 3 values" in err.message
+    err = error_of("def f() { return 1, 2, 3; }\na, b = f();\n")
+    assert "2 names" in err.message and err.line == 2
+    err = error_of("a, b = indices;\n")
+    assert "cannot unpack one s-op" in err.message
+
+
+def test_wrong_arity():
+    err = error_of("def f(a, b) { return a; }\nf(1);")
+    assert err.message == "f() takes 2 arguments (a, b), but 1 were given"
+    assert err.line == 2
+    err = error_of("selector_width(1, 2);")
+    assert "usage: selector_width(selector)" in err.message
+
+
+def test_recursion_without_end():
+    err = error_of("def f(n) { return f(n + 1); }\nf(0);")
+    assert "recursion too deep" in err.message
+    assert "base case" in err.hint
+
+
+def test_type_errors():
+    assert "cannot apply '+' to a selector" in error_of("select(indices, indices, ==) + 1;").message
+    assert "not a selector and a" in error_of("select(indices, indices, ==) and 1;").message
+    assert "first argument must be a selector" in error_of("aggregate(indices, tokens);").message
+    assert "default must be an atom" in error_of("aggregate(select(1,1,==), indices, indices);").message
+    assert "cannot apply '+' to string 'h' and int 1" in error_of("tokens + 1;").message
+    assert "is not a function" in error_of("x = 3; x(1);").message
+    assert "needs a list or dict" in error_of("for i in indices { x = i; }").message
+    assert "'out' is reserved" in error_of("out = tokens;").message
+    assert "'return' outside a function" in error_of("return 1;").message
+    assert "ended without 'return'" in error_of("def f() { x = 1; }\nf();").message
+    assert "division by zero" in error_of("indices / 0;").message
+    assert "index 5 is out of range" in error_of("x = [1, 2][5];").message
+
+
+def test_no_result():
+    with pytest.raises(RaspError, match="no expression statement binds 'out'"):
+        program_from_source("x = tokens;")
+    with pytest.raises(RaspError, match="no s-op or selector named 'revers'") as info:
+        program_from_source("reverse = tokens;", output="revers")
+    assert info.value.hint == "did you mean 'reverse'?"
+
+
+def test_load_errors(tmp_path):
+    main = tmp_path / "a.rasp"
+    main.write_text('load "b";\nindices;\n')
+    (tmp_path / "b.rasp").write_text('load "a";\n')
+    from rasp_compiler.lang import load_program
+    with pytest.raises(RaspError, match="loads itself"):
+        load_program(main)
+    main.write_text('load "nowhere";\n')
+    with pytest.raises(RaspError, match="cannot find 'nowhere.rasp'"):
+        load_program(main)

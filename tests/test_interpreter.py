@@ -1,0 +1,316 @@
+"""Elaboration + interpretation against hand-worked cases and the original REPL's recorded outputs
+(tech-srl/RASP tests/ and .github/workflows/tests/ in/tgt pairs, where they apply to files)."""
+
+import numpy as np
+import pytest
+
+from rasp_compiler.errors import InputError, RaspError
+from rasp_compiler.graph import Aggregate, Length, Map, Select, SelectorWidth, SequenceMap, Tokens
+from rasp_compiler.interpreter import evaluate, run
+from rasp_compiler.lang import program_from_source
+
+
+def value(src: str, inputs="hello", output=None):
+    return run(program_from_source(src), inputs, output)
+
+
+# ---------------------------------------------------------------- original REPL recordings
+def test_simple_sequences_from_the_original():
+    # .github/workflows/tests: simple_sequences_no_errors
+    assert value("indices;") == [0, 1, 2, 3, 4]
+    assert value("length;") == [5] * 5
+    assert value("tokens;") == list("hello")
+    assert value("indices+1;") == [1, 2, 3, 4, 5]
+    assert value("indices*3;") == [0, 3, 6, 9, 12]
+    assert value("tokens=tokens_int; tokens*indices;", [4, 7, 10]) == [0, 7, 20]
+    assert value("tokens=tokens_int; tokens[0];", [4, 7, 10]) == [4, 4, 4]
+    assert value("selector_width(select(tokens,tokens,==));", "hello there") == [2, 3, 2, 2, 1, 1, 1, 2, 3, 1, 3]
+    assert value('"a" if indices%2==1 else tokens;', "hello there") == list("haaaoaaaeae".replace(
+        "haaaoaaaeae", "halaoataeae"))
+
+
+def test_indexing_from_the_original():
+    # tests/in/indexing.txt on example "12345"
+    d = 'd = {"1":1, "2":2, "3":3, "4":5, "5":4};'
+    assert value(d + "d[tokens];", "12345") == [1, 2, 3, 5, 4]
+    a = 'a="qwertyuioplkjhgfdsazxcvbnm";'
+    assert value(a + "a[indices];", "12345") == list("qwert")
+    assert value(a + "a[indices*3];", "12345") == list("qrupj")
+    assert value("tokens[4];", "12345") == ["5"] * 5
+    assert value("b = [5,8,2,9,4,7,5]; b[indices];", "12345") == [5, 8, 2, 9, 4]
+    with pytest.raises(RaspError, match="key 0 is not in the dict"):
+        value(d + "d[indices];", "12345")
+    with pytest.raises(RaspError, match="key 4 is not in the dict"):
+        program_from_source(d + "d[4];")
+    with pytest.raises(RaspError, match="indexed only by an int"):
+        program_from_source("tokens[indices];")
+
+
+def test_forloop_from_the_original():
+    # tests/in/forloop.txt: a=3; for i in range(4) { a = a+i; } a;  -> 9
+    src = "a=3;\nfor i in range(4) {\n\ta = a+i;\n}\nb = indices + a;\nb;"
+    assert value(src) == [9, 10, 11, 12, 13]
+
+
+PAPER = '''
+def _with_bos_selector_width(s) {
+    s = s or select(indices,0,==);
+    return (1/aggregate(s,indicator(indices==0)))-1;
+}
+hist_bos = _with_bos_selector_width( select(tokens_str,tokens_str,==));
+hist_nobos = selector_width(select(tokens_str,tokens_str,==));
+_flip_s = select(indices,length-1-indices,==);
+reverse = aggregate(_flip_s,tokens_str);
+def _sort_bos(seq,key) {
+    should_be_earlier = select(key,key,<) or (select(key,key,==) and select(indices,indices,<));
+    num_before = _with_bos_selector_width(should_be_earlier);
+    num_before = -1 if indices==0 else num_before;
+    main_seq_grab_output = select(num_before,indices-1,==);
+    bos_grab_self = select(indices,0,==) and select(indices,indices,==);
+    grab_output = main_seq_grab_output or bos_grab_self;
+    return aggregate(grab_output,seq);
+}
+sort_bos = _sort_bos(tokens_str,tokens_str);
+def _dyck1_ptf() {
+    up_to_self = select(indices,indices,<=);
+    n_opens = (indices+1)*aggregate(up_to_self,indicator(tokens_str=="("));
+    n_closes = (indices+1)*aggregate(up_to_self,indicator(tokens_str==")"));
+    balance = n_opens - n_closes;
+    prev_imbalances = aggregate(up_to_self,indicator(balance<0));
+    return "F" if prev_imbalances>0 else
+            ("T" if balance==0 else "P");
+}
+dyck1_ptf = _dyck1_ptf();
+def dyckk_ptf(paren_pairs) {
+    openers = [p[0] for p in paren_pairs];
+    closers = [p[1] for p in paren_pairs];
+    opens = indicator(tokens_str in openers);
+    closes = indicator(tokens_str in closers);
+    up_to_self = select(indices,indices,<=);
+    n_opens = (indices+1)*aggregate(up_to_self,opens);
+    n_closes = (indices+1)*aggregate(up_to_self,closes);
+    depth = n_opens - n_closes;
+    delay_closer = depth + closes;
+    depth_index = selector_width(select(delay_closer,delay_closer,==) and up_to_self);
+    open_for_close = select(opens,True,==) and
+                     select(delay_closer,delay_closer,==) and
+                     select(depth_index,depth_index-1,==);
+    matched_opener = aggregate(open_for_close,tokens_str,"-");
+    opener_matches = matched_opener+tokens_str in paren_pairs;
+    mismatch = closes and not opener_matches;
+    had_problem = aggregate(up_to_self,indicator(mismatch or (depth<0)))>0;
+    return "F" if had_problem else ("T" if depth==0 else "P");
+}
+dyck2_ptf = dyckk_ptf(["()","{}"]);
+dyck3_ptf = dyckk_ptf(["()","{}","[]"]);
+'''
+
+
+@pytest.mark.parametrize("name, text, expected", [
+    # tests/tgt/paper_examples.txt (the original's recorded outputs)
+    ("hist_bos", "§hiya how are you doing there ey",
+     [0, 3, 2, 3, 2, 6, 3, 3, 1, 6, 2, 2, 4, 6, 3, 3, 1, 6, 1, 3, 2, 1, 1, 6, 1, 3, 4, 2, 4, 6, 4, 3]),
+    ("hist_nobos", "hiya howdy doodly doo", [2, 1, 3, 1, 3, 2, 5, 1, 4, 3, 3, 4, 5, 5, 4, 1, 3, 3, 4, 5, 5]),
+    ("sort_bos", "§dfgfhfghDVSHRDFHdfsfsfegDGDFHDFG", list("§DDDDDFFFGGHHHRSVddeffffffggghhss")),
+    ("dyck1_ptf", "()(()())(((())(()(()))))((())((()()))(()))))(())((",
+     list("PTPPPPPTPPPPPPPPPPPPPPPTPPPPPPPPPPPPPPPPPTFFFFFFFF")),
+    # (The recorded dyck2 output is left out: at position 24 the listing computes
+    # 25 * (14 / 25) = 14.000000000000002 in floats, with the original's own mean, so a later
+    # float equality fails; the recording predates that listing.)
+    ("dyck3_ptf", "()[](){{}(){}[]}[[]]([]){}()(])[[]]{{}}()[]",
+     list("PTPTPTPPPPPPPPPTPPPTPPPTPTPTPFFFFFFFFFFFFFF")),
+])
+def test_paper_examples_match_the_original(name, text, expected):
+    program = program_from_source(PAPER, output=name)
+    got = run(program, text)
+    if name == "hist_bos":  # 1/x - 1 in floats: the original printed them rounded
+        got = [round(v) for v in got]
+    assert got == expected
+
+
+def test_private_names_are_not_outputs():
+    program = program_from_source(PAPER, output="reverse")
+    assert "reverse" in program.names and "_flip_s" in program.names  # same file: visible
+    assert run(program, "abc", "reverse") == ["c", "b", "a"]
+
+
+# ---------------------------------------------------------------- core semantics
+def test_select_orientation_is_key_op_query():
+    program = program_from_source("s = select(indices, indices, <); x = selector_width(s); x;")
+    values = evaluate(program, "abcd")
+    sel = values[program.names["s"]]
+    # sel[q][k] = keys[k] < queries[q]: query 2 selects keys 0 and 1
+    assert sel[2].tolist() == [True, True, False, False]
+    assert values[program.output] == [0, 1, 2, 3]
+    assert value("selector_width(select(indices, 0, ==));", "abc") == [1, 1, 1]
+    assert value("selector_width(select(tokens, \"l\", ==));") == [2] * 5
+
+
+def test_aggregate_default_single_and_mean():
+    assert value("aggregate(select(indices, indices - 1, ==), tokens, \"_\");") == list("_hell")
+    assert value("aggregate(select(indices, indices - 1, ==), indices);") == [0, 0, 1, 2, 3]
+    # several keys: the mean, a float
+    assert value("aggregate(select(indices, indices, <=), indices);", "abcd") == [0, 0.5, 1.0, 1.5]
+    # single selected value keeps its type
+    assert value("aggregate(select(indices, 0, ==), tokens);") == ["h"] * 5
+
+
+def test_mean_of_non_numbers_is_an_error_naming_the_line():
+    program = program_from_source("x = 1;\ny = aggregate(select(indices, indices, <=), tokens);\ny;", "p.rasp")
+    with pytest.raises(RaspError, match="mean of non-numbers") as info:
+        run(program, "hello")
+    assert info.value.line == 2
+    # booleans are not averaged either (as in the original); indicator makes them numbers
+    with pytest.raises(RaspError, match="booleans"):
+        value("aggregate(select(indices, indices, <=), tokens == \"l\");")
+    assert value("aggregate(select(indices, indices, <=), indicator(tokens == \"l\"));", "al") == [0, 0.5]
+
+
+def test_selector_combinations():
+    src = 'a = select(indices, indices, <=); b = select(indices, indices, >=);'
+    assert value(src + "selector_width(a and b);") == [1] * 5
+    assert value(src + "selector_width(a or b);") == [5] * 5
+    assert value(src + "selector_width(not a);") == [4, 3, 2, 1, 0]
+    with pytest.raises(RaspError, match="selector"):
+        program_from_source(src + "x = a and indices;")
+
+
+def test_operator_semantics_follow_the_original():
+    assert value("indices / 2;", "abc") == [0.0, 0.5, 1.0]              # true division on ints
+    assert value("(indices - 2) % 3;", "abcd") == [1, 2, 0, 1]          # Python modulo
+    assert value("indices ^ 2;", "abc") == [0, 1, 4]
+    assert value("round(indices / 2 + 0.5);", "abcd") == [0, 1, 2, 2]   # ties to even, as Python
+    assert value("indices and 1;", "ab") == [False, True]               # booleans, not operands
+    assert value("not tokens == \"h\";", "hi") == [False, False]        # (not tokens) == "h"
+    assert value("tokens != \"h\";", "hi") == [False, True]             # != elementwise (a fix)
+    assert value("indicator(tokens == \"i\");", "hi") == [0, 1]
+    assert value("x = 2^3^2; indices + x;", "a") == [64]
+    assert value("indices + .5;", "ab") == [0.5, 1.5]
+    assert value("indices * 1e-3;", "ab") == [0.0, 0.001]
+    assert value('tokens + "\\n";', "a") == ["a\n"]
+
+
+def test_ternary_elementwise_and_lazy():
+    assert value('"x" if indices == 1 else tokens;', "abc") == ["a", "x", "c"]
+    # an atom condition is lazy: the recursion stops at n == 0
+    src = "def f(n) { return indices if n == 0 else f(n - 1) + 1; } f(3);"
+    assert value(src, "ab") == [3, 4]
+
+
+def test_membership():
+    assert value('tokens in ["a", "b"];', "abc") == [True, True, False]
+    assert value('"b" in tokens;', "abc") == [True] * 3
+    assert value('"z" in tokens;', "abc") == [False] * 3
+    assert value('x = 2 in [1, 2]; y = "el" in "hello"; indices + indicator(x and y);', "a") == [1]
+
+
+def test_sop_element_broadcast():
+    assert value("tokens[1];", "abc") == ["b"] * 3
+    assert value("tokens[-1];", "abc") == ["c"] * 3
+    assert value("tokens[5];", "abc") == [0] * 3  # nothing selected: the default
+
+
+def test_functions_closures_multiple_returns_and_loops():
+    src = '''
+    def make_shift(n) {
+        def shift_by(seq) { return aggregate(select(indices, indices - n, ==), seq, "_"); }
+        return shift_by;
+    }
+    s2 = make_shift(2);
+    def two(a) { return a, a + 1; }
+    p, q = two(indices);
+    total = 0;
+    for k, v in {"a": 1, "b": 2} { total = total + v; }
+    keys = [k for k in {"x": 1, "y": 2}];
+    r = s2(tokens);
+    out_q = q + total + len(keys);
+    '''
+    program = program_from_source(src + "r;")
+    assert run(program, "hello") == list("__hel")
+    assert run(program, "ab", "out_q") == [6, 7]
+
+
+def test_library_names_and_shadowing():
+    assert value("sort(tokens, tokens);", "banana") == list("aaabnn")
+    assert value("count(tokens, \"a\");", "banana") == [3] * 6
+    assert value("shift(tokens, 1, \"_\");", "abc") == list("_ab")
+    assert value("mark_first_instance(tokens, \"a\");", "banana") == [False, True, False, False, False, False]
+    assert value("mark_last_instance(tokens, \"a\");", "banana") == [False] * 5 + [True]
+    assert value("aggregate(select_from_first(tokens, \"n\"), indices);", "banana") == [2] * 6
+    assert value("aggregate(select_from_last(tokens, \"n\"), indices);", "banana") == [4] * 6
+    assert value("max(indices, 2);", "abcd") == [2, 2, 2, 3]
+    assert value("min(indices, 2);", "abcd") == [0, 1, 2, 2]
+    assert value("x = tokens_int; average(x);", [1, 2, 3]) == [2.0] * 3
+    assert value("load_from_location(tokens, 2);", "abc") == ["c"] * 3
+    assert value("has_focus(select(tokens, \"a\", ==));", "ab") == [True, True]
+    assert value("has_focus(select(tokens, \"z\", ==));", "ab") == [False, False]
+    assert value("contains(tokens, \"b\");", "ab") == [True, True]
+    assert value("selector_width(select_next_identical(tokens));", "abab") == [1, 1, 0, 0]
+    assert value("length;", "abc") == [3, 3, 3]
+    # a program may define its own `max` / `length` (the original reserved them)
+    assert value("def max(a, b) { return a + b; } max(indices, 10);", "ab") == [10, 11]
+    assert value("length = 7; indices + length;", "ab") == [7, 8]
+
+
+def test_sort_breaks_ties_by_position():
+    src = "tokens = tokens_int; sort(indices, tokens);"
+    assert value(src, [3, 1, 3, 1]) == [1, 3, 0, 2]
+
+
+def test_graph_node_kinds_ids_and_positions():
+    src = "x = tokens + 1;\nh = selector_width(select(tokens, tokens, ==));\nr = aggregate(select(indices, length - indices - 1, ==), tokens);\nr;"
+    program = program_from_source(src, "prog.rasp")
+    assert program.output == "r" and program.names["out"] == "r"
+    assert isinstance(program.node("x"), Map)
+    assert isinstance(program.node("h"), SelectorWidth)
+    assert isinstance(program.node("r"), Aggregate)
+    assert isinstance(program.node("tokens"), Tokens)
+    assert any(isinstance(n, Length) for n in program.nodes())
+    assert any(isinstance(n, SequenceMap) for n in program.nodes())
+    sel = program.node(program.node("r").inputs[0])
+    assert isinstance(sel, Select) and sel.op == "=="
+    assert program.node("x").pos.line == 1 and program.node("x").pos.text == "tokens + 1"
+    assert program.node("r").pos.line == 3
+    # library values the program never uses are not in the graph
+    assert "full_s" not in program.graph
+    # ids are deterministic
+    again = program_from_source(src, "prog.rasp")
+    assert sorted(program.graph.nodes) == sorted(again.graph.nodes)
+
+
+def test_encoding_annotations():
+    program = program_from_source("x = numerical(indices + 1); y = categorical(tokens); x;")
+    assert program.node("x").encoding == "numerical"
+    assert program.node("y").encoding == "categorical"
+
+
+def test_input_conversion():
+    program = program_from_source("tokens_int + 1;")
+    assert run(program, ["1", 2, 3.0]) == [2, 3, 4]
+    with pytest.raises(InputError, match="position 1"):
+        run(program, ["1", "x"])
+    assert value("tokens_bool;", [0, 1]) == [False, True]
+    assert value("tokens_float;", [1, "2.5"]) == [1.0, 2.5]
+    with pytest.raises(InputError, match="empty"):
+        run(program, [])
+
+
+def test_numeric_select_is_vectorised_and_matches_python_at_512():
+    program = program_from_source("tokens = tokens_int; sort(tokens, tokens);")
+    rng = np.random.default_rng(0)
+    data = [int(v) for v in rng.integers(0, 50, 512)]
+    assert run(program, data) == sorted(data)
+
+
+def test_mixed_type_comparisons():
+    assert value('select(tokens, 1, ==) and select(indices, indices, ==); x = selector_width(select(tokens, 1, ==)); x;',
+                 "ab") == [0, 0]
+    with pytest.raises(RaspError, match="cannot apply '<'"):
+        value("selector_width(select(tokens, 1, <));", "ab")
+    with pytest.raises(RaspError, match="cannot apply '\\+'"):
+        value("tokens + 1;", "ab")
+
+
+def test_apply_sop_to_concrete_input():
+    src = 'reverse = aggregate(select(indices, length - indices - 1, ==), tokens); x = reverse("abc"); y = indices + len(x); y;'
+    assert value(src, "ab") == [3, 4]

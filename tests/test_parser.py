@@ -1,0 +1,103 @@
+"""The grammar: conflict-free LALR, the original's syntax, and the fixes over it."""
+
+import pytest
+from lark import Lark, Tree
+
+from rasp_compiler.lang.parser import GRAMMAR_PATH, parse_source
+
+
+def test_grammar_is_conflict_free_under_strict():
+    # strict=True refuses shift/reduce conflicts and colliding terminals (needs `interegular`)
+    parser = Lark(GRAMMAR_PATH.read_text(), parser="lalr", strict=True)
+    assert parser.parse("x = 1;")
+
+
+def shape(tree):
+    """A compact s-expression of the syntax tree, to assert how things group."""
+    if not isinstance(tree, Tree):
+        return str(tree)
+    if tree.data in ("var", "int", "float", "string"):
+        return str(tree.children[0])
+    if tree.data == "binop":
+        left, op, right = tree.children
+        return f"({shape(left)} {op} {shape(right)})"
+    if tree.data == "unop":
+        return f"({tree.children[0]} {shape(tree.children[1])})"
+    if tree.data == "ternary":
+        a, c, b = tree.children
+        return f"({shape(a)} if {shape(c)} else {shape(b)})"
+    if tree.data == "contains":
+        return f"({shape(tree.children[0])} in {shape(tree.children[1])})"
+    return f"{tree.data}[" + " ".join(shape(c) for c in tree.children) + "]"
+
+
+def expr_shape(text: str) -> str:
+    tree = parse_source(text + ";")
+    return shape(tree.children[0].children[0].children[0])
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("not a == b", "((not a) == b)"),                     # not binds tighter than ==
+    ("a or b and c", "((a or b) and c)"),                 # one shared level, left-assoc
+    ("a and b or c", "((a and b) or c)"),
+    ("2 ^ 3 ^ 2", "((2 ^ 3) ^ 2)"),                       # ^ is left-associative
+    ("a + b % c", "(a + (b % c))"),                       # % tighter than +
+    ("a * b % c", "((a * b) % c)"),                       # % looser than *
+    ("a % b * c", "(a % (b * c))"),
+    ("-a ^ 2", "((- a) ^ 2)"),                            # prefix binds tighter than ^
+    ("- a[0]", "(- index[a 0])"),                         # postfix binds tighter than prefix
+    ("a if c1 else b if c2 else d", "((a if c1 else b) if c2 else d)"),  # ternaries group left
+    ("a == b and c < d", "((a == b) and (c < d))"),
+    ("a if c else b in L", "((a if c else b) in L)"),     # `in` is loosest
+    ("a if x in L else b", "(a if (x in L) else b)"),     # the condition is a whole expression
+    ("a in b in c", "((a in b) in c)"),
+    ("a - b - c", "((a - b) - c)"),
+    ("a < b < c", "((a < b) < c)"),
+    ("a != b", "(a != b)"),
+    ("round(x) + 1", "((round x) + 1)"),
+    ("not not x", "(not (not x))"),
+])
+def test_precedence_is_the_originals(text, expected):
+    assert expr_shape(text) == expected
+
+
+def test_statement_forms():
+    tree = parse_source("""
+        a, b = 1, 2;   c = a;  # several statements on one line, comment
+        def f(x, y) { z = x; return z, y; }
+        def g() { return 1; }
+        for k, v in D { q = k; }
+        load "lib";
+        e;
+    """)
+    kinds = [s.data if s.data != "statement" else s.children[0].data for s in tree.children]
+    assert kinds == ["assign", "assign", "funcdef", "funcdef", "forloop", "load", "expr_stmt"]
+
+
+def test_numbers_strings_and_select_with_space():
+    shape_of = expr_shape
+    assert shape_of(".5") == ".5"
+    assert shape_of("1e-3") == "1e-3"
+    assert shape_of("2.5E+4") == "2.5E+4"
+    assert shape_of('"a\\"b"') == '"a\\"b"'
+    assert shape_of("select (a, b, <=)").startswith("select[a b <=")
+
+
+def test_keywords_do_not_swallow_longer_names():
+    # names that start with a keyword are plain names
+    tree = parse_source("selector = 1; android = 2; notx = 3; index = 4; format = 5; infix = 6; "
+                        "ifx = 7; rounded = 8; indicators = 9; forx = 10; defy = 11;")
+    assert len(tree.children) == 11
+
+
+def test_comprehensions_and_literals():
+    assert expr_shape("[x for x in L]").startswith("listcomp[")
+    assert expr_shape("{k: 1 for k in L}").startswith("dictcomp[")
+    assert expr_shape("{}").startswith("dict[")
+    assert expr_shape("[]").startswith("list[")
+    assert expr_shape("aggregate(s, t, 0)").startswith("aggregate[")
+    assert expr_shape("f(x)(y)[1]").startswith("index[call[call[")
+
+
+def test_empty_program_parses():
+    assert parse_source("# only a comment\n").children == []

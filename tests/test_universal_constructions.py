@@ -1,0 +1,87 @@
+"""Exactness of the four {0,1} constructions: UT(X, E) = T(X) and every attention matrix matches.
+
+The default run samples the issue's grid (L in 1..4, H in 1..3, d in {1,2,4,8}, causal on/off,
+residual on/off where the construction allows it); ``-m slow`` runs every cell on 50 targets at every
+length 1..32.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from universal_helpers import (
+    grid,
+    max_errors,
+    single_thread,  # noqa: F401  (autouse fixture)
+)
+
+from rasp_compiler.universal import Target, build_universal, encode
+
+TOL = 1e-10
+CONSTRUCTIONS = ("sparse", "looped", "multihead", "paths")
+
+
+@pytest.mark.parametrize("construction", CONSTRUCTIONS)
+def test_sampled_grid_is_exact(construction):
+    for L, H, d, causal, residual in grid(construction, sample=10, seed=CONSTRUCTIONS.index(construction)):
+        err, att, methods = max_errors(construction, L, H, d, causal, residual, trials=3,
+                                       lengths=(1, 2, 5, 16, 32))
+        assert methods == {"exact"}
+        assert err <= TOL, (construction, L, H, d, causal, residual, err)
+        assert att <= TOL, (construction, L, H, d, causal, residual, att)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("construction", CONSTRUCTIONS)
+def test_full_grid_fifty_targets_every_length(construction):
+    worst = 0.0
+    for L, H, d, causal, residual in grid(construction, sample=None):
+        err, att, _ = max_errors(construction, L, H, d, causal, residual, trials=50,
+                                 lengths=range(1, 33), batch=1)
+        assert err <= TOL and att <= TOL, (construction, L, H, d, causal, residual, err, att)
+        worst = max(worst, err)
+    print(f"{construction}: worst max|UT-T| = {worst:.2e}")
+
+
+def test_long_sequence_and_unbatched_input():
+    ut = build_universal("paths", 2, 2, 3, residual=True, causal=True)
+    target = Target.random(2, 2, 3, seed=5, residual=True, causal=True)
+    E, U = encode(ut, target)
+    X = torch.randn(300, 3, dtype=torch.float64)
+    (y_t, _), (y_u, a_u) = target(X), ut(X, E, U)
+    assert y_u.shape == (300, 3) and a_u.shape == (2, 2, 300, 300)
+    assert float((y_u - y_t).abs().max()) <= TOL
+
+
+def test_error_measure_can_fail():
+    """The check is not vacuous: a perturbed embedding gives a visible error."""
+    ut = build_universal("sparse", 2, 1, 4)
+    target = Target.random(2, 1, 4, seed=1)
+    E, U = encode(ut, target)
+    X = torch.randn(2, 7, 4, dtype=torch.float64)
+    E_bad = E.clone()
+    E_bad[0, 5] += 1e-3
+    assert float((ut(X, E_bad, U)[0] - target(X)[0]).abs().max()) > 1e-7
+
+
+def test_hand_worked_one_layer_sparse():
+    """d = 1, L = 1: E = [v, w, 1]; check against the formula softmax(x w x^T) x v u by hand."""
+    ut = build_universal("sparse", 1, 1, 1)
+    W, V, U_t = torch.tensor([[[[2.0]]]]), torch.tensor([[[[0.5]]]]), torch.tensor([[3.0]])
+    target = Target(W=W, V=V, U=U_t)
+    E, U = encode(ut, target)
+    assert E.tolist() == [[0.5, 2.0, 1.0]]
+    x = torch.tensor([[1.0], [-1.0]], dtype=torch.float64)
+    logits = 2.0 * x @ x.T
+    expected = torch.softmax(logits, dim=-1) @ x * 0.5 * 3.0
+    assert torch.allclose(ut(x, E, U)[0], expected, atol=1e-15, rtol=0)
+
+
+def test_float32_close():
+    ut = build_universal("multihead", 3, 2, 4, residual=True).float()
+    target = Target.random(3, 2, 4, seed=2, residual=True, values=False)
+    E, U = encode(ut, target)
+    X = torch.randn(2, 9, 4, dtype=torch.float64)
+    y_u = ut(X.float(), E.float(), U.float())[0]
+    assert y_u.dtype == torch.float32
+    assert float((y_u.double() - target(X)[0]).abs().max()) < 1e-3

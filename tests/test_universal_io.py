@@ -1,0 +1,146 @@
+"""Class mismatches are clear errors; files round-trip; backbones never depend on the target."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from universal_helpers import single_thread  # noqa: F401  (autouse fixture)
+
+from rasp_compiler.cli import main
+from rasp_compiler.errors import ArtifactError, UserError
+from rasp_compiler.universal import Target, UniversalTransformer, build_universal, encode, fixed_backbone
+
+
+@pytest.mark.parametrize("target_kwargs, words", [
+    (dict(layers=3, heads=1, dim=2), "too deep"),
+    (dict(layers=2, heads=1, dim=3), "too wide"),
+    (dict(layers=2, heads=2, dim=2), "too many heads"),
+    (dict(layers=2, heads=1, dim=2, residual=True), "residual mismatch"),
+    (dict(layers=2, heads=1, dim=2, causal=True), "causal mask mismatch"),
+    (dict(layers=1, heads=1, dim=2), "too shallow"),
+])
+def test_sparse_rejects_targets_outside_its_class(target_kwargs, words):
+    ut = build_universal("sparse", 2, 1, 2)
+    with pytest.raises(UserError, match=words):
+        encode(ut, Target.random(seed=0, **target_kwargs))
+
+
+def test_multihead_rejects_values():
+    ut = build_universal("multihead", 2, 2, 2, residual=True)
+    with pytest.raises(UserError, match="has value matrices but the multihead construction has none"):
+        encode(ut, Target.random(2, 2, 2, residual=True, values=True))
+    # identity value matrices are "no values" and are accepted
+    t = Target.random(2, 2, 2, residual=True, values=False)
+    t.V = torch.eye(2, dtype=torch.float64).expand(2, 2, 2, 2).clone()
+    encode(ut, t)
+
+
+def test_all_mismatches_named_at_once():
+    ut = build_universal("multihead", 2, 2, 2)
+    with pytest.raises(UserError) as info:
+        encode(ut, Target.random(3, 3, 4, values=True, residual=True))
+    msg = info.value.message
+    for words in ("too deep", "too many heads", "too wide", "value matrices", "residual"):
+        assert words in msg
+
+
+@pytest.mark.parametrize("args, words", [
+    (("sparse", 2, 2, 2), "one head"),
+    (("looped", 2, 1, 2, True), "only without a residual"),
+    (("cubic", 2, 1, 2), "unknown construction"),
+    (("paths", 0, 1, 2), "at least 1"),
+])
+def test_build_errors(args, words):
+    construction, L, H, d, *rest = args
+    with pytest.raises(UserError, match=words):
+        build_universal(construction, L, H, d, residual=bool(rest and rest[0]))
+
+
+def test_smaller_targets_are_padded_exactly_not_truncated():
+    X = torch.randn(2, 6, 2, dtype=torch.float64)
+    # narrower: d = 2 target in a d = 4 UT; fewer heads and layers in a residual paths UT
+    for ut, target in ((build_universal("sparse", 2, 1, 4), Target.random(2, 1, 2, seed=1)),
+                       (build_universal("paths", 3, 2, 3, residual=True),
+                        Target.random(2, 1, 2, seed=2, residual=True))):
+        E, U = encode(ut, target)
+        assert E.shape[0] == 2
+        assert float((ut(X, E, U)[0] - target(X)[0]).abs().max()) <= 1e-10
+
+
+def test_backbone_never_depends_on_the_target():
+    for construction, kw in (("paths", dict(residual=True)), ("random", {}), ("looped", {})):
+        H = 1 if construction == "looped" else 2
+        ut = build_universal(construction, 2, H, 3, **kw)
+        before = {k: v.numpy().tobytes() for k, v in ut.backbone_tensors().items()}
+        for seed in (1, 2):
+            encode(ut, Target.random(2, H, 3, seed=seed, **kw))
+        after = {k: v.numpy().tobytes() for k, v in ut.backbone_tensors().items()}
+        assert before == after
+        fresh = build_universal(construction, 2, H, 3, **kw)
+        assert before == {k: v.numpy().tobytes() for k, v in fresh.backbone_tensors().items()}
+
+
+def test_ut_save_load_round_trip(tmp_path):
+    ut = build_universal("paths", 2, 2, 2, residual=True, causal=True)
+    ut.save(tmp_path / "ut")
+    assert json.loads((tmp_path / "ut" / "ut.json").read_text())["m"] == ut.config.m
+    loaded = UniversalTransformer.load(tmp_path / "ut")
+    assert loaded.config == ut.config
+    target = Target.random(2, 2, 2, residual=True, causal=True, seed=3)
+    E, U = encode(loaded, target)
+    X = torch.randn(5, 2, dtype=torch.float64)
+    assert torch.equal(loaded(X, E, U)[0], ut(X, E, U)[0])
+    (tmp_path / "ut" / "ut.safetensors").write_bytes(b"garbage")
+    with pytest.raises(ArtifactError):
+        UniversalTransformer.load(tmp_path / "ut")
+    with pytest.raises(ArtifactError, match="no universal transformer"):
+        UniversalTransformer.load(tmp_path / "nothing")
+
+
+def test_target_save_load_round_trip(tmp_path):
+    target = Target.random(3, 2, 4, seed=7, residual=True, causal=True, d_out=5)
+    target.save(tmp_path / "t.safetensors")
+    back = Target.load(tmp_path / "t.safetensors")
+    assert torch.equal(back.W, target.W) and torch.equal(back.V, target.V) and torch.equal(back.U, target.U)
+    assert (back.residual, back.causal) == (True, True)
+    ut = build_universal("paths", 3, 2, 4, residual=True, causal=True)
+    ut.save(tmp_path / "ut")
+    # the CLI runs a saved target through a saved UT
+    assert main(["universal", "--load", str(tmp_path / "ut"), "--target", str(tmp_path / "t.safetensors"),
+                 "--json"]) == 0
+
+
+def test_training_backbone_refuses_encoding():
+    ut = fixed_backbone("sparse", 2, 1, 3, residual=True)
+    assert ut.config.residual and ut.config.m == 15
+    with pytest.raises(UserError, match="training backbone"):
+        encode(ut, Target.random(2, 1, 3, residual=True))
+
+
+def test_cli_json_fields(capsys):
+    assert main(["universal", "--construction", "looped", "--layers", "2", "--dim", "3", "--check",
+                 "--trials", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert list(out) == ["construction", "layers", "heads", "dim", "m", "m_formula", "max_abs_error",
+                         "attention_max_diff"]
+    assert out["m"] == out["m_formula"] == 15 and out["max_abs_error"] <= 1e-10
+
+
+def test_cli_lower_bound(capsys):
+    assert main(["universal", "lower-bound", "--heads", "3", "--layers", "3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"heads": 3, "layers": 3, "rank": 27}
+    assert main(["universal", "lower-bound", "--heads", "2", "--layers", "2", "--residual", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rank"] == 9
+    assert main(["universal", "lower-bound"]) == 0
+    assert "243" in capsys.readouterr().out
+
+
+def test_cli_user_errors_have_no_traceback(capsys):
+    assert main(["universal", "--layers", "2", "--dim", "2"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: missing --construction") and "Traceback" not in err
+    assert main(["universal", "--construction", "multihead", "--layers", "2", "--heads", "2", "--dim", "2",
+                 "--target", "/nonexistent.safetensors"]) == 1
+    assert "target file not found" in capsys.readouterr().err
