@@ -17,11 +17,32 @@ import numpy as np
 
 from rasp_compiler.errors import InputError, RaspError
 from rasp_compiler.graph.expr import (
-    Binary, Const, Contains, Expr, Lookup, PyFn, Ternary, Unary, Var,
+    Binary,
+    Const,
+    Contains,
+    Expr,
+    Lookup,
+    PyFn,
+    Ternary,
+    Unary,
+    Var,
 )
 from rasp_compiler.graph.nodes import (
-    Aggregate, Constant, Indices, Length, Map, Node, Program, Select, SelectorAnd, SelectorNot,
-    SelectorOr, SelectorWidth, SequenceMap, Tokens,
+    Aggregate,
+    Constant,
+    Indices,
+    Length,
+    Map,
+    Node,
+    Program,
+    Select,
+    SelectorAnd,
+    SelectorNot,
+    SelectorOr,
+    SelectorWidth,
+    SequenceMap,
+    SoftmaxAggregate,
+    Tokens,
 )
 from rasp_compiler.graph.semantics import OperatorError, apply_binary, apply_unary, lookup
 
@@ -124,6 +145,8 @@ def _evaluate_node(node: Node, args: list[Any], data: list[Any], n: int, convert
         return _select(node.op, args[0], args[1])
     if isinstance(node, Aggregate):
         return _aggregate(node, args[0], args[1])
+    if isinstance(node, SoftmaxAggregate):
+        return _softmax_aggregate(node, args)
     if isinstance(node, SelectorWidth):
         return [int(x) for x in args[0].sum(axis=1)]
     if isinstance(node, SelectorAnd):
@@ -231,6 +254,8 @@ def _aggregate(node: Aggregate, sel: np.ndarray, values: list[Any]) -> list[Any]
     many = np.nonzero(counts > 1)[0]
     if len(many):
         kind = _kind(values)
+        if kind == "bool" and node.encoding == "numerical":
+            kind = "num"  # tracr: a numerical aggregate averages booleans as 0/1
         if kind != "num":
             q = int(many[0])
             picked = [values[k] for k in np.nonzero(sel[q])[0][:4]]
@@ -247,13 +272,36 @@ def _aggregate(node: Aggregate, sel: np.ndarray, values: list[Any]) -> list[Any]
         sums = np.zeros(len(many), dtype=np.float64)
         for k in np.nonzero(rows.any(axis=0))[0]:
             sums = np.where(rows[:, k], sums + nums[k], sums)
-        for q, s in zip(many, sums):
+        for q, s in zip(many, sums, strict=True):
             out[int(q)] = float(s) / int(counts[q])
     ones = np.nonzero(counts == 1)[0]
     if len(ones):
         keys = sel[ones].argmax(axis=1)
-        for q, k in zip(ones, keys):
+        for q, k in zip(ones, keys, strict=True):
             out[int(q)] = values[int(k)]
+    return out
+
+
+def _softmax_aggregate(node: SoftmaxAggregate, args: list[Any]) -> list[Any]:
+    """Softmax-weighted mean: float64, the row maximum subtracted first (never overflows)."""
+    sel, m = args[0], node.width
+    try:
+        qs = np.array(args[1:1 + m], dtype=np.float64).reshape(m, -1)
+        ks = np.array(args[1 + m:1 + 2 * m], dtype=np.float64).reshape(m, -1)
+        vs = np.array(args[1 + 2 * m], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise OperatorError("softmax_aggregate needs numbers as queries, keys and values",
+                            hint="indicator(...) turns booleans into 0/1") from None
+    scores = qs.T @ ks  # [query, key]
+    out: list[Any] = []
+    for q in range(sel.shape[0]):
+        picked = np.nonzero(sel[q])[0]
+        if not len(picked):
+            out.append(node.default)
+            continue
+        s = scores[q, picked]
+        w = np.exp(s - s.max())
+        out.append(float(w @ vs[picked] / w.sum()))
     return out
 
 

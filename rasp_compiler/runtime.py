@@ -86,13 +86,16 @@ class Transformer(torch.nn.Module):
     def w(self, name: str) -> torch.Tensor:
         return self.params[name.replace(".", "__")]
 
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, trace: bool = False) -> Any:
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, trace: bool = False,
+                values: torch.Tensor | None = None) -> Any:
         """``ids`` [batch, 1 + positions] (BOS first, PAD after each input's end); ``lengths`` the
         number of real tokens per row.  Returns logits [batch, 1 + positions, outputs], and with
         ``trace`` also the residual stream after the embedding and every sublayer and each layer's
         attention pattern [batch, heads, query, key]."""
         b, t = ids.shape
         x = self.w("embed.token")[ids] + self.w("embed.pos")[:t].unsqueeze(0)
+        if values is not None:  # numerical tokens: embedded linearly, value * embed.value
+            x = x + values.to(x.dtype).unsqueeze(-1) * self.w("embed.value")
         pos = torch.arange(t)
         valid = pos.unsqueeze(0) <= lengths.unsqueeze(1)  # BOS + real tokens
         allowed = valid.unsqueeze(1).expand(b, t, t)
@@ -119,6 +122,8 @@ class Transformer(torch.nn.Module):
                 residuals.append(x)
             if lc["d_mlp"]:
                 h = torch.relu(x @ self.w(f"layers.{li}.mlp.W_in") + self.w(f"layers.{li}.mlp.b_in"))
+                if f"layers__{li}__mlp__W_gate" in self.params:  # gated unit: relu(x W_in + b_in) * (x W_gate + b_gate)
+                    h = h * (x @ self.w(f"layers.{li}.mlp.W_gate") + self.w(f"layers.{li}.mlp.b_gate"))
                 x = x + h @ self.w(f"layers.{li}.mlp.W_out") + self.w(f"layers.{li}.mlp.b_out")
             if trace:
                 residuals.append(x)
@@ -220,11 +225,47 @@ class RaspModel:
         return ids_t, torch.tensor([len(s) for s in seqs], dtype=torch.long)
 
     # ------------------------------------------------------------------ running
+    def encode_inputs(self, batch: list[Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Token ids, lengths and, for a model with numerical input (config ``input.kind ==
+        "numerical"``), the token values [batch, 1 + longest] (0 at BOS and padding)."""
+        spec = self.config.get("input") or {}
+        if spec.get("kind") != "numerical":
+            ids, lengths = self.encode(batch)
+            return ids, lengths, None
+        lo, hi = spec.get("range", [-math.inf, math.inf])
+        fixed = self.config.get("fixed_length")
+        rows = []
+        for b, item in enumerate(batch):
+            vals = list(item)
+            if not vals:
+                raise ModelInputError(f"input {b} is empty: a RASP program runs on at least one token")
+            if len(vals) > self.max_len or (fixed and len(vals) != fixed):
+                need = f"exactly {fixed}" if fixed else f"at most {self.max_len}"
+                raise ModelInputError(f"input {b} has {len(vals)} values; this model takes {need}")
+            for p, v in enumerate(vals):
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                    raise ModelInputError(f"input {b} position {p} holds {v!r}: this model reads finite "
+                                          "real numbers")
+                if not lo <= v <= hi:
+                    raise ModelInputError(f"input {b} position {p} holds {v!r}, outside the input range "
+                                          f"[{lo}, {hi}] the model was compiled for (its exactness "
+                                          "margins and error bounds hold only there)",
+                                          hint="compile again with a wider --input-range")
+            rows.append([float(v) for v in vals])
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width + 1), self.pad_id, dtype=torch.long)
+        values = torch.zeros((len(rows), width + 1), dtype=torch.float64)
+        ids[:, 0] = self.bos_id
+        for r, vals in enumerate(rows):
+            ids[r, 1:len(vals) + 1] = 0  # the one "number" token
+            values[r, 1:len(vals) + 1] = torch.tensor(vals, dtype=torch.float64)
+        return ids, torch.tensor([len(r) for r in rows], dtype=torch.long), values
+
     def forward(self, batch: list[Any]) -> torch.Tensor:
         """Logits [batch, longest input, outputs] (BOS removed; rows past an input's end are padding)."""
-        ids, lengths = self.encode(batch)
+        ids, lengths, values = self.encode_inputs(batch)
         with torch.no_grad():
-            return self.module(ids, lengths)[:, 1:]
+            return self.module(ids, lengths, values=values)[:, 1:]
 
     def decode(self, logits: torch.Tensor, lengths: list[int]) -> list[list[Any]]:
         out_cfg = self.config["output"]
@@ -255,9 +296,9 @@ class RaspModel:
         """Logits, the residual stream after the embedding and after every sublayer
         ([batch, 1 + positions, d_model], BOS at position 0) and each layer's attention pattern,
         with the residual labels from the config."""
-        ids, lengths = self.encode(batch)
+        ids, lengths, values = self.encode_inputs(batch)
         with torch.no_grad():
-            logits, residuals, patterns = self.module(ids, lengths, trace=True)
+            logits, residuals, patterns = self.module(ids, lengths, trace=True, values=values)
         return {"logits": logits[:, 1:], "residuals": residuals, "attention": patterns,
                 "labels": self.labels(), "lengths": lengths.tolist()}
 

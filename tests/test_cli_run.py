@@ -1,18 +1,49 @@
-"""`rasp run` and `rasp repl` as a user runs them (subprocesses: exit codes, stdout, no tracebacks)."""
+"""`rasp run` and `rasp repl` as a user runs them: exit codes, stdout, no tracebacks.
 
+Most cases call the CLI's ``main`` in-process (a fresh interpreter per case would spend seconds
+importing); two cases run a real subprocess to check the console entry and piped stdin."""
+
+import contextlib
+import io
 import json
+import shlex
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from rasp_compiler.cli import main
+
 REPO = Path(__file__).resolve().parents[1]
 
 
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
 def rasp(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "rasp_compiler.cli", *args], input=stdin, capture_output=True,
-                          text=True, cwd=REPO, timeout=60)
+    out, err = io.StringIO(), io.StringIO()
+    old_stdin = sys.stdin
+    sys.stdin = io.StringIO(stdin or "")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exit_:  # argparse --help / usage errors
+                code = exit_.code or 0
+    finally:
+        sys.stdin = old_stdin
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def rasp_subprocess(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "rasp_compiler.cli", *args], input=stdin,
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
 
 
 @pytest.fixture
@@ -72,7 +103,7 @@ def test_run_user_errors_exit_nonzero_without_traceback(reverse_file, args, word
 def test_run_program_error_is_located(tmp_path):
     prog = tmp_path / "bad.rasp"
     prog.write_text("x = tokens + 1\ny = 2;\n")
-    r = rasp("run", str(prog), "--input", "abc")
+    r = rasp_subprocess("run", str(prog), "--input", "abc")
     assert r.returncode == 1
     assert r.stderr.startswith(f"{prog}:1:15: error: missing ';'")
     assert "Traceback" not in r.stderr
@@ -119,7 +150,7 @@ def test_repl_multiline_examples_and_errors():
         "exit\n"
         "never_reached;\n"
     )
-    r = rasp("repl", stdin=session)
+    r = rasp_subprocess("repl", stdin=session)
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "s-op: x" in out and 'x("hello") = [h!, e!, l!, l!, o!] (strings)' in out
@@ -137,3 +168,43 @@ def test_repl_reports_an_unfinished_statement_at_end_of_input():
     r = rasp("repl", stdin="x = (tokens\n")
     assert r.returncode == 0
     assert "unclosed '('" in r.stdout
+
+
+def test_repl_on_the_originals_error_session():
+    # .github/workflows/tests/in/some_errors.txt + whitespace_okay.txt: every line either prints a
+    # value or one error in words, and the session carries on to the end.
+    session = ('dgsdfsdf;\n1/tokens;\n1("hi");\nselector_width(tokens,tokens,==);\n'
+               'aggregate(full_s,tokens);\n1+"a";\nfor in;\nin 4;\nrange(7)+6;\n'
+               'if tokens else;\ntokens;;\n;\n{};\nif;\n\n'
+               "indices+\n\n4;\n\n\n\ntokens==tokens\n;\n\nselect(\n\nindices,\n\n\t\tindices,<);\n")
+    r = rasp("repl", stdin=session)
+    assert r.returncode == 0
+    out = r.stdout
+    for words in ["unknown name 'dgsdfsdf'", "cannot apply '/' to int 1 and string 'h'",
+                  "an int is not a function", "unexpected '=='; expected an expression",
+                  "mean of non-numbers", "cannot apply '+' to int 1 and string 'a'",
+                  "unexpected 'in'; expected a name", "unexpected 'in'; expected a statement",
+                  "cannot apply '+' to list", "unexpected 'if'; expected a statement",
+                  "stray ';'", "dict: out = {}",
+                  'out("hello") = [4, 5, 6, 7, 8] (ints)', 'out("hello") = [T]*5 (bools)',
+                  "selector: out"]:
+        assert words in out, words
+    assert out.count("error:") == 13
+    assert "Traceback" not in out
+
+
+def test_run_help_examples_are_true(monkeypatch):
+    # every `rasp run …` line in the --help epilog prints what the line under it says
+    from rasp_compiler.commands.run import EPILOG
+
+    monkeypatch.chdir(REPO)
+    lines = EPILOG.splitlines()
+    checked = 0
+    for cmd, shown in zip(lines, lines[1:], strict=False):
+        if not cmd.startswith("  rasp run programs/"):
+            continue
+        r = rasp(*shlex.split(cmd.strip())[1:])
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == shown.split("  (")[0].strip()
+        checked += 1
+    assert checked >= 3

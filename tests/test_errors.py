@@ -22,8 +22,8 @@ def error_of(src: str, inputs="hello", file="prog.rasp") -> RaspError:
     ("x = [1, 2\n", "unclosed '['", 1, 5),
     ("x = 3);\n", "unmatched ')'", 1, 6),
     ("x = [1, 2);\n", "does not match the '['", 1, 10),
-    ("x = select(indices, indices, +);\n", "select needs a comparison operator (==, !=, <, >, <=, >=) as its 3rd argument",
-     1, 30),
+    ("x = select(indices, indices, +);\n",
+     "select needs a comparison operator (==, !=, <, >, <=, >=) as its 3rd argument", 1, 30),
     ("x = select(indices, indices, foo);\n", "select needs a comparison operator", 1, 30),
     ("x = select(indices, indices);\n", "select needs three arguments", 1, 28),
     ('x = "abc;\n', "string is not closed", 1, 5),
@@ -138,3 +138,13 @@ def test_load_errors(tmp_path):
     main.write_text('load "nowhere";\n')
     with pytest.raises(RaspError, match="cannot find 'nowhere.rasp'"):
         load_program(main)
+
+
+def test_runaway_programs_stop_with_an_error(monkeypatch):
+    from rasp_compiler.lang import elaborator
+
+    monkeypatch.setattr(elaborator, "MAX_CALLS", 2000)  # the real budget takes seconds to reach
+    err = error_of("def f(n) { return 0 if n == 0 else f(n - 1) + f(n - 1); }\nx = f(40);\nindices;")
+    assert "too large to elaborate" in err.message and err.line == 1
+    err = error_of("for i in range(100000000) { x = i; }\nindices;")
+    assert "too long" in err.message

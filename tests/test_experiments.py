@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import numpy as np
 import pytest
@@ -96,7 +97,7 @@ def decode_dyck(tokens: np.ndarray) -> str:
 
 def test_dyck_labels_match_reference_and_query_position():
     b = dyck_batch(np.random.default_rng(3), 2000, "train")
-    for tok, tgt in zip(b.tokens, b.targets):
+    for tok, tgt in zip(b.tokens, b.targets, strict=True):
         s = decode_dyck(tok)
         q = len(s)
         assert 1 <= q <= 60 and tok[q] == data.DYCK_QUERY
@@ -122,7 +123,7 @@ def test_khop_matches_definition():
     for k in (1, 2, 3, 4):
         b = khop_batch(np.random.default_rng(k), 50, k, "train", length=24, vocab=4)
         assert (b.tokens[:, 1:] != b.tokens[:, :-1]).all()       # no equal neighbours
-        for x, y in zip(b.tokens, b.targets):
+        for x, y in zip(b.tokens, b.targets, strict=True):
             assert list(y) == ref_hop(list(x), k, 4)
 
 
@@ -156,7 +157,7 @@ def test_sparse_backbone_is_the_universal_construction():
     for arch, construction in (("attn", "A"), ("attn-res-ln", "C")):
         ours = sparse_backbone(arch, 2, 4, 64)
         ref = local_sparse_backbone(construction, 2, 4, 64)
-        for a, b in zip(ours, ref):
+        for a, b in zip(ours, ref, strict=True):
             assert torch.equal(a["wq"], b["wq"]) and torch.equal(a["wk"], b["wk"])
     # construction A: one head, blocks of d = 64 // 5 = 12; layer 2 queries block 3, keys block 4
     w = sparse_backbone("attn", 2, 4, 64)[1]
@@ -265,9 +266,11 @@ def test_grid_pipeline_tiny(tmp_path):
     grid.write_report(res, doc, tmp_path / "img")
     text = doc.read_text()
     assert "## Results" in text and "Not run yet" in text   # the tiny runs are not the real grid
-    for r in new:  # every produced number appears; nothing else is claimed as run
-        pass
-    assert (tmp_path / "img" / "experiments_accuracy.png").exists() is False or True
+    for c, r in zip(configs, new, strict=True):  # every run is listed with its own number
+        assert f"`{c.name()}` | {100 * r['test_accuracy']:.1f} %" in text
+    for png in re.findall(r"\]\(([^)]+\.png)\)", text):     # every plot the report shows exists
+        assert (doc.parent / png).is_file()
+    assert "met (" not in text                   # no bar is claimed from runs that are not the grid's
 
 
 @pytest.mark.slow
@@ -284,3 +287,15 @@ def test_table_quick_end_to_end(tmp_path):
         assert r["test_accuracy"] > r["majority_baseline"], r
     assert (tmp_path / "img" / "experiments_quick_accuracy.png").is_file()
     assert "quick grid" in (tmp_path / "e.md").read_text()
+
+
+@pytest.mark.parametrize("backbone,arch", [("sparse", "attn"), ("random", "attn"),
+                                           ("sparse", "attn-res-ln"), ("trained", "attn-res-ln-mlp")])
+def test_query_row_forward_equals_full_forward(backbone, arch):
+    cfg = ModelConfig(vocab=4, classes=2, seq_len=12, width=24, layers=2, heads=2, arch=arch,
+                      backbone=backbone, seed=1)
+    m = EmbeddingProgrammedTransformer(cfg)
+    tok = torch.randint(0, 4, (5, 12))
+    rows = torch.tensor([0, 3, 11, 7, 5])
+    full = m(tok)[torch.arange(5), rows]
+    assert torch.allclose(m(tok, rows), full, atol=1e-5)

@@ -3,13 +3,15 @@
 import pytest
 from lark import Lark, Tree
 
-from rasp_compiler.lang.parser import GRAMMAR_PATH, parse_source
+from rasp_compiler.lang.parser import GRAMMAR_PATH, grammar, parse_source
 
 
-def test_grammar_is_conflict_free_under_strict():
+@pytest.mark.parametrize("lexer", ["basic", "contextual"])
+def test_grammar_is_conflict_free_under_strict(lexer):
     # strict=True refuses shift/reduce conflicts and colliding terminals (needs `interegular`)
-    parser = Lark(GRAMMAR_PATH.read_text(), parser="lalr", strict=True)
+    parser = Lark(GRAMMAR_PATH.read_text(), parser="lalr", lexer=lexer, strict=True)
     assert parser.parse("x = 1;")
+    assert grammar(strict=True).parse("x = 1;")  # the configuration parse_source uses
 
 
 def shape(tree):

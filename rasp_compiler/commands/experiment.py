@@ -30,7 +30,8 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
     p.add_argument("--heads", type=int, default=None, help="heads H (default: per task)")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: per task)")
     p.add_argument("--batch", type=int, default=None, help="batch size (default: 64)")
-    p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: per task and backbone)")
+    p.add_argument("--lr", type=float, default=None,
+                   help="peak learning rate (default: per task and backbone)")
     p.add_argument("--seed", type=int, default=0, help="seed of data, embeddings and random backbone")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--threads", type=int, default=1,
@@ -64,6 +65,8 @@ def register(subparsers) -> None:
     t.add_argument("--only", default=None,
                    help="run only grid entries whose name matches this regular expression "
                         "(the report uses all result files)")
+    t.add_argument("--seeds", default=None,
+                   help="run only these seeds, comma-separated (e.g. 0 first, then 1,2)")
     t.add_argument("--report-only", action="store_true", help="run nothing; rewrite the report")
     t.add_argument("--dry-run", action="store_true", help="list the missing runs and stop")
     t.set_defaults(func=_table)
@@ -120,6 +123,12 @@ def _table(args) -> int:
         except re.error as err:
             raise UserError(f"--only: bad regular expression: {err}") from None
         configs = [c for c in configs if pattern.search(c.name())]
+    if args.seeds:
+        try:
+            seeds = {int(x) for x in args.seeds.split(",")}
+        except ValueError:
+            raise UserError(f"--seeds: expected comma-separated integers, got {args.seeds!r}") from None
+        configs = [c for c in configs if c.seed in seeds]
     if args.dry_run:
         missing = grid.missing(configs, results)
         for c in missing:

@@ -28,6 +28,7 @@ HELP = """commands (besides RASP statements):
 SET_EXAMPLE = re.compile(r"^\s*set\s+(?:(s-op|selector)\s+)?example\s+(.*?);?\s*$", re.S)
 SHOW_EXAMPLE = re.compile(r"^\s*show\s+(?:(s-op|selector)\s+)?example\s*;?\s*$")
 EXAMPLES_SWITCH = re.compile(r"^\s*(?:(s-op|selector)\s+)?examples\s+(on|off)\s*;?\s*$")
+DRAW = re.compile(r"^\s*draw\s*\(")
 EXIT = re.compile(r"^\s*(exit|quit)(\(\))?\s*;?\s*$")
 
 
@@ -65,12 +66,25 @@ class Repl:
         if interactive:
             self.say("RASP (rasp-compiler). 'help' for commands, 'exit' to leave.")
             self.say(f"running example is: {self.example}")
+        if interactive:
+            try:
+                import readline  # noqa: F401  (line editing and history for input())
+            except ImportError:  # pragma: no cover - not on every platform
+                pass
         buffer = ""
         while True:
-            if interactive:
-                stdout.write(".. " if buffer else ">> ")
-                stdout.flush()
-            line = stdin.readline()
+            try:
+                if interactive and stdin is sys.stdin:
+                    try:
+                        line = input(".. " if buffer else ">> ") + "\n"
+                    except EOFError:
+                        line = ""
+                else:
+                    line = stdin.readline()
+            except KeyboardInterrupt:  # Ctrl-C drops the statement being typed, as in the original
+                self.say()
+                buffer = ""
+                continue
             if not line:  # end of input
                 if buffer.strip():
                     self.run_statements(buffer)  # reports what is missing
@@ -114,6 +128,9 @@ class Repl:
         if line.strip() in ("help", "help()"):
             self.say(HELP)
             return True
+        if DRAW.match(line):
+            self.say("draw(...) (the original's computation-flow picture) is not available in this REPL")
+            return True
         m = EXAMPLES_SWITCH.match(line)
         if m:
             self.show_examples = m.group(2) == "on"
@@ -148,8 +165,8 @@ class Repl:
 
     def show(self, name: str, value: Any) -> None:
         from rasp_compiler.interpreter import evaluate
-        from rasp_compiler.lang.format import format_sequence
-        from rasp_compiler.lang.values import Builtin, Function, Selector, SOp
+        from rasp_compiler.lang.format import format_selector, format_sequence
+        from rasp_compiler.lang.values import AppliedResult, Builtin, Function, Selector, SOp
 
         if isinstance(value, SOp):
             self.say(f"     s-op: {name}")
@@ -170,6 +187,12 @@ class Repl:
                     self.say(selector_grid(self.example, sel))
                 except UserError as err:
                     self.say("\t !! fails on the example: " + err.render().replace("\n", "\n\t "))
+        elif isinstance(value, AppliedResult):
+            if value and isinstance(value[0], list):
+                self.say(" \t = ")
+                self.say(format_selector(value))
+            else:
+                self.say(f" \t =  {format_sequence(value)}")
         elif isinstance(value, (Function, Builtin)):
             self.say(f"     {value}")
         elif isinstance(value, list):

@@ -13,7 +13,9 @@ EPILOG = """examples:
   rasp run programs/reverse.rasp --input hello
       [o, l, l, e, h] (strings)
   rasp run programs/sort.rasp --input-json '[3, 1, 2]' --json
-      {"output": [1, 2, 3]}
+      {"output": ["1", "2", "3"]}          (`tokens` reads the input as strings)
+  rasp run programs/matmul.rasp --input-json '[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]' --json
+      {"output": [21.0, 24.0, 27.0, 47.0, 54.0, 61.0, 0.0, 0.0, 0.0, 0.0]}
   rasp run prog.rasp --input abc --output hist     (print another named s-op)
 
 The input is one list: --input gives a string's characters, --input-json a JSON list of

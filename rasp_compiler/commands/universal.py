@@ -18,6 +18,8 @@ examples:
   rasp universal --load ut/mh --target my_target.safetensors --check
   rasp universal --construction random --layers 4 --dim 8 --check --trials 20
   rasp universal --construction random --layers 2 --dim 4 --width 8 --head-dim 4 --check   # fit
+  rasp universal --program programs/frac_prevs.rasp --vocab helo --max-len 6
+  rasp universal --program programs/histogram.rasp --vocab abc --attention-layer 0
   rasp universal lower-bound                      # table, H in 1..3, L in 1..5
   rasp universal lower-bound --heads 2 --layers 4 --residual --json
 
@@ -71,6 +73,16 @@ def register(subparsers) -> None:
     c.add_argument("--load", metavar="DIR", help="use a saved UT instead of building one")
     c.add_argument("--target", metavar="FILE", help="check this saved target (safetensors) instead of "
                                                     "random ones")
+    r = p.add_argument_group("a RASP-compiled target (the attention-only class: no MLPs)")
+    r.add_argument("--program", metavar="FILE", help="compile this RASP program and run it through a UT "
+                                                     "(default construction: paths)")
+    r.add_argument("--vocab", help="tokens for --program: a string of characters or a JSON list")
+    r.add_argument("--max-len", type=int, default=5, help="longest input for --program (default 5)")
+    r.add_argument("--attention-layer", type=int, metavar="N",
+                   help="simulate only attention sublayer N of the compiled model (MLPs elsewhere allowed)")
+    r.add_argument("--max-inputs", type=int, default=2000,
+                   help="inputs checked for --program: all up to --max-len if at most this many, "
+                        "else this many random ones (default 2000)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -78,6 +90,8 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.action == "lower-bound":
         return _lower_bound(args)
+    if args.program:
+        return _program(args)
     return _build(args)
 
 
@@ -207,3 +221,70 @@ def _print_text(ut, report, args, lengths, tol, ok, given_target) -> None:
     verdict = "ok" if ok else "FAILED"
     print(f"  max |UT(X,E) - T(X)|      {report.max_abs_error:.3e}   {verdict} (tolerance {tol:g})")
     print(f"  max attention difference  {report.attention_max_diff:.3e}")
+
+
+# ----- a RASP-compiled target ------------------------------------------------------------------
+def _inputs(vocab: list, max_len: int, limit: int, seed: int) -> list:
+    import itertools
+    import random
+
+    total = sum(len(vocab) ** n for n in range(1, max_len + 1))
+    if total <= limit:
+        return [list(t) for n in range(1, max_len + 1) for t in itertools.product(vocab, repeat=n)]
+    rng = random.Random(seed)
+    return [[rng.choice(vocab) for _ in range(rng.randint(1, max_len))] for _ in range(limit)]
+
+
+def _program(args: argparse.Namespace) -> int:
+    from rasp_compiler.commands.compile import parse_vocab
+    from rasp_compiler.compiler import compile_program
+    from rasp_compiler.lang import load_program
+    from rasp_compiler.universal import build_universal, width_formula
+    from rasp_compiler.universal.compiled import attention_target, run_sublayer_through_ut, run_through_ut
+
+    if not args.vocab:
+        raise UserError("--program needs --vocab (the tokens the model is compiled for)")
+    program = load_program(args.program)
+    model = compile_program(program, parse_vocab(args.vocab), args.max_len, dtype="float64",
+                            causal=args.causal)
+    layers = None if args.attention_layer is None else [args.attention_layer]
+    if layers is not None and not 0 <= args.attention_layer < model.n_layers:
+        raise UserError(f"--attention-layer {args.attention_layer} is out of range: the model has layers "
+                        f"0..{model.n_layers - 1}")
+    target = attention_target(model, layers, with_unembedding=layers is None)
+    construction = args.construction or "paths"
+    ut = build_universal(construction, target.layers, target.heads, target.dim, residual=True,
+                         causal=target.causal, values=True, m=args.width, head_dim=args.head_dim,
+                         seed=args.seed)
+    inputs = _inputs(model.vocab, args.max_len, args.max_inputs, args.seed)
+    if layers is None:
+        res = run_through_ut(model, ut, inputs, program)
+    else:
+        res = run_sublayer_through_ut(model, args.attention_layer, ut, inputs)
+    cfg = ut.config
+    out = {"construction": construction, "layers": cfg.layers, "heads": cfg.heads, "dim": cfg.dim,
+           "m": cfg.m, "m_formula": width_formula(construction, cfg.layers, cfg.heads, cfg.dim, True, True,
+                                                  cfg.head_dim),
+           "max_abs_error": res.max_logit_error, "attention_max_diff": res.attention_max_diff,
+           "program": args.program, "attention_layer": args.attention_layer, "inputs": res.inputs,
+           "outputs_agree": res.decoded_agree if layers is None else None,
+           "interpreter_agree": res.interpreter_agree}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        what = "whole model" if layers is None else f"attention sublayer {args.attention_layer} only"
+        print(f"compiled {args.program} (vocab {len(model.vocab)} tokens, max len {args.max_len}): "
+              f"{model.n_layers} layer(s), heads {model.heads_per_layer}, MLPs {model.mlp_sizes}, "
+              f"residual width {model.residual_width}")
+        print(f"  target ({what}): L={target.layers} H={target.heads} d={target.dim}, residual, values")
+        print(f"  UT: {construction}, m = {cfg.m} (formula {out['m_formula']})")
+        print(f"  {res.inputs} inputs ({'all' if res.inputs < args.max_inputs else 'random'} up to length "
+              f"{args.max_len})")
+        quantity = "logits" if layers is None else "stream after the sublayer"
+        print(f"  max |UT - compiled model| ({quantity})  {res.max_logit_error:.3e}")
+        print(f"  max attention difference  {res.attention_max_diff:.3e}")
+        if layers is None:
+            print(f"  decoded outputs equal to the compiled model's: {res.decoded_agree}/{res.inputs}; "
+                  f"to the interpreter's: {res.interpreter_agree}/{res.inputs}")
+    ok = res.decoded_agree == res.inputs and (res.interpreter_agree in (None, res.inputs))
+    return 0 if ok else 1

@@ -87,12 +87,15 @@ class CompiledModel(RaspModel):
 
 def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, output: str | None = None,
                     dtype: str = "float32", causal: bool = False,
-                    fixed_length: int | None = None) -> CompiledModel:
-    """Compile ``program`` for inputs over ``vocab`` of length 1..``max_len``."""
+                    fixed_length: int | None = None,
+                    input_range: tuple[float, float] | None = None) -> CompiledModel:
+    """Compile ``program`` for inputs over ``vocab`` of length 1..``max_len``.  With
+    ``input_range=(lo, hi)`` the program reads real numbers in [lo, hi] (``tokens_float``) and is
+    compiled numerically (``compiler/real.py``; ``vocab`` is ignored)."""
     start = time.perf_counter()
     if isinstance(vocab, str):
         vocab = list(vocab)
-    vocab = list(dict.fromkeys(vocab))
+    vocab = list(dict.fromkeys(vocab or [])) if input_range is None else ["<number>"]
     if not vocab:
         raise UserError("the vocabulary is empty", hint="give --vocab abc or --vocab '[\"a\",\"b\"]'")
     if dtype not in DTYPES:
@@ -111,10 +114,16 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
     if out_node.is_selector:
         raise CompileError(f"the output '{program.output}' is a selector; a model outputs an s-op",
                            program.source_file, hint="aggregate it, or take its selector_width")
-    an = Analysis(program, vocab, max_len, fixed_length=fixed_length, causal=causal)
-    low = Lowering(an)
-    sched = schedule(low)
-    config, tensors = assemble(an, low, sched, dtype=dtype, causal=causal)
+    an = None
+    if input_range is not None:
+        from rasp_compiler.compiler.real import compile_numeric
+        config, tensors = compile_numeric(program, input_range, max_len, dtype=dtype, causal=causal,
+                                          fixed_length=fixed_length)
+    else:
+        an = Analysis(program, vocab, max_len, fixed_length=fixed_length, causal=causal, dtype=dtype)
+        low = Lowering(an)
+        sched = schedule(low)
+        config, tensors = assemble(an, low, sched, dtype=dtype, causal=causal)
     from rasp_compiler.runtime import config_digest, weights_digest
     config["weights_sha256"] = weights_digest(tensors)
     config_digest(config)

@@ -74,8 +74,9 @@ class Analysis:
     """Value sets, encodings and joint domains of every s-op of ``program``."""
 
     def __init__(self, program: Program, vocab: list[Any], max_len: int, *,
-                 fixed_length: int | None = None, causal: bool = False) -> None:
+                 fixed_length: int | None = None, causal: bool = False, dtype: str = "float32") -> None:
         self.program = program
+        self.dtype = dtype
         self.graph = program.graph
         self.vocab = list(vocab)
         self.max_len = max_len
@@ -336,9 +337,13 @@ class Analysis:
         unique = self.at_most_one(sel_id)
         numeric = is_numeric(sinfo.values)
         if enc is None:
-            if sinfo.encoding == "numerical" or (numeric and not unique):
+            if numeric and not unique:
+                enc = "numerical"
+            elif sinfo.encoding == "numerical" and not (unique and _one_hot_ok(sinfo.values, self.dtype)):
                 enc = "numerical"
             else:
+                # at most one key: moving a one-hot is exact, and the result can be compared,
+                # looked up or decoded without any further conversion
                 enc = "categorical"
         if enc == "numerical" and not isinstance(node.default, (int, float)):
             raise self.error(node.id, f"{self.describe(node.id)} is a numerical mean, so its default "
@@ -369,7 +374,12 @@ class Analysis:
 
         def mean_set(w: int) -> list[Any]:
             if w not in per_width:
-                per_width[w] = [default] if w == 0 else means(sinfo.values, w, self._sum_cache)
+                if w == 0:
+                    per_width[w] = [default]
+                elif unique:  # never more than one key: the values themselves
+                    per_width[w] = list(sinfo.values)
+                else:
+                    per_width[w] = means(sinfo.values, w, self._sum_cache)
             got = per_width[w]
             if got is None:
                 raise self.error(node.id, f"{self.describe(node.id)} averages values whose possible "
@@ -396,6 +406,16 @@ class Analysis:
             cond = {ctx: [w] for ctx, w in widths.items()}
             return self._base(node, "cond", sorted({w for w in widths.values()}), enc, cond=cond)
         return self._base(node, "free", list(range(0, max(self.lengths) + 1)), enc)
+
+
+def _one_hot_ok(values: list[Any], dtype: str, limit: int = 512) -> bool:
+    """Whether a numerical s-op with these values can be turned into a one-hot exactly."""
+    from rasp_compiler.compiler.numeric import projection
+
+    if len(values) > limit:
+        return False
+    return projection([((float(v),), v) for v in values], [max(abs(float(v)) for v in values)],
+                      dtype) is not None
 
 
 def _preview(values: list[Any], k: int = 4) -> str:

@@ -35,6 +35,13 @@ def _text(pos: Any) -> str | None:
     return pos.text if pos is not None and pos.text else None
 
 
+def _put(row: np.ndarray, layout: Layout, f: Any, value: Any) -> None:
+    if f.encoding == "categorical":
+        row[layout.dim(f.id, value)] = 1.0
+    else:
+        row[layout.dim(f.id)] = float(value)
+
+
 def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal: bool) -> tuple[dict, dict]:
     feats = sorted(low.features.values(), key=lambda f: (sched.slot[f.id], f.id))
     layout = Layout(feats)
@@ -58,6 +65,15 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
                     tok[t, layout.dim(f.id, val)] = 1.0
                 else:
                     tok[t, layout.dim(f.id)] = float(val)
+        elif op.kind == "token_fn":
+            for t, v in enumerate(vocab):
+                key = convert_token(v, op.token_type)
+                if key in op.value:
+                    _put(tok[t], layout, f, op.value[key])
+        elif op.kind == "index_fn":
+            for p in range(1, an.max_len + 1):
+                if p - 1 in op.value:
+                    _put(pos[p], layout, f, op.value[p - 1])
         elif op.kind == "index":
             for p in range(1, an.max_len + 1):
                 if f.encoding == "categorical":
@@ -110,7 +126,7 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
         for mid in sched.mlps[li]:
             op_m: MLPOp = low.ops[mid]  # type: ignore[assignment]
             before = len(acc.b_in)
-            mlp_weights(op_m, layout, acc)
+            mlp_weights(op_m, layout, acc, dtype)
             node = an.node(op_m.node) if op_m.node in an.graph else None
             mlp_ops.append({"kind": op_m.kind, "node": op_m.node, "writes": op_m.target,
                             "inputs": list(op_m.inputs), "units": [before, len(acc.b_in)],

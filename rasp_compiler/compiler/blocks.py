@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from rasp_compiler.compiler.lowering import ONE, Feature, HeadOp, MLPOp, affine
+from rasp_compiler.compiler.numeric import _same, projection
 from rasp_compiler.compiler.values import value_key
 
 
@@ -164,7 +165,7 @@ class MLPWeights:
             self.b_out[int(d_)] = self.b_out.get(int(d_), 0.0) + float(x)
 
 
-def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights) -> None:
+def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
     """Append the hidden units of ``op`` to ``acc``."""
     out_f = layout.features[op.target]
     out_cat = out_f.encoding == "categorical"
@@ -183,9 +184,8 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights) -> None:
     num = [j for j, f in enumerate(ins) if f.encoding == "numerical"]
     cat = [j for j, f in enumerate(ins) if f.encoding == "categorical"]
     rows = sorted(op.rows, key=lambda r: tuple(value_key(a) for a in r[0]))
-    if len(num) >= 2:
-        fit = affine(rows)
-        assert fit is not None and not out_cat and not cat
+    fit = affine(rows) if len(num) >= 2 and not out_cat and not cat else None
+    if fit is not None:
         w, c = fit
         total = c
         for j, wj in zip(num, w):
@@ -214,43 +214,51 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights) -> None:
             dims, w, b = gate(combo)
             acc.unit(dims, w, b, *enc(y))
         return
-    j = num[0]
-    xs_all = np.array([float(v) for v in ins[j].values], dtype=np.float64)
-    span = float(xs_all.max() - xs_all.min()) if len(xs_all) else 0.0
-    xdim = layout.dim(op.inputs[j])
-    groups: dict[tuple, list[tuple[float, Any]]] = {}
+    xs_all = [np.array([float(v) for v in ins[j].values], dtype=np.float64) for j in num]
+    mags = [float(np.max(np.abs(x))) if len(x) else 0.0 for x in xs_all]
+    ranges = [float(x.max() - x.min()) if len(x) else 0.0 for x in xs_all]
+    xdims = np.array([layout.dim(op.inputs[j]) for j in num], dtype=int)
+    groups: dict[tuple, list[tuple[tuple[float, ...], Any]]] = {}
     for args, y in rows:
-        groups.setdefault(tuple(args[k] for k in cat), []).append((float(args[j]), y))
+        groups.setdefault(tuple(args[k] for k in cat), []).append((tuple(float(args[j]) for j in num), y))
     # A single numerical input with a numerical output that is affine: one unit.
-    if not cat and not out_cat and len(groups) == 1:
-        fit = affine([((x,), y) for x, y in groups[()]])
+    if len(num) == 1 and not cat and not out_cat and len(groups) == 1:
+        fit = affine([(x, y) for x, y in groups[()]])
         if fit is not None:
             w, c = float(fit[0][0]) if len(fit[0]) else 0.0, fit[1]
-            lo = float(np.min(w * xs_all)) if len(xs_all) else 0.0
+            lo = float(np.min(w * xs_all[0])) if len(xs_all[0]) else 0.0
             if w != 0.0:
-                acc.unit(np.array([xdim]), np.array([w]), -lo, np.array([layout.dim(op.target)]), np.array([1.0]))
+                acc.unit(xdims, np.array([w]), -lo, np.array([layout.dim(op.target)]), np.array([1.0]))
             acc.bias(np.array([layout.dim(op.target)]), np.array([c + lo]))
             return
     for combo in sorted(groups, key=lambda c: tuple(value_key(v) for v in c)):
-        pts = sorted(groups[combo], key=lambda p: p[0])
-        # merge duplicate x (same value twice cannot map to two outputs)
+        pts = groups[combo]
+        coef = projection(pts, mags, dtype)
+        if coef is None:
+            # Only a width decode gets here (lowering checked every other op): its input, BOS's
+            # attention weight 1/(w+1), is a correctly rounded quotient of exact integers, far more
+            # precise than the generic noise bound that ``projection`` assumes.
+            assert len(num) == 1 and op.kind == "width_decode", op.id
+            coef = np.ones(1)
+        span = float(np.sum(np.abs(coef) * np.asarray(ranges)))
+        zpts = sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=lambda p: p[0])
         if cat:
             gdims, gw, gb = gate(combo)
-            if out_cat or float(pts[0][1]) != 0.0:
-                acc.unit(gdims, gw, gb, *enc(pts[0][1]))
+            if out_cat or float(zpts[0][1]) != 0.0:
+                acc.unit(gdims, gw, gb, *enc(zpts[0][1]))
         else:
             gdims, gw, gb = np.zeros(0, dtype=int), np.zeros(0), 0.0
-            acc.bias(*enc(pts[0][1]))
-        for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
-            if y1 == y0 and type(y1) is type(y0):
+            acc.bias(*enc(zpts[0][1]))
+        for (z0, y0), (z1, y1) in zip(zpts, zpts[1:]):
+            if _same(y1, y0):
                 continue
-            gap = x1 - x0
-            t = (x0 + x1) / 2.0
+            gap = z1 - z0
+            t = (z0 + z1) / 2.0
             a = 2.0 / gap
             big = a * (span + gap) + 1.0 if cat else 0.0
-            # pre = a(x - t) ± 0.5 - big*(k - sum of the combo's one-hots)
-            dims = np.concatenate([[xdim], gdims])
-            weights = np.concatenate([[a], gw * big])
+            # pre = a(z - t) ± 0.5 - big*(k - sum of the combo's one-hots), z = coef · x
+            dims = np.concatenate([xdims, gdims])
+            weights = np.concatenate([a * coef, gw * big])
             base = -a * t - big * len(gdims)
             odims, ow = diff(y1, y0)
             acc.unit(dims, weights, base + 0.5, odims, ow)

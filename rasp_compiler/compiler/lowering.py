@@ -21,6 +21,7 @@ import numpy as np
 
 from rasp_compiler.compiler import selectors as sl
 from rasp_compiler.compiler.analysis import Analysis, SInfo
+from rasp_compiler.compiler.numeric import _same, projection
 from rasp_compiler.compiler.values import sorted_values
 from rasp_compiler.graph.nodes import (
     Aggregate, Indices, Length, Map, SelectorWidth, SequenceMap, SourcePos, Tokens,
@@ -155,6 +156,16 @@ class Lowering:
             src = self.need(sid)
             self._feature(cid, self.an.info[cid], None, "convert")
             rows = [((v,), v) for v in info.values]
+            if self._units([sid], rows, False) is None:
+                hint = ("use --dtype float64" if self.an.dtype == "float32" else
+                        "give it fewer possible values")
+                if info.kind == "aggregate":
+                    hint = ("make its selector provably pick at most one key (an == against an s-op "
+                            "that differs at every position, such as indices), so it stays categorical; "
+                            "or " + hint)
+                raise self.an.error(sid, f"{self.an.describe(sid)} is numerical with {len(info.values)} "
+                                    "possible values, too close together to turn into a one-hot "
+                                    f"encoding exactly at {self.an.dtype}", hint=hint)
             self.ops[cid] = MLPOp(cid, sid, cid, [src], rows, info.pos, "convert")
         return cid
 
@@ -190,23 +201,26 @@ class Lowering:
         return [(tuple(r[:-1]), r[-1]) for r in self.an.joint(inputs, sid)]
 
     def _units(self, inputs: list[str], rows: list[tuple[tuple, Any]], out_numeric: bool) -> int | None:
-        """Hidden units the MLP would need; None if one hidden layer cannot compute it exactly."""
+        """Hidden units the MLP would need; None if one hidden layer cannot compute it exactly
+        at this precision (see ``numeric.projection``)."""
         num = [k for k, i in enumerate(inputs) if self.an.info[i].encoding == "numerical"]
         if not num:
             return len(rows)
-        if len(num) == 1:
-            j = num[0]
-            groups: dict[tuple, list] = {}
-            for args, y in rows:
-                groups.setdefault(tuple(a for k, a in enumerate(args) if k != j), []).append((args[j], y))
-            total = 0
-            for pts in groups.values():
-                pts.sort(key=lambda p: p[0])
-                total += 1 + 2 * sum(1 for a, b in zip(pts, pts[1:]) if a[1] != b[1])
-            return total
-        if len(num) == len(inputs) and out_numeric and affine(rows) is not None:
+        if len(num) >= 2 and len(num) == len(inputs) and out_numeric and affine(rows) is not None:
             return len(num)
-        return None
+        mags = [max((abs(float(v)) for v in self.an.info[inputs[j]].values), default=0.0) for j in num]
+        groups: dict[tuple, list] = {}
+        for args, y in rows:
+            key = tuple(a for k, a in enumerate(args) if k not in num)
+            groups.setdefault(key, []).append((tuple(float(args[j]) for j in num), y))
+        total = 0
+        for pts in groups.values():
+            coef = projection(pts, mags, self.an.dtype)
+            if coef is None:
+                return None
+            zs = sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=lambda p: p[0])
+            total += 1 + 2 * sum(1 for a, b in zip(zs, zs[1:]) if not _same(a[1], b[1]))
+        return total
 
     def _map(self, sid: str, info: SInfo) -> None:
         out_numeric = info.encoding == "numerical"
@@ -214,6 +228,16 @@ class Lowering:
         choice: list[str] | None = None
         if not opaque:
             front = self.frontier(sid)
+            if len(front) == 1 and self.an.info[front[0]].base_kind in ("token", "index"):
+                # A function of the token alone (or of the position alone) is one more column of
+                # the embedding table: no MLP, no layer.
+                src = front[0]
+                kind = "token_fn" if self.an.info[src].base_kind == "token" else "index_fn"
+                node = self.an.node(src)
+                self._feature(sid, info, sid if sid in self.an.graph else None)
+                self.ops[sid] = EmbedOp(sid, sid, kind, token_type=getattr(node, "type", "str"),
+                                        value={k[0]: v for k, v in self._rows(sid, front)})
+                return
             rows = self._rows(sid, front)
             units = self._units(front, rows, out_numeric)
             if units is not None and units <= UNIT_CAP:
@@ -223,7 +247,7 @@ class Lowering:
             direct = sorted(set(direct))
             rows = self._rows(sid, direct)
             nums = [u for u in direct if self.an.info[u].encoding == "numerical"]
-            if len(nums) >= 2 and not (out_numeric and len(nums) == len(direct) and affine(rows) is not None):
+            if len(nums) >= 2 and self._units(direct, rows, out_numeric) is None:
                 keep = max(nums, key=lambda u: (len(self.an.info[u].values), u))
                 direct = [u if (u == keep or u not in nums) else f"{u}:onehot" for u in direct]
                 for u in nums:

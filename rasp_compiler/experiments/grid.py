@@ -28,7 +28,7 @@ SWEEP_WIDTHS = (16, 32, 64, 128, 256)
 # Chosen by measurement on this machine (see docs/experiments.md, "How the defaults were chosen").
 DEFAULTS = {
     "dyck1": dict(width=64, layers=2, heads=4, steps=6000, batch=64, lr=1e-2),
-    "khop": dict(width=64, layers=2, heads=4, steps=4000, batch=32, lr=1e-2),
+    "khop": dict(width=64, layers=2, heads=4, steps=2000, batch=32, lr=1e-2),
 }
 TRAINED_LR = 1e-3     # the fully trained reference: every weight moves, a smaller step
 
@@ -201,7 +201,7 @@ def write_report(results: str | os.PathLike, doc: str | os.PathLike, img: str | 
     img.mkdir(parents=True, exist_ok=True)
     plots = _plots(results, cells, got, runs, img, stem)
     rel = os.path.relpath(img, doc.parent)
-    lines = _markdown(cells, got, runs, plots, rel, quick)
+    lines = _markdown(cells, got, runs, plots, rel, quick, results)
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text("\n".join(lines) + "\n")
 
@@ -220,7 +220,7 @@ def _main_cells(cells):
     return out
 
 
-def _markdown(cells, got, runs, plots, rel, quick) -> list[str]:
+def _markdown(cells, got, runs, plots, rel, quick, results=None) -> list[str]:
     main = _main_cells(cells)
     total_runs = sum(len(v) for v in cells.values())
     done_runs = sum(len(v) for v in got.values())
@@ -273,6 +273,17 @@ def _markdown(cells, got, runs, plots, rel, quick) -> list[str]:
         L += [f"**{title}**", "", f"![{title}]({rel}/{name})", ""]
     # width sweep
     L += _width_section(cells, got)
+    # tuning runs
+    tuning = _load(Path(results) / "tuning") if results is not None else {}
+    if tuning:
+        L += ["## How the defaults were chosen (tuning runs)", "",
+              "Single-seed runs with other settings, kept in `tuning/` beside the result files; the "
+              "run's name gives its settings (w width, L layers, H heads, s steps, b batch, lr).", "",
+              "| run | test accuracy | majority | seconds |", "|---|---|---|---|"]
+        for name, r in sorted(tuning.items()):
+            L.append(f"| `{name}` | {_pct(r['test_accuracy'])} | {_pct(r['majority_baseline'])} | "
+                     f"{r['seconds']:.0f} |")
+        L.append("")
     # settings and commands
     L += ["## Settings", ""]
     for task, s in DEFAULTS.items():
@@ -316,32 +327,41 @@ def _markdown(cells, got, runs, plots, rel, quick) -> list[str]:
     # not run
     todo = [(cell, cfgs) for cell, cfgs in cells.items() if len(got.get(cell, [])) < len(cfgs)]
     if todo:
-        est = _estimate(todo, runs)
+        est, unknown = _estimate(todo, runs)
+        n_missing = sum(len(c) - len(got.get(n, [])) for n, c in todo)
+        known = (f"estimated {est / 3600:.1f} hours of one CPU thread for {n_missing - unknown} of them "
+                 "(seconds per step of the finished runs, wall clock on this shared machine, scaled by "
+                 "steps and width)") if n_missing > unknown else "no estimate yet"
+        if unknown and n_missing > unknown:
+            known += f"; no estimate for {unknown} (no finished run of their task)"
         L += ["## Not run yet", "",
-              f"{sum(len(c) - len(got.get(n, [])) for n, c in todo)} runs of the grid have no result file "
-              f"yet; estimated {est / 3600:.1f} CPU-thread hours (seconds per step measured on this "
-              "machine, scaled by steps). `rasp experiment table` resumes with them:", ""]
+              f"{n_missing} runs of the grid have no result file yet; {known}. "
+              "`rasp experiment table` resumes with them:", ""]
         for cell, cfgs in todo:
             L.append(f"* `{cell}`: {len(cfgs) - len(got.get(cell, []))} of {len(cfgs)} seeds missing")
         L.append("")
     return L
 
 
-def _estimate(todo, runs) -> float:
-    """CPU seconds for the missing runs: seconds/step of finished runs of the same task, arch family
-    and width, scaled by steps (falls back to the task's mean)."""
+def _estimate(todo, runs) -> tuple[float, int]:
+    """(CPU seconds, runs without an estimate) for the missing runs: the median seconds per step
+    of finished runs of the same task, arch and width, scaled by steps; else of the same task,
+    scaled linearly by width; runs of a task with no finished run get no estimate."""
     per: dict[tuple, list[float]] = defaultdict(list)
-    for name, r in runs.items():
+    for r in runs.values():
         rate = r["seconds"] / max(1, r["steps"])
         per[(r["task"], r["arch"], r["width"])].append(rate)
-        per[(r["task"],)].append(rate * 64 / r["width"])
-    total = 0.0
-    for cell, cfgs in todo:
+        per[(r["task"],)].append(rate / r["width"])
+    total, unknown = 0.0, 0
+    for _cell, cfgs in todo:
         c = cfgs[0]
-        rates = per.get((c.task, c.arch, c.width)) or [x * c.width / 64 for x in per.get((c.task,), [])]
-        rate = statistics.median(rates) if rates else 0.05
-        total += rate * c.steps * len(cfgs)
-    return total
+        n = len(cfgs) - sum(1 for x in cfgs if x.name() in runs)
+        rates = per.get((c.task, c.arch, c.width)) or [x * c.width for x in per.get((c.task,), [])]
+        if rates:
+            total += statistics.median(rates) * c.steps * n
+        else:
+            unknown += n
+    return total, unknown
 
 
 def _bars(main, got, cells) -> list[str]:
@@ -450,7 +470,8 @@ def _plots(results: Path, cells, got, runs, img: Path, stem: str) -> list[tuple[
     if labels:
         fig, ax = plt.subplots(figsize=(8, 0.32 * len(labels) + 1.5))
         y = range(len(labels))
-        ax.barh(list(y), vals, color=colors, xerr=list(zip(*errs)) if errs else None, capsize=2)
+        xerr = [[e[0] for e in errs], [e[1] for e in errs]]
+        ax.barh(list(y), vals, color=colors, xerr=xerr, capsize=2)
         ax.set_yticks(list(y), labels, fontsize=7)
         ax.invert_yaxis()
         ax.set_xlim(0, 1)
@@ -474,7 +495,7 @@ def _plots(results: Path, cells, got, runs, img: Path, stem: str) -> list[tuple[
         cols = min(3, len(groups))
         rows_ = math.ceil(len(groups) / cols)
         fig, axes = plt.subplots(rows_, cols, figsize=(4 * cols, 2.8 * rows_), squeeze=False)
-        for ax, g in zip(axes.flat, groups):
+        for ax, g in zip(list(axes.flat)[:len(groups)], groups, strict=True):
             for gg, b, cv in curves:
                 if gg == g:
                     ax.plot(cv["step"], cv["test_accuracy"], label=b, color=palette[b])
@@ -485,7 +506,8 @@ def _plots(results: Path, cells, got, runs, img: Path, stem: str) -> list[tuple[
             ax.legend(fontsize=7)
         for ax in list(axes.flat)[len(groups):]:
             ax.axis("off")
-        fig.suptitle("test accuracy during training (1,024 test examples; seed 0 or first run)", fontsize=9)
+        fig.suptitle("test accuracy during training (first 1,024 Dyck-1 strings / 128 k-hop sequences of the "
+                     "test set; first seed run)", fontsize=9)
         fig.tight_layout()
         name = f"{stem}_curves.png"
         fig.savefig(img / name, dpi=110)

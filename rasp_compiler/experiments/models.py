@@ -177,29 +177,34 @@ class Layer(nn.Module):
             self.w2 = par(torch.randn(4 * m, m, generator=generator) / math.sqrt(4 * m))
             self.ln2.requires_grad_(trainable)
 
-    def attention(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def attention(self, x: torch.Tensor, mask: torch.Tensor,
+                  rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Causal attention of every position (``rows`` None: (B, T, m)) or of one query position
+        per sequence (``rows`` (B,): (B, 1, m)); keys and values always cover every position."""
         b, t, _ = x.shape
         h, dk = self.heads, self.dk
-        q = (x @ self.wq).view(b, t, h, dk).transpose(1, 2)
+        xq = x if rows is None else x[torch.arange(b, device=x.device), rows].unsqueeze(1)
+        tq = xq.shape[1]
+        q = (xq @ self.wq).view(b, tq, h, dk).transpose(1, 2)
         k = (x @ self.wk).view(b, t, h, dk).transpose(1, 2)
         s = torch.matmul(q, k.transpose(-1, -2))
         if self.scale != 1.0:
             s = s * self.scale
-        a = torch.softmax(s + mask[:t, :t], dim=-1)
+        m = mask[:t, :t] if rows is None else mask[rows, :t].view(b, 1, 1, t)
+        a = torch.softmax(s + m, dim=-1)
         if self.has_values:
             v = (x @ self.wv).view(b, t, h, self.dv).transpose(1, 2)
-            o = torch.matmul(a, v).transpose(1, 2).reshape(b, t, h * self.dv)
+            o = torch.matmul(a, v).transpose(1, 2).reshape(b, tq, h * self.dv)
             return o @ self.wo
-        if h > 1:
-            a = a.sum(dim=1)
-        else:
-            a = a[:, 0]
+        a = a.sum(dim=1) if h > 1 else a[:, 0]
         return torch.matmul(a, x)        # identity values: (sum_h A_h) X
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor,
+                rows: torch.Tensor | None = None) -> torch.Tensor:
         if not self.residual:
-            return self.attention(x, mask)
-        x = x + self.attention(self.ln1(x), mask)
+            return self.attention(x, mask, rows)
+        xr = x if rows is None else x[torch.arange(x.shape[0], device=x.device), rows].unsqueeze(1)
+        x = xr + self.attention(self.ln1(x), mask, rows)
         if self.mlp:
             x = x + F.gelu(self.ln2(x) @ self.w1) @ self.w2
         return x
@@ -242,14 +247,21 @@ class EmbeddingProgrammedTransformer(nn.Module):
                                                            float("-inf")), diagonal=1),
                              persistent=False)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits (B, T, C) at every position, or (B, C) at one position per sequence (``rows``).
+
+        With ``rows`` the last layer is computed for those positions only (Dyck-1 reads one label per
+        string); the result equals the full forward at those positions.
+        """
         t = tokens.shape[1]
         x = self.tok[tokens] + self.pos[:t]
-        for layer in self.layers:
-            x = layer(x, self.mask)
+        last = len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            x = layer(x, self.mask, rows if i == last else None)
         if self.final_ln is not None:
             x = self.final_ln(x)
-        return self.unembed(x)
+        out = self.unembed(x)
+        return out if rows is None else out[:, 0]
 
     def param_counts(self) -> tuple[int, int]:
         trainable = sum(p.numel() for p in self.parameters() if p.requires_grad)

@@ -20,6 +20,9 @@ Semantics of each kind (the contract of the interpreter, which the compiler must
 * ``Select(op)``         — inputs (keys, queries); ``sel[q][k] = keys[k] op queries[q]``.
 * ``Aggregate(default)`` — inputs (selector, sop); per query row: nothing selected → default;
                            one key → its value; several → the mean (numbers only).
+* ``SoftmaxAggregate(default, width)`` — inputs (selector, q_1..q_m, k_1..k_m, value); per query
+                           row the softmax (float64, max-subtracted) over the selected keys of
+                           the scores sum_t q_t[query] * k_t[key] weights value; none → default.
 * ``SelectorWidth``      — input (selector); the number of selected keys per query row.
 * ``SelectorAnd`` / ``SelectorOr`` / ``SelectorNot`` — elementwise boolean combination.
 
@@ -112,6 +115,16 @@ class Aggregate(SOpNode):
 
 
 @dataclass(frozen=True)
+class SoftmaxAggregate(SOpNode):
+    """inputs (selector, q_1..q_m, k_1..k_m, value): per query i, the softmax over the selected
+    keys j of the score sum_t q_t[i] * k_t[j], used to weight value[j]; no key selected → default."""
+
+    default: Any = 0
+    width: int = 1  # m, the number of query (and key) s-ops
+    kind = "softmax_aggregate"
+
+
+@dataclass(frozen=True)
 class SelectorWidth(SOpNode):
     kind = "selector_width"
 
@@ -144,7 +157,7 @@ class SelectorNot(Node):
 NODE_KINDS = {
     cls.kind: cls
     for cls in (
-        Tokens, Indices, Length, Constant, Map, SequenceMap, Aggregate, SelectorWidth,
+        Tokens, Indices, Length, Constant, Map, SequenceMap, Aggregate, SoftmaxAggregate, SelectorWidth,
         Select, SelectorAnd, SelectorOr, SelectorNot,
     )
 }

@@ -18,7 +18,7 @@ import networkx as nx
 from rasp_compiler.graph.nodes import Node, Program, SourcePos, add_node
 
 # Binding priorities: lower wins.
-TOP_LEVEL, OUT, LOCAL = 0, 1, 2
+BUILTIN, TOP_LEVEL, OUT, LOCAL = -1, 0, 1, 2
 
 
 class GraphBuilder:
@@ -69,12 +69,27 @@ class GraphBuilder:
         order = sorted(keep, key=lambda t: int(t[1:]))
         final: dict[str, str] = {}
         taken: set[str] = set()
-        # A variable's current value gets the plain name; earlier values of it get suffixes.
-        current = {tid for tid in names.values()}
-        named = sorted((t for t in order if t in self.bindings),
-                       key=lambda t: (self.bindings[t][0], t not in current, self.bindings[t][1]))
+        # Built-in nodes keep their names (tokens, indices, length); a variable's current value is
+        # named after it (a top-level name before `out`); an earlier value of a rebound name keeps
+        # its first name, with a suffix when that is taken.
+        current_label: dict[str, tuple[int, int, str]] = {}
+        for rank, (name, tid) in enumerate(names.items()):
+            candidate = (OUT if name == "out" else TOP_LEVEL, rank, name)
+            if tid not in current_label or candidate < current_label[tid]:
+                current_label[tid] = candidate
+        label: dict[str, tuple[int, int, str]] = {}
+        for tid in order:
+            binding = self.bindings.get(tid)
+            if binding is not None and binding[0] == BUILTIN:
+                label[tid] = binding
+            elif tid in current_label:
+                label[tid] = current_label[tid]
+            elif binding is not None:
+                label[tid] = binding
+        current = set(names.values())
+        named = sorted(label, key=lambda t: (label[t][0], t not in current, label[t][1]))
         for tid in named:
-            final[tid] = _fresh(self.bindings[tid][2], taken)
+            final[tid] = _fresh(label[tid][2], taken)
         counters: dict[str, int] = {}
         for tid in order:
             if tid in final:
@@ -91,7 +106,7 @@ class GraphBuilder:
         for tid in order:
             node = self.nodes[tid]
             renamed = dataclasses.replace(node, id=final[tid], inputs=tuple(final[i] for i in node.inputs),
-                                          name=self.bindings[tid][2] if tid in self.bindings else None)
+                                          name=label[tid][2] if tid in label else None)
             add_node(graph, renamed)
         program = Program(graph, final[output], {k: final[v] for k, v in names.items() if v in final},
                           source_file, sources=sources)

@@ -26,23 +26,39 @@ from typing import Any, Callable
 from lark import Token, Tree
 
 from rasp_compiler.errors import RaspError
-from rasp_compiler.graph.expr import Binary, Const, Contains, Expr, Lookup, Ternary, Unary, Var
 from rasp_compiler.graph.nodes import (
-    COMPARISONS, Aggregate, Constant, Indices, Length, Map, Program, Select, SelectorAnd,
-    SelectorNot, SelectorOr, SelectorWidth, SequenceMap, SourcePos, Tokens,
+    Indices,
+    Length,
+    Program,
+    SelectorWidth,
+    SoftmaxAggregate,
+    SourcePos,
+    Tokens,
 )
-from rasp_compiler.lang.builder import LOCAL, OUT, TOP_LEVEL, GraphBuilder
+from rasp_compiler.lang.builder import BUILTIN, LOCAL, OUT, TOP_LEVEL, GraphBuilder
+from rasp_compiler.lang.expressions import Expressions, decode_string
 from rasp_compiler.lang.parser import parse_source
 from rasp_compiler.lang.values import (
-    Builtin, Env, Function, Selector, SOp, is_atom, kind_name,
+    AppliedResult,
+    Builtin,
+    Env,
+    Function,
+    Selector,
+    SOp,
+    a_kind,
+    is_atom,
+    kind_name,
 )
 
 LIBRARY_PATH = Path(__file__).resolve().parent / "rasplib.rasp"
 LIBRARY_FILE = "rasplib.rasp"
 PROGRAMS_DIR = Path(__file__).resolve().parents[2] / "programs"
 MAX_CALL_DEPTH = 100
+# Budgets that turn a runaway program (exponential recursion, huge loops) into an error, not a hang.
+MAX_CALLS = 200_000
+MAX_NODES = 300_000
+MAX_RANGE = 1_000_000
 TOKEN_TYPES = ("str", "int", "float", "bool")
-ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
 
 BINARY_WORDS = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "%": "take the modulo of",
                 "^": "raise to a power"}
@@ -65,26 +81,14 @@ class _Context:
         self.top_level = top_level
 
 
-def decode_string(token_text: str) -> str:
-    body, out, i = token_text[1:-1], [], 0
-    while i < len(body):
-        c = body[i]
-        if c == "\\" and i + 1 < len(body) and body[i + 1] in ESCAPES:
-            out.append(ESCAPES[body[i + 1]])
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-class Session:
+class Session(Expressions):
     """An elaboration session: the graph built so far and the user's environment."""
 
     def __init__(self, with_library: bool = True) -> None:
         self.builder = GraphBuilder()
         self.sources: dict[str, str] = {}
         self.depth = 0
+        self.calls = 0
         self._loading: list[Path] = []
         # While a library function runs for user code, its nodes and errors point at the user's
         # call (the user's line is what they can act on), not into rasplib.rasp.
@@ -138,7 +142,9 @@ class Session:
                 hint = self.user.suggest(output)
                 raise RaspError(f"no s-op or selector named '{output}' in the program", file,
                                 hint=f"did you mean '{hint}'?" if hint else None)
-            raise RaspError(f"'{output}' is a {kind_name(value)}, not an s-op or selector", file)
+            if not isinstance(value, (SOp, Selector)):
+                raise RaspError(f"'{output}' is {a_kind(value)}, not an s-op or selector", file)
+            names[output] = value.node  # a built-in or library value: `--output indices`
         roots = sorted(set(names.values()), key=lambda t: int(t[1:]))
         program, _ = self.builder.finalize(roots, names[output], names, file, self.sources)
         return program
@@ -246,7 +252,7 @@ class Session:
             if len(value) != len(names):
                 raise self.error(f"unpacking: {len(names)} names ({', '.join(names)}) but "
                                  f"{len(value)} values", tree, ctx)
-            pairs = list(zip(names, value))
+            pairs = list(zip(names, value, strict=True))
         for name, v in pairs:
             env.vars[name] = v
             if isinstance(v, (SOp, Selector)):
@@ -268,7 +274,10 @@ class Session:
         if resolved in self._loading:
             raise self.error(f"'{name}' loads itself (through {' → '.join(p.stem for p in self._loading)})",
                              token, ctx)
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise self.error(f"cannot read {path}: {err}", token, ctx) from None
         file_env = Env(parent=self.library, label=str(path))
         self._loading.append(resolved)
         try:
@@ -307,7 +316,7 @@ class Session:
         hint = None
         if isinstance(iterable, SOp):
             hint = "an s-op's values are only known when it runs; loops unroll over atoms (lists, dicts)"
-        raise self.error(f"a {what} needs a list or dict to go over, got a {kind_name(iterable)}", tree, ctx,
+        raise self.error(f"a {what} needs a list or dict to go over, got {a_kind(iterable)}", tree, ctx,
                          hint=hint)
 
     def _bind_iterator(self, names: list[str], item: Any, tree, env: Env, ctx: _Context) -> None:
@@ -322,292 +331,8 @@ class Session:
             got = f"{len(item)} values" if isinstance(item, (list, str)) else f"one {kind_name(item)}"
             raise self.error(f"cannot unpack {got} into {len(names)} loop names ({', '.join(names)})",
                              tree, ctx)
-        for n, v in zip(names, item):
+        for n, v in zip(names, item, strict=True):
             env.vars[n] = v
-
-    # ----------------------------------------------------------------- expressions
-    def expr(self, tree: Tree | Token, env: Env, ctx: _Context) -> Any:
-        method = getattr(self, "e_" + tree.data, None)
-        if method is None:  # pragma: no cover - every grammar alias has a method
-            raise self.error(f"unsupported expression {tree.data}", tree, ctx)
-        return method(tree, env, ctx)
-
-    def e_var(self, tree: Tree, env: Env, ctx: _Context) -> Any:
-        name = tree.children[0].value
-        try:
-            return env.lookup(name)
-        except KeyError:
-            close = env.suggest(name)
-            hint = f"did you mean '{close}'?" if close else None
-            if name.startswith("_") and close is None:
-                hint = "names starting with '_' stay private to the file that defines them"
-            raise self.error(f"unknown name '{name}'", tree, ctx, hint=hint) from None
-
-    def e_int(self, tree: Tree, env: Env, ctx: _Context) -> int:
-        return int(tree.children[0].value)
-
-    def e_float(self, tree: Tree, env: Env, ctx: _Context) -> float:
-        return float(tree.children[0].value)
-
-    def e_string(self, tree: Tree, env: Env, ctx: _Context) -> str:
-        return decode_string(tree.children[0].value)
-
-    def e_list(self, tree: Tree, env: Env, ctx: _Context) -> list:
-        exprs = tree.children[0]
-        return [] if exprs is None else [self.expr(e, env, ctx) for e in exprs.children]
-
-    def e_dict(self, tree: Tree, env: Env, ctx: _Context) -> dict:
-        out: dict = {}
-        for pair in tree.children:
-            if pair is None:
-                continue
-            key = self.expr(pair.children[0], env, ctx)
-            if not is_atom(key):
-                raise self.error(f"a dict key must be an atom (number, string or bool), got a {kind_name(key)}",
-                                 pair.children[0], ctx)
-            out[key] = self.expr(pair.children[1], env, ctx)
-        return out
-
-    def e_listcomp(self, tree: Tree, env: Env, ctx: _Context) -> list:
-        value_tree, names_tree, iterable_tree = tree.children
-        names = [t.value for t in names_tree.children]
-        out = []
-        for item in self._iterate(self.expr(iterable_tree, env, ctx), names, iterable_tree, ctx,
-                                  "list comprehension"):
-            inner = Env(parent=env, label="comprehension")
-            self._bind_iterator(names, item, names_tree, inner, ctx)
-            out.append(self.expr(value_tree, inner, ctx))
-        return out
-
-    def e_dictcomp(self, tree: Tree, env: Env, ctx: _Context) -> dict:
-        key_tree, value_tree, names_tree, iterable_tree = tree.children
-        names = [t.value for t in names_tree.children]
-        out: dict = {}
-        for item in self._iterate(self.expr(iterable_tree, env, ctx), names, iterable_tree, ctx,
-                                  "dict comprehension"):
-            inner = Env(parent=env, label="comprehension")
-            self._bind_iterator(names, item, names_tree, inner, ctx)
-            key = self.expr(key_tree, inner, ctx)
-            if not is_atom(key):
-                raise self.error(f"a dict key must be an atom, got a {kind_name(key)}", key_tree, ctx)
-            out[key] = self.expr(value_tree, inner, ctx)
-        return out
-
-    # -- operators
-    def e_binop(self, tree: Tree, env: Env, ctx: _Context) -> Any:
-        left_tree, op_tok, right_tree = tree.children
-        op = op_tok.value
-        left = self.expr(left_tree, env, ctx)
-        right = self.expr(right_tree, env, ctx)
-        return self.binary(op, left, right, tree, ctx)
-
-    def binary(self, op: str, left: Any, right: Any, tree, ctx: _Context) -> Any:
-        sel_l, sel_r = isinstance(left, Selector), isinstance(right, Selector)
-        if sel_l or sel_r:
-            if op in ("and", "or") and sel_l and sel_r:
-                cls = SelectorAnd if op == "and" else SelectorOr
-                return Selector(self.builder.add(cls, (left.node, right.node), self.pos(tree, ctx)))
-            other = right if sel_l else left
-            if op in ("and", "or"):
-                raise self.error(f"'{op}' combines two selectors (or two s-ops), not a selector and "
-                                 f"a {kind_name(other)}", tree, ctx)
-            raise self.error(f"cannot apply '{op}' to a selector", tree, ctx,
-                             hint="selectors combine only with and / or / not")
-        if isinstance(left, SOp) or isinstance(right, SOp):
-            for side in (left, right):
-                if not isinstance(side, SOp) and not is_atom(side):
-                    raise self.error(f"cannot apply '{op}' to an s-op and a {kind_name(side)}", tree, ctx,
-                                     hint=("to index by an s-op write table[sop]; for membership write "
-                                           "sop in list") if isinstance(side, (list, dict)) else None)
-            return self.elementwise(lambda a, b: Binary(op, a, b), [left, right], tree, ctx)
-        return self.atom_binary(op, left, right, tree, ctx)
-
-    def atom_binary(self, op: str, left: Any, right: Any, tree, ctx: _Context) -> Any:
-        if isinstance(left, (Function, Builtin)) or isinstance(right, (Function, Builtin)):
-            raise self.error(f"cannot apply '{op}' to a function", tree, ctx)
-        try:
-            if op == "and":
-                return left and right
-            if op == "or":
-                return left or right
-            from rasp_compiler.graph.semantics import OperatorError, apply_binary
-            try:
-                return apply_binary(op, left, right)
-            except OperatorError as err:
-                raise self.error(str(err), tree, ctx) from None
-        except RaspError:
-            raise
-        except Exception as err:  # e.g. comparing a list with a number
-            raise self.error(f"cannot apply '{op}' to {kind_name(left)} and {kind_name(right)}: {err}",
-                             tree, ctx) from None
-
-    def e_unop(self, tree: Tree, env: Env, ctx: _Context) -> Any:
-        op_tok, arg_tree = tree.children
-        op = op_tok.value
-        value = self.expr(arg_tree, env, ctx)
-        if isinstance(value, Selector):
-            if op == "not":
-                return Selector(self.builder.add(SelectorNot, (value.node,), self.pos(tree, ctx)))
-            raise self.error(f"cannot apply '{op}' to a selector", tree, ctx)
-        if isinstance(value, SOp):
-            return self.elementwise(lambda a: Unary(op, a), [value], tree, ctx)
-        if not is_atom(value):
-            raise self.error(f"cannot apply '{op}' to a {kind_name(value)}", tree, ctx)
-        from rasp_compiler.graph.semantics import OperatorError, apply_unary
-        try:
-            return apply_unary(op, value)
-        except OperatorError as err:
-            raise self.error(str(err), tree, ctx) from None
-
-    def elementwise(self, make: Callable[..., Expr], args: list[Any], tree, ctx: _Context) -> SOp:
-        """A Map / SequenceMap applying ``make(*exprs)`` positionwise; atoms become constants."""
-        inputs: list[str] = []
-        exprs: list[Expr] = []
-        for a in args:
-            if isinstance(a, SOp):
-                if a.node not in inputs:
-                    inputs.append(a.node)
-                exprs.append(Var(inputs.index(a.node)))
-            else:
-                exprs.append(Const(a))
-        fn = make(*exprs)
-        cls = Map if len(inputs) == 1 else SequenceMap
-        return SOp(self.builder.add(cls, tuple(inputs), self.pos(tree, ctx), fn=fn))
-
-    def e_ternary(self, tree: Tree, env: Env, ctx: _Context) -> Any:
-        then_tree, cond_tree, else_tree = tree.children
-        cond = self.expr(cond_tree, env, ctx)
-        if isinstance(cond, Selector):
-            raise self.error("the condition of 'if' cannot be a selector", cond_tree, ctx)
-        if not isinstance(cond, SOp):
-            # an atom condition is lazy: only the chosen branch is elaborated
-            return self.expr(then_tree if cond else else_tree, env, ctx)
-        then = self.expr(then_tree, env, ctx)
-        other = self.expr(else_tree, env, ctx)
-        for side, t in ((then, then_tree), (other, else_tree)):
-            if not isinstance(side, SOp) and not is_atom(side):
-                raise self.error(f"an elementwise 'if' picks between s-ops or atoms, not a {kind_name(side)}",
-                                 t, ctx)
-        return self.elementwise(lambda c, a, b: Ternary(a, c, b), [cond, then, other], tree, ctx)
-
-    def e_contains(self, tree: Tree, env: Env, ctx: _Context) -> Any:
-        item_tree, coll_tree = tree.children
-        item = self.expr(item_tree, env, ctx)
-        coll = self.expr(coll_tree, env, ctx)
-        if isinstance(item, SOp):
-            if isinstance(coll, dict):
-                coll = list(coll)
-            if not isinstance(coll, (list, tuple)):
-                raise self.error(f"'s-op in X' needs X to be a list of atoms, got a {kind_name(coll)}",
-                                 coll_tree, ctx)
-            for v in coll:
-                if not is_atom(v):
-                    raise self.error(f"'s-op in X' needs X to be a list of atoms; it holds a {kind_name(v)}",
-                                     coll_tree, ctx)
-            return self.elementwise(lambda a: Contains(a, tuple(coll)), [item], tree, ctx)
-        if is_atom(item):
-            if isinstance(coll, SOp):
-                contains = self._library_function("contains", tree, ctx)
-                return self.call_value(contains, [coll, item], tree, ctx)
-            if isinstance(coll, (list, dict)):
-                return item in coll
-            if isinstance(coll, str):
-                if not isinstance(item, str):
-                    raise self.error(f"'{kind_name(item)} in string' needs a string on the left", tree, ctx)
-                return item in coll
-            raise self.error(f"'atom in X' needs X to be a list, dict, string or s-op, got a {kind_name(coll)}",
-                             coll_tree, ctx)
-        if isinstance(item, (list, dict)) and isinstance(coll, list):
-            return item in coll
-        raise self.error(f"cannot test whether a {kind_name(item)} is in a {kind_name(coll)}", tree, ctx)
-
-    def _library_function(self, name: str, tree, ctx: _Context) -> Any:
-        try:
-            return self.library.lookup(name)
-        except KeyError:
-            raise self.error(f"the library function '{name}' is not available", tree, ctx) from None
-
-    def e_index(self, tree: Tree, env: Env, ctx: _Context) -> Any:
-        obj_tree, idx_tree = tree.children
-        obj = self.expr(obj_tree, env, ctx)
-        idx = self.expr(idx_tree, env, ctx)
-        if isinstance(obj, SOp):
-            if isinstance(idx, bool) or not isinstance(idx, int):
-                raise self.error(f"an s-op can be indexed only by an int (element k for every position), "
-                                 f"not by a {kind_name(idx)}", idx_tree, ctx)
-            return self.sop_element(obj, idx, tree, ctx)
-        if isinstance(idx, SOp):
-            if isinstance(obj, dict):
-                table = tuple(obj.items())
-                if not all(is_atom(v) for v in obj.values()):
-                    raise self.error("a dict indexed by an s-op must hold atoms", obj_tree, ctx)
-                return self.elementwise(lambda a: Lookup(table, a, True), [idx], tree, ctx)
-            if isinstance(obj, (list, str)):
-                if isinstance(obj, list) and not all(is_atom(v) for v in obj):
-                    raise self.error("a list indexed by an s-op must hold atoms", obj_tree, ctx)
-                table = tuple(obj) if isinstance(obj, list) else obj
-                return self.elementwise(lambda a: Lookup(table, a, False), [idx], tree, ctx)
-            raise self.error(f"cannot index a {kind_name(obj)} by an s-op", tree, ctx)
-        if isinstance(obj, dict):
-            if not is_atom(idx):
-                raise self.error(f"a dict index must be an atom, got a {kind_name(idx)}", idx_tree, ctx)
-            if idx not in obj:
-                raise self.error(f"key {idx!r} is not in the dict", idx_tree, ctx)
-            return obj[idx]
-        if isinstance(obj, (list, str)):
-            if isinstance(idx, bool) or not isinstance(idx, int):
-                raise self.error(f"a {kind_name(obj)} index must be an int, got a {kind_name(idx)}", idx_tree, ctx)
-            if idx >= len(obj) or -idx > len(obj):
-                raise self.error(f"index {idx} is out of range for a {kind_name(obj)} of length {len(obj)}",
-                                 idx_tree, ctx)
-            return obj[idx]
-        raise self.error(f"cannot index a {kind_name(obj)}", tree, ctx)
-
-    def sop_element(self, sop: SOp, k: int, tree, ctx: _Context) -> SOp:
-        """``sop[k]``: the value at position k (from the end if negative) at every position."""
-        pos = self.pos(tree, ctx)
-        indices = self._builtin_node("indices")
-        if k >= 0:
-            where = self.builder.add(Constant, (), pos, value=k)
-        else:
-            length = self._builtin_node("length")
-            where = self.builder.add(Map, (length,), pos, fn=Binary("+", Var(0), Const(k)))
-        sel = self.builder.add(Select, (indices, where), pos, op="==")
-        return SOp(self.builder.add(Aggregate, (sel, sop.node), pos, default=0))
-
-    def _builtin_node(self, name: str) -> str:
-        return self.builtins.vars[name].node
-
-    def e_select(self, tree: Tree, env: Env, ctx: _Context) -> Selector:
-        keys_tree, queries_tree, op_tok = tree.children
-        keys = self.as_sop(self.expr(keys_tree, env, ctx), keys_tree, ctx, "select's keys")
-        queries = self.as_sop(self.expr(queries_tree, env, ctx), queries_tree, ctx, "select's queries")
-        op = op_tok.value
-        assert op in COMPARISONS
-        return Selector(self.builder.add(Select, (keys, queries), self.pos(tree, ctx), op=op))
-
-    def as_sop(self, value: Any, tree, ctx: _Context, what: str) -> str:
-        """Node id of an s-op, broadcasting an atom to a Constant node."""
-        if isinstance(value, SOp):
-            return value.node
-        if is_atom(value):
-            return self.builder.add(Constant, (), self.pos(tree, ctx), value=value)
-        raise self.error(f"{what} must be an s-op or an atom, got a {kind_name(value)}", tree, ctx)
-
-    def e_aggregate(self, tree: Tree, env: Env, ctx: _Context) -> SOp:
-        sel_tree, sop_tree, default_tree = tree.children
-        sel = self.expr(sel_tree, env, ctx)
-        if not isinstance(sel, Selector):
-            raise self.error(f"aggregate's first argument must be a selector, got a {kind_name(sel)}",
-                             sel_tree, ctx)
-        sop = self.as_sop(self.expr(sop_tree, env, ctx), sop_tree, ctx, "aggregate's second argument")
-        default = 0
-        if default_tree is not None:
-            default = self.expr(default_tree, env, ctx)
-            if not is_atom(default):
-                raise self.error(f"aggregate's default must be an atom, got a {kind_name(default)}",
-                                 default_tree, ctx)
-        return SOp(self.builder.add(Aggregate, (sel.node, sop), self.pos(tree, ctx), default=default))
 
     # -- calls
     def e_call(self, tree: Tree, env: Env, ctx: _Context) -> Any:
@@ -627,8 +352,7 @@ class Session:
             return self.call_function(fn, args, tree, ctx)
         if isinstance(fn, (SOp, Selector)):
             return self.apply_to_input(fn, args, tree, ctx)
-        what = kind_name(fn)
-        raise self.error(f"a {what} is not a function and cannot be called", fn_tree or tree, ctx)
+        raise self.error(f"{a_kind(fn)} is not a function and cannot be called", fn_tree or tree, ctx)
 
     def call_function(self, fn: Function, args: list[Any], tree, ctx: _Context) -> Any:
         if len(args) != len(fn.params):
@@ -638,11 +362,17 @@ class Session:
             raise self.error(f"recursion too deep: more than {MAX_CALL_DEPTH} nested calls (in {fn.name})",
                              tree, ctx, hint="a recursive function needs a base case decided by an atom, "
                                              "e.g. `x if n == 0 else f(n - 1)`")
-        call_env = Env(dict(zip(fn.params, args)), parent=fn.env, label=fn.name)
-        inner = _Context(fn.file, fn.source, getattr(fn, "directory", None), function=fn.name, top_level=False)
+        call_env = Env(dict(zip(fn.params, args, strict=True)), parent=fn.env, label=fn.name)
+        inner = _Context(fn.file, fn.source, getattr(fn, "directory", None), function=fn.name,
+                         top_level=False)
         entering_library = fn.file == LIBRARY_FILE and ctx.file != LIBRARY_FILE
         if entering_library:
             self._call_site.append((tree, ctx))
+        self.calls += 1
+        if self.calls > MAX_CALLS or len(self.builder.nodes) > MAX_NODES:
+            raise self.error(f"the program is too large to elaborate (more than {MAX_CALLS} function calls "
+                             f"or {MAX_NODES} graph nodes)", tree, ctx,
+                             hint="a recursion or loop that multiplies work, e.g. f(n-1) + f(n-1)?")
         self.depth += 1
         try:
             for stmt in fn.body:
@@ -660,19 +390,20 @@ class Session:
         from rasp_compiler.interpreter import evaluate
 
         if len(args) != 1:
-            raise self.error(f"applying an {kind_name(value)} to an input takes one argument, got {len(args)}",
+            raise self.error(f"applying {a_kind(value)} to an input takes one argument, "
+                             f"got {len(args)}",
                              tree, ctx)
         data = args[0]
         if isinstance(data, str):
             data = list(data)
         if not isinstance(data, list) or not all(is_atom(v) for v in data):
-            raise self.error(f"an {kind_name(value)} runs on a string or a list of atoms, "
-                             f"got a {kind_name(args[0])}", tree, ctx)
+            raise self.error(f"{a_kind(value)} runs on a string or a list of atoms, "
+                             f"got {a_kind(args[0])}", tree, ctx)
         program = self.program_for(value)
         result = evaluate(program, data)[program.output]
         if isinstance(value, Selector):
-            return [[bool(x) for x in row] for row in result]
-        return list(result)
+            return AppliedResult([[bool(x) for x in row] for row in result])
+        return AppliedResult(result)
 
     # ----------------------------------------------------------------- built-ins
     def _install_builtins(self) -> None:
@@ -680,12 +411,12 @@ class Session:
         env = self.builtins.vars
         for t in TOKEN_TYPES:
             env[f"tokens_{t}"] = SOp(b.add(Tokens, (), None, type=t))
-            b.bind(env[f"tokens_{t}"].node, f"tokens_{t}" if t != "str" else "tokens", LOCAL + 1)
+            b.bind(env[f"tokens_{t}"].node, f"tokens_{t}" if t != "str" else "tokens", BUILTIN)
         env["tokens"] = env["tokens_str"]
         env["indices"] = SOp(b.add(Indices, (), None))
-        b.bind(env["indices"].node, "indices", LOCAL + 1)
+        b.bind(env["indices"].node, "indices", BUILTIN)
         env["length"] = SOp(b.add(Length, (), None))
-        b.bind(env["length"].node, "length", LOCAL + 1)
+        b.bind(env["length"].node, "length", BUILTIN)
         env["True"], env["False"] = True, False
         for builtin in _BUILTINS:
             env[builtin.name] = builtin
@@ -707,34 +438,62 @@ def _span(tree: Tree | Token) -> tuple[int | None, int | None, int | None, int |
 def _selector_width(s: Session, args, tree, ctx) -> SOp:
     sel = args[0]
     if not isinstance(sel, Selector):
-        raise s.error(f"selector_width needs a selector, got a {kind_name(sel)}", tree, ctx)
+        raise s.error(f"selector_width needs a selector, got {a_kind(sel)}", tree, ctx)
     return SOp(s.builder.add(SelectorWidth, (sel.node,), s.pos(tree, ctx)))
+
+
+def _softmax_aggregate(s: Session, args, tree, ctx) -> SOp:
+    """softmax_aggregate(sel, queries, keys, values[, default]): queries and keys are s-ops or
+    equally long lists of s-ops; the score of (query i, key j) is sum_t queries[t][i] * keys[t][j]."""
+    sel = args[0]
+    if not isinstance(sel, Selector):
+        raise s.error(f"softmax_aggregate's first argument must be a selector, got {a_kind(sel)}",
+                      tree, ctx)
+    sides = []
+    for what, value in (("queries", args[1]), ("keys", args[2])):
+        items = value if isinstance(value, list) else [value]
+        if not items:
+            raise s.error(f"softmax_aggregate's {what} list is empty", tree, ctx)
+        sides.append([s.as_sop(v, tree, ctx, f"softmax_aggregate's {what}") for v in items])
+    if len(sides[0]) != len(sides[1]):
+        raise s.error(f"softmax_aggregate needs as many queries as keys (got {len(sides[0])} and "
+                      f"{len(sides[1])})", tree, ctx, hint="the score is the dot product of the two lists")
+    value = s.as_sop(args[3], tree, ctx, "softmax_aggregate's values")
+    default = args[4] if len(args) > 4 else 0
+    if not is_atom(default):
+        raise s.error(f"softmax_aggregate's default must be an atom, got {a_kind(default)}", tree, ctx)
+    inputs = (sel.node, *sides[0], *sides[1], value)
+    return SOp(s.builder.add(SoftmaxAggregate, inputs, s.pos(tree, ctx), default=default,
+                             width=len(sides[0])))
 
 
 def _range(s: Session, args, tree, ctx) -> list:
     for a in args:
         if isinstance(a, bool) or not isinstance(a, int):
-            raise s.error(f"range needs int arguments, got a {kind_name(a)}", tree, ctx)
+            raise s.error(f"range needs int arguments, got {a_kind(a)}", tree, ctx)
     if len(args) == 3 and args[2] == 0:
         raise s.error("range step cannot be zero", tree, ctx)
+    if len(range(*args)) > MAX_RANGE:
+        raise s.error(f"range of {len(range(*args))} numbers is too long (the limit is {MAX_RANGE})",
+                      tree, ctx)
     return list(range(*args))
 
 
 def _zip(s: Session, args, tree, ctx) -> list:
     for i, a in enumerate(args):
         if not isinstance(a, list):
-            raise s.error(f"zip needs lists; argument {i + 1} is a {kind_name(a)}", tree, ctx)
+            raise s.error(f"zip needs lists; argument {i + 1} is {a_kind(a)}", tree, ctx)
     lengths = {len(a) for a in args}
     if len(lengths) > 1:
         raise s.error(f"zip needs lists of one length, got lengths {[len(a) for a in args]}", tree, ctx)
-    return [list(v) for v in zip(*args)]
+    return [list(v) for v in zip(*args, strict=True)]
 
 
 def _len(s: Session, args, tree, ctx) -> int:
     a = args[0]
     if not isinstance(a, (list, dict, str)):
         hint = "the sequence length is the s-op `length`" if isinstance(a, SOp) else None
-        raise s.error(f"len needs a list, dict or string, got a {kind_name(a)}", tree, ctx, hint=hint)
+        raise s.error(f"len needs a list, dict or string, got {a_kind(a)}", tree, ctx, hint=hint)
     return len(a)
 
 
@@ -742,7 +501,7 @@ def _annotate(encoding: str) -> Callable[..., Any]:
     def impl(s: Session, args, tree, ctx) -> SOp:
         value = args[0]
         if not isinstance(value, SOp):
-            raise s.error(f"{encoding}(…) annotates an s-op, got a {kind_name(value)}", tree, ctx)
+            raise s.error(f"{encoding}(…) annotates an s-op, got {a_kind(value)}", tree, ctx)
         s.builder.replace(value.node, encoding=encoding)
         return value
     return impl
@@ -750,6 +509,8 @@ def _annotate(encoding: str) -> Callable[..., Any]:
 
 _BUILTINS = [
     Builtin("selector_width", _selector_width, 1, "selector_width(selector)"),
+    Builtin("softmax_aggregate", _softmax_aggregate, range(4, 6),
+            "softmax_aggregate(selector, queries, keys, values[, default])"),
     Builtin("range", _range, range(1, 4), "range(stop) / range(start, stop[, step])"),
     Builtin("zip", _zip, range(1, 100), "zip(list, list, …)"),
     Builtin("len", _len, 1, "len(list)"),

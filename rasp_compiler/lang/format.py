@@ -42,7 +42,8 @@ def format_sequence(values: list[Any]) -> str:
 
 def format_selector(rows: Any) -> str:
     """A selector as rows of 0/1, one query per line (``q: [1, 0, …]``)."""
-    return "\n".join(f"{q}: [" + ", ".join("1" if x else "0" for x in row) + "]" for q, row in enumerate(rows))
+    return "\n".join(f"{q}: [" + ", ".join("1" if x else "0" for x in row) + "]"
+                     for q, row in enumerate(rows))
 
 
 def format_value(value: Any) -> str:

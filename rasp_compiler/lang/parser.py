@@ -14,7 +14,9 @@ GRAMMAR_PATH = Path(__file__).resolve().parents[2] / "grammars" / "rasp.lark"
 @lru_cache(maxsize=1)
 def grammar(strict: bool = False) -> Lark:
     """The LALR parser built from ``grammars/rasp.lark`` (built once per process)."""
-    return Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr", strict=strict,
+    # The basic lexer keeps keywords keywords everywhere (the contextual one would read `if` as a
+    # name wherever a name fits, giving odd errors); the grammar needs no context to lex.
+    return Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr", lexer="basic", strict=strict,
                 propagate_positions=True, maybe_placeholders=True)
 
 

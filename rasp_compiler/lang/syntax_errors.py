@@ -87,9 +87,15 @@ def _describe(token) -> str:
     return f"'{token.value}'"
 
 
+STATEMENT_START = {"DEF", "FOR", "LOAD", "RETURN", "RBRACE"}
+
+
 def _summarise(expected: set[str]) -> str:
     parts: list[str] = []
     rest = set(expected)
+    if {"DEF", "FOR", "LOAD"} <= rest:
+        parts.append("a statement")
+        rest -= EXPR_START | STATEMENT_START
     if len(rest & EXPR_START) >= 4:
         parts.append("an expression")
         rest -= EXPR_START
@@ -237,6 +243,8 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
         if starts_statement and not stack:
             return RaspError("missing ';' at the end of the statement", file, pline, pcol, text,
                              hint=f"a statement ends with ';' (the next one starts with {_describe(tok)})")
+    if tok.type == "SEMICOLON" and {"DEF", "FOR", "LOAD"} <= expected:
+        return RaspError("stray ';': there is no statement for it to end", file, line, col, text)
     if tok.type == "EQUAL" and "EQUAL" not in expected:
         return RaspError("unexpected '=' here: assignment is a statement of its own (`name = value;`)",
                          file, line, col, text, hint="to compare, write '=='")

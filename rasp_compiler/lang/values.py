@@ -83,8 +83,19 @@ class Env:
         return close[0] if close else None
 
 
+class AppliedResult(list):
+    """The list an s-op or selector gives when applied to a concrete input (``reverse("abc")``);
+    a plain list to the language, marked so the REPL can print it like a sequence."""
+
+
 def is_atom(value: Any) -> bool:
     return isinstance(value, ATOM_TYPES)
+
+
+def a_kind(value: Any) -> str:
+    """The kind with its article: "an int", "a selector"."""
+    kind = kind_name(value)
+    return ("an " if kind[0] in "aeiou" else "a ") + kind
 
 
 def kind_name(value: Any) -> str:

@@ -1,0 +1,78 @@
+"""``rasp compile``: compile a RASP program into model.safetensors + config.json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rasp_compiler.errors import UserError
+
+EPILOG = """examples:
+  rasp compile programs/reverse.rasp --vocab abc --max-len 16 -o out/
+  rasp compile prog.rasp --vocab '["1","2","3"]' --max-len 8 -o out/ --output hist --dtype float64
+
+--vocab is a string of one-character tokens or a JSON list of tokens.  The model reads a BOS
+token, then up to --max-len tokens; `rasp eval out/ --input abca` runs it."""
+
+
+def parse_vocab(text: str) -> list[Any]:
+    text = text.strip() if text.strip().startswith("[") else text
+    if text.startswith("["):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise UserError(f"--vocab looks like JSON but is not valid: {err.msg}") from None
+        if not isinstance(value, list) or not all(isinstance(v, (str, int, float, bool)) for v in value):
+            raise UserError("--vocab as JSON must be a list of strings, numbers or booleans")
+        vocab = value
+    else:
+        vocab = list(text)
+    if not vocab:
+        raise UserError("--vocab is empty", hint="give the tokens, e.g. --vocab abc")
+    return vocab
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="the .rasp program")
+    p.add_argument("--vocab", required=True, help="tokens: a string of characters or a JSON list")
+    p.add_argument("--max-len", type=int, required=True, help="longest input the model accepts")
+    p.add_argument("--output", metavar="NAME", default=None, help="the s-op to compile (default: out)")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.add_argument("--causal", action="store_true", help="causal attention (refuses look-ahead selects)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("compile", help="compile a RASP program to transformer weights",
+                              description="Compile a RASP program to an exact transformer: writes "
+                              "model.safetensors and config.json, prints a summary.",
+                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_options(p)
+    p.add_argument("-o", "--out", required=True, metavar="DIR", help="directory to write the model to")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=main)
+
+
+def compile_from_args(args: argparse.Namespace):
+    from rasp_compiler.compiler import compile_program
+    from rasp_compiler.lang import load_program
+
+    if args.max_len < 1:
+        raise UserError(f"--max-len must be at least 1, got {args.max_len}")
+    program = load_program(args.file, output=args.output or "out")
+    return compile_program(program, parse_vocab(args.vocab), args.max_len, dtype=args.dtype,
+                           causal=args.causal)
+
+
+def main(args: argparse.Namespace) -> int:
+    import torch
+
+    torch.set_num_threads(max(1, min(4, torch.get_num_threads())))
+    model = compile_from_args(args)
+    model.save(args.out)
+    if args.json:
+        print(json.dumps(model.stats()))
+    else:
+        print(model.summary())
+        print(f"wrote {args.out}/model.safetensors and {args.out}/config.json")
+    return 0

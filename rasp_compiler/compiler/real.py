@@ -1,0 +1,795 @@
+"""Numerical compilation: programs over real-valued tokens (``tokens_float``) and an input range.
+
+``compile_program(..., input_range=(lo, hi))`` comes here.  The program graph is the same one the
+interpreter reads; what differs from categorical compilation is that token values are not
+enumerable, so:
+
+* **Embedding.** The token is embedded linearly: one residual dimension holds its value
+  (``embed.value``), no lookup table.  Positional s-ops (functions of ``indices``, constants and,
+  at a fixed length, ``length``) are known at every position, so they are folded into the
+  position embedding — they cost no layer.
+* **Interval analysis.** Every numerical s-op gets an interval, propagated from ``--input-range``
+  through aggregates (a mean stays in the hull of its values and default) and maps (interval
+  arithmetic on their forms).  Intervals size the margins of heads and the error bounds of maps.
+* **Maps** are read as forms (``real_forms``): constants, numbers, products of two numbers and
+  max/min, each with a position-dependent coefficient.  Each becomes gated units
+  ``relu(x W_in + b_in) * (x W_gate + b_gate)`` that are exact up to one float rounding:
+  ``a * b = relu(a) * b + relu(-a) * (-b)``, ``c(p) * a`` gates by an embedded coefficient,
+  ``max(a, b) = b + relu(a - b)``.  A map of one number that is no form (``e ^ x``, ``1 / x``) gets
+  a piecewise-linear unit over the inferred interval and a stated error bound; a map that cannot
+  be bounded (a pole or a jump in the range, several numerical inputs) is a compile error.
+* **Heads.** An aggregate whose selector reads positional s-ops is a hard-attention head: the
+  selector becomes additive score blocks that are exactly 0 on selected keys and <= -1 elsewhere
+  (one-hot blocks, or for ``select(indices, f, ==)`` a quadratic block ``-(k - f)^2`` written
+  in base-B digits so that it stays small).  ``softmax_aggregate`` is one head whose scores are the
+  dot product of its query and key s-ops plus such a mask, scaled so that masked keys and the BOS
+  default underflow to weight 0: the runtime's own max-subtracted softmax does the rest.
+
+The weights use the ordinary saved-model format (``runtime.py``), plus ``embed.value`` and the
+optional ``mlp.W_gate`` / ``mlp.b_gate`` of gated MLPs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from rasp_compiler.compiler import selectors as sl
+from rasp_compiler.compiler.real_forms import Form, Lin, NonLinear, form_of
+from rasp_compiler.errors import CompileError
+from rasp_compiler.graph.expr import evaluate as eval_expr
+from rasp_compiler.graph.nodes import (
+    Aggregate, Constant, Indices, Length, Map, Program, SelectorWidth, SequenceMap, SoftmaxAggregate,
+    Tokens,
+)
+
+GAP = {"float32": 120.0, "float64": 800.0}  # score gap at which exp(-gap) underflows to 0
+APPROX_TARGET = 1e-6  # relative error a piecewise-linear map aims for
+MAX_SEGMENTS = 4096
+ONE, BOS = 0, 1
+
+
+@dataclass
+class Feat:
+    """A residual subspace: ``dims`` columns, written in sublayer ``slot`` (-1: embedding)."""
+
+    id: str
+    size: int
+    slot: int
+    node: str | None = None
+    kind: str = "numerical"
+    start: int = -1
+    pos_values: np.ndarray | None = None  # embedded positional features: [positions, size]
+    labels: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Unit:
+    """One gated hidden unit: relu(sum w_in x + b_in) * (sum w_gate x + b_gate) -> out feature."""
+
+    w_in: dict[str, float]
+    b_in: float
+    w_gate: dict[str, float]
+    b_gate: float
+    out: str
+    out_w: float = 1.0
+
+
+@dataclass
+class HeadSpec:
+    node: str
+    kind: str  # "aggregate" | "softmax_aggregate"
+    target: str
+    blocks: list[tuple[str, str, np.ndarray]]  # (query feature, key feature, [q dim, k dim] weights)
+    data: list[tuple[str, str]]  # softmax score: pairs (query feature, key feature), unscaled
+    values: list[str]  # value features, one per target
+    defaults: list[float]
+    scale: float
+    slot: int = -1
+    targets: list[str] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+
+    def merge_key(self) -> tuple:
+        """Aggregates with the same score pattern share one head (each target is one value column)."""
+        if self.kind != "aggregate":
+            return (self.node,)
+        return (self.slot, tuple((q, k, float(w[0, 0])) for q, k, w in self.blocks), self.scale)
+
+
+@dataclass
+class MLPSpec:
+    node: str
+    target: str
+    units: list[Unit]
+    kind: str  # "exact" | "approx"
+    bound: float
+    slot: int = -1
+    inputs: list[str] = field(default_factory=list)
+
+
+class NumericCompiler:
+    def __init__(self, program: Program, input_range: tuple[float, float], max_len: int, *,
+                 fixed_length: int | None, dtype: str, causal: bool) -> None:
+        lo, hi = float(input_range[0]), float(input_range[1])
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+            raise CompileError(f"--input-range needs finite LO <= HI, got {lo} {hi}")
+        self.program, self.graph = program, program.graph
+        self.range = (lo, hi)
+        self.fixed = fixed_length
+        self.n = fixed_length or max_len
+        self.max_len = max_len
+        self.dtype, self.causal = dtype, causal
+        self.gap = GAP[dtype]
+        self.pos: dict[str, Any] = {}  # positional node -> per-position values / selector matrix
+        self.interval: dict[str, tuple[float, float]] = {}
+        self.forms: dict[str, Form] = {}
+        self.feats: dict[str, Feat] = {}
+        self.heads: list[HeadSpec] = []
+        self.mlps: list[MLPSpec] = []
+        self.embed_cache: dict[bytes, str] = {}
+        self.map_reports: list[dict[str, Any]] = []
+        self.deferred: dict[str, tuple[Any, tuple[str, ...], str]] = {}
+        self._analyse()
+
+    # ------------------------------------------------------------------ errors
+    def error(self, node_id: str, message: str, hint: str | None = None) -> CompileError:
+        node = self.program.node(node_id) if node_id in self.graph else None
+        pos = node.pos if node is not None else None
+        source = self.program.sources.get(pos.file) if pos is not None else None
+        text = f"'{node_id}'" + (f" ({pos.text})" if pos is not None and pos.text and pos.text != node_id else "")
+        return CompileError(message.replace("{node}", text), pos.file if pos else self.program.source_file,
+                            pos.line if pos else None, pos.col if pos else None, source, hint=hint)
+
+    # ------------------------------------------------------------------ analysis
+    def _analyse(self) -> None:
+        from rasp_compiler.interpreter import evaluate
+
+        order = list(self.program.nodes())
+        positional = set()
+        for node in order:
+            if isinstance(node, Tokens):
+                if node.type not in ("float", "int"):
+                    raise self.error(node.id, f"numerical compilation reads real-valued tokens, but "
+                                     f"the program reads tokens_{node.type}",
+                                     hint="write tokens = tokens_float; or compile without --input-range")
+                continue
+            if isinstance(node, Length) and self.fixed is None:
+                raise self.error(node.id, "a real-valued program is compiled with its positions folded "
+                                 "into the embedding, so `length` needs a fixed length",
+                                 hint="give --fixed-length N (the program then runs on exactly N values)")
+            if isinstance(node, (Indices, Length, Constant)):
+                positional.add(node.id)
+            elif node.inputs and all(i in positional for i in node.inputs):
+                if isinstance(node, (Aggregate, SelectorWidth, SoftmaxAggregate)) and self.fixed is None:
+                    continue  # depends on which keys exist: computed by a head
+                positional.add(node.id)
+        if positional:
+            dummy = [0.0] * self.n
+            sub = self.program.graph.subgraph(positional)
+            values = evaluate(Program(sub.copy(), next(iter(positional)), source_file=self.program.source_file,
+                                      sources=self.program.sources), dummy)
+            self.pos = {k: values[k] for k in positional}
+        for node in order:
+            if node.id in self.pos or node.is_selector:
+                continue
+            self._numeric(node)
+
+    def _numeric(self, node: Any) -> None:
+        nid = node.id
+        if isinstance(node, Tokens):
+            self.interval[nid] = self.range
+        elif isinstance(node, (Map, SequenceMap)):
+            fn, inputs = self._inline(node.fn, node.inputs)
+            args = []
+            for i in inputs:
+                args.append(self.pos[i] if i in self.pos else self._form_input(i))
+            try:
+                f = form_of(fn, args, self.n)
+                if isinstance(f, list):
+                    raise NonLinear("positional")
+                self.forms[nid] = f
+            except NonLinear as err0:
+                try:  # compose with materialised inputs instead of inlined maps
+                    args = [self.pos[i] if i in self.pos else Form.var(self.n, i) for i in inputs]
+                    f = form_of(fn, args, self.n)
+                    self.forms[nid] = f
+                except NonLinear as err:
+                    self.forms.pop(nid, None)
+                    if len(inputs) > 1:
+                        # maybe a part of a larger expression (the condition of a max): the consumer
+                        # inlines it; it is an error only if something needs its value
+                        self.deferred[nid] = (fn, inputs, str(err0))
+                        return
+                    self._approx_check(node, str(err))
+                    return
+            self.interval[nid] = self._form_interval(self.forms[nid])
+        elif isinstance(node, (Aggregate, SoftmaxAggregate)):
+            sel, src = node.inputs[0], node.inputs[-1]
+            self._check_selector(sel, nid)
+            lo, hi = self._interval_any(src)
+            d = _as_float(node.default, self.error, nid)
+            if self._may_be_empty(sel):
+                lo, hi = min(lo, d), max(hi, d)
+            self.interval[nid] = (lo, hi)
+        elif isinstance(node, SelectorWidth):
+            raise self.error(nid, "selector_width of a selector that reads real numbers cannot be compiled",
+                             hint="select on positions only")
+        else:
+            raise self.error(nid, f"numerical compilation does not handle {node.kind} nodes")
+
+    def _inline(self, fn: Any, inputs: tuple[str, ...]) -> tuple[Any, tuple[str, ...]]:
+        """``fn`` over ``inputs`` with deferred (inline-only) maps substituted by their expressions."""
+        from rasp_compiler.graph.expr import Var, substitute
+
+        if not any(i in self.deferred for i in inputs):
+            return fn, tuple(inputs)
+        new_inputs: list[str] = []
+        bindings = {}
+        for k, i in enumerate(inputs):
+            if i in self.deferred:
+                sub_fn, sub_inputs, _ = self.deferred[i]
+                inner = {}
+                for j, si in enumerate(sub_inputs):
+                    if si not in new_inputs:
+                        new_inputs.append(si)
+                    inner[j] = Var(new_inputs.index(si))
+                bindings[k] = substitute(sub_fn, inner)
+            else:
+                if i not in new_inputs:
+                    new_inputs.append(i)
+                bindings[k] = Var(new_inputs.index(i))
+        return substitute(fn, bindings), tuple(new_inputs)
+
+    def _form_input(self, sid: str) -> Form:
+        return self.forms[sid] if sid in self.forms else Form.var(self.n, sid)
+
+    def _interval_any(self, sid: str) -> tuple[float, float]:
+        if sid in self.pos:
+            vals = [float(v) for v in self.pos[sid] if isinstance(v, (int, float))]
+            if not vals:
+                raise self.error(sid, "{node} holds no numbers")
+            return min(vals), max(vals)
+        return self.interval[sid]
+
+    def _atom_interval(self, atom: tuple) -> tuple[float, float]:
+        if atom[0] == "one":
+            return (1.0, 1.0)
+        if atom[0] == "x":
+            return self.interval[atom[1]]
+        if atom[0] == "xx":
+            a, b = self.interval[atom[1]], self.interval[atom[2]]
+            if atom[1] == atom[2]:
+                lo = 0.0 if a[0] <= 0 <= a[1] else min(a[0] ** 2, a[1] ** 2)
+                return lo, max(a[0] ** 2, a[1] ** 2)
+            ps = [x * y for x in a for y in b]
+            return min(ps), max(ps)
+        lin: Lin = atom[1]
+        lo = hi = lin.const
+        for s, w in lin.terms:
+            i = self.interval[s]
+            lo += min(w * i[0], w * i[1])
+            hi += max(w * i[0], w * i[1])
+        return max(0.0, lo), max(0.0, hi)
+
+    def _form_interval(self, f: Form) -> tuple[float, float]:
+        lo = np.zeros(self.n)
+        hi = np.zeros(self.n)
+        for atom, c in f.terms.items():
+            a = self._atom_interval(atom)
+            c = np.nan_to_num(c, nan=0.0)
+            lo += np.minimum(c * a[0], c * a[1])
+            hi += np.maximum(c * a[0], c * a[1])
+        return float(lo.min()), float(hi.max())
+
+    def _check_selector(self, sel: str, nid: str) -> None:
+        if sel not in self.pos:
+            raise self.error(nid, "{node} uses a selector that compares real numbers; hard attention "
+                             "has no margin between arbitrarily close reals",
+                             hint="select on positions (functions of indices), or use softmax_aggregate "
+                                  "for a data-dependent weighting")
+
+    def _may_be_empty(self, sel: str) -> bool:
+        m = np.asarray(self.pos[sel], dtype=bool)
+        if self.fixed is None:  # shorter inputs drop keys
+            return bool((~np.tril(m)).all(axis=1).any() or (~m).all(axis=1).any() or
+                        not np.tril(m).any(axis=1).all())
+        return bool((~m).all(axis=1).any())
+
+    def _approx_check(self, node: Any, why: str) -> None:
+        nums = [i for i in node.inputs if i not in self.pos]
+        if len(nums) != 1 or len(node.inputs) != 1:
+            raise self.error(node.id, f"{{node}} is not exactly compilable ({why}) and reads "
+                             f"{len(node.inputs)} inputs; only a function of one real number gets a "
+                             "piecewise-linear unit with an error bound",
+                             hint="compute the argument (e.g. tokens - m) as its own s-op first")
+        lo, hi = self.interval[nums[0]]
+        fn = node.fn
+        xs = np.linspace(lo, hi, 20001)
+        try:
+            ys = np.array([float(eval_expr(fn, (float(x),))) for x in xs])
+        except Exception:
+            ys = np.array([np.nan])
+        if not np.all(np.isfinite(ys)):
+            raise self.error(node.id, f"{{node}} is not finite everywhere on its inferred input range "
+                             f"[{lo:g}, {hi:g}], so no error bound exists",
+                             hint="give a narrower --input-range")
+        self.forms[node.id] = Form(self.n)  # placeholder; units built in _approx_units
+        self._approx = getattr(self, "_approx", {})
+        self._approx[node.id] = (nums[0], lo, hi)
+        ymin, ymax = float(ys.min()), float(ys.max())
+        self.interval[node.id] = (ymin, ymax)
+
+    # ------------------------------------------------------------------ features
+    def embed(self, values: np.ndarray, label: str) -> str:
+        """A positional feature holding ``values`` [positions] (deduplicated)."""
+        values = np.nan_to_num(np.asarray(values, dtype=np.float64), nan=0.0)
+        key = values.tobytes()
+        if key in self.embed_cache:
+            return self.embed_cache[key]
+        fid = f"pos:{label}"
+        k = 2
+        while fid in self.feats:
+            fid, k = f"pos:{label}#{k}", k + 1
+        self.feats[fid] = Feat(fid, 1, -1, None, "positional", pos_values=values[:, None], labels=[fid])
+        self.embed_cache[key] = fid
+        return fid
+
+    def need(self, sid: str) -> str:
+        """Make ``sid`` a residual feature; returns its id."""
+        if sid in self.feats:
+            return sid
+        if sid in self.pos:
+            vals = self.pos[sid]
+            nums = np.array([float(v) if isinstance(v, (int, float)) else np.nan for v in vals])
+            return self.embed(nums, sid)
+        node = self.program.node(sid)
+        if sid in self.deferred:
+            raise self.error(sid, f"{{node}} is not exactly compilable ({self.deferred[sid][2]}) and "
+                             "reads several real numbers; only a function of one real number gets a "
+                             "piecewise-linear unit with an error bound",
+                             hint="a max or min (a if a > b else b) is exact; otherwise compute the "
+                                  "argument as its own s-op first")
+        if isinstance(node, Tokens):
+            self.feats[sid] = Feat(sid, 1, -1, sid, "token", labels=[sid])
+        elif isinstance(node, Aggregate):
+            self._head(node)
+        elif isinstance(node, SoftmaxAggregate):
+            self._head(node)
+        else:
+            self._mlp(node)
+        return sid
+
+    def slot(self, fid: str) -> int:
+        return self.feats[fid].slot
+
+    # ------------------------------------------------------------------ heads
+    def _blocks(self, sel: str, nid: str) -> list[tuple[str, str, np.ndarray]]:
+        """Score blocks of a positional selector: 0 on selected keys, <= -1 elsewhere."""
+        f = sl.formula(self.graph, sel)
+        conj = sl.conjuncts(f)
+        out = []
+        if all(isinstance(c, sl.Atom) for c in conj):
+            for a in conj:
+                out.extend(self._atom_blocks(a))
+            return out
+        return self._matrix_block(np.asarray(self.pos[sel], dtype=bool), sel)
+
+    def _matrix_block(self, m: np.ndarray, label: str) -> list[tuple[str, str, np.ndarray]]:
+        """A whole selector matrix as one block over distinct query rows x distinct key columns."""
+        qrows, qidx = np.unique(m, axis=0, return_inverse=True)
+        kcols, kidx = np.unique(m, axis=1, return_inverse=True)
+        small = np.zeros((len(qrows), len(kcols)), dtype=bool)
+        for q in range(m.shape[0]):
+            for k in range(m.shape[1]):
+                small[qidx[q], kidx[k]] = m[q, k]
+        return self._onehot_block(qidx.ravel(), kidx.ravel(), small, label)
+
+    def _onehot_block(self, qidx: np.ndarray, kidx: np.ndarray, small: np.ndarray,
+                      label: str) -> list[tuple[str, str, np.ndarray]]:
+        nq, nk = small.shape
+        out = []
+        if nq <= nk:  # one column per query class: Q one-hot, K = truth - 1
+            for j in range(nq):
+                qf = self.embed((qidx == j).astype(float), f"{label}.q{j}")
+                kf = self.embed(small[j, kidx].astype(float) - 1.0, f"{label}.k{j}")
+                out.append((qf, kf, np.array([[1.0]])))
+        else:
+            for j in range(nk):
+                qf = self.embed(small[qidx, j].astype(float) - 1.0, f"{label}.q{j}")
+                kf = self.embed((kidx == j).astype(float), f"{label}.k{j}")
+                out.append((qf, kf, np.array([[1.0]])))
+        return out
+
+    def _atom_blocks(self, a: sl.Atom) -> list[tuple[str, str, np.ndarray]]:
+        kv, qv = self.pos[a.key], self.pos[a.query]
+        label = a.select
+        ints = [v for v in kv if _is_int(v)]
+        if (a.op == "==" and not a.negated and len(ints) == len(kv) and min(ints) >= 0
+                and len(set(ints)) > 8):
+            return self._digit_blocks([int(v) for v in kv], qv, label)
+        kvals = _distinct(kv)
+        qvals = _distinct(qv)
+        small = np.array([[sl.compare(a.op, k, q) for k in kvals] for q in qvals], dtype=bool)
+        if a.negated:
+            small = ~small
+        kidx = np.array([_index(kvals, v) for v in kv])
+        qidx = np.array([_index(qvals, v) for v in qv])
+        return self._onehot_block(qidx, kidx, small, label)
+
+    def _digit_blocks(self, keys: list[int], qv: list[Any], label: str) -> list[tuple[str, str, np.ndarray]]:
+        """-(k - q)^2 summed over base-B digits of key and query values (exact small integers)."""
+        base = max(2, math.isqrt(max(keys)) + 1)
+        ka = np.array([k // base for k in keys], dtype=float)
+        kb = np.array([k % base for k in keys], dtype=float)
+        qa = np.full(len(qv), -2.0)  # a query with no valid target: digit -2 matches no key
+        qb = np.zeros(len(qv))
+        for p, v in enumerate(qv):
+            if _is_int(v) and 0 <= int(v) < base * base:
+                qa[p], qb[p] = int(v) // base, int(v) % base
+        out = []
+        for name, kd, qd in (("hi", ka, qa), ("lo", kb, qb)):
+            # -(k - q)^2 = 2kq - q^2 - k^2 as three rank-one columns
+            fk = self.embed(kd, f"{label}.key_{name}")
+            fk2 = self.embed(kd * kd, f"{label}.key_{name}^2")
+            fq = self.embed(qd, f"{label}.query_{name}")
+            fq2 = self.embed(qd * qd, f"{label}.query_{name}^2")
+            out.append((fq, fk, np.array([[2.0]])))
+            out.append((fq2, "one", np.array([[-1.0]])))
+            out.append(("one", fk2, np.array([[-1.0]])))
+        return out
+
+    def _head(self, node: Any) -> None:
+        nid = node.id
+        sel = node.inputs[0]
+        self._check_selector(sel, nid)
+        blocks = self._blocks(sel, nid)
+        value = self.need(node.inputs[-1])
+        data: list[tuple[str, str]] = []
+        bound = 0.0
+        if isinstance(node, SoftmaxAggregate):
+            m = node.width
+            qs, ks = node.inputs[1:1 + m], node.inputs[1 + m:1 + 2 * m]
+            for q, k in zip(qs, ks):
+                data.append((self.need(q), self.need(k)))
+                iq, ik = self._interval_any(q), self._interval_any(k)
+                bound += max(abs(iq[0]), abs(iq[1])) * max(abs(ik[0]), abs(ik[1]))
+            if any(b[0] != "one" and b[1] != "one" and self.feats[b[0]].kind == "positional"
+                   and "query_" in b[0] for b in blocks):
+                pass
+            scale = 2.0 * (self.gap + 2.0 * bound) + 2.0
+        else:
+            scale = 2.0 * self.gap
+        deps = [b[0] for b in blocks] + [b[1] for b in blocks] + [value] + [x for p in data for x in p]
+        slot = _next(max([self.slot(f) for f in deps if f != "one"] + [-1]), 0)
+        self.feats[nid] = Feat(nid, 1, slot, nid, "numerical", labels=[nid])
+        self.heads.append(HeadSpec(nid, node.kind, nid, blocks, data, [value],
+                                   [_as_float(node.default, self.error, nid)], scale, slot, [nid], [nid]))
+        self.map_reports.append({"node": nid, "kind": node.kind, "exact": True, "bound": 0.0,
+                                 "interval": list(self.interval[nid]),
+                                 **({"score_bound": bound} if data else {})})
+
+    # ------------------------------------------------------------------ MLPs
+    def _mlp(self, node: Any) -> None:
+        nid = node.id
+        approx = getattr(self, "_approx", {})
+        if nid in approx:
+            units, bound, inputs = self._approx_units(nid, *approx[nid])
+            kind = "approx"
+        else:
+            units, inputs = self._form_units(nid, self.forms[nid])
+            bound, kind = 0.0, "exact"
+        slot = _next(max([self.slot(f) for f in inputs if f != "one"] + [-1]), 1)
+        self.feats[nid] = Feat(nid, 1, slot, nid, "numerical", labels=[nid])
+        self.mlps.append(MLPSpec(nid, nid, units, kind, bound, slot, inputs))
+        rep = {"node": nid, "kind": "map", "exact": kind == "exact", "bound": bound,
+               "interval": list(self.interval[nid]), "units": len(units)}
+        self.map_reports.append(rep)
+
+    def _gate(self, c: np.ndarray, label: str) -> tuple[dict[str, float], float, list[str]]:
+        c = np.nan_to_num(c, nan=0.0)
+        if np.all(c == c[0]):
+            return {}, float(c[0]), []
+        f = self.embed(c, label)
+        return {f: 1.0}, 0.0, [f]
+
+    def _form_units(self, nid: str, form: Form) -> tuple[list[Unit], list[str]]:
+        units: list[Unit] = []
+        inputs: list[str] = []
+        for atom, c in sorted(form.terms.items(), key=lambda t: repr(t[0])):
+            if atom[0] == "one":
+                wg, bg, extra = self._gate(c, f"{nid}.const")
+                units.append(Unit({"one": 1.0}, 0.0, wg, bg, nid))
+                inputs += extra
+            elif atom[0] == "x":
+                x = self.need(atom[1])
+                wg, bg, extra = self._gate(c, f"{nid}.coef_{atom[1]}")
+                units.append(Unit({x: 1.0}, 0.0, wg, bg, nid))
+                units.append(Unit({x: -1.0}, 0.0, {k: -v for k, v in wg.items()}, -bg, nid))
+                inputs += [x, *extra]
+            elif atom[0] == "xx":
+                a, b = self.need(atom[1]), self.need(atom[2])
+                inputs += [a, b]
+                cc = np.nan_to_num(c, nan=0.0)
+                vals = sorted({float(v) for v in cc if v != 0})
+                ia = self.interval[atom[1]]
+                big = 2.0 * max(abs(ia[0]), abs(ia[1])) + 1.0
+                for kappa in vals:
+                    w_in: dict[str, float] = {a: 1.0}
+                    w_neg: dict[str, float] = {a: -1.0}
+                    if len(vals) > 1 or np.any(cc == 0):  # switch the unit off where c(p) != kappa
+                        off = self.embed(np.where(cc == kappa, 0.0, -big), f"{nid}.on_{kappa:g}")
+                        w_in[off] = 1.0
+                        w_neg[off] = 1.0
+                        inputs.append(off)
+                    units.append(Unit(w_in, 0.0, {b: kappa}, 0.0, nid))
+                    units.append(Unit(w_neg, 0.0, {b: -kappa}, 0.0, nid))
+            else:
+                lin: Lin = atom[1]
+                w_in = {}
+                for s, w in lin.terms:
+                    w_in[self.need(s)] = w_in.get(s, 0.0) + w
+                    inputs.append(s)
+                wg, bg, extra = self._gate(c, f"{nid}.coef_relu")
+                units.append(Unit(w_in, lin.const, wg, bg, nid))
+                inputs += extra
+        return units, inputs
+
+    def _approx_units(self, nid: str, src: str, lo: float, hi: float) -> tuple[list[Unit], float, list[str]]:
+        """Piecewise-linear interpolation of a one-argument map on [lo, hi], with its error bound."""
+        fn = self.program.node(nid).fn
+        x = self.need(src)
+
+        def f(v: np.ndarray) -> np.ndarray:
+            return np.array([float(eval_expr(fn, (float(t),))) for t in v])
+        scale = max(1.0, float(np.max(np.abs(f(np.linspace(lo, hi, 257))))))
+        segs = 16
+        while True:
+            knots = np.linspace(lo, hi, segs + 1)
+            ys = f(knots)
+            err = 0.0
+            for j in range(segs):  # sample the interpolation error densely inside every segment
+                t = np.linspace(knots[j], knots[j + 1], 33)[1:-1]
+                interp = ys[j] + (ys[j + 1] - ys[j]) * (t - knots[j]) / (knots[j + 1] - knots[j] or 1.0)
+                err = max(err, float(np.max(np.abs(f(t) - interp), initial=0.0)))
+            if err <= APPROX_TARGET * scale or segs >= MAX_SEGMENTS or hi == lo:
+                break
+            segs *= 2
+        slopes = np.diff(ys) / np.where(np.diff(knots) == 0, 1.0, np.diff(knots))
+        units = [Unit({"one": 1.0}, 0.0, {}, float(ys[0]), nid)]
+        prev = 0.0
+        for j, s in enumerate(slopes):
+            if s != prev:
+                units.append(Unit({x: 1.0}, -float(knots[j]), {}, float(s - prev), nid))
+            prev = s
+        eps = float(np.finfo(np.float32 if self.dtype == "float32" else np.float64).eps)
+        # stated bound: the sampled interpolation error with a 25% margin (for the unsampled points
+        # between samples) plus the rounding of summing the units
+        bound = 1.25 * err + 4 * len(units) * eps * scale
+        return units, bound, [x]
+
+
+def _next(slot: int, parity: int) -> int:
+    s = slot + 1
+    return s if s % 2 == parity else s + 1
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer()
+
+
+def _distinct(vals: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in vals:
+        if _index(out, v) < 0:
+            out.append(v)
+    return out
+
+
+def _index(vals: list[Any], v: Any) -> int:
+    for i, u in enumerate(vals):
+        if type(u) is type(v) and u == v or (u is None and v is None) or (
+                _is_int(u) and _is_int(v) and float(u) == float(v)):
+            return i
+    return -1
+
+
+def _as_float(v: Any, err: Any, nid: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise err(nid, f"{{node}} needs a numeric default, not {v!r}")
+    return float(v)
+
+
+# ====================================================================== assembly
+def compile_numeric(program: Program, input_range: tuple[float, float], max_len: int, *,
+                    dtype: str, causal: bool, fixed_length: int | None) -> tuple[dict, dict]:
+    """(config, tensors) of the numerical program, in the runtime's saved-model format."""
+    from rasp_compiler.runtime import FORMAT
+
+    nc = NumericCompiler(program, input_range, max_len, fixed_length=fixed_length, dtype=dtype,
+                         causal=causal)
+    out_id = program.output
+    if out_id in nc.pos:
+        raise CompileError(f"the output '{out_id}' does not depend on the input", program.source_file,
+                           hint="compile it without --input-range")
+    nc.need(out_id)
+    # layout: one, bos, token, then features in slot order
+    order = sorted(nc.feats.values(), key=lambda f: (f.slot, f.kind != "token", f.id))
+    d = 2
+    for f in order:
+        f.start = d
+        d += f.size
+    n_layers = max((f.slot // 2 for f in order if f.slot >= 0), default=-1) + 1
+
+    def dim(fid: str) -> int:
+        return ONE if fid == "one" else nc.feats[fid].start
+
+    P = max_len
+    tok = np.zeros((3, d))
+    tok[0, ONE] = 1.0  # the number token
+    tok[1, BOS] = 1.0
+    pos = np.zeros((P + 1, d))
+    val = np.zeros(d)
+    for f in order:
+        if f.kind == "token":
+            val[f.start] = 1.0
+        elif f.pos_values is not None:
+            pos[1:len(f.pos_values) + 1, f.start:f.start + f.size] = f.pos_values
+    tensors: dict[str, np.ndarray] = {"embed.token": tok, "embed.pos": pos, "embed.value": val}
+    r_bos = tok[1] + pos[0]
+    layers_cfg, plan = [], []
+    for li in range(n_layers):
+        heads = _merged([h for h in nc.heads if h.slot == 2 * li])
+        mlps = [m for m in nc.mlps if m.slot == 2 * li + 1]
+        lp: dict[str, Any] = {"layer": li, "heads": [], "mlp": None}
+        hw = [_head_weights(h, dim, d, r_bos) for h in heads]
+        width = max([max(w[0].shape[1], w[2].shape[1]) for w in hw], default=0)
+        d_head = 1
+        while d_head < width:
+            d_head *= 4  # a power of 4: sqrt(d_head) is a power of 2, so the runtime's 1/sqrt(d_head) is exact
+        if heads:
+            H = len(heads)
+            wq = np.zeros((H, d, d_head))
+            wk, wv = np.zeros_like(wq), np.zeros_like(wq)
+            wo = np.zeros((H, d_head, d))
+            out_bos = np.zeros(d)
+            for h, (spec, (q, k, v, o)) in enumerate(zip(heads, hw)):
+                wq[h, :, :q.shape[1]] = q * math.sqrt(d_head)
+                wk[h, :, :k.shape[1]] = k
+                wv[h, :, :v.shape[1]] = v
+                wo[h, :o.shape[0], :] = o
+                out_bos += (r_bos @ v) @ o
+                lp["heads"].append({"head": h, "kind": spec.kind, "node": spec.node,
+                                    "writes": ", ".join(spec.targets), "nodes": spec.nodes,
+                                    "value": ", ".join(spec.values), "scale": spec.scale,
+                                    "blocks": [{"query": b[0], "key": b[1]} for b in spec.blocks],
+                                    "score": [list(p) for p in spec.data],
+                                    "source": _src(program, spec.node), "text": _text(program, spec.node)})
+            tensors.update({f"layers.{li}.attn.W_Q": wq, f"layers.{li}.attn.W_K": wk,
+                            f"layers.{li}.attn.W_V": wv, f"layers.{li}.attn.W_O": wo})
+            r_bos = r_bos + out_bos
+        units = [u for m in mlps for u in m.units]
+        if units:
+            m_ = len(units)
+            w_in, w_g = np.zeros((d, m_)), np.zeros((d, m_))
+            b_in, b_g = np.zeros(m_), np.zeros(m_)
+            w_out = np.zeros((m_, d))
+            for j, u in enumerate(units):
+                for fid, w in u.w_in.items():
+                    w_in[dim(fid), j] += w
+                for fid, w in u.w_gate.items():
+                    w_g[dim(fid), j] += w
+                b_in[j], b_g[j] = u.b_in, u.b_gate
+                w_out[j, dim(u.out)] += u.out_w
+            tensors.update({f"layers.{li}.mlp.W_in": w_in, f"layers.{li}.mlp.b_in": b_in,
+                            f"layers.{li}.mlp.W_gate": w_g, f"layers.{li}.mlp.b_gate": b_g,
+                            f"layers.{li}.mlp.W_out": w_out, f"layers.{li}.mlp.b_out": np.zeros(d)})
+            r_bos = r_bos + (np.maximum(r_bos @ w_in + b_in, 0) * (r_bos @ w_g + b_g)) @ w_out
+            ops, start = [], 0
+            for m in mlps:
+                ops.append({"kind": m.kind, "node": m.node, "writes": m.target, "inputs": sorted(set(m.inputs)),
+                            "units": [start, start + len(m.units)], "error_bound": m.bound,
+                            "source": _src(program, m.node), "text": _text(program, m.node)})
+                start += len(m.units)
+            lp["mlp"] = {"hidden": m_, "ops": ops, "gated": True}
+        layers_cfg.append({"n_heads": len(heads), "d_head": d_head if heads else 0, "d_mlp": len(units)})
+        plan.append(lp)
+    w_u = np.zeros((d, 1))
+    w_u[dim(out_id), 0] = 1.0
+    tensors["unembed.W_U"], tensors["unembed.b_U"] = w_u, np.zeros(1)
+    residual = [{"feature": "one", "node": None, "start": 0, "size": 1, "encoding": "constant", "labels": ["one"]},
+                {"feature": "bos", "node": None, "start": 1, "size": 1, "encoding": "constant", "labels": ["bos"]}]
+    for f in order:
+        residual.append({"feature": f.id, "node": f.node, "start": f.start, "size": f.size,
+                         "encoding": "positional" if f.kind == "positional" else "numerical",
+                         "labels": f.labels})
+    bounds = [r for r in nc.map_reports]
+    total_bound = _output_bound(nc, out_id)
+    from rasp_compiler.compiler.assemble import DTYPES
+
+    torch_dtype = DTYPES[dtype]
+    out_t = {k: torch.from_numpy(np.ascontiguousarray(v)).to(torch_dtype) for k, v in sorted(tensors.items())}
+    notes = [f"{r['node']}: piecewise-linear, |error| <= {r['bound']:.3g} on [{r['interval'][0]:.6g}, "
+             f"{r['interval'][1]:.6g}]" for r in bounds if not r["exact"]]
+    config = {
+        "format": FORMAT, "program": program.source_file, "vocab": ["<number>"], "bos": "<BOS>",
+        "pad": "<PAD>", "max_len": max_len, "fixed_length": fixed_length, "causal": causal, "dtype": dtype,
+        "d_model": d, "n_layers": n_layers, "layers": layers_cfg, "attention_scale": "1/sqrt(d_head)",
+        "score_gap": nc.gap, "residual": residual, "plan": plan, "critical_path": [],
+        "output": {"encoding": "numerical", "integer": False, "node": out_id, "feature": out_id},
+        "input": {"kind": "numerical", "range": [nc.range[0], nc.range[1]]},
+        "numeric": {"maps": bounds, "output_interval": list(nc.interval[out_id]),
+                    "approx_error_bound": total_bound},
+        "notes": notes,
+    }
+    return config, out_t
+
+
+def _output_bound(nc: NumericCompiler, out: str) -> float:
+    """Sum of the approximation bounds upstream of the output (a crude, first-order total: an
+    approximate map's error passes on through later maps scaled by their Lipschitz constants,
+    which this sum ignores; it is exact when there is one approximate map feeding the output
+    linearly)."""
+    import networkx as nx
+
+    up = nx.ancestors(nc.graph, out) | {out}
+    return float(sum(r["bound"] for r in nc.map_reports if r["node"] in up and not r["exact"]))
+
+
+def _head_weights(h: HeadSpec, dim: Any, d: int, r_bos: np.ndarray) -> tuple[np.ndarray, ...]:
+    cols = len(h.blocks) + len(h.data) + 2
+    wq, wk = np.zeros((d, cols)), np.zeros((d, cols))
+    for c, (qf, kf, w) in enumerate(h.blocks):
+        wq[dim(qf), c] += h.scale * float(w[0, 0])
+        wk[dim(kf), c] += 1.0
+    for j, (qf, kf) in enumerate(h.data):
+        c = len(h.blocks) + j
+        wq[dim(qf), c] += 1.0
+        wk[dim(kf), c] += 1.0
+    c_bos, c_self = cols - 2, cols - 1
+    wq[ONE, c_bos] = h.scale  # every real query scores the BOS key at -scale/2
+    k = len(h.values)
+    wv = np.zeros((d, k))
+    wo = np.zeros((k, d))
+    for j, (v, t) in enumerate(zip(h.values, h.targets)):
+        wv[dim(v), j] += 1.0
+        wo[j, dim(t)] = 1.0
+    # the BOS rows cancel what the BOS residual holds, then set BOS's key, query and value
+    rb = r_bos.copy()
+    rb[BOS] = 0.0
+    k_t = np.zeros(cols)
+    k_t[c_bos] = -0.5
+    k_t[c_self] = 1.0
+    q_t = np.zeros(cols)
+    q_t[c_self] = h.scale
+    wk[BOS] = k_t - rb @ wk
+    wq[BOS] = q_t - rb @ wq
+    wv[BOS] = np.array(h.defaults) - rb @ wv
+    return wq, wk, wv, wo
+
+
+def _merged(heads: list[HeadSpec]) -> list[HeadSpec]:
+    groups: dict[tuple, HeadSpec] = {}
+    for h in heads:
+        key = h.merge_key()
+        if key in groups:
+            g = groups[key]
+            g.values, g.targets = g.values + h.values, g.targets + h.targets
+            g.defaults, g.nodes = g.defaults + h.defaults, g.nodes + h.nodes
+        else:
+            groups[key] = HeadSpec(h.node, h.kind, h.target, h.blocks, h.data, list(h.values),
+                                   list(h.defaults), h.scale, h.slot, list(h.targets), list(h.nodes))
+    return list(groups.values())
+
+
+def _src(program: Program, nid: str) -> str | None:
+    node = program.node(nid) if nid in program.graph else None
+    return f"{node.pos.file}:{node.pos.line}" if node is not None and node.pos is not None else None
+
+
+def _text(program: Program, nid: str) -> str | None:
+    node = program.node(nid) if nid in program.graph else None
+    return node.pos.text if node is not None and node.pos is not None and node.pos.text else None

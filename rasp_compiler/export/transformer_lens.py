@@ -1,0 +1,401 @@
+"""Compiled RASP models as TransformerLens models.
+
+The compiled network is already a standard transformer (token + position embedding, blocks of
+multi-head attention then a ReLU MLP, no layer norm, a linear unembedding), so the conversion is
+a relabelling of tensors plus three adjustments TransformerLens needs:
+
+* every layer has the same number of heads and the same ``d_head`` — missing heads and head
+  dimensions are zero (a zero head adds nothing to the residual stream);
+* TransformerLens divides every layer's scores by one ``attn_scale``, the runtime by
+  ``sqrt(d_head)`` of that layer — ``W_Q`` of a layer with a smaller ``d_head`` is multiplied by
+  ``sqrt(D / d_head)`` so the scores are the same;
+* a layer without an MLP gets an all-zero MLP (ReLU(0) = 0).
+
+The weights are written in TransformerLens's own ``HookedTransformer`` state-dict layout
+(``embed.W_E``, ``blocks.{l}.attn.W_Q`` [heads, d_model, d_head], ``unembed.W_U`` …), which is
+what TransformerLens 2.x/3.x loads directly and what TransformerLens 4.x converts with
+``convert_tl_checkpoint``.  ``to_hooked_transformer`` builds the model for whichever version is
+installed: a ``HookedTransformer`` before 4.0, the equivalent ``TransformerBridge.boot_native``
+model from 4.0 on (4.0 removed the ``HookedTransformer`` class).  Hook names are the same in both
+(``blocks.0.hook_resid_pre``, ``blocks.0.attn.hook_pattern`` …).
+
+Token ids are the runtime's: vocabulary entries 0..V-1, BOS = V, PAD = V+1; position 0 holds BOS.
+Padding needs ``attention_mask`` (1 for BOS and real tokens, 0 for PAD).  TransformerLens 2.x/3.x
+applies ``attention_mask`` only in causal models, so there a bidirectional model must run inputs
+of one length per batch (``verify`` does this).
+
+transformer-lens is an optional dependency (``pip install -e .[lens]``); this module imports it
+only inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+from typing import Any
+
+import torch
+
+from rasp_compiler.errors import ArtifactError, UserError
+from rasp_compiler.runtime import RaspModel
+
+FORMAT = "rasp-compiler-transformer-lens/1"
+INSTALL_HINT = "install the optional extra: pip install -e .[lens]  (or: pip install transformer-lens)"
+# Tensors of one layer the TransformerLens block can hold; anything else is a unit it lacks.
+ATTN_TENSORS = ("W_Q", "W_K", "W_V", "W_O")
+MLP_TENSORS = ("W_in", "b_in", "W_out", "b_out")
+
+
+class UnsupportedUnitError(UserError):
+    """The compiled model uses a unit (sublayer kind) TransformerLens has no component for."""
+
+
+# --------------------------------------------------------------------------- importing TL
+def _import_tl() -> tuple[str, Any]:
+    """("bridge", module namespace) for TransformerLens >= 4, ("hooked", ...) before."""
+    try:
+        import transformer_lens  # noqa: F401
+    except ImportError:
+        raise UserError("TransformerLens is not installed", hint=INSTALL_HINT) from None
+    try:
+        from transformer_lens.config import TransformerBridgeConfig
+        from transformer_lens.model_bridge.sources.native import boot
+        from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint
+
+        return "bridge", (TransformerBridgeConfig, boot, convert_tl_checkpoint)
+    except ImportError:
+        pass
+    try:
+        from transformer_lens import HookedTransformer, HookedTransformerConfig
+    except ImportError as err:
+        raise UserError(f"this TransformerLens version has neither HookedTransformer nor "
+                        f"TransformerBridge.boot_native ({err})", hint=INSTALL_HINT) from None
+    return "hooked", (HookedTransformerConfig, HookedTransformer)
+
+
+def transformer_lens_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("transformer-lens")
+    except Exception:  # not installed, or installed without metadata
+        return "unknown"
+
+
+# --------------------------------------------------------------------------- weights
+def _as_model(model: RaspModel | str | os.PathLike) -> RaspModel:
+    if isinstance(model, (str, os.PathLike)):
+        return RaspModel.load(str(model))
+    return model
+
+
+def _unit_error(config: dict, layer: int, unit: str) -> UnsupportedUnitError:
+    """Name the unit and the program lines that needed it (from the config's plan)."""
+    lines = []
+    plan = config.get("plan") or []
+    if layer < len(plan):
+        lp = plan[layer]
+        ops = list((lp.get("mlp") or {}).get("ops", [])) if "mlp" in unit.lower() else []
+        ops += [] if ops else list(lp.get("heads", [])) + list((lp.get("mlp") or {}).get("ops", []))
+        for op in ops:
+            where = op.get("source") or "?"
+            text = op.get("text") or op.get("node") or ""
+            lines.append(f"{where}: {text}")
+    needed = ("; needed by " + "; ".join(lines)) if lines else ""
+    return UnsupportedUnitError(
+        f"layer {layer} uses {unit}, which a TransformerLens block cannot express{needed}",
+        hint="TransformerLens blocks hold softmax attention heads and one ReLU MLP; recompile without "
+             "that unit (e.g. make the map categorical) to export")
+
+
+def _check_expressible(config: dict, tensors: dict[str, torch.Tensor]) -> None:
+    known = {"embed.token", "embed.pos", "unembed.W_U", "unembed.b_U"}
+    for li, lc in enumerate(config["layers"]):
+        act = lc.get("mlp_activation", lc.get("activation", "relu"))
+        if act not in (None, "relu"):
+            raise _unit_error(config, li, f"an MLP with activation {act!r}")
+        kind = lc.get("mlp_kind", lc.get("mlp_unit"))
+        if kind not in (None, "relu", "standard"):
+            raise _unit_error(config, li, f"a {kind} MLP")
+        known |= {f"layers.{li}.attn.{n}" for n in ATTN_TENSORS}
+        known |= {f"layers.{li}.mlp.{n}" for n in MLP_TENSORS}
+    for name in sorted(tensors):
+        if name in known:
+            continue
+        parts = name.split(".")
+        if len(parts) >= 3 and parts[0] == "layers" and parts[1].isdigit():
+            li = int(parts[1])
+            what = {"mlp": f"an MLP with an extra weight '{parts[-1]}' (a gated/bilinear unit)",
+                    "attn": f"an attention head with an extra weight '{parts[-1]}'"}.get(
+                        parts[2], f"a '{parts[2]}' sublayer")
+            raise _unit_error(config, li, what)
+        raise UnsupportedUnitError(f"the model has a tensor '{name}' that has no TransformerLens "
+                                   "counterpart", hint="export supports embeddings, attention, ReLU "
+                                   "MLPs and the unembedding")
+
+
+def tl_config(model: RaspModel | str | os.PathLike) -> dict[str, Any]:
+    """The TransformerLens config (plain JSON values) of ``model``: keyword arguments of both
+    ``HookedTransformerConfig`` and ``TransformerBridgeConfig``."""
+    m = _as_model(model)
+    cfg = m.config
+    layers = cfg["layers"] or [{"n_heads": 0, "d_head": 0, "d_mlp": 0}]
+    d_head = max(1, max(lc["d_head"] for lc in layers))
+    program = os.path.splitext(os.path.basename(cfg.get("program") or "program"))[0]
+    return {
+        "model_name": f"rasp-{program}",
+        "d_model": int(cfg["d_model"]),
+        "n_layers": len(layers),
+        "n_heads": max(1, max(lc["n_heads"] for lc in layers)),
+        "d_head": d_head,
+        "d_mlp": max(1, max(lc["d_mlp"] for lc in layers)),
+        "d_vocab": len(cfg["vocab"]) + 2,
+        "d_vocab_out": int(m.tensors["unembed.W_U"].shape[1]),
+        "n_ctx": int(cfg["max_len"]) + 1,
+        "act_fn": "relu",
+        "normalization_type": None,
+        "attention_dir": "causal" if cfg.get("causal") else "bidirectional",
+        "attn_only": False,
+        "positional_embedding_type": "standard",
+        "use_attn_scale": True,
+        "attn_scale": math.sqrt(d_head),
+        "default_prepend_bos": False,
+        "init_weights": False,
+    }
+
+
+def tl_state_dict(model: RaspModel | str | os.PathLike) -> dict[str, torch.Tensor]:
+    """The weights in TransformerLens's HookedTransformer layout (see the module docstring)."""
+    m = _as_model(model)
+    config, t = m.config, m.tensors
+    _check_expressible(config, t)
+    tc = tl_config(m)
+    dtype = t["embed.token"].dtype
+    d, H, D, M = tc["d_model"], tc["n_heads"], tc["d_head"], tc["d_mlp"]
+    sd: dict[str, torch.Tensor] = {
+        "embed.W_E": t["embed.token"].clone(),
+        "pos_embed.W_pos": t["embed.pos"].clone(),
+    }
+    n_ctx = tc["n_ctx"]
+    for li in range(tc["n_layers"]):
+        lc = config["layers"][li] if li < len(config["layers"]) else {"n_heads": 0, "d_head": 0, "d_mlp": 0}
+        h, dh, m_l = lc["n_heads"], lc["d_head"], lc["d_mlp"]
+        wq, wk, wv = (torch.zeros(H, d, D, dtype=dtype) for _ in range(3))
+        wo = torch.zeros(H, D, d, dtype=dtype)
+        if h:
+            # Same scores as the runtime: q.k / sqrt(d_head_l) == (c q).k / sqrt(D) with c below.
+            # c is exactly 1 in layers whose d_head is the largest (the usual case).
+            c = 1.0 if dh == D else math.sqrt(D / dh)
+            wq[:h, :, :dh] = t[f"layers.{li}.attn.W_Q"] * c
+            wk[:h, :, :dh] = t[f"layers.{li}.attn.W_K"]
+            wv[:h, :, :dh] = t[f"layers.{li}.attn.W_V"]
+            wo[:h, :dh, :] = t[f"layers.{li}.attn.W_O"]
+        p = f"blocks.{li}"
+        sd[f"{p}.attn.W_Q"], sd[f"{p}.attn.W_K"], sd[f"{p}.attn.W_V"], sd[f"{p}.attn.W_O"] = wq, wk, wv, wo
+        for name in ("b_Q", "b_K", "b_V"):
+            sd[f"{p}.attn.{name}"] = torch.zeros(H, D, dtype=dtype)
+        sd[f"{p}.attn.b_O"] = torch.zeros(d, dtype=dtype)
+        # HookedTransformer's persistent buffers, so a strict load_state_dict works there too.
+        sd[f"{p}.attn.mask"] = torch.tril(torch.ones(n_ctx, n_ctx, dtype=torch.bool))
+        sd[f"{p}.attn.IGNORE"] = torch.tensor(-torch.inf, dtype=dtype)
+        w_in, b_in = torch.zeros(d, M, dtype=dtype), torch.zeros(M, dtype=dtype)
+        w_out, b_out = torch.zeros(M, d, dtype=dtype), torch.zeros(d, dtype=dtype)
+        if m_l:
+            w_in[:, :m_l] = t[f"layers.{li}.mlp.W_in"]
+            b_in[:m_l] = t[f"layers.{li}.mlp.b_in"]
+            w_out[:m_l] = t[f"layers.{li}.mlp.W_out"]
+            b_out[:] = t[f"layers.{li}.mlp.b_out"]
+        sd[f"{p}.mlp.W_in"], sd[f"{p}.mlp.b_in"], sd[f"{p}.mlp.W_out"], sd[f"{p}.mlp.b_out"] = (
+            w_in, b_in, w_out, b_out)
+    sd["unembed.W_U"] = t["unembed.W_U"].clone()
+    sd["unembed.b_U"] = t["unembed.b_U"].clone()
+    return sd
+
+
+def metadata(model: RaspModel | str | os.PathLike) -> dict[str, Any]:
+    """What a TransformerLens user needs besides the weights: token ids, output values, the
+    meaning of every residual dimension, and which heads/MLPs implement which program line."""
+    m = _as_model(model)
+    cfg = m.config
+    v = len(cfg["vocab"])
+    return {
+        "vocab": cfg["vocab"], "bos_id": v, "pad_id": v + 1,
+        "token_ids": {str(tok): i for i, tok in enumerate(cfg["vocab"])},
+        "max_len": cfg["max_len"], "causal": bool(cfg.get("causal")), "dtype": cfg.get("dtype", "float32"),
+        "output": cfg["output"], "residual_labels": m.labels(), "plan": cfg.get("plan", []),
+        "program": cfg.get("program"),
+    }
+
+
+# --------------------------------------------------------------------------- building the TL model
+def _dtype_of(model: RaspModel) -> torch.dtype:
+    return model.tensors["embed.token"].dtype
+
+
+def build_hooked_transformer(cfg: dict[str, Any], state_dict: dict[str, torch.Tensor],
+                             dtype: torch.dtype = torch.float32) -> Any:
+    """A TransformerLens model from a config and a HookedTransformer-layout state dict."""
+    kind, api = _import_tl()
+    if kind == "bridge":
+        config_cls, boot, convert = api
+        tl_cfg = config_cls(**cfg, dtype=dtype, device="cpu")
+        bridge = boot(tl_cfg, dtype=dtype, device="cpu")
+        converted = convert({k: v for k, v in state_dict.items()}, tl_cfg)
+        # The native head has no bias parameter of its own but the bridge exposes one.
+        expected = bridge.state_dict()
+        if "unembed.bias" in expected and "unembed.bias" not in converted:
+            converted["unembed.bias"] = torch.zeros_like(expected["unembed.bias"])
+        result = bridge.load_state_dict(converted, strict=True)
+        if getattr(result, "missing_keys", None) or getattr(result, "unexpected_keys", None):
+            raise ArtifactError(f"TransformerLens refused the weights: {result}")
+        bridge.eval()
+        return bridge
+    config_cls, hooked_cls = api
+    tl_cfg = config_cls(**cfg, dtype=dtype, device="cpu")
+    model = hooked_cls(tl_cfg)
+    model.load_state_dict(state_dict, strict=True)
+    model.eval()
+    return model
+
+
+def to_hooked_transformer(model: RaspModel | str | os.PathLike) -> Any:
+    """The compiled model as a TransformerLens model (HookedTransformer before TransformerLens 4,
+    the equivalent ``TransformerBridge`` from 4 on).  Feed it the runtime's token ids
+    (``model.encode(batch)``) and, for padded batches, ``attention_mask``."""
+    m = _as_model(model)
+    sd = tl_state_dict(m)  # raises for inexpressible units before importing TransformerLens
+    return build_hooked_transformer(tl_config(m), sd, _dtype_of(m))
+
+
+# --------------------------------------------------------------------------- files
+def save_transformer_lens(model: RaspModel | str | os.PathLike, path: str) -> tuple[str, str]:
+    """Write the state dict to ``path`` (torch.save of plain tensors, loadable with
+    ``weights_only=True``) and ``{cfg, metadata}`` as JSON beside it (``path`` with ``.json``).
+    Returns both paths."""
+    m = _as_model(model)
+    sd = tl_state_dict(m)
+    cfg = tl_config(m)
+    base, _ = os.path.splitext(path)
+    json_path = base + ".json"
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    torch.save({k: v.contiguous() for k, v in sd.items()}, path)
+    doc = {"format": FORMAT, "cfg": cfg, "weights": os.path.basename(path), **metadata(m),
+           "how_to_load": LOAD_HOWTO}
+    with open(json_path, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=1, ensure_ascii=False)
+        fh.write("\n")
+    return path, json_path
+
+
+LOAD_HOWTO = [
+    "import json, torch",
+    "doc = json.load(open('model_tl.json')); sd = torch.load('model_tl.pt', weights_only=True)",
+    "dtype = getattr(torch, doc['dtype'])",
+    "# TransformerLens 2.x / 3.x:",
+    "from transformer_lens import HookedTransformer, HookedTransformerConfig",
+    "model = HookedTransformer(HookedTransformerConfig(**doc['cfg'], dtype=dtype)); model.load_state_dict(sd)",
+    "# TransformerLens >= 4 (HookedTransformer was removed; boot_native is its replacement):",
+    "from transformer_lens.config import TransformerBridgeConfig",
+    "from transformer_lens.model_bridge.sources.native import boot",
+    "from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint",
+    "cfg = TransformerBridgeConfig(**doc['cfg'], dtype=dtype); model = boot(cfg, dtype=dtype)",
+    "model.load_state_dict({**convert_tl_checkpoint(sd, cfg), 'unembed.bias': torch.zeros(cfg.d_vocab_out, "
+    "dtype=dtype)})",
+    "# inputs: ids = [bos_id] + [token_ids[t] for t in text], PAD = pad_id; "
+    "attention_mask = 1 on BOS and tokens, 0 on PAD",
+]
+
+
+def load_transformer_lens(path: str) -> tuple[Any, dict[str, Any]]:
+    """The TransformerLens model saved at ``path`` (the ``.pt``) and its JSON document."""
+    base, _ = os.path.splitext(path)
+    json_path = base + ".json"
+    for p in (path, json_path):
+        if not os.path.isfile(p):
+            raise ArtifactError(f"{p} does not exist", hint="run 'rasp export' to create it")
+    try:
+        with open(json_path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError) as err:
+        raise ArtifactError(f"{json_path} is not valid JSON ({err})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ArtifactError(f"{json_path} is not a rasp-compiler TransformerLens export ({FORMAT})")
+    try:
+        sd = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as err:  # truncated/corrupt/pickled objects: torch raises several kinds
+        raise ArtifactError(f"{path} cannot be read as a state dict ({err})") from None
+    dtype = getattr(torch, doc.get("dtype", "float32"))
+    return build_hooked_transformer(doc["cfg"], sd, dtype), doc
+
+
+# --------------------------------------------------------------------------- verification
+def random_inputs(model: RaspModel, k: int, seed: int = 0) -> list[list[Any]]:
+    """``k`` random inputs over the vocabulary; lengths cycle through 1..max_len so every
+    length (and the longest) is covered."""
+    rng = random.Random(seed)
+    vocab = list(model.config["vocab"])
+    n = int(model.config["max_len"])
+    fixed = model.config.get("fixed_length")
+    out = []
+    for i in range(k):
+        length = fixed or (n - i % n)
+        out.append([rng.choice(vocab) for _ in range(length)])
+    return out
+
+
+def resid_hook_names(n_layers: int) -> list[str]:
+    """TransformerLens's residual-stream hook points in the runtime trace's order."""
+    names = ["blocks.0.hook_resid_pre"]
+    for li in range(n_layers):
+        names += [f"blocks.{li}.hook_resid_mid", f"blocks.{li}.hook_resid_post"]
+    return names
+
+
+def _run_tl(tl_model: Any, ids: torch.Tensor, mask: torch.Tensor, hooks: list[str]) -> tuple[torch.Tensor, dict]:
+    with torch.no_grad():
+        logits, cache = tl_model.run_with_cache(ids, attention_mask=mask, names_filter=lambda n: n in hooks)
+    return logits, {h: cache[h] for h in hooks}
+
+
+def verify(model: RaspModel | str | os.PathLike, tl_model: Any | None = None, inputs: int | list = 64,
+           seed: int = 0, batch_size: int = 64) -> dict[str, Any]:
+    """Run the compiled model and its TransformerLens form on the same inputs and report the
+    largest absolute difference of the logits and of every residual hook point (real positions
+    only, BOS included; padding rows are not outputs)."""
+    m = _as_model(model)
+    if tl_model is None:
+        tl_model = to_hooked_transformer(m)
+    batch = random_inputs(m, inputs, seed) if isinstance(inputs, int) else list(inputs)
+    n_layers = len(m.config["layers"])
+    hooks = resid_hook_names(max(n_layers, 1))
+    per_hook = {h: 0.0 for h in hooks}
+    max_logits = 0.0
+    # TransformerLens < 4 masks padding only in causal models: give it one length per batch.
+    kind = _import_tl()[0]
+    if kind == "hooked" and not m.config.get("causal"):
+        groups: dict[int, list] = {}
+        for x in batch:
+            groups.setdefault(len(x), []).append(x)
+        chunks = [g[i:i + batch_size] for g in groups.values() for i in range(0, len(g), batch_size)]
+    else:
+        chunks = [batch[i:i + batch_size] for i in range(0, len(batch), batch_size)]
+    for chunk in chunks:
+        ids, lengths = m.encode(chunk)
+        with torch.no_grad():
+            logits, residuals, _ = m.module(ids, lengths, trace=True)
+        valid = torch.arange(ids.shape[1]).unsqueeze(0) <= lengths.unsqueeze(1)  # BOS + tokens
+        mask = valid.long()
+        tl_logits, cache = _run_tl(tl_model, ids, mask, hooks)
+        real = valid.clone()
+        real[:, 0] = False  # logits: BOS is not an output position
+        max_logits = max(max_logits, float((tl_logits - logits).abs()[real].max()))
+        if n_layers == 0:
+            residuals = [residuals[0], residuals[0], residuals[0]]
+        for h, r in zip(hooks, residuals):
+            per_hook[h] = max(per_hook[h], float((cache[h] - r).abs()[valid].max()))
+    worst_hook = max(per_hook.values()) if per_hook else 0.0
+    return {"max_abs_diff": max(max_logits, worst_hook), "max_abs_diff_logits": max_logits,
+            "max_abs_diff_residual": worst_hook, "inputs": len(batch), "hooks": per_hook,
+            "transformer_lens": transformer_lens_version(), "dtype": m.config.get("dtype", "float32")}

@@ -1,0 +1,336 @@
+"""Expressions: how each expression form of the syntax tree elaborates (a mixin of ``Session``).
+
+Atoms, lists and dicts are computed on the spot; an operation with an s-op operand adds a node to
+the graph (see the table in ``rasp_compiler.lang.elaborator``).  Each ``e_<form>`` method handles
+the grammar alias ``<form>``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from lark import Token, Tree
+
+from rasp_compiler.errors import RaspError
+from rasp_compiler.graph.expr import Binary, Const, Contains, Expr, Lookup, Ternary, Unary, Var
+from rasp_compiler.graph.nodes import (
+    COMPARISONS,
+    Aggregate,
+    Constant,
+    Map,
+    Select,
+    SelectorAnd,
+    SelectorNot,
+    SelectorOr,
+    SequenceMap,
+)
+from rasp_compiler.lang.values import Builtin, Env, Function, Selector, SOp, a_kind, is_atom, kind_name
+
+if TYPE_CHECKING:
+    from rasp_compiler.lang.elaborator import _Context
+
+ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
+
+
+def decode_string(token_text: str) -> str:
+    """The value of a STRING token: quotes removed, known backslash escapes decoded (any other
+    backslash stays, as the original kept every backslash)."""
+    body, out, i = token_text[1:-1], [], 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body) and body[i + 1] in ESCAPES:
+            out.append(ESCAPES[body[i + 1]])
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+class Expressions:
+    """The expression half of the elaborator; ``Session`` supplies builder, error, pos, calls."""
+    def expr(self, tree: Tree | Token, env: Env, ctx: _Context) -> Any:
+        method = getattr(self, "e_" + tree.data, None)
+        if method is None:  # pragma: no cover - every grammar alias has a method
+            raise self.error(f"unsupported expression {tree.data}", tree, ctx)
+        return method(tree, env, ctx)
+
+    def e_var(self, tree: Tree, env: Env, ctx: _Context) -> Any:
+        name = tree.children[0].value
+        try:
+            return env.lookup(name)
+        except KeyError:
+            close = env.suggest(name)
+            hint = f"did you mean '{close}'?" if close else None
+            if name.startswith("_") and close is None:
+                hint = "names starting with '_' stay private to the file that defines them"
+            raise self.error(f"unknown name '{name}'", tree, ctx, hint=hint) from None
+
+    def e_int(self, tree: Tree, env: Env, ctx: _Context) -> int:
+        return int(tree.children[0].value)
+
+    def e_float(self, tree: Tree, env: Env, ctx: _Context) -> float:
+        return float(tree.children[0].value)
+
+    def e_string(self, tree: Tree, env: Env, ctx: _Context) -> str:
+        return decode_string(tree.children[0].value)
+
+    def e_list(self, tree: Tree, env: Env, ctx: _Context) -> list:
+        exprs = tree.children[0]
+        return [] if exprs is None else [self.expr(e, env, ctx) for e in exprs.children]
+
+    def e_dict(self, tree: Tree, env: Env, ctx: _Context) -> dict:
+        out: dict = {}
+        for pair in tree.children:
+            if pair is None:
+                continue
+            key = self.expr(pair.children[0], env, ctx)
+            if not is_atom(key):
+                raise self.error("a dict key must be an atom (number, string or bool), got "
+                                 f"{a_kind(key)}",
+                                 pair.children[0], ctx)
+            out[key] = self.expr(pair.children[1], env, ctx)
+        return out
+
+    def e_listcomp(self, tree: Tree, env: Env, ctx: _Context) -> list:
+        value_tree, names_tree, iterable_tree = tree.children
+        names = [t.value for t in names_tree.children]
+        out = []
+        for item in self._iterate(self.expr(iterable_tree, env, ctx), names, iterable_tree, ctx,
+                                  "list comprehension"):
+            inner = Env(parent=env, label="comprehension")
+            self._bind_iterator(names, item, names_tree, inner, ctx)
+            out.append(self.expr(value_tree, inner, ctx))
+        return out
+
+    def e_dictcomp(self, tree: Tree, env: Env, ctx: _Context) -> dict:
+        key_tree, value_tree, names_tree, iterable_tree = tree.children
+        names = [t.value for t in names_tree.children]
+        out: dict = {}
+        for item in self._iterate(self.expr(iterable_tree, env, ctx), names, iterable_tree, ctx,
+                                  "dict comprehension"):
+            inner = Env(parent=env, label="comprehension")
+            self._bind_iterator(names, item, names_tree, inner, ctx)
+            key = self.expr(key_tree, inner, ctx)
+            if not is_atom(key):
+                raise self.error(f"a dict key must be an atom, got {a_kind(key)}", key_tree, ctx)
+            out[key] = self.expr(value_tree, inner, ctx)
+        return out
+
+    # -- operators
+    def e_binop(self, tree: Tree, env: Env, ctx: _Context) -> Any:
+        left_tree, op_tok, right_tree = tree.children
+        op = op_tok.value
+        left = self.expr(left_tree, env, ctx)
+        right = self.expr(right_tree, env, ctx)
+        return self.binary(op, left, right, tree, ctx)
+
+    def binary(self, op: str, left: Any, right: Any, tree, ctx: _Context) -> Any:
+        sel_l, sel_r = isinstance(left, Selector), isinstance(right, Selector)
+        if sel_l or sel_r:
+            if op in ("and", "or") and sel_l and sel_r:
+                cls = SelectorAnd if op == "and" else SelectorOr
+                return Selector(self.builder.add(cls, (left.node, right.node), self.pos(tree, ctx)))
+            other = right if sel_l else left
+            if op in ("and", "or"):
+                raise self.error(f"'{op}' combines two selectors (or two s-ops), not a selector and "
+                                 f"{a_kind(other)}", tree, ctx)
+            raise self.error(f"cannot apply '{op}' to a selector", tree, ctx,
+                             hint="selectors combine only with and / or / not")
+        if isinstance(left, SOp) or isinstance(right, SOp):
+            for side in (left, right):
+                if not isinstance(side, SOp) and not is_atom(side):
+                    raise self.error(f"cannot apply '{op}' to an s-op and {a_kind(side)}", tree, ctx,
+                                     hint=("to index by an s-op write table[sop]; for membership write "
+                                           "sop in list") if isinstance(side, (list, dict)) else None)
+            return self.elementwise(lambda a, b: Binary(op, a, b), [left, right], tree, ctx)
+        return self.atom_binary(op, left, right, tree, ctx)
+
+    def atom_binary(self, op: str, left: Any, right: Any, tree, ctx: _Context) -> Any:
+        if isinstance(left, (Function, Builtin)) or isinstance(right, (Function, Builtin)):
+            raise self.error(f"cannot apply '{op}' to a function", tree, ctx)
+        try:
+            if op == "and":
+                return left and right
+            if op == "or":
+                return left or right
+            from rasp_compiler.graph.semantics import OperatorError, apply_binary
+            try:
+                return apply_binary(op, left, right)
+            except OperatorError as err:
+                raise self.error(str(err), tree, ctx) from None
+        except RaspError:
+            raise
+        except Exception as err:  # e.g. comparing a list with a number
+            raise self.error(f"cannot apply '{op}' to {kind_name(left)} and {kind_name(right)}: {err}",
+                             tree, ctx) from None
+
+    def e_unop(self, tree: Tree, env: Env, ctx: _Context) -> Any:
+        op_tok, arg_tree = tree.children
+        op = op_tok.value
+        value = self.expr(arg_tree, env, ctx)
+        if isinstance(value, Selector):
+            if op == "not":
+                return Selector(self.builder.add(SelectorNot, (value.node,), self.pos(tree, ctx)))
+            raise self.error(f"cannot apply '{op}' to a selector", tree, ctx)
+        if isinstance(value, SOp):
+            return self.elementwise(lambda a: Unary(op, a), [value], tree, ctx)
+        if not is_atom(value):
+            raise self.error(f"cannot apply '{op}' to {a_kind(value)}", tree, ctx)
+        from rasp_compiler.graph.semantics import OperatorError, apply_unary
+        try:
+            return apply_unary(op, value)
+        except OperatorError as err:
+            raise self.error(str(err), tree, ctx) from None
+
+    def elementwise(self, make: Callable[..., Expr], args: list[Any], tree, ctx: _Context) -> SOp:
+        """A Map / SequenceMap applying ``make(*exprs)`` positionwise; atoms become constants."""
+        inputs: list[str] = []
+        exprs: list[Expr] = []
+        for a in args:
+            if isinstance(a, SOp):
+                if a.node not in inputs:
+                    inputs.append(a.node)
+                exprs.append(Var(inputs.index(a.node)))
+            else:
+                exprs.append(Const(a))
+        fn = make(*exprs)
+        cls = Map if len(inputs) == 1 else SequenceMap
+        return SOp(self.builder.add(cls, tuple(inputs), self.pos(tree, ctx), fn=fn))
+
+    def e_ternary(self, tree: Tree, env: Env, ctx: _Context) -> Any:
+        then_tree, cond_tree, else_tree = tree.children
+        cond = self.expr(cond_tree, env, ctx)
+        if isinstance(cond, Selector):
+            raise self.error("the condition of 'if' cannot be a selector", cond_tree, ctx)
+        if not isinstance(cond, SOp):
+            # an atom condition is lazy: only the chosen branch is elaborated
+            return self.expr(then_tree if cond else else_tree, env, ctx)
+        then = self.expr(then_tree, env, ctx)
+        other = self.expr(else_tree, env, ctx)
+        for side, t in ((then, then_tree), (other, else_tree)):
+            if not isinstance(side, SOp) and not is_atom(side):
+                raise self.error(f"an elementwise 'if' picks between s-ops or atoms, not {a_kind(side)}",
+                                 t, ctx)
+        return self.elementwise(lambda c, a, b: Ternary(a, c, b), [cond, then, other], tree, ctx)
+
+    def e_contains(self, tree: Tree, env: Env, ctx: _Context) -> Any:
+        item_tree, coll_tree = tree.children
+        item = self.expr(item_tree, env, ctx)
+        coll = self.expr(coll_tree, env, ctx)
+        if isinstance(item, SOp):
+            if isinstance(coll, dict):
+                coll = list(coll)
+            if not isinstance(coll, (list, tuple)):
+                raise self.error(f"'s-op in X' needs X to be a list of atoms, got {a_kind(coll)}",
+                                 coll_tree, ctx)
+            for v in coll:
+                if not is_atom(v):
+                    raise self.error(f"'s-op in X' needs X to be a list of atoms; it holds {a_kind(v)}",
+                                     coll_tree, ctx)
+            return self.elementwise(lambda a: Contains(a, tuple(coll)), [item], tree, ctx)
+        if is_atom(item):
+            if isinstance(coll, SOp):
+                contains = self._library_function("contains", tree, ctx)
+                return self.call_value(contains, [coll, item], tree, ctx)
+            if isinstance(coll, (list, dict)):
+                return item in coll
+            if isinstance(coll, str):
+                if not isinstance(item, str):
+                    raise self.error(f"'{kind_name(item)} in string' needs a string on the left", tree, ctx)
+                return item in coll
+            raise self.error("'atom in X' needs X to be a list, dict, string or s-op, got "
+                             f"{a_kind(coll)}",
+                             coll_tree, ctx)
+        if isinstance(item, (list, dict)) and isinstance(coll, list):
+            return item in coll
+        raise self.error(f"cannot test whether {a_kind(item)} is in {a_kind(coll)}", tree, ctx)
+
+    def _library_function(self, name: str, tree, ctx: _Context) -> Any:
+        try:
+            return self.library.lookup(name)
+        except KeyError:
+            raise self.error(f"the library function '{name}' is not available", tree, ctx) from None
+
+    def e_index(self, tree: Tree, env: Env, ctx: _Context) -> Any:
+        obj_tree, idx_tree = tree.children
+        obj = self.expr(obj_tree, env, ctx)
+        idx = self.expr(idx_tree, env, ctx)
+        if isinstance(obj, SOp):
+            if isinstance(idx, bool) or not isinstance(idx, int):
+                raise self.error(f"an s-op can be indexed only by an int (element k for every position), "
+                                 f"not by {a_kind(idx)}", idx_tree, ctx)
+            return self.sop_element(obj, idx, tree, ctx)
+        if isinstance(idx, SOp):
+            if isinstance(obj, dict):
+                table = tuple(obj.items())
+                if not all(is_atom(v) for v in obj.values()):
+                    raise self.error("a dict indexed by an s-op must hold atoms", obj_tree, ctx)
+                return self.elementwise(lambda a: Lookup(table, a, True), [idx], tree, ctx)
+            if isinstance(obj, (list, str)):
+                if isinstance(obj, list) and not all(is_atom(v) for v in obj):
+                    raise self.error("a list indexed by an s-op must hold atoms", obj_tree, ctx)
+                table = tuple(obj) if isinstance(obj, list) else obj
+                return self.elementwise(lambda a: Lookup(table, a, False), [idx], tree, ctx)
+            raise self.error(f"cannot index {a_kind(obj)} by an s-op", tree, ctx)
+        if isinstance(obj, dict):
+            if not is_atom(idx):
+                raise self.error(f"a dict index must be an atom, got {a_kind(idx)}", idx_tree, ctx)
+            if idx not in obj:
+                raise self.error(f"key {idx!r} is not in the dict", idx_tree, ctx)
+            return obj[idx]
+        if isinstance(obj, (list, str)):
+            if isinstance(idx, bool) or not isinstance(idx, int):
+                raise self.error(f"a {kind_name(obj)} index must be an int, got {a_kind(idx)}",
+                                 idx_tree, ctx)
+            if idx >= len(obj) or -idx > len(obj):
+                raise self.error(f"index {idx} is out of range for {a_kind(obj)} of length {len(obj)}",
+                                 idx_tree, ctx)
+            return obj[idx]
+        raise self.error(f"cannot index {a_kind(obj)}", tree, ctx)
+
+    def sop_element(self, sop: SOp, k: int, tree, ctx: _Context) -> SOp:
+        """``sop[k]``: the value at position k (from the end if negative) at every position."""
+        pos = self.pos(tree, ctx)
+        indices = self._builtin_node("indices")
+        if k >= 0:
+            where = self.builder.add(Constant, (), pos, value=k)
+        else:
+            length = self._builtin_node("length")
+            where = self.builder.add(Map, (length,), pos, fn=Binary("+", Var(0), Const(k)))
+        sel = self.builder.add(Select, (indices, where), pos, op="==")
+        return SOp(self.builder.add(Aggregate, (sel, sop.node), pos, default=0))
+
+    def _builtin_node(self, name: str) -> str:
+        return self.builtins.vars[name].node
+
+    def e_select(self, tree: Tree, env: Env, ctx: _Context) -> Selector:
+        keys_tree, queries_tree, op_tok = tree.children
+        keys = self.as_sop(self.expr(keys_tree, env, ctx), keys_tree, ctx, "select's keys")
+        queries = self.as_sop(self.expr(queries_tree, env, ctx), queries_tree, ctx, "select's queries")
+        op = op_tok.value
+        assert op in COMPARISONS
+        return Selector(self.builder.add(Select, (keys, queries), self.pos(tree, ctx), op=op))
+
+    def as_sop(self, value: Any, tree, ctx: _Context, what: str) -> str:
+        """Node id of an s-op, broadcasting an atom to a Constant node."""
+        if isinstance(value, SOp):
+            return value.node
+        if is_atom(value):
+            return self.builder.add(Constant, (), self.pos(tree, ctx), value=value)
+        raise self.error(f"{what} must be an s-op or an atom, got {a_kind(value)}", tree, ctx)
+
+    def e_aggregate(self, tree: Tree, env: Env, ctx: _Context) -> SOp:
+        sel_tree, sop_tree, default_tree = tree.children
+        sel = self.expr(sel_tree, env, ctx)
+        if not isinstance(sel, Selector):
+            raise self.error(f"aggregate's first argument must be a selector, got {a_kind(sel)}",
+                             sel_tree, ctx)
+        sop = self.as_sop(self.expr(sop_tree, env, ctx), sop_tree, ctx, "aggregate's second argument")
+        default = 0
+        if default_tree is not None:
+            default = self.expr(default_tree, env, ctx)
+            if not is_atom(default):
+                raise self.error(f"aggregate's default must be an atom, got {a_kind(default)}",
+                                 default_tree, ctx)
+        return SOp(self.builder.add(Aggregate, (sel.node, sop), self.pos(tree, ctx), default=default))

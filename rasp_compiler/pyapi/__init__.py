@@ -1,0 +1,50 @@
+"""Write RASP programs in Python, with the names tracr users know.
+
+    from rasp_compiler.pyapi import tokens, indices, length, select, aggregate, Comparison, compile_program
+    flip = select(indices, length - indices - 1, Comparison.EQ)
+    reverse = aggregate(flip, tokens).named("reverse")
+    model = compile_program(reverse, vocab="abc", max_len=8)
+    print(to_source(reverse.program()))
+
+See ``docs/python-api.md``; ``rasp_compiler.pyapi.lib`` has tracr's library programs.
+"""
+
+from typing import Any
+
+from rasp_compiler.pyapi.builder import (
+    Aggregate, Comparison, ConstantSOp, Full, LinearSequenceMap, Map, RASPExpr, Select, Selector,
+    SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap, SOp, aggregate, build_program,
+    categorical, indicator, indices, length, numerical, rasp_round, select, selector_width, tokens,
+    tokens_bool, tokens_float, tokens_int,
+)
+from rasp_compiler.pyapi.source import to_source
+
+
+def as_program(program_or_sop: Any):
+    """A ``Program`` from a Python-API s-op (or a Program, unchanged)."""
+    if isinstance(program_or_sop, RASPExpr):
+        return program_or_sop.program()
+    return program_or_sop
+
+
+def compile_program(program_or_sop: Any, vocab: Any, max_len: int, **options: Any):
+    """``rasp_compiler.compiler.compile_program`` that also accepts a Python-API s-op."""
+    from rasp_compiler.compiler import compile_program as compile_graph
+
+    return compile_graph(as_program(program_or_sop), vocab, max_len, **options)
+
+
+def run(program_or_sop: Any, inputs: Any) -> Any:
+    """The reference interpreter's output of the program on one input."""
+    from rasp_compiler.interpreter import run as interpret
+
+    return interpret(as_program(program_or_sop), inputs)
+
+
+__all__ = [
+    "Aggregate", "Comparison", "ConstantSOp", "Full", "LinearSequenceMap", "Map", "RASPExpr", "Select",
+    "Selector", "SelectorAnd", "SelectorNot", "SelectorOr", "SelectorWidth", "SequenceMap", "SOp",
+    "aggregate", "as_program", "build_program", "categorical", "compile_program", "indicator", "indices",
+    "length", "numerical", "rasp_round", "run", "select", "selector_width", "to_source", "tokens",
+    "tokens_bool", "tokens_float", "tokens_int",
+]

@@ -1,0 +1,417 @@
+"""Build RASP program graphs from Python, with tracr's names.
+
+Every call makes one node, exactly as the elaborator makes one node per RASP operation, so a
+program written here and the same program written as a ``.rasp`` file have the same graph::
+
+    from rasp_compiler.pyapi import tokens, indices, length, select, aggregate, Comparison
+    flip = select(indices, length - indices - 1, Comparison.EQ).named("flip")
+    reverse = aggregate(flip, tokens).named("reverse")
+    program = reverse.program()          # a rasp_compiler.graph.Program
+
+Operators on s-ops (``sop + 1``, ``a - b``, ``sop == "x"``, ``~sop``, ``a & b``) build maps whose
+functions are expression trees (readable by the compiler and by ``to_source``); ``Map(fn, sop)``
+and ``SequenceMap(fn, a, b)`` with a Python callable build maps whose function is opaque
+(``PyFn``): the compiler tabulates it over the input value sets.  Selectors combine with ``&``,
+``|`` and ``~``.  Nodes are named with ``.named("x")``; unnamed ones get ``kind_N`` ids.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import keyword
+import sys
+from typing import Any, Callable
+
+import networkx as nx
+
+from rasp_compiler.graph.expr import Binary, Const, Expr, PyFn, Unary, Var
+from rasp_compiler.graph.nodes import (
+    Aggregate as AggregateNode,
+)
+from rasp_compiler.graph.nodes import (
+    Constant, Indices, Length, Node, Program, Select as SelectNode, SelectorAnd as AndNode,
+    SelectorNot as NotNode, SelectorOr as OrNode, SelectorWidth as WidthNode, SourcePos, Tokens,
+    add_node,
+)
+from rasp_compiler.graph.nodes import (
+    Map as MapNode,
+)
+from rasp_compiler.graph.nodes import (
+    SequenceMap as SequenceMapNode,
+)
+
+PYTHON_FILE = "<python>"
+ATOMS = (bool, int, float, str)
+_ids = itertools.count(1)
+
+
+class Comparison(enum.Enum):
+    """tracr's predicates: ``sel[q][k] = key OP query`` (TRUE/FALSE select everything/nothing)."""
+
+    EQ = "=="
+    NEQ = "!="
+    LT = "<"
+    LEQ = "<="
+    GT = ">"
+    GEQ = ">="
+    TRUE = "true"
+    FALSE = "false"
+
+
+def _caller() -> tuple[str, int]:
+    """File and line of the user's call (the first frame outside this package)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("rasp_compiler.pyapi.builder"):
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return PYTHON_FILE, 0
+    return frame.f_code.co_filename, frame.f_lineno
+
+
+class RASPExpr:
+    """One node of a program under construction: its node class, inputs and fields."""
+
+    is_selector = False
+
+    def __init__(self, cls: type[Node], inputs: tuple["RASPExpr", ...] = (), **fields: Any) -> None:
+        self.uid = next(_ids)
+        self.cls = cls
+        self.inputs = inputs
+        self.fields = fields
+        self.label: str | None = None
+        self.where = _caller()
+
+    def named(self, name: str) -> "RASPExpr":
+        """Give the node an id (and a variable name in ``to_source``); returns the node itself."""
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+            raise ValueError(f"{name!r} is not a valid name (letters, digits, _; not starting with a digit)")
+        self.label = name
+        return self
+
+    @property
+    def name(self) -> str | None:
+        return self.label
+
+    def program(self, source_file: str = PYTHON_FILE) -> Program:
+        """The program graph computing this node."""
+        return build_program(self, source_file)
+
+    def __repr__(self) -> str:
+        return f"<{self.cls.kind} {self.label or '#' + str(self.uid)}>"
+
+
+def _atom(value: Any, what: str) -> Any:
+    if not isinstance(value, ATOMS):
+        raise TypeError(f"{what} must be an s-op or an atom (str, int, float, bool), got {type(value).__name__}")
+    return value
+
+
+def _elementwise(make: Callable[..., Expr], args: list[Any]) -> "SOp":
+    """A Map (one distinct s-op input) or SequenceMap (several), as the elaborator builds them."""
+    inputs: list[SOp] = []
+    exprs: list[Expr] = []
+    for a in args:
+        if isinstance(a, SOp):
+            if not any(a is b for b in inputs):
+                inputs.append(a)
+            exprs.append(Var(next(i for i, b in enumerate(inputs) if b is a)))
+        elif isinstance(a, Selector):
+            raise TypeError("selectors combine only with &, | and ~ (with other selectors)")
+        else:
+            exprs.append(Const(_atom(a, "an operand")))
+    fn = make(*exprs)
+    cls = MapNode if len(inputs) == 1 else SequenceMapNode
+    return SOp(cls, tuple(inputs), fn=fn)
+
+
+class SOp(RASPExpr):
+    """A sequence operation: one value per position."""
+
+    def __init__(self, cls: type[Node], inputs: tuple[RASPExpr, ...] = (), encoding: str | None = None,
+                 **fields: Any) -> None:
+        super().__init__(cls, inputs, **fields)
+        self.encoding = encoding
+
+    # arithmetic
+    def __add__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("+", a, b), [self, o])
+    def __radd__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("+", a, b), [o, self])
+    def __sub__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("-", a, b), [self, o])
+    def __rsub__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("-", a, b), [o, self])
+    def __mul__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("*", a, b), [self, o])
+    def __rmul__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("*", a, b), [o, self])
+    def __truediv__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("/", a, b), [self, o])
+    def __rtruediv__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("/", a, b), [o, self])
+    def __mod__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("%", a, b), [self, o])
+    def __rmod__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("%", a, b), [o, self])
+    def __pow__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("^", a, b), [self, o])
+    def __rpow__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("^", a, b), [o, self])
+    def __neg__(self) -> "SOp": return _elementwise(lambda a: Unary("-", a), [self])
+
+    # comparisons (elementwise booleans, as in tracr)
+    def __eq__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("==", a, b), [self, o])  # type: ignore[override]
+    def __ne__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("!=", a, b), [self, o])  # type: ignore[override]
+    def __lt__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("<", a, b), [self, o])
+    def __le__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("<=", a, b), [self, o])
+    def __gt__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary(">", a, b), [self, o])
+    def __ge__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary(">=", a, b), [self, o])
+
+    # logic (tracr: &, |, ~ on boolean s-ops)
+    def __and__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("and", a, b), [self, o])
+    def __rand__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("and", a, b), [o, self])
+    def __or__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("or", a, b), [self, o])
+    def __ror__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("or", a, b), [o, self])
+    def __invert__(self) -> "SOp": return _elementwise(lambda a: Unary("not", a), [self])
+
+    __hash__ = RASPExpr.__hash__
+
+    def __bool__(self) -> bool:
+        raise TypeError("an s-op has no truth value while the program is built; use & | ~ for logic "
+                        "and Python's if only on atoms")
+
+
+class Selector(RASPExpr):
+    """A selection matrix ``sel[query][key]``."""
+
+    is_selector = True
+
+    def __and__(self, o: "Selector") -> "Selector":
+        return Selector(AndNode, (self, _selector(o)))
+
+    def __or__(self, o: "Selector") -> "Selector":
+        return Selector(OrNode, (self, _selector(o)))
+
+    def __invert__(self) -> "Selector":
+        return Selector(NotNode, (self,))
+
+
+def _selector(value: Any) -> Selector:
+    if not isinstance(value, Selector):
+        raise TypeError(f"expected a selector, got {type(value).__name__}")
+    return value
+
+
+def _sop(value: Any, what: str) -> SOp:
+    """An s-op, or a fresh Constant s-op for an atom (as the elaborator does)."""
+    if isinstance(value, SOp):
+        return value
+    if isinstance(value, Selector):
+        raise TypeError(f"{what} must be an s-op, got a selector")
+    return SOp(Constant, (), value=_atom(value, what))
+
+
+# --------------------------------------------------------------------------- primitives
+def _primitive(cls: type[Node], label: str, **fields: Any) -> SOp:
+    sop = SOp(cls, (), **fields)
+    sop.label = label
+    sop.where = (PYTHON_FILE, 0)
+    return sop
+
+
+tokens = _primitive(Tokens, "tokens", type="str")
+tokens_int = _primitive(Tokens, "tokens_int", type="int")
+tokens_float = _primitive(Tokens, "tokens_float", type="float")
+tokens_bool = _primitive(Tokens, "tokens_bool", type="bool")
+indices = _primitive(Indices, "indices")
+length = _primitive(Length, "length")
+PRIMITIVES = (tokens, tokens_int, tokens_float, tokens_bool, indices, length)
+
+
+def Full(value: Any) -> SOp:  # noqa: N802 - tracr's name
+    """The s-op holding ``value`` at every position (tracr's ``Full`` / ``ConstantSOp``)."""
+    return SOp(Constant, (), value=_atom(value, "Full's value"))
+
+
+ConstantSOp = Full
+
+
+# --------------------------------------------------------------------------- operations
+def select(keys: Any, queries: Any, predicate: Comparison | str) -> Selector:
+    """``sel[q][k] = keys[k] predicate queries[q]``; ``predicate`` is a ``Comparison`` or one of
+    ``== != < <= > >=`` (``Comparison.TRUE`` / ``FALSE`` select all / no keys)."""
+    op = predicate.value if isinstance(predicate, Comparison) else predicate
+    if op in ("true", "false"):
+        # Constant keys and queries: the predicate no longer depends on the s-ops (tracr's TRUE).
+        return Selector(SelectNode, (_sop(0, "keys"), _sop(0, "queries")), op="==" if op == "true" else "!=")
+    if op not in ("==", "!=", "<", "<=", ">", ">="):
+        raise ValueError(f"unknown comparison {predicate!r}; use Comparison.EQ/LT/... or '==', '<', ...")
+    return Selector(SelectNode, (_sop(keys, "select's keys"), _sop(queries, "select's queries")), op=op)
+
+
+def aggregate(selector: Selector, sop: Any, default: Any = 0) -> SOp:
+    """Per query: the selected value (one key), their mean (several; numbers), ``default`` (none)."""
+    if default is None:
+        default = 0  # tracr's None default; RASP's default is 0
+    return SOp(AggregateNode, (_selector(selector), _sop(sop, "aggregate's s-op")),
+               default=_atom(default, "aggregate's default"))
+
+
+def selector_width(selector: Selector) -> SOp:
+    """How many keys each query selects."""
+    return SOp(WidthNode, (_selector(selector),))
+
+
+def Map(fn: Callable[[Any], Any] | Expr, sop: SOp, simplify: bool = True) -> SOp:  # noqa: N802
+    """``fn`` applied at every position (a Python callable: tabulated by the compiler)."""
+    del simplify  # tracr's flag; maps are fused by the compiler anyway
+    if isinstance(fn, Expr):
+        return SOp(MapNode, (_sop(sop, "Map's input"),), fn=fn)
+    return SOp(MapNode, (_sop(sop, "Map's input"),), fn=PyFn(fn, getattr(fn, "__name__", "fn"), 1))
+
+
+def SequenceMap(fn: Callable[..., Any], *sops: SOp) -> SOp:  # noqa: N802
+    """``fn(a[i], b[i], …)`` at every position."""
+    if not sops:
+        raise TypeError("SequenceMap needs at least one s-op")
+    distinct: list[SOp] = []
+    for s in sops:
+        s = _sop(s, "SequenceMap's input")
+        if not any(s is d for d in distinct):
+            distinct.append(s)
+    order = [next(i for i, d in enumerate(distinct) if d is s) for s in sops]
+    inner = fn
+    call = inner if order == list(range(len(sops))) else (lambda *a: inner(*(a[j] for j in order)))
+    label = getattr(fn, "__name__", "fn")
+    cls = MapNode if len(distinct) == 1 else SequenceMapNode
+    return SOp(cls, tuple(distinct), fn=PyFn(call, label, len(distinct)))
+
+
+def LinearSequenceMap(a: SOp, b: SOp, coeff_a: float, coeff_b: float) -> SOp:  # noqa: N802
+    """tracr's ``coeff_a * a + coeff_b * b``, as an expression the compiler can read."""
+    fn = Binary("+", Binary("*", Const(coeff_a), Var(0)), Binary("*", Const(coeff_b), Var(1)))
+    return SOp(SequenceMapNode, (a, b), fn=fn)
+
+
+def indicator(sop: SOp) -> SOp:
+    """1 where ``sop`` is true, else 0 (numbers a numerical aggregate can average)."""
+    return _elementwise(lambda a: Unary("indicator", a), [sop])
+
+
+def rasp_round(sop: SOp) -> SOp:
+    return _elementwise(lambda a: Unary("round", a), [sop])
+
+
+def _annotate(sop: SOp, encoding: str) -> SOp:
+    if not isinstance(sop, SOp):
+        raise TypeError(f"{encoding}(…) annotates an s-op, got {type(sop).__name__}")
+    if any(sop is p for p in PRIMITIVES):
+        # The primitives are shared by every program: annotate a copy, merged by build_program.
+        copy = _primitive(sop.cls, sop.label or sop.cls.kind, **sop.fields)
+        copy.encoding = encoding
+        return copy
+    sop.encoding = encoding
+    return sop
+
+
+def numerical(sop: SOp) -> SOp:
+    """Mark ``sop`` as one residual dimension holding its value."""
+    return _annotate(sop, "numerical")
+
+
+def categorical(sop: SOp) -> SOp:
+    """Mark ``sop`` as one-hot over its values."""
+    return _annotate(sop, "categorical")
+
+
+Select, Aggregate, SelectorWidth = select, aggregate, selector_width
+
+
+def SelectorAnd(a: Selector, b: Selector) -> Selector:  # noqa: N802
+    return _selector(a) & b
+
+
+def SelectorOr(a: Selector, b: Selector) -> Selector:  # noqa: N802
+    return _selector(a) | b
+
+
+def SelectorNot(a: Selector) -> Selector:  # noqa: N802
+    return ~_selector(a)
+
+
+# --------------------------------------------------------------------------- to a Program
+def _primitive_key(e: RASPExpr) -> tuple | None:
+    if e.cls in (Tokens, Indices, Length) and not e.inputs:
+        return (e.cls.kind, e.fields.get("type"))
+    return None
+
+
+def build_program(output: RASPExpr, source_file: str = PYTHON_FILE) -> Program:
+    """The program graph of everything ``output`` depends on; ids are the ``.named`` names
+    (made unique with ``_2``, ``_3``) or ``kind_N`` in creation order."""
+    from rasp_compiler.pyapi.source import node_text
+
+    if not isinstance(output, RASPExpr):
+        raise TypeError(f"expected an s-op or selector, got {type(output).__name__}")
+    seen: dict[int, RASPExpr] = {}
+    todo = [output]
+    while todo:
+        e = todo.pop()
+        if e.uid in seen:
+            continue
+        seen[e.uid] = e
+        todo.extend(e.inputs)
+    # One node per primitive kind; an annotated copy gives it its encoding.
+    canon: dict[tuple, RASPExpr] = {}
+    alias: dict[int, int] = {}
+    for e in sorted(seen.values(), key=lambda e: e.uid):
+        key = _primitive_key(e)
+        if key is None:
+            continue
+        if key in canon:
+            first = canon[key]
+            enc_a, enc_b = getattr(first, "encoding", None), getattr(e, "encoding", None)
+            if enc_a and enc_b and enc_a != enc_b:
+                raise ValueError(f"{key[0]} is annotated both {enc_a} and {enc_b}")
+            if enc_b and not enc_a:
+                first.encoding = enc_b  # type: ignore[attr-defined]
+            alias[e.uid] = first.uid
+        else:
+            canon[key] = e
+    order = [e for e in sorted(seen.values(), key=lambda e: e.uid) if e.uid not in alias]
+    ids: dict[int, str] = {}
+    taken: set[str] = set()
+    for e in order:
+        if e.label:
+            name, k = e.label, 1
+            while name in taken:
+                k += 1
+                name = f"{e.label}_{k}"
+            ids[e.uid] = name
+            taken.add(name)
+    counters: dict[str, int] = {}
+    for e in order:
+        if e.uid in ids:
+            continue
+        while True:
+            counters[e.cls.kind] = counters.get(e.cls.kind, 0) + 1
+            name = f"{e.cls.kind}_{counters[e.cls.kind]}"
+            if name not in taken:
+                break
+        ids[e.uid] = name
+        taken.add(name)
+
+    def id_of(e: RASPExpr) -> str:
+        return ids[alias.get(e.uid, e.uid)]
+
+    graph = nx.DiGraph()
+    built = []
+    for e in order:
+        fields = dict(e.fields)
+        if isinstance(e, SOp):
+            fields["encoding"] = e.encoding
+        built.append((e, e.cls(id=id_of(e), inputs=tuple(id_of(i) for i in e.inputs), name=e.label, **fields)))
+    constants = {n.id: n.value for _, n in built if isinstance(n, Constant)}
+    for e, node in built:
+        # The position is the Python line that built the node; its text is the RASP operation,
+        # which is what plans, pictures and error messages show.
+        text = node.id if _primitive_key(e) else node_text(node, {}, constants)
+        file, line = e.where
+        add_node(graph, _with_pos(node, SourcePos(file, line, 1, text)))
+    names = {e.label: id_of(e) for e in order if e.label}
+    return Program(graph, id_of(output), names, source_file)
+
+
+def _with_pos(node: Node, pos: SourcePos) -> Node:
+    import dataclasses
+
+    return dataclasses.replace(node, pos=pos)

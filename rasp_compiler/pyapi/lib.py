@@ -1,0 +1,117 @@
+"""tracr's library programs (``tracr/compiler/lib.py``), written in this Python API.
+
+Each function keeps tracr's name, arguments and node names.  Two changes, both because tracr
+relies on a Python quirk the compiled model must not: a numerical mean of booleans is written
+as a mean of ``indicator(...)`` (0/1 numbers), and tracr's ``Comparison.TRUE`` selector is a
+select on constants (``select(0, 0, ==)``), which selects every key.
+"""
+
+from __future__ import annotations
+
+from rasp_compiler.pyapi.builder import (
+    Comparison, LinearSequenceMap, SequenceMap, SOp, aggregate, indicator, indices, numerical, select,
+    selector_width, tokens, tokens_int,
+)
+
+
+def make_length() -> SOp:
+    """The input length at every position: the width of an all-true selector."""
+    all_true_selector = select(tokens, tokens, Comparison.TRUE).named("all_true_selector")
+    return selector_width(all_true_selector).named("length")
+
+
+def make_reverse(sop: SOp) -> SOp:
+    """``sop`` backwards."""
+    length = make_length()
+    opp_idx = (length - indices).named("opp_idx")
+    opp_idx = (opp_idx - 1).named("opp_idx_1")
+    reverse_selector = select(indices, opp_idx, Comparison.EQ).named("reverse_selector")
+    return aggregate(reverse_selector, sop).named("reverse")
+
+
+def make_hist() -> SOp:
+    """How often each position's token occurs."""
+    same_tok = select(tokens, tokens, Comparison.EQ).named("same_tok")
+    return selector_width(same_tok).named("hist")
+
+
+def make_sort_unique(vals: SOp, keys: SOp) -> SOp:
+    """``vals`` sorted by ``keys`` (keys must be distinct)."""
+    smaller = select(keys, keys, Comparison.LT).named("smaller")
+    target_pos = selector_width(smaller).named("target_pos")
+    sel_new = select(target_pos, indices, Comparison.EQ)
+    return aggregate(sel_new, vals).named("sort")
+
+
+def make_sort(vals: SOp, keys: SOp, *, max_seq_len: int, min_key: float) -> SOp:
+    """``vals`` sorted by ``keys``, ties kept in input order: keys made unique by
+    ``x + min_key * i / max_seq_len`` (a Python function, as in tracr)."""
+    keys = SequenceMap(lambda x, i: x + min_key * i / max_seq_len, keys, indices).named("keys")
+    return make_sort_unique(vals, keys)
+
+
+def make_sort_freq(max_seq_len: int) -> SOp:
+    """The tokens sorted by decreasing frequency."""
+    hist = (-1 * make_hist()).named("hist")
+    return make_sort(tokens, hist, max_seq_len=max_seq_len, min_key=1).named("sort_freq")
+
+
+def make_frac_prevs(bools: SOp) -> SOp:
+    """At each position, the fraction of positions up to it where ``bools`` holds."""
+    bools = numerical(bools)
+    prevs = select(indices, indices, Comparison.LEQ)
+    return numerical(aggregate(prevs, bools, default=0)).named("frac_prevs")
+
+
+def make_pair_balance(sop: SOp, open_token: str, close_token: str) -> SOp:
+    """Fraction of ``open_token`` minus fraction of ``close_token`` among positions 0..i."""
+    bools_open = numerical(indicator(sop == open_token)).named("bools_open")
+    opens = numerical(make_frac_prevs(bools_open)).named("opens")
+    bools_close = numerical(indicator(sop == close_token)).named("bools_close")
+    closes = numerical(make_frac_prevs(bools_close)).named("closes")
+    pair_balance = numerical(LinearSequenceMap(opens, closes, 1, -1))
+    return pair_balance.named("pair_balance")
+
+
+def make_shuffle_dyck(pairs: list[str]) -> SOp:
+    """True everywhere iff the input is a shuffle of balanced Dyck words, one per pair."""
+    assert len(pairs) >= 1
+    length = make_length()
+    balances = []
+    for pair in pairs:
+        assert len(pair) == 2
+        open_token, close_token = pair
+        balance = make_pair_balance(tokens, open_token=open_token, close_token=close_token)
+        balances.append(balance.named(f"balance_{'_'.join(f'{ord(c):x}' for c in pair)}"))
+    any_negative = balances[0] < 0
+    for balance in balances[1:]:
+        any_negative = any_negative | (balance < 0)
+    any_negative = numerical(indicator(any_negative)).named("any_negative")
+    select_all = select(indices, indices, Comparison.TRUE).named("select_all")
+    has_neg = numerical(aggregate(select_all, any_negative, default=0)).named("has_neg")
+    all_zero = balances[0] == 0
+    for balance in balances[1:]:
+        all_zero = all_zero & (balance == 0)
+    select_last = select(indices, length - 1, Comparison.EQ).named("select_last")
+    last_zero = aggregate(select_last, all_zero).named("last_zero")
+    not_has_neg = (~has_neg).named("not_has_neg")
+    return (last_zero & not_has_neg).named("shuffle_dyck")
+
+
+def make_shuffle_dyck2() -> SOp:
+    return make_shuffle_dyck(pairs=["()", "{}"]).named("shuffle_dyck2")
+
+
+# name -> (builder taking max_len, a vocabulary of size 5 for the size table)
+LIBRARY = {
+    "length": (lambda max_len: make_length(), list("abcde")),
+    "reverse": (lambda max_len: make_reverse(tokens), list("abcde")),
+    "hist": (lambda max_len: make_hist(), list("abcde")),
+    "sort_unique": (lambda max_len: make_sort_unique(tokens_int, tokens_int), [1, 2, 3, 4, 5]),
+    "sort": (lambda max_len: make_sort(tokens_int, tokens_int, max_seq_len=max_len, min_key=1), [1, 2, 3, 4, 5]),
+    "sort_freq": (lambda max_len: make_sort_freq(max_len), list("abcde")),
+    "frac_prevs": (lambda max_len: make_frac_prevs(indicator(tokens == "a")), list("abcde")),
+    "pair_balance": (lambda max_len: make_pair_balance(tokens, "(", ")"), list("()abc")),
+    "shuffle_dyck": (lambda max_len: make_shuffle_dyck(["()"]), list("()abc")),
+    "shuffle_dyck2": (lambda max_len: make_shuffle_dyck2(), list("(){}a")),
+}

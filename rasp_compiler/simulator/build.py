@@ -1,0 +1,104 @@
+"""Generate U for (n, d, H): RASP source → the ordinary compiler → one transformer; run it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from rasp_compiler.errors import InputError
+from rasp_compiler.simulator.layout import SequenceLayout
+from rasp_compiler.simulator.source import generate_source
+
+DEFAULT_RANGE = (-1.0, 1.0)
+
+
+@dataclass
+class Simulator:
+    """A compiled U with its layout; ``model`` is a CompiledModel or a loaded RaspModel."""
+
+    model: Any
+    layout: SequenceLayout
+    causal: bool
+    source: str
+    seconds: float = 0.0
+
+    @property
+    def dtype(self) -> str:
+        return str(self.model.config["dtype"])
+
+    def size(self) -> dict[str, Any]:
+        cfg = self.model.config
+        params = int(sum(t.numel() for t in self.model.tensors.values()))
+        return {"layers": int(cfg["n_layers"]), "heads_per_layer": [lc["n_heads"] for lc in cfg["layers"]],
+                "residual_width": int(cfg["d_model"]), "sequence_length": self.layout.length,
+                "params": params}
+
+    def tensors_for(self, seqs: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(ids, lengths, values) for a batch of checked sequences [B, L]."""
+        seqs = np.atleast_2d(seqs)
+        lo, hi = self.model.config["input"]["range"]
+        for b, s in enumerate(seqs):
+            self.layout.check_sequence(s)
+            if s.min() < lo or s.max() > hi:
+                raise InputError(f"sequence {b} holds values outside the input range [{lo}, {hi}] this U "
+                                 "was generated for (its attention margins are sized for that range)",
+                                 hint="generate U with a wider --input-range")
+        B, L = seqs.shape
+        ids = torch.zeros((B, L + 1), dtype=torch.long)
+        ids[:, 0] = self.model.bos_id
+        values = torch.zeros((B, L + 1), dtype=torch.float64)
+        values[:, 1:] = torch.from_numpy(seqs)
+        return ids, torch.full((B,), L, dtype=torch.long), values
+
+    def run_sequences(self, seqs: np.ndarray) -> np.ndarray:
+        """U's output sequences [B, L] (float64 copy of the model's dtype)."""
+        ids, lengths, values = self.tensors_for(seqs)
+        with torch.no_grad():
+            out = self.model.module(ids, lengths, values=values)
+        return out[:, 1:, 0].double().numpy()
+
+    def trace_sequences(self, seqs: np.ndarray) -> tuple[np.ndarray, list[torch.Tensor], list[torch.Tensor]]:
+        ids, lengths, values = self.tensors_for(seqs)
+        with torch.no_grad():
+            logits, residuals, patterns = self.model.module(ids, lengths, trace=True, values=values)
+        return logits[:, 1:, 0].double().numpy(), residuals, patterns
+
+    def __call__(self, A: Any, V: Any, X: Any) -> np.ndarray:
+        """T(X) [n, H*d] for one attention layer (A, V: [H, d, d]; X: [n, d])."""
+        seq = self.layout.build(A, V, X)
+        return self.layout.read_output(self.run_sequences(seq[None])[0])
+
+
+def build_simulator(n: int, d: int, heads: int, *, causal: bool = False, dtype: str = "float64",
+                    input_range: tuple[float, float] = DEFAULT_RANGE) -> Simulator:
+    """Generate U's RASP source for (n, d, heads) and compile it (fixed length, real inputs)."""
+    from rasp_compiler.compiler import compile_program
+    from rasp_compiler.lang.elaborator import program_from_source
+
+    start = time.perf_counter()
+    layout = SequenceLayout(n, d, heads)
+    source = generate_source(n, d, heads, causal)
+    program = program_from_source(source, file=f"<U n={n} d={d} H={heads}>")
+    L = layout.length
+    model = compile_program(program, None, L, dtype=dtype, fixed_length=L, input_range=input_range)
+    model.config["simulator"] = {"n": n, "d": d, "heads": heads, "causal": causal,
+                                 "input_range": list(input_range), "sequence_length": L}
+    return Simulator(model, layout, causal, source, time.perf_counter() - start)
+
+
+def load_simulator(directory: str) -> Simulator:
+    """A U saved by ``rasp simulate -o DIR``."""
+    from rasp_compiler.errors import ArtifactError
+    from rasp_compiler.runtime import RaspModel
+
+    model = RaspModel.load(directory)
+    spec = model.config.get("simulator")
+    if not isinstance(spec, dict):
+        raise ArtifactError(f"{directory} holds a compiled model, but not a simulator U",
+                            hint="generate one with rasp simulate --n N --d D --heads H -o DIR")
+    layout = SequenceLayout(int(spec["n"]), int(spec["d"]), int(spec["heads"]))
+    return Simulator(model, layout, bool(spec.get("causal")), "")

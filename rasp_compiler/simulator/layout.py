@@ -1,0 +1,98 @@
+"""U's input and output sequences: where each matrix entry sits (one scalar per position).
+
+For sizes (n, d, H) the input sequence is, row-major, one entry per position::
+
+    A_1 .. A_H   (H blocks of d*d)   entry A_h[r][c] at  h*d*d + r*d + c
+    V_1 .. V_H   (H blocks of d*d)   entry V_h[r][c] at  H*d*d + h*d*d + r*d + c
+    X            (n*d)               entry X[i][c]   at  2*H*d*d + i*d + c
+    padding      zeros, up to the sequence length L = max(2*H*d*d + n*d, n*H*d)
+
+The output T(X) (n rows of H*d: the heads side by side) is read at the first n*H*d positions:
+T[i][h*d + c] at position i*H*d + h*d + c.  Every later output position holds 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rasp_compiler.errors import InputError
+
+
+@dataclass(frozen=True)
+class SequenceLayout:
+    n: int
+    d: int
+    heads: int
+
+    def __post_init__(self) -> None:
+        for name in ("n", "d", "heads"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InputError(f"{name} must be a positive integer, got {v!r}")
+
+    @property
+    def v_offset(self) -> int:
+        return self.heads * self.d * self.d
+
+    @property
+    def x_offset(self) -> int:
+        return 2 * self.heads * self.d * self.d
+
+    @property
+    def input_length(self) -> int:
+        return self.x_offset + self.n * self.d
+
+    @property
+    def output_width(self) -> int:
+        return self.heads * self.d
+
+    @property
+    def length(self) -> int:
+        """The sequence length L of U (input plus padding, room for the output)."""
+        return max(self.input_length, self.n * self.output_width)
+
+    def build(self, A: np.ndarray | list, V: np.ndarray | list, X: np.ndarray) -> np.ndarray:
+        """The input sequence [L] from A [H, d, d] (or a list of H d x d), V likewise, X [n, d]."""
+        A = np.asarray(A, dtype=np.float64)
+        V = np.asarray(V, dtype=np.float64)
+        X = np.asarray(X, dtype=np.float64)
+        H, d, n = self.heads, self.d, self.n
+        if A.shape == (d, d) and H == 1:
+            A = A[None]
+        if V.shape == (d, d) and H == 1:
+            V = V[None]
+        for name, arr, shape in (("A", A, (H, d, d)), ("V", V, (H, d, d)), ("X", X, (n, d))):
+            if arr.shape != shape:
+                raise InputError(f"{name} has shape {arr.shape}, but this simulator is for n={n}, d={d}, "
+                                 f"H={H}: {name} must have shape {shape}")
+            if not np.all(np.isfinite(arr)):
+                raise InputError(f"{name} holds a non-finite value (nan or inf)")
+        seq = np.zeros(self.length)
+        seq[: self.v_offset] = A.reshape(-1)
+        seq[self.v_offset: self.x_offset] = V.reshape(-1)
+        seq[self.x_offset: self.input_length] = X.reshape(-1)
+        return seq
+
+    def check_sequence(self, seq: np.ndarray | list) -> np.ndarray:
+        """The sequence as floats, or an InputError saying how it does not fit this layout."""
+        arr = np.asarray(seq, dtype=np.float64).reshape(-1) if len(np.shape(seq)) else np.zeros(0)
+        if arr.shape[0] != self.length:
+            raise InputError(
+                f"the input sequence has {arr.shape[0]} values, but U for n={self.n}, d={self.d}, "
+                f"H={self.heads} reads exactly {self.length} (A: {self.v_offset}, V: {self.v_offset}, "
+                f"X: {self.n * self.d}, padding: {self.length - self.input_length})",
+                hint="build it with SequenceLayout(n, d, heads).build(A, V, X)")
+        if not np.all(np.isfinite(arr)):
+            bad = int(np.nonzero(~np.isfinite(arr))[0][0])
+            raise InputError(f"the input sequence holds a non-finite value at position {bad}")
+        if np.any(arr[self.input_length:] != 0):
+            raise InputError("the padding after X must hold zeros")
+        return arr
+
+    def read_output(self, out: np.ndarray) -> np.ndarray:
+        """T(X) [n, H*d] from U's output sequence [L] (or a batch [B, L] -> [B, n, H*d])."""
+        out = np.asarray(out)
+        k = self.n * self.output_width
+        return out[..., :k].reshape(*out.shape[:-1], self.n, self.output_width)

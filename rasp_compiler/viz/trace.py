@@ -1,0 +1,126 @@
+"""The picture of a compiled model running on one input: attention patterns and residual streams.
+
+Top row: every head's attention pattern (queries down, keys across, BOS first), titled with the
+layer, head and the select it implements.  Below: the residual stream after the embedding and
+after each layer as a heatmap — one row per residual dimension, labelled ``s-op:value`` (one-hot
+dimensions) or ``s-op`` (numerical ones), one column per position — as tracr's plots are.
+``draw_trace`` returns the titles and row labels it drew.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from rasp_compiler.viz.common import image_size
+
+from rasp_compiler.runtime import RaspModel
+
+
+@dataclass
+class TracePicture:
+    path: str
+    head_titles: list[str]
+    residual_labels: list[str]
+    stages: list[str]
+    size_px: tuple[int, int]
+
+
+def head_descriptions(model: RaspModel) -> list[list[str]]:
+    """Per layer, per head: the select the head implements, as source text where the program
+    file is at hand (the config's plan names the node and the line)."""
+    program = None
+    path = model.config.get("program")
+    if path:
+        try:
+            from rasp_compiler.lang import load_program
+
+            program = load_program(path)
+        except Exception:  # the program file moved or changed since compiling: use the plan
+            program = None
+    out = []
+    for lp in model.config.get("plan", []):
+        row = []
+        for h in lp["heads"]:
+            text = h.get("text") or h["node"]
+            if program is not None and h["node"] in program.graph:
+                node = program.node(h["node"])
+                if node.inputs and program.node(node.inputs[0]).is_selector:
+                    sel = program.node(node.inputs[0])
+                    text = sel.pos.text if sel.pos is not None and sel.pos.text else sel.id
+            kind = {"aggregate": "aggregate", "width": "selector_width", "length": "length"}.get(h["kind"], h["kind"])
+            row.append(f"{kind} → {h['node']}\n{_short(text, 44)}")
+        out.append(row)
+    return out
+
+
+def _short(text: str, width: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def draw_trace(model: RaspModel, tokens: list[Any], path: str, fmt: str | None = None) -> TracePicture:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    trace = model.trace([tokens])
+    residuals = trace["residuals"]
+    attention = trace["attention"]
+    labels = list(trace["labels"])
+    axis_tokens = ["BOS"] + [str(t) for t in tokens]
+    descriptions = head_descriptions(model)
+    heads = [(li, h) for li, layer in enumerate(attention) for h in range(layer.shape[1])]
+    n_layers = len(model.config["layers"])
+    # the residual after the embedding and after each whole layer (attention + MLP)
+    stages = [("embedding", residuals[0])] + [(f"after layer {li}", residuals[2 + 2 * li]) for li in range(n_layers)]
+
+    n_pos = len(axis_tokens)
+    d = len(labels)
+    head_cols = max(1, min(len(heads), 4))
+    head_rows = math.ceil(len(heads) / head_cols) if heads else 0
+    cell = 0.32
+    head_size = max(2.6, cell * n_pos + 1.2)
+    resid_w = max(2.4, cell * n_pos + 0.6)
+    resid_h = max(3.0, 0.17 * d + 1.0)
+    fig_w = max(head_cols * (head_size + 0.6), len(stages) * resid_w + 2.2, 7.0)
+    fig_h = head_rows * (head_size + 1.0) + resid_h + 0.8
+    fig = plt.figure(figsize=(fig_w, fig_h))
+    heights = [head_size + 1.0] * head_rows + [resid_h]
+    grid = fig.add_gridspec(len(heights), 1, height_ratios=heights, hspace=0.35)
+    titles = []
+    for k, (li, h) in enumerate(heads):
+        r, c = divmod(k, head_cols)
+        sub = grid[r].subgridspec(1, head_cols, wspace=0.45)
+        ax = fig.add_subplot(sub[c])
+        pattern = attention[li][0, h].double().numpy()
+        ax.imshow(pattern, cmap="Blues", vmin=0.0, vmax=1.0)
+        ax.set_xticks(range(n_pos), axis_tokens, fontsize=7, rotation=90)
+        ax.set_yticks(range(n_pos), axis_tokens, fontsize=7)
+        ax.set_xlabel("key", fontsize=7)
+        ax.set_ylabel("query", fontsize=7)
+        desc = descriptions[li][h] if li < len(descriptions) and h < len(descriptions[li]) else ""
+        title = f"layer {li} head {h}: {desc}"
+        titles.append(title)
+        ax.set_title(title, fontsize=7.5)
+    sub = grid[head_rows].subgridspec(1, len(stages), wspace=0.08)
+    vmax = max(float(np.abs(r[0].double().numpy()).max()) for _, r in stages) or 1.0
+    for k, (name, resid) in enumerate(stages):
+        ax = fig.add_subplot(sub[k])
+        values = resid[0].double().numpy().T  # rows: residual dims, columns: positions
+        ax.imshow(values, cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto", interpolation="nearest")
+        ax.set_xticks(range(n_pos), axis_tokens, fontsize=7, rotation=90)
+        if k == 0:
+            ax.set_yticks(range(d), labels, fontsize=6.5)
+        else:
+            ax.set_yticks(range(d), [""] * d)
+        ax.set_title(f"residual {name}", fontsize=8)
+    fig.suptitle(f"{model.config.get('program') or 'model'} on {''.join(map(str, tokens)) if all(isinstance(t, str) and len(t) == 1 for t in tokens) else tokens}",
+                 fontsize=10)
+    fig.savefig(path, format=fmt, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    size = image_size(path)
+    return TracePicture(path, titles, labels, [s for s, _ in stages], size)  # type: ignore[arg-type]
