@@ -42,7 +42,12 @@ def main(args: argparse.Namespace) -> int:
     )
     from rasp_compiler.lang import load_program
 
+    if getattr(args, "input_range", None) is not None:  # real-valued tokens
+        from rasp_compiler.compiler.real_check import main_check
+        return main_check(args)
     torch.set_num_threads(max(1, min(4, torch.get_num_threads())))
+    if args.vocab is None:
+        raise UserError("--vocab is required (or --input-range LO HI for real-valued tokens)")
     vocab = parse_vocab(args.vocab)
     model = compile_from_args(args)
     program = load_program(args.file, output=args.output or "out")

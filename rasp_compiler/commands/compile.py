@@ -35,11 +35,15 @@ def parse_vocab(text: str) -> list[Any]:
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the .rasp program")
-    p.add_argument("--vocab", required=True, help="tokens: a string of characters or a JSON list")
+    p.add_argument("--vocab", help="tokens: a string of characters or a JSON list (not with --input-range)")
     p.add_argument("--max-len", type=int, required=True, help="longest input the model accepts")
     p.add_argument("--output", metavar="NAME", default=None, help="the s-op to compile (default: out)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     p.add_argument("--causal", action="store_true", help="causal attention (refuses look-ahead selects)")
+    p.add_argument("--input-range", nargs=2, type=float, metavar=("LO", "HI"), default=None,
+                   help="real-valued tokens in [LO, HI] (tokens_float): numerical compilation")
+    p.add_argument("--fixed-length", type=int, metavar="N", default=None,
+                   help="compile for inputs of exactly N tokens (folds `length` to a constant)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -60,8 +64,14 @@ def compile_from_args(args: argparse.Namespace):
     if args.max_len < 1:
         raise UserError(f"--max-len must be at least 1, got {args.max_len}")
     program = load_program(args.file, output=args.output or "out")
+    if getattr(args, "input_range", None) is not None:  # real-valued tokens (compiler/real.py)
+        from rasp_compiler.compiler.real_check import range_from_args
+        return compile_program(program, None, args.max_len, dtype=args.dtype, causal=args.causal,
+                               fixed_length=args.fixed_length, input_range=range_from_args(args))
+    if args.vocab is None:
+        raise UserError("--vocab is required (or --input-range LO HI for real-valued tokens)")
     return compile_program(program, parse_vocab(args.vocab), args.max_len, dtype=args.dtype,
-                           causal=args.causal)
+                           causal=args.causal, fixed_length=getattr(args, "fixed_length", None))
 
 
 def main(args: argparse.Namespace) -> int:
@@ -74,5 +84,9 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(model.stats()))
     else:
         print(model.summary())
+        if "numeric" in model.config:
+            from rasp_compiler.compiler.real_check import describe_maps
+            print("numerical maps and heads (error bounds over the inferred ranges):")
+            print("\n".join(describe_maps(model)))
         print(f"wrote {args.out}/model.safetensors and {args.out}/config.json")
     return 0

@@ -33,6 +33,8 @@ from rasp_compiler.graph.nodes import (
 
 # The largest joint domain enumerated for one s-op; beyond it the s-op becomes a base of its own.
 DOMAIN_CAP = 120_000
+# A numerical map over more joint assignments than this keeps only its per-position value sets.
+REBASE_SIZE = 4_096
 
 
 @dataclass
@@ -49,6 +51,21 @@ class SInfo:
     inputs: tuple[str, ...] = ()
     fn: Callable[..., Any] | None = None  # for virtual maps
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def cond_by_index(self) -> bool:
+        """Whether a conditional base's values depend on the index only, not on the length."""
+        if self.cond is None:
+            return False
+        if not hasattr(self, "_cond_by_index"):
+            by_i: dict[int, list] = {}
+            ok = True
+            for (i, _n), vals in self.cond.items():
+                if by_i.setdefault(i, vals) != vals:
+                    ok = False
+                    break
+            self._cond_by_index = ok
+        return self._cond_by_index
 
     @property
     def numeric(self) -> bool:
@@ -119,7 +136,12 @@ class Analysis:
         return f"'{node_id}'" + (f" ({text})" if text and text != node_id else "")
 
     # ------------------------------------------------------------------ domains
-    def _ctx_list(self, kinds: set[str]) -> list[tuple[int | None, int | None]]:
+    def _ctx_list(self, kinds: set[str], bases: tuple[str, ...] = ()) -> list[tuple[int | None, int | None]]:
+        if "cond" in kinds and "length" not in kinds and all(
+                self.info[b].cond_by_index for b in bases if self.info[b].base_kind == "cond"):
+            # conditional bases that depend on the index only (prefix means): one length per index
+            top = max(self.lengths)
+            return [(i, top) for i in range(top)]
         if "cond" in kinds or ("index" in kinds and "length" in kinds):
             return list(self.ctx_all)
         if "index" in kinds:
@@ -145,7 +167,7 @@ class Analysis:
     def domain_size(self, bases: tuple[str, ...]) -> int:
         kinds = {self.info[b].base_kind for b in bases}
         total = 0
-        for ctx in self._ctx_list(kinds):  # type: ignore[arg-type]
+        for ctx in self._ctx_list(kinds, bases):  # type: ignore[arg-type]
             total += int(np.prod([len(c) for c in self._choices(bases, ctx)], dtype=np.float64))
             if total > 10 * DOMAIN_CAP:
                 break
@@ -155,10 +177,16 @@ class Analysis:
         """Every assignment of values to ``bases`` that can occur at one position."""
         kinds = {self.info[b].base_kind for b in bases}
         out: dict[tuple, None] = {}
-        for ctx in self._ctx_list(kinds):  # type: ignore[arg-type]
+        for ctx in self._ctx_list(kinds, bases):  # type: ignore[arg-type]
             for combo in itertools.product(*self._choices(bases, ctx)):
                 out[combo] = None
         return list(out)
+
+    def domain_by_context(self, bases: tuple[str, ...]) -> list[tuple[tuple, list[tuple]]]:
+        """The assignments grouped by the (index, length) context they occur in."""
+        kinds = {self.info[b].base_kind for b in bases}
+        return [(ctx, list(itertools.product(*self._choices(bases, ctx))))
+                for ctx in self._ctx_list(kinds, bases)]  # type: ignore[arg-type]
 
     def value_of(self, sid: str, bases: tuple[str, ...], assignment: tuple) -> Any:
         info = self.info[sid]
@@ -237,19 +265,56 @@ class Analysis:
             projections = [[bases.index(b) for b in self.info[i].bases] for i in inputs]
             tables = [self.info[i].table for i in inputs]
             table: dict[tuple, Any] = {}
-            for a in self.domain(bases):
-                args = []
-                for proj, t in zip(projections, tables):
-                    key = tuple(a[j] for j in proj)
-                    if key not in t:
-                        break
-                    args.append(t[key])
-                else:
-                    try:
-                        table[a] = fn(*args)
-                    except Exception:  # the interpreter raises on this combination, if it occurs
-                        continue
+            memo: dict[tuple, Any] = {}
+            failed = object()
+            rebase = (encoding == "numerical" and size > REBASE_SIZE
+                      and sum(self.info[b].base_kind not in ("index", "length") for b in bases) >= 2)
+            per_ctx: dict[tuple, set] = {}
+            for ctx, assignments in self.domain_by_context(bases):
+                seen = per_ctx.setdefault(ctx, set()) if rebase else None
+                for a in assignments:
+                    args = []
+                    for proj, t in zip(projections, tables):
+                        key = tuple(a[j] for j in proj)
+                        if key not in t:
+                            break
+                        args.append(t[key])
+                    else:
+                        mkey = tuple(args) + tuple(type(x) for x in args)
+                        value = memo.get(mkey, failed)
+                        if value is failed and mkey not in memo:
+                            try:
+                                value = fn(*args)
+                            except Exception:  # the interpreter raises here, if this occurs
+                                value = failed
+                            memo[mkey] = value
+                        if value is failed:
+                            continue
+                        table[a] = value
+                        if seen is not None:
+                            seen.add(value)
             values = sorted_values(table.values())
+            if rebase and all(self.info[b].base_kind in ("index", "length", "cond") for b in bases):
+                # A numerical combination of several attention outputs (e.g. opens - closes): keep
+                # only its values per position context, so later maps enumerate its values, not
+                # the product of its inputs'.  Maps reading it then read it from the residual.
+                cond: dict[tuple[int, int], list[Any]] = {}
+                for (i, n), vals in per_ctx.items():
+                    ordered = sorted_values(vals)
+                    if i is None:
+                        continue
+                    if n == max(self.lengths) and self._ctx_list({"cond"}, ()) != self.ctx_all:
+                        pass
+                    cond[(i, n)] = ordered
+                if any(n is None for (_, n) in per_ctx):
+                    cond = {}
+                by_index = all(ctx[1] == max(self.lengths) for ctx in per_ctx) and len(per_ctx) < len(self.ctx_all)
+                if by_index:
+                    cond = {(i, n): cond[(i, max(self.lengths))] for (i, n) in self.ctx_all}
+                if cond and len(cond) == len(self.ctx_all):
+                    return SInfo(sid, kind, encoding, values, (sid,), {(v,): v for v in values},
+                                 base_kind="cond", cond=cond, pos=pos, inputs=inputs, fn=fn,
+                                 notes=["opaque"])
             return SInfo(sid, kind, encoding, values, bases, table, pos=pos, inputs=inputs, fn=fn)
         # Too many joint assignments: the map becomes a base, tabulated on its inputs' value sets.
         combos = 1

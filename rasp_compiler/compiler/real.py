@@ -317,7 +317,6 @@ class NumericCompiler:
             raise self.error(node.id, f"{{node}} is not finite everywhere on its inferred input range "
                              f"[{lo:g}, {hi:g}], so no error bound exists",
                              hint="give a narrower --input-range")
-        self.forms[node.id] = Form(self.n)  # placeholder; units built in _approx_units
         self._approx = getattr(self, "_approx", {})
         self._approx[node.id] = (nums[0], lo, hi)
         ymin, ymax = float(ys.min()), float(ys.max())
@@ -367,14 +366,16 @@ class NumericCompiler:
         return self.feats[fid].slot
 
     # ------------------------------------------------------------------ heads
-    def _blocks(self, sel: str, nid: str) -> list[tuple[str, str, np.ndarray]]:
-        """Score blocks of a positional selector: 0 on selected keys, <= -1 elsewhere."""
+    def _blocks(self, sel: str, nid: str, digits: bool = True) -> list[tuple[str, str, np.ndarray]]:
+        """Score blocks of a positional selector: 0 on selected keys, <= -1 elsewhere.  ``digits``
+        allows quadratic blocks; a softmax head must not use them: their terms cancel only in sum,
+        and that cancellation would round away the low bits of the data scores added to them."""
         f = sl.formula(self.graph, sel)
         conj = sl.conjuncts(f)
         out = []
         if all(isinstance(c, sl.Atom) for c in conj):
             for a in conj:
-                out.extend(self._atom_blocks(a))
+                out.extend(self._atom_blocks(a, digits))
             return out
         return self._matrix_block(np.asarray(self.pos[sel], dtype=bool), sel)
 
@@ -404,11 +405,11 @@ class NumericCompiler:
                 out.append((qf, kf, np.array([[1.0]])))
         return out
 
-    def _atom_blocks(self, a: sl.Atom) -> list[tuple[str, str, np.ndarray]]:
+    def _atom_blocks(self, a: sl.Atom, digits: bool = True) -> list[tuple[str, str, np.ndarray]]:
         kv, qv = self.pos[a.key], self.pos[a.query]
         label = a.select
         ints = [v for v in kv if _is_int(v)]
-        if (a.op == "==" and not a.negated and len(ints) == len(kv) and min(ints) >= 0
+        if (digits and a.op == "==" and not a.negated and len(ints) == len(kv) and min(ints) >= 0
                 and len(set(ints)) > 8):
             return self._digit_blocks([int(v) for v in kv], qv, label)
         kvals = _distinct(kv)
@@ -446,7 +447,7 @@ class NumericCompiler:
         nid = node.id
         sel = node.inputs[0]
         self._check_selector(sel, nid)
-        blocks = self._blocks(sel, nid)
+        blocks = self._blocks(sel, nid, digits=not isinstance(node, SoftmaxAggregate))
         value = self.need(node.inputs[-1])
         data: list[tuple[str, str]] = []
         bound = 0.0

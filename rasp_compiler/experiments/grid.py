@@ -291,9 +291,14 @@ def _markdown(cells, got, runs, plots, rel, quick, results=None) -> list[str]:
                  f" (lr {TRAINED_LR:g} for the trained backbone)")
     L += ["* AdamW (weight decay 1e-3), linear warm-up over the first 5 % of the steps, cosine decay "
           "to 0, gradient clipping at 1.0; one CPU thread per run; fresh batches every step.",
-          "* Dyck-1: Zhong & Andreas' generator (strings up to 60, one third random, two thirds "
-          "balanced, random transpositions and flips), label read at `?`; k-hop: length 64, alphabet "
-          "4, no equal neighbours, the no-occurrence token as a fifth class, every position scored.",
+          "* Dyck-1: Zhong & Andreas' published generator (`parenthesis_balancing`, vectorised: "
+          "strings up to 60, one third uniformly random, two thirds from their recursive balanced "
+          "generator, geometric numbers of random transpositions and of flips — doubled with "
+          "probability 2/3, which keeps the parity — and half of the balanced strings left "
+          "unmutated), label read at `?`. Its majority baseline is the `majority` column; the design "
+          "note's \"≈ 69 %\" does not hold for this generator (balanced strings are close to half). "
+          "k-hop: length 64, alphabet 4, no equal neighbours, the no-occurrence token as a fifth "
+          "class, every position scored.",
           "* Test sets: 4,096 Dyck-1 strings / 1,024 k-hop sequences (65,536 scored positions), "
           "disjoint from training (an example is test-only when its hash is 0 mod 5).",
           "* Sparse backbone: `attn` uses construction A (one head, identity values, no residual, "
@@ -317,21 +322,33 @@ def _markdown(cells, got, runs, plots, rel, quick, results=None) -> list[str]:
                  f"--lr {s['lr']} --seed 0 --json")
     L += ["```", ""]
     # runs
-    L += ["## Every run", "", "| run | test accuracy | majority | trainable | frozen | seconds |",
-          "|---|---|---|---|---|---|"]
+    cpu = _cpu_seconds(results, runs) if results is not None else {}
+    L += ["## Every run", "",
+          "`seconds` is the wall clock of the run (the JSON's `seconds`); `CPU s` is the CPU time of "
+          "the training process, from the curve file (recorded by runs made after it was added). "
+          "These runs shared 2 cores with up to a dozen other processes at `nice 10`, so wall clock "
+          "is many times the CPU time.", "",
+          "| run | test accuracy | majority | trainable | frozen | seconds | CPU s |",
+          "|---|---|---|---|---|---|---|"]
     for name, r in sorted(runs.items()):
+        c = cpu.get(name)
         L.append(f"| `{name}` | {_pct(r['test_accuracy'])} | {_pct(r['majority_baseline'])} | "
-                 f"{r['trainable_params']} | {r['frozen_params']} | {r['seconds']:.0f} |")
+                 f"{r['trainable_params']} | {r['frozen_params']} | {r['seconds']:.0f} | "
+                 f"{'—' if c is None else f'{c:.0f}'} |")
     secs = [r["seconds"] for r in runs.values()]
-    L += ["", f"Total compute in these files: {sum(secs) / 3600:.2f} CPU-thread hours." if secs else "", ""]
+    if secs:
+        L += ["", f"Wall clock of these runs: {sum(secs) / 3600:.2f} hours in all "
+              f"({len(cpu)} with a recorded CPU time: {sum(cpu.values()) / 3600:.2f} CPU hours)."]
+    L.append("")
     # not run
     todo = [(cell, cfgs) for cell, cfgs in cells.items() if len(got.get(cell, [])) < len(cfgs)]
     if todo:
-        est, unknown = _estimate(todo, runs)
+        est, unknown = _estimate(todo, runs, _cpu_seconds(results, runs) if results is not None else {})
         n_missing = sum(len(c) - len(got.get(n, [])) for n, c in todo)
-        known = (f"estimated {est / 3600:.1f} hours of one CPU thread for {n_missing - unknown} of them "
-                 "(seconds per step of the finished runs, wall clock on this shared machine, scaled by "
-                 "steps and width)") if n_missing > unknown else "no estimate yet"
+        known = (f"estimated {est / 3600:.1f} hours for {n_missing - unknown} of them, one run at a "
+                 "time (seconds per step of the finished runs — CPU time where the curve file has it, "
+                 "else wall clock under this machine's load, an overestimate — scaled by steps and "
+                 "width)") if n_missing > unknown else "no estimate yet"
         if unknown and n_missing > unknown:
             known += f"; no estimate for {unknown} (no finished run of their task)"
         L += ["## Not run yet", "",
@@ -343,13 +360,27 @@ def _markdown(cells, got, runs, plots, rel, quick, results=None) -> list[str]:
     return L
 
 
-def _estimate(todo, runs) -> tuple[float, int]:
+def _cpu_seconds(results, runs) -> dict[str, float]:
+    out = {}
+    for name in runs:
+        p = Path(results) / "curves" / f"{name}.json"
+        try:
+            c = json.loads(p.read_text()).get("total_cpu_seconds")
+        except (OSError, ValueError):
+            continue
+        if c is not None:
+            out[name] = float(c)
+    return out
+
+
+def _estimate(todo, runs, cpu=None) -> tuple[float, int]:
     """(CPU seconds, runs without an estimate) for the missing runs: the median seconds per step
     of finished runs of the same task, arch and width, scaled by steps; else of the same task,
     scaled linearly by width; runs of a task with no finished run get no estimate."""
     per: dict[tuple, list[float]] = defaultdict(list)
-    for r in runs.values():
-        rate = r["seconds"] / max(1, r["steps"])
+    cpu = cpu or {}
+    for name, r in runs.items():
+        rate = cpu.get(name, r["seconds"]) / max(1, r["steps"])
         per[(r["task"], r["arch"], r["width"])].append(rate)
         per[(r["task"],)].append(rate / r["width"])
     total, unknown = 0.0, 0
@@ -463,7 +494,7 @@ def _plots(results: Path, cells, got, runs, img: Path, stem: str) -> list[tuple[
         if not rs:
             continue
         accs = [r["test_accuracy"] for r in rs]
-        labels.append(f"{_task_label(task, k)} {arch} {b}")
+        labels.append(f"{_task_label(task, k)} {arch} {b} ({len(rs)} seed{'s' if len(rs) > 1 else ''})")
         vals.append(statistics.median(accs))
         errs.append((statistics.median(accs) - min(accs), max(accs) - statistics.median(accs)))
         colors.append(palette[b])

@@ -127,7 +127,7 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
           backbone_weights: list[dict] | None = None) -> tuple[dict, dict]:
     """Train one configuration. Returns (result, curve); writes the checkpoint to ``out`` if given."""
     validate(cfg)
-    t0 = time.time()
+    t0, c0 = time.time(), time.process_time()
     if cfg.device == "cpu":
         torch.set_num_threads(max(1, cfg.threads))
     device = torch.device(cfg.device)
@@ -143,7 +143,8 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
     probe = Batch(test.tokens[:n_probe], test.targets[:n_probe])
     classes = spec.classes
     every = max(1, cfg.steps // max(1, cfg.curve_points))
-    curve = {"step": [], "train_accuracy": [], "loss": [], "test_accuracy": [], "seconds": []}
+    curve = {"step": [], "train_accuracy": [], "loss": [], "test_accuracy": [], "seconds": [],
+             "cpu_seconds": []}
     run_acc, run_loss = None, None
     bar = None
     if progress:
@@ -182,6 +183,7 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
             curve["loss"].append(round(run_loss, 5))
             curve["test_accuracy"].append(round(evaluate(model, probe, device), 5))
             curve["seconds"].append(round(time.time() - t0, 2))
+            curve["cpu_seconds"].append(round(time.process_time() - c0, 2))
         if bar is not None:
             bar.update(1)
             if step % 10 == 0:
@@ -197,6 +199,8 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
         "trainable_params": trainable, "frozen_params": frozen,
         "seconds": round(time.time() - t0, 2),
     }
+    curve["total_seconds"] = result["seconds"]
+    curve["total_cpu_seconds"] = round(time.process_time() - c0, 2)   # this process, all threads
     if out is not None:
         save_checkpoint(model, cfg, result, curve, out)
     return result, curve

@@ -60,9 +60,6 @@ MAX_NODES = 300_000
 MAX_RANGE = 1_000_000
 TOKEN_TYPES = ("str", "int", "float", "bool")
 
-BINARY_WORDS = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "%": "take the modulo of",
-                "^": "raise to a power"}
-
 
 class _Return(Exception):
     """Unwinds a function body at ``return`` (carries the returned value)."""

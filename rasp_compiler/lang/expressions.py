@@ -49,6 +49,7 @@ def decode_string(token_text: str) -> str:
 
 class Expressions:
     """The expression half of the elaborator; ``Session`` supplies builder, error, pos, calls."""
+
     def expr(self, tree: Tree | Token, env: Env, ctx: _Context) -> Any:
         method = getattr(self, "e_" + tree.data, None)
         if method is None:  # pragma: no cover - every grammar alias has a method

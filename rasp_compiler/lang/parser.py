@@ -8,7 +8,9 @@ from pathlib import Path
 from lark import Lark, Tree
 from lark.exceptions import UnexpectedInput
 
-GRAMMAR_PATH = Path(__file__).resolve().parents[2] / "grammars" / "rasp.lark"
+# The grammar's home is grammars/rasp.lark; rasp_compiler/lang/rasp.lark links to it so that a
+# non-editable install (which copies the link's target into the wheel) carries it too.
+GRAMMAR_PATH = Path(__file__).with_name("rasp.lark")
 
 
 @lru_cache(maxsize=1)

@@ -95,7 +95,7 @@ def is_atom(value: Any) -> bool:
 def a_kind(value: Any) -> str:
     """The kind with its article: "an int", "a selector"."""
     kind = kind_name(value)
-    return ("an " if kind[0] in "aeiou" else "a ") + kind
+    return ("an " if kind[0] in "aeiou" or kind == "s-op" else "a ") + kind
 
 
 def kind_name(value: Any) -> str:

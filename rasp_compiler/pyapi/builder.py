@@ -278,6 +278,10 @@ def SequenceMap(fn: Callable[..., Any], *sops: SOp) -> SOp:  # noqa: N802
 
 def LinearSequenceMap(a: SOp, b: SOp, coeff_a: float, coeff_b: float) -> SOp:  # noqa: N802
     """tracr's ``coeff_a * a + coeff_b * b``, as an expression the compiler can read."""
+    if (coeff_a, coeff_b) == (1, 1):
+        return a + b  # one operation, as the RASP text `a + b` elaborates
+    if (coeff_a, coeff_b) == (1, -1):
+        return a - b
     fn = Binary("+", Binary("*", Const(coeff_a), Var(0)), Binary("*", Const(coeff_b), Var(1)))
     return SOp(SequenceMapNode, (a, b), fn=fn)
 

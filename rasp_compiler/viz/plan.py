@@ -46,6 +46,10 @@ def place_nodes(program: Program, plan: list[dict]) -> dict[str, Placement]:
             if h["node"] in program.graph and h["node"] not in place:
                 place[h["node"]] = Placement(1 + 2 * layer, f"L{layer} head {h['head']}")
         for op in (lp.get("mlp") or {}).get("ops", []):
+            # helper ops (a product encoding, a numerical-to-one-hot conversion) name a node
+            # they read; only the op that writes the node itself computes it
+            if op.get("writes") != op["node"]:
+                continue
             if op["node"] in program.graph and op["node"] not in place:
                 place[op["node"]] = Placement(2 + 2 * layer, f"L{layer} MLP")
     graph = program.graph
@@ -112,39 +116,49 @@ def draw_plan(program: Program, plan: list[dict], path: str, title: str | None =
     pos = {}
     for col, nids in columns.items():
         for k, nid in enumerate(nids):
-            pos[nid] = (col * 3.0, -(k - (len(nids) - 1) / 2) * 1.6)
+            pos[nid] = (float(col), -(k - (len(nids) - 1) / 2) * 1.0)
     units = sorted({p.unit for p in place.values()},
                    key=lambda u: (min(p.column for p in place.values() if p.unit == u), u))
     cmap = plt.get_cmap("tab20")
     colour = {u: ((0.85, 0.85, 0.85, 1.0) if u == EMBED else cmap(i % 20)) for i, u in enumerate(units)}
     labels = {nid: node_label(program, nid, place[nid].fused) for nid in program.graph}
 
-    fig_w = max(8.0, 2.6 * n_cols + 3.0)
-    fig_h = max(5.0, 1.25 * tallest + 2.5)
+    fig_w = max(8.0, 2.5 * n_cols + 2.6)
+    fig_h = max(4.5, 0.95 * tallest + 2.0)
     fig, ax = plt.subplots(figsize=(fig_w, fig_h))
+    ax.set_xlim(-0.6, n_cols - 0.4)
+    ys = [y for _, y in pos.values()]
+    top = max(ys) + 1.0
+    ax.set_ylim(min(ys) - 0.8, top + 0.9)
+    ax.axis("off")
     for col in range(n_cols):
         if col % 2 == 1:
-            ax.axvspan(col * 3.0 - 1.5, col * 3.0 + 1.5, color=(0.96, 0.96, 1.0), zorder=0)
-    selectors = [n for n in program.graph if program.node(n).is_selector]
-    sops = [n for n in program.graph if n not in selectors]
-    nx.draw_networkx_edges(program.graph, pos, ax=ax, arrows=True, arrowsize=12, edge_color="0.45",
-                           node_size=2600, connectionstyle="arc3,rad=0.08")
-    for group, shape in ((sops, "o"), (selectors, "s")):
-        if group:
-            nx.draw_networkx_nodes(program.graph, pos, nodelist=group, node_shape=shape, ax=ax,
-                                   node_color=[colour[place[n].unit] for n in group], node_size=2600,
-                                   edgecolors="0.25", linewidths=1.2 if shape == "o" else 1.8)
-    nx.draw_networkx_labels(program.graph, pos, labels=labels, ax=ax, font_size=7.5)
-    top = max(y for _, y in pos.values()) + 1.3
+            ax.axvspan(col - 0.5, col + 0.5, color=(0.95, 0.95, 1.0), zorder=0)
     for col, t in enumerate(column_titles(n_layers)):
-        ax.text(col * 3.0, top, t, ha="center", va="bottom", fontsize=9, fontweight="bold")
+        ax.text(col, top, t, ha="center", va="bottom", fontsize=10, fontweight="bold")
+    boxes = {}
+    for nid, (x, y) in pos.items():
+        shape = "square,pad=0.35" if program.node(nid).is_selector else "round,pad=0.35"
+        boxes[nid] = ax.text(x, y, labels[nid], ha="center", va="center", fontsize=8.5, zorder=3,
+                             bbox={"boxstyle": shape, "fc": colour[place[nid].unit], "ec": "0.25",
+                                   "lw": 1.6 if program.node(nid).is_selector else 1.0})
+    fig.canvas.draw()  # box sizes are known only after a draw; arrows attach to the boxes
+    for src, dst in program.graph.edges():
+        a, b = boxes[src], boxes[dst]
+        ax.annotate("", xy=(0.5, 0.5), xycoords=b, xytext=(0.5, 0.5), textcoords=a, zorder=2,
+                    arrowprops={"arrowstyle": "-|>", "color": "0.4", "lw": 1.0, "shrinkA": 2, "shrinkB": 2,
+                                "patchA": a.get_bbox_patch(), "patchB": b.get_bbox_patch(),
+                                "connectionstyle": "arc3,rad=0.12"})
+    for lp in plan:  # MLP work that is not a program node: product encodings, conversions
+        helpers = [f"{op['kind']} → {op['writes']}" for op in (lp.get("mlp") or {}).get("ops", [])
+                   if op.get("writes") != op["node"]]
+        if helpers:
+            ax.text(2 + 2 * lp["layer"], min(ys) - 0.6, "\n".join(helpers[:6]), ha="center", va="bottom",
+                    fontsize=8, color="0.35", style="italic")
     handles = [Patch(facecolor=colour[u], edgecolor="0.25", label=u) for u in units]
-    handles.append(Patch(facecolor="white", edgecolor="0.25", label="circle: s-op   square: selector"))
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, title="computed by")
+    handles.append(Patch(facecolor="white", edgecolor="white", label="rounded: s-op, square: selector"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9, title="computed by")
     ax.set_title(title or f"{program.source_file or 'program'}: output {program.output}", fontsize=11)
-    ax.set_xlim(-1.8, (n_cols - 1) * 3.0 + 1.8)
-    ax.set_ylim(min(y for _, y in pos.values()) - 1.2, top + 1.0)
-    ax.axis("off")
     fig.tight_layout()
     fig.savefig(path, format=fmt, dpi=100)
     plt.close(fig)
