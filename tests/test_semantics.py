@@ -334,6 +334,15 @@ class TestFunctionsAndLoops:
         src = "t = 0; for a, b in zip([1, 2], [10, 20]) { t = t + a * b; } indices + t;"
         assert ev(src, "x") == [50]
 
+    def test_applying_an_sop_to_a_concrete_input(self):
+        # `f(args)` on an s-op evaluates it on that input, giving a plain list
+        src = 'r = aggregate(select(indices, length - indices - 1, ==), tokens); L = r("abc"); L[indices];'
+        assert ev(src, "xyz") == ["c", "b", "a"]
+        assert ev("r = tokens_int + 1; L = r([1, 2]); L[indices];", "xy") == [2, 3]
+
+    def test_unpacking_an_atom_is_an_error(self):
+        raises("x = 1; a, b = x; indices;")
+
     def test_unknown_name_suggests(self):
         err = raises("tokns;", match="tokens")
         assert err.line == 1
@@ -491,6 +500,12 @@ class TestErrors:
         assert abs(err.line - line) <= 1
         text = err.render()
         assert text.startswith("<test>:"), text
+
+    @pytest.mark.parametrize("src", ["def f(x) { return x; }\nf;", "x = 1;\nTrue;", "x = 1;\n[1, 2];"])
+    def test_non_sop_result_is_located(self, src):
+        # the last expression statement is not an s-op: the error points at it
+        err = raises(src)
+        assert err.line == 2 and err.col is not None, err.render()
 
     def test_missing_semicolon_in_words(self):
         raises("x = indices\ny = 2;", match=";")

@@ -37,7 +37,7 @@ def test_full_grid_fifty_targets_every_length(construction):
     worst = 0.0
     for L, H, d, causal, residual in grid(construction, sample=None):
         err, att, _ = max_errors(construction, L, H, d, causal, residual, trials=50,
-                                 lengths=range(1, 33), batch=1)
+                                 lengths=range(1, 33))
         assert err <= TOL and att <= TOL, (construction, L, H, d, causal, residual, err, att)
         worst = max(worst, err)
     print(f"{construction}: worst max|UT-T| = {worst:.2e}")

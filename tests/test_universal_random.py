@@ -42,7 +42,7 @@ def test_sampled_grid_linear_solve_is_exact():
 def test_full_grid_fifty_targets():
     for L, H, d, causal, residual, values in random_cells(sample_every=1):
         err, att, methods = max_errors("random", L, H, d, causal, residual, trials=50,
-                                       lengths=range(1, 33), values=values, batch=1)
+                                       lengths=range(1, 33), values=values)
         assert methods == {"linear-solve"}
         assert err <= TOL and att <= TOL, (L, H, d, causal, residual, values, err, att)
 

@@ -23,6 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from rasp_compiler.compiler import selectors as sl
+from rasp_compiler.compiler.forms import linear_form
 from rasp_compiler.compiler.values import MAX_VALUES, means, sorted_values
 from rasp_compiler.errors import CompileError
 from rasp_compiler.graph.expr import evaluate as eval_expr
@@ -106,6 +107,7 @@ class Analysis:
             self.lengths = list(range(1, max_len + 1))
         self.ctx_all = [(i, n) for n in self.lengths for i in range(n)]
         self._sum_cache: dict = {}
+        self._ctx_cache: dict[str, dict] = {}
         self._formulas: dict[str, sl.Formula] = {}
         self._width_cache: dict[str, dict[tuple[int, int], int] | None] = {}
         for node in program.nodes():
@@ -120,6 +122,16 @@ class Analysis:
               pos: SourcePos | None = None) -> CompileError:
         if pos is None and node_id is not None and node_id in self.graph:
             pos = self.node(node_id).pos
+            # a built-in (length, tokens) has no position: point at the first node that reads it
+            todo, seen = [node_id], {node_id}
+            while pos is None and todo:
+                cur = todo.pop(0)
+                for nxt in sorted(self.graph.successors(cur)):
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        todo.append(nxt)
+                        if pos is None and self.node(nxt).pos is not None:
+                            pos = self.node(nxt).pos
         if pos is None and node_id in self.info:
             pos = self.info[node_id].pos
         source = None
@@ -243,7 +255,11 @@ class Analysis:
 
             def call(*args: Any, _fn=fn) -> Any:
                 return eval_expr(_fn, args)
-            info = self.map_info(node.id, node.kind, node.inputs, call, enc or "categorical", node.pos)
+            info = None
+            if enc == "numerical":
+                info = self._linear_map(node, call)
+            if info is None:
+                info = self.map_info(node.id, node.kind, node.inputs, call, enc or "categorical", node.pos)
         elif isinstance(node, Aggregate):
             info = self._aggregate(node)
         elif isinstance(node, SelectorWidth):
@@ -256,11 +272,79 @@ class Analysis:
                              hint="remove numerical(...) or make the values numbers (indicator(...))")
         return info
 
+    def ctx_values(self, sid: str, ctx: tuple[int, int]) -> list[Any]:
+        """The values ``sid`` can hold at index ctx[0] of an input of length ctx[1]."""
+        info = self.info[sid]
+        kind = info.base_kind
+        if kind == "index":
+            return [ctx[0]]
+        if kind == "length":
+            return [ctx[1]]
+        if kind == "cond":
+            return info.cond[ctx]  # type: ignore[index]
+        if kind is not None:
+            return info.values
+        cache = self._ctx_cache.setdefault(sid, {})
+        if not cache:
+            bkinds = {self.info[b].base_kind for b in info.bases}
+            for c in self.ctx_all:
+                cache[c] = None  # filled lazily below
+            if not bkinds & {"index", "length", "cond"}:
+                for c in self.ctx_all:
+                    cache[c] = info.values
+        if cache.get(ctx) is None:
+            i, n = ctx
+            vals = set()
+            for combo in itertools.product(*self._choices(info.bases, ctx)):
+                if combo in info.table:
+                    vals.add(info.table[combo])
+            cache[ctx] = sorted_values(vals)
+        return cache[ctx]
+
+    def _independent_map(self, sid: str, kind: str, inputs: tuple[str, ...], fn: Callable[..., Any],
+                         encoding: str, pos: SourcePos | None) -> SInfo | None:
+        """A map whose inputs share no bases: its values per position context are f over the
+        product of its inputs' values there (no enumeration of their bases' joint domain)."""
+        seen: set[str] = set()
+        for i in inputs:
+            bs = set(self.info[i].bases)
+            if bs & seen:
+                return None
+            seen |= bs
+        cond: dict[tuple[int, int], list[Any]] = {}
+        memo: dict[tuple, Any] = {}
+        failed = object()
+        cache: dict[tuple, list[Any]] = {}
+        for ctx in self.ctx_all:
+            sets = tuple(tuple(self.ctx_values(i, ctx)) for i in inputs)
+            if sets not in cache:
+                vals = []
+                for args in itertools.product(*sets):
+                    mkey = args + tuple(type(a) for a in args)
+                    v = memo.get(mkey, failed)
+                    if v is failed and mkey not in memo:
+                        try:
+                            v = fn(*args)
+                        except Exception:
+                            v = failed
+                        memo[mkey] = v
+                    if v is not failed:
+                        vals.append(v)
+                cache[sets] = sorted_values(vals)
+            cond[ctx] = cache[sets]
+        values = sorted_values(v for vs in cache.values() for v in vs)
+        return SInfo(sid, kind, encoding, values, (sid,), {(v,): v for v in values}, base_kind="cond",
+                     cond=cond, pos=pos, inputs=inputs, fn=fn, notes=["opaque", "independent"])
+
     def map_info(self, sid: str, kind: str, inputs: tuple[str, ...], fn: Callable[..., Any],
                  encoding: str, pos: SourcePos | None) -> SInfo:
         """Tabulate a positionwise function of ``inputs`` over the joint domain of their bases."""
         bases = tuple(sorted({b for i in inputs for b in self.info[i].bases}))
         size = self.domain_size(bases)
+        if size > REBASE_SIZE:
+            got = self._independent_map(sid, kind, inputs, fn, encoding, pos)
+            if got is not None:
+                return got
         if size <= DOMAIN_CAP:
             projections = [[bases.index(b) for b in self.info[i].bases] for i in inputs]
             tables = [self.info[i].table for i in inputs]
@@ -334,6 +418,40 @@ class Analysis:
         values = sorted_values(vals)
         return SInfo(sid, kind, encoding, values, (sid,), {(v,): v for v in values}, base_kind="free",
                      pos=pos, inputs=inputs, fn=fn, notes=["opaque"])
+
+    def _linear_map(self, node: Node, call: Callable[..., Any]) -> SInfo | None:
+        """A numerical w·x + c over attention outputs that only read positions (e.g. opens -
+        closes of two prefix means): its values per position context, from sums of value sets,
+        without enumerating the joint assignments one by one."""
+        form = linear_form(node.fn, len(node.inputs))  # type: ignore[attr-defined]
+        if form is None or len(set(node.inputs)) != len(node.inputs):
+            return None
+        infos = [self.info[i] for i in node.inputs]
+        if not all(i.base_kind in ("cond", "const") and i.numeric for i in infos):
+            return None
+        if sum(i.base_kind == "cond" for i in infos) < 2:
+            return None
+        w, c = form
+        cond: dict[tuple[int, int], list[Any]] = {}
+        cache: dict[tuple, list[Any]] = {}
+        for ctx in self.ctx_all:
+            sets = [np.array([float(v) for v in (i.cond[ctx] if i.base_kind == "cond" else i.values)])
+                    for i in infos]
+            key = tuple(tuple(x) for x in sets)
+            if key not in cache:
+                acc = np.array([c])
+                for wj, xs in zip(w, sets):
+                    if wj != 0.0:
+                        acc = np.add.outer(acc, wj * xs).ravel()
+                vals = np.unique(np.round(acc, 12))
+                cache[key] = sorted_values(float(v) for v in vals)
+            cond[ctx] = cache[key]
+        values = sorted_values(v for vs in cache.values() for v in vs)
+        info = SInfo(node.id, node.kind, "numerical", values, (node.id,), {(v,): v for v in values},
+                     base_kind="cond", cond=cond, pos=node.pos, inputs=node.inputs, fn=call,
+                     notes=["opaque"])
+        info.linear = (w, c)  # type: ignore[attr-defined]
+        return info
 
     # ------------------------------------------------------------------ selectors
     def formula(self, sel_id: str) -> sl.Formula:
@@ -428,9 +546,11 @@ class Analysis:
         if enc == "categorical":
             values = list(sinfo.values) + [default]
             info = self._base(node, "free", values, enc)
-            if widths is not None:
+            if widths is not None:  # the selector reads positions only: is it ever empty?
                 cond = {ctx: ([default] if w == 0 else list(sinfo.values)) for ctx, w in widths.items()}
                 info.base_kind, info.cond = "cond", {c: sorted_values(v) for c, v in cond.items()}
+                info.values = sorted_values(v for vs in info.cond.values() for v in vs)
+                info.table = {(v,): v for v in info.values}
             if not unique:
                 info.notes.append("several keys may be selected: the interpreter rejects such inputs "
                                   "(a mean of non-numbers)")

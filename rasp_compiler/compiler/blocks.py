@@ -124,7 +124,8 @@ def head_weights(op: HeadOp, layout: Layout, r_bos: np.ndarray) -> HeadWeights:
         dims = layout.onehot_dims(op.value)  # type: ignore[arg-type]
         hw.W_V[dims, np.array(op.value_weights, dtype=int)] = 1.0
         bos_value = np.zeros(ov)
-        bos_value[int(op.default)] = 1.0
+        if int(op.default) >= 0:
+            bos_value[int(op.default)] = 1.0
         hw.W_O[np.arange(ov), layout.onehot_dims(target_fid)] = 1.0
         del vf
     else:
@@ -184,7 +185,9 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
     num = [j for j, f in enumerate(ins) if f.encoding == "numerical"]
     cat = [j for j, f in enumerate(ins) if f.encoding == "categorical"]
     rows = sorted(op.rows, key=lambda r: tuple(value_key(a) for a in r[0]))
-    fit = affine(rows) if len(num) >= 2 and not out_cat and not cat else None
+    fit = affine(rows) if len(num) >= 2 and not out_cat and not cat and rows else None
+    if getattr(op, "linear", None) is not None:
+        fit = (np.array(op.linear[0]), op.linear[1])  # type: ignore[attr-defined]
     if fit is not None:
         w, c = fit
         total = c

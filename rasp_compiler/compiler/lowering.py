@@ -29,6 +29,8 @@ from rasp_compiler.graph.nodes import (
 
 # Most hidden units one fused map may use before it falls back to reading its direct inputs.
 UNIT_CAP = 40_000
+# Fusing a function of several numerical inputs is only tried over this many joint assignments.
+MULTI_NUMERIC_CAP = 6_000
 ONE = "one"
 
 
@@ -191,10 +193,21 @@ class Lowering:
         info = self.an.info[sid]
         if info.base_kind is not None:  # an opaque map: tabulate on its direct inputs' values
             import itertools
+            if "independent" in info.notes:
+                seen: dict[tuple, None] = {}
+                for ctx in self.an.ctx_all:
+                    for combo in itertools.product(*(self.an.ctx_values(i, ctx) for i in inputs)):
+                        seen[combo] = None
+                combos = list(seen)
+            elif info.base_kind == "cond":
+                combos = self.an.joint(inputs)
+            else:
+                combos = list(itertools.product(*(self.an.info[i].values for i in inputs)))
             rows = []
-            for args in itertools.product(*(self.an.info[i].values for i in inputs)):
+            fn = info.fn
+            for args in combos:
                 try:
-                    rows.append((tuple(args), info.fn(*args)))  # type: ignore[misc]
+                    rows.append((tuple(args), fn(*args)))  # type: ignore[misc]
                 except Exception:
                     continue
             return rows
@@ -224,6 +237,19 @@ class Lowering:
 
     def _map(self, sid: str, info: SInfo) -> None:
         out_numeric = info.encoding == "numerical"
+        linear = getattr(info, "linear", None)
+        if linear is not None:  # w·x + c of numerical inputs: one unit per input, no table
+            feats = [self.need(u) for u in info.inputs if self.an.info[u].base_kind != "const"]
+            self._feature(sid, info, sid)
+            op = MLPOp(sid, sid, sid, feats, [], info.pos, "map")
+            w, c = linear
+            for u, wj in zip(info.inputs, w):
+                if self.an.info[u].base_kind == "const":
+                    c += wj * float(self.an.info[u].values[0])
+            op.linear = ([float(wj) for u, wj in zip(info.inputs, w)
+                          if self.an.info[u].base_kind != "const"], float(c))  # type: ignore[attr-defined]
+            self.ops[sid] = op
+            return
         opaque = info.base_kind is not None
         choice: list[str] | None = None
         if not opaque:
@@ -238,10 +264,13 @@ class Lowering:
                 self.ops[sid] = EmbedOp(sid, sid, kind, token_type=getattr(node, "type", "str"),
                                         value={k[0]: v for k, v in self._rows(sid, front)})
                 return
-            rows = self._rows(sid, front)
-            units = self._units(front, rows, out_numeric)
-            if units is not None and units <= UNIT_CAP:
-                choice = front
+            n_num = sum(self.an.info[u].encoding == "numerical" for u in front)
+            bases = tuple(sorted({b for u in front for b in self.an.info[u].bases}))
+            if n_num < 2 or self.an.domain_size(bases) <= MULTI_NUMERIC_CAP:
+                rows = self._rows(sid, front)
+                units = self._units(front, rows, out_numeric)
+                if units is not None and units <= UNIT_CAP:
+                    choice = front
         if choice is None:
             direct = [u for u in info.inputs if self.an.info[u].base_kind != "const"]
             direct = sorted(set(direct))
@@ -343,7 +372,8 @@ class Lowering:
         if info.encoding == "categorical":
             vfeat = self.need_categorical(src)
             weights = [target.values.index(v) for v in self.features[vfeat].values]
-            default = target.values.index(node.default)
+            # -1: the selection is never empty, so the default has no one-hot dimension
+            default = target.values.index(node.default) if node.default in target.values else -1
             mean = False
         else:
             vfeat = self.need(src)

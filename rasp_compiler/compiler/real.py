@@ -48,7 +48,9 @@ from rasp_compiler.graph.nodes import (
 )
 
 GAP = {"float32": 120.0, "float64": 800.0}  # score gap at which exp(-gap) underflows to 0
-APPROX_TARGET = 1e-6  # relative error a piecewise-linear map aims for
+# interpolation error a piecewise-linear map aims for, relative to max(1, |f|): finer knots would
+# cost more units than the dtype's own rounding of their sum gives back
+APPROX_TARGET = {"float32": 1e-5, "float64": 1e-7}
 MAX_SEGMENTS = 4096
 ONE, BOS = 0, 1
 
@@ -556,7 +558,7 @@ class NumericCompiler:
                 t = np.linspace(knots[j], knots[j + 1], 33)[1:-1]
                 interp = ys[j] + (ys[j + 1] - ys[j]) * (t - knots[j]) / (knots[j + 1] - knots[j] or 1.0)
                 err = max(err, float(np.max(np.abs(f(t) - interp), initial=0.0)))
-            if err <= APPROX_TARGET * scale or segs >= MAX_SEGMENTS or hi == lo:
+            if err <= APPROX_TARGET[self.dtype] * scale or segs >= MAX_SEGMENTS or hi == lo:
                 break
             segs *= 2
         slopes = np.diff(ys) / np.where(np.diff(knots) == 0, 1.0, np.diff(knots))
@@ -568,8 +570,11 @@ class NumericCompiler:
             prev = s
         eps = float(np.finfo(np.float32 if self.dtype == "float32" else np.float64).eps)
         # stated bound: the sampled interpolation error with a 25% margin (for the unsampled points
-        # between samples) plus the rounding of summing the units
-        bound = 1.25 * err + 4 * len(units) * eps * scale
+        # between samples) plus the worst-case rounding of the units and of their sum:
+        # (units + 2) * eps * sum of |unit outputs| <= (units + 2) * eps * (|f(lo)| + sum |slope
+        # changes| * (hi - lo))
+        mass = abs(float(ys[0])) + float(np.sum(np.abs(np.diff(np.concatenate([[0.0], slopes]))))) * (hi - lo)
+        bound = 1.25 * err + (len(units) + 2) * eps * mass
         return units, bound, [x]
 
 
@@ -730,14 +735,50 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
 
 
 def _output_bound(nc: NumericCompiler, out: str) -> float:
-    """Sum of the approximation bounds upstream of the output (a crude, first-order total: an
-    approximate map's error passes on through later maps scaled by their Lipschitz constants,
-    which this sum ignores; it is exact when there is one approximate map feeding the output
-    linearly)."""
-    import networkx as nx
+    """The error bound of the output: every approximate map's own bound, carried forward through
+    later maps (linear terms scale it by |coefficient|, products by the other factor's magnitude,
+    max/min by the ReLU's weights) and heads (a mean keeps it; a softmax head adds the effect of
+    perturbed scores: |change of weights|_1 <= 2 * |change of scores|)."""
+    err: dict[str, float] = {}
+    own = {r["node"]: r["bound"] for r in nc.map_reports if not r["exact"]}
+    approx = getattr(nc, "_approx", {})
 
-    up = nx.ancestors(nc.graph, out) | {out}
-    return float(sum(r["bound"] for r in nc.map_reports if r["node"] in up and not r["exact"]))
+    def mag(sid: str) -> float:
+        lo, hi = nc._interval_any(sid)
+        return max(abs(lo), abs(hi))
+
+    def e(sid: str) -> float:
+        return err.get(sid, 0.0)
+    for node in nc.program.nodes():
+        nid = node.id
+        if nid in nc.pos or node.is_selector or nid not in nc.interval:
+            continue
+        if isinstance(node, Aggregate):
+            err[nid] = e(node.inputs[-1])
+        elif isinstance(node, SoftmaxAggregate):
+            m = node.width
+            ds = sum(mag(q) * e(k) + mag(k) * e(q) + e(q) * e(k)
+                     for q, k in zip(node.inputs[1:1 + m], node.inputs[1 + m:1 + 2 * m]))
+            err[nid] = e(node.inputs[-1]) + 2.0 * ds * mag(node.inputs[-1])
+        elif nid in approx:
+            src, lo, hi = approx[nid]
+            xs = np.linspace(lo, hi, 4097)
+            ys = np.array([float(eval_expr(nc.program.node(nid).fn, (float(t),))) for t in xs])
+            lip = float(np.max(np.abs(np.diff(ys) / np.diff(xs)), initial=0.0)) * 1.1 if hi > lo else 0.0
+            err[nid] = own.get(nid, 0.0) + lip * e(src)
+        elif nid in nc.forms:
+            total = 0.0
+            for atom, c in nc.forms[nid].terms.items():
+                k = float(np.max(np.abs(np.nan_to_num(c, nan=0.0))))
+                if atom[0] == "x":
+                    total += k * e(atom[1])
+                elif atom[0] == "xx":
+                    a_, b_ = atom[1], atom[2]
+                    total += k * (mag(a_) * e(b_) + mag(b_) * e(a_) + e(a_) * e(b_))
+                elif atom[0] == "relu":
+                    total += k * sum(abs(w) * e(s_) for s_, w in atom[1].terms)
+            err[nid] = total
+    return float(err.get(out, 0.0))
 
 
 def _head_weights(h: HeadSpec, dim: Any, d: int, r_bos: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -295,7 +295,8 @@ LOAD_HOWTO = [
     "dtype = getattr(torch, doc['dtype'])",
     "# TransformerLens 2.x / 3.x:",
     "from transformer_lens import HookedTransformer, HookedTransformerConfig",
-    "model = HookedTransformer(HookedTransformerConfig(**doc['cfg'], dtype=dtype)); model.load_state_dict(sd)",
+    "model = HookedTransformer(HookedTransformerConfig(**doc['cfg'], dtype=dtype))",
+    "model.load_state_dict(sd)",
     "# TransformerLens >= 4 (HookedTransformer was removed; boot_native is its replacement):",
     "from transformer_lens.config import TransformerBridgeConfig",
     "from transformer_lens.model_bridge.sources.native import boot",
@@ -353,7 +354,8 @@ def resid_hook_names(n_layers: int) -> list[str]:
     return names
 
 
-def _run_tl(tl_model: Any, ids: torch.Tensor, mask: torch.Tensor, hooks: list[str]) -> tuple[torch.Tensor, dict]:
+def _run_tl(tl_model: Any, ids: torch.Tensor, mask: torch.Tensor,
+            hooks: list[str]) -> tuple[torch.Tensor, dict]:
     with torch.no_grad():
         logits, cache = tl_model.run_with_cache(ids, attention_mask=mask, names_filter=lambda n: n in hooks)
     return logits, {h: cache[h] for h in hooks}
@@ -393,7 +395,7 @@ def verify(model: RaspModel | str | os.PathLike, tl_model: Any | None = None, in
         max_logits = max(max_logits, float((tl_logits - logits).abs()[real].max()))
         if n_layers == 0:
             residuals = [residuals[0], residuals[0], residuals[0]]
-        for h, r in zip(hooks, residuals):
+        for h, r in zip(hooks, residuals, strict=True):
             per_hook[h] = max(per_hook[h], float((cache[h] - r).abs()[valid].max()))
     worst_hook = max(per_hook.values()) if per_hook else 0.0
     return {"max_abs_diff": max(max_logits, worst_hook), "max_abs_diff_logits": max_logits,

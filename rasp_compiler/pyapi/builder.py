@@ -30,12 +30,32 @@ from rasp_compiler.graph.nodes import (
     Aggregate as AggregateNode,
 )
 from rasp_compiler.graph.nodes import (
-    Constant, Indices, Length, Node, Program, Select as SelectNode, SelectorAnd as AndNode,
-    SelectorNot as NotNode, SelectorOr as OrNode, SelectorWidth as WidthNode, SourcePos, Tokens,
+    Constant,
+    Indices,
+    Length,
+    Node,
+    Program,
+    SourcePos,
+    Tokens,
     add_node,
 )
 from rasp_compiler.graph.nodes import (
     Map as MapNode,
+)
+from rasp_compiler.graph.nodes import (
+    Select as SelectNode,
+)
+from rasp_compiler.graph.nodes import (
+    SelectorAnd as AndNode,
+)
+from rasp_compiler.graph.nodes import (
+    SelectorNot as NotNode,
+)
+from rasp_compiler.graph.nodes import (
+    SelectorOr as OrNode,
+)
+from rasp_compiler.graph.nodes import (
+    SelectorWidth as WidthNode,
 )
 from rasp_compiler.graph.nodes import (
     SequenceMap as SequenceMapNode,
@@ -103,7 +123,8 @@ class RASPExpr:
 
 def _atom(value: Any, what: str) -> Any:
     if not isinstance(value, ATOMS):
-        raise TypeError(f"{what} must be an s-op or an atom (str, int, float, bool), got {type(value).__name__}")
+        raise TypeError(f"{what} must be an s-op or an atom (str, int, float, bool), "
+                        f"got {type(value).__name__}")
     return value
 
 
@@ -403,14 +424,17 @@ def build_program(output: RASPExpr, source_file: str = PYTHON_FILE) -> Program:
         fields = dict(e.fields)
         if isinstance(e, SOp):
             fields["encoding"] = e.encoding
-        built.append((e, e.cls(id=id_of(e), inputs=tuple(id_of(i) for i in e.inputs), name=e.label, **fields)))
+        inputs = tuple(id_of(i) for i in e.inputs)
+        built.append((e, e.cls(id=id_of(e), inputs=inputs, name=e.label, **fields)))
     constants = {n.id: n.value for _, n in built if isinstance(n, Constant)}
     for e, node in built:
         # The position is the Python line that built the node; its text is the RASP operation,
         # which is what plans, pictures and error messages show.
-        text = node.id if _primitive_key(e) else node_text(node, {}, constants)
+        if _primitive_key(e):
+            add_node(graph, node)  # built in, like the elaborator's tokens/indices/length: no position
+            continue
         file, line = e.where
-        add_node(graph, _with_pos(node, SourcePos(file, line, 1, text)))
+        add_node(graph, _with_pos(node, SourcePos(file, line, 1, node_text(node, {}, constants))))
     names = {e.label: id_of(e) for e in order if e.label}
     return Program(graph, id_of(output), names, source_file)
 

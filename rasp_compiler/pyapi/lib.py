@@ -9,8 +9,18 @@ select on constants (``select(0, 0, ==)``), which selects every key.
 from __future__ import annotations
 
 from rasp_compiler.pyapi.builder import (
-    Comparison, LinearSequenceMap, SequenceMap, SOp, aggregate, indicator, indices, numerical, select,
-    selector_width, tokens, tokens_int,
+    Comparison,
+    LinearSequenceMap,
+    SequenceMap,
+    SOp,
+    aggregate,
+    indicator,
+    indices,
+    numerical,
+    select,
+    selector_width,
+    tokens,
+    tokens_int,
 )
 
 
@@ -108,7 +118,8 @@ LIBRARY = {
     "reverse": (lambda max_len: make_reverse(tokens), list("abcde")),
     "hist": (lambda max_len: make_hist(), list("abcde")),
     "sort_unique": (lambda max_len: make_sort_unique(tokens_int, tokens_int), [1, 2, 3, 4, 5]),
-    "sort": (lambda max_len: make_sort(tokens_int, tokens_int, max_seq_len=max_len, min_key=1), [1, 2, 3, 4, 5]),
+    "sort": (lambda max_len: make_sort(tokens_int, tokens_int, max_seq_len=max_len, min_key=1),
+             [1, 2, 3, 4, 5]),
     "sort_freq": (lambda max_len: make_sort_freq(max_len), list("abcde")),
     "frac_prevs": (lambda max_len: make_frac_prevs(indicator(tokens == "a")), list("abcde")),
     "pair_balance": (lambda max_len: make_pair_balance(tokens, "(", ")"), list("()abc")),

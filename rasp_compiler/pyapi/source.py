@@ -25,8 +25,20 @@ from typing import Any
 from rasp_compiler.errors import UserError
 from rasp_compiler.graph.expr import Binary, Const, Contains, Expr, Lookup, PyFn, Ternary, Unary, Var
 from rasp_compiler.graph.nodes import (
-    Aggregate, Constant, Indices, Length, Map, Node, Program, Select, SelectorAnd, SelectorNot, SelectorOr,
-    SelectorWidth, SequenceMap, Tokens,
+    Aggregate,
+    Constant,
+    Indices,
+    Length,
+    Map,
+    Node,
+    Program,
+    Select,
+    SelectorAnd,
+    SelectorNot,
+    SelectorOr,
+    SelectorWidth,
+    SequenceMap,
+    Tokens,
 )
 
 # Names a statement must not rebind (built-ins, keywords, and the names to_source itself reads).

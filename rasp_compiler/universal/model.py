@@ -50,7 +50,10 @@ class UTConfig:
 
 
 class UniversalTransformer(nn.Module):
-    """Fixed backbone.  ``forward(X, E, U=None)`` -> (output, attention (L, H, [batch,] n, n))."""
+    """Fixed backbone.  ``forward(X, E, U=None)`` -> (output, attention (L, H, [batch,] n, n)).
+
+    E may also be a stack (batch, d, m) with U (batch, m, d_out): one target per batch row.
+    """
 
     def __init__(self, config: UTConfig, r_q: torch.Tensor, r_k: torch.Tensor,
                  r_v: torch.Tensor | None = None) -> None:
@@ -76,11 +79,12 @@ class UniversalTransformer(nn.Module):
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         cfg = self.config
         E = E.to(self.r_q.dtype)
-        if E.ndim != 2 or E.shape[1] != cfg.m:
+        # E of shape (batch, d, m) runs a batch of targets at once (one per input row of X)
+        if E.ndim not in (2, 3) or E.shape[-1] != cfg.m:
             raise UserError(f"embedding E must have shape (d, {cfg.m}), got {tuple(E.shape)}")
         X = torch.as_tensor(X).to(self.r_q.dtype)
-        if X.shape[-1] != E.shape[0]:
-            raise UserError(f"input width {X.shape[-1]} does not match the embedding's {E.shape[0]} rows")
+        if X.shape[-1] != E.shape[-2]:
+            raise UserError(f"input width {X.shape[-1]} does not match the embedding's {E.shape[-2]} rows")
         H = X @ E
         attn = []
         for l in range(cfg.layers):

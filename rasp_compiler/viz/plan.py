@@ -10,13 +10,11 @@ text.  ``draw_plan`` returns what it drew (labels, units) so tests can check the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import networkx as nx
 
-from rasp_compiler.viz.common import image_size
-
 from rasp_compiler.graph.nodes import Program
+from rasp_compiler.viz.common import image_size
 
 EMBED = "embedding"
 

@@ -13,9 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rasp_compiler.viz.common import image_size
-
 from rasp_compiler.runtime import RaspModel
+from rasp_compiler.viz.common import image_size
 
 
 @dataclass
@@ -49,7 +48,7 @@ def head_descriptions(model: RaspModel) -> list[list[str]]:
                 if node.inputs and program.node(node.inputs[0]).is_selector:
                     sel = program.node(node.inputs[0])
                     text = sel.pos.text if sel.pos is not None and sel.pos.text else sel.id
-            kind = {"aggregate": "aggregate", "width": "selector_width", "length": "length"}.get(h["kind"], h["kind"])
+            kind = {"width": "selector_width"}.get(h["kind"], h["kind"])
             row.append(f"{kind} → {h['node']}\n{_short(text, 44)}")
         out.append(row)
     return out
@@ -76,7 +75,8 @@ def draw_trace(model: RaspModel, tokens: list[Any], path: str, fmt: str | None =
     heads = [(li, h) for li, layer in enumerate(attention) for h in range(layer.shape[1])]
     n_layers = len(model.config["layers"])
     # the residual after the embedding and after each whole layer (attention + MLP)
-    stages = [("embedding", residuals[0])] + [(f"after layer {li}", residuals[2 + 2 * li]) for li in range(n_layers)]
+    stages = [("embedding", residuals[0])]
+    stages += [(f"after layer {li}", residuals[2 + 2 * li]) for li in range(n_layers)]
 
     n_pos = len(axis_tokens)
     d = len(labels)
@@ -118,7 +118,8 @@ def draw_trace(model: RaspModel, tokens: list[Any], path: str, fmt: str | None =
         else:
             ax.set_yticks(range(d), [""] * d)
         ax.set_title(f"residual {name}", fontsize=8)
-    fig.suptitle(f"{model.config.get('program') or 'model'} on {''.join(map(str, tokens)) if all(isinstance(t, str) and len(t) == 1 for t in tokens) else tokens}",
+    shown = "".join(tokens) if all(isinstance(t, str) and len(t) == 1 for t in tokens) else str(tokens)
+    fig.suptitle(f"{model.config.get('program') or 'model'} on {shown}",
                  fontsize=10)
     fig.savefig(path, format=fmt, dpi=100, bbox_inches="tight")
     plt.close(fig)

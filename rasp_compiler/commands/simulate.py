@@ -1,0 +1,126 @@
+"""``rasp simulate``: generate the universal simulator U of one attention layer, or check it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from rasp_compiler.errors import UserError
+
+EPILOG = """examples:
+  rasp simulate --n 4 --d 4 --heads 2 -o U/                    generate U (float64) and save it
+  rasp simulate --n 3 --d 3 --heads 1 --emit-rasp u.rasp -o U/  also save U's RASP source
+  rasp simulate --n 8 --d 8 --heads 2 --check --trials 100 --trace --json
+  rasp simulate --model U/ --input-json '[...]'                 run a saved U on one sequence
+
+U is ONE transformer, compiled by the ordinary compiler from generated RASP source.  It reads
+one sequence, row-major, one scalar per position:
+  A_1..A_H (H*d*d), V_1..V_H (H*d*d), X (n*d), zeros up to L = max(2*H*d*d + n*d, n*H*d),
+and writes T(X) = concat_h softmax_row(X A_h X^T) X V_h at the first n*H*d positions
+(T[i][h*d + c] at i*H*d + h*d + c).  --causal masks j > i in every simulated head.
+--check draws A, V, X uniform in [-1, 1] (seeded) and compares with NumPy (stable softmax);
+--trace adds the error of X^T, XA, XAX^T, softmax, XV and the output read from U's residual
+stream and attention pattern."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("simulate", help="generate / check the universal simulator U of attention",
+                              description="Generate U, one transformer that reads an attention layer's "
+                              "weights and input as a sequence and outputs the layer's result.",
+                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, help="rows of X (the simulated layer's sequence length)")
+    p.add_argument("--d", type=int, help="columns of X (the simulated layer's width)")
+    p.add_argument("--heads", type=int, default=1, help="simulated heads H (default 1)")
+    p.add_argument("--causal", action="store_true", help="the simulated layer uses a causal mask")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float64")
+    p.add_argument("--input-range", nargs=2, type=float, metavar=("LO", "HI"), default=(-1.0, 1.0),
+                   help="range of the entries of A, V, X U accepts (default -1 1): sizes its margins")
+    p.add_argument("--emit-rasp", metavar="FILE", help="write U's generated RASP source to FILE")
+    p.add_argument("-o", "--out", metavar="DIR", help="save U (model.safetensors + config.json) to DIR")
+    p.add_argument("--check", action="store_true", help="compare U with NumPy on random layers")
+    p.add_argument("--trials", type=int, default=100, help="random layers for --check (default 100)")
+    p.add_argument("--trace", action="store_true", help="with --check: the error of every intermediate")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random layers (default 0)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--model", metavar="DIR", help="run a saved U (with --input-json) instead of generating")
+    p.add_argument("--input-json", metavar="JSON", help="with --model: U's input sequence as a JSON list")
+    p.set_defaults(func=main)
+
+
+def _run_saved(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from rasp_compiler.errors import InputError
+    from rasp_compiler.simulator import load_simulator
+
+    if args.input_json is None:
+        raise UserError("--model needs --input-json with U's input sequence")
+    sim = load_simulator(args.model)
+    try:
+        seq = json.loads(args.input_json)
+    except json.JSONDecodeError as err:
+        raise InputError(f"--input-json is not valid JSON: {err.msg}") from None
+    if not isinstance(seq, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                            for v in seq):
+        raise InputError("--input-json must be a JSON list of numbers")
+    arr = sim.layout.check_sequence(np.array(seq, dtype=np.float64))
+    T = sim.layout.read_output(sim.run_sequences(arr[None])[0])
+    if args.json:
+        print(json.dumps({"output": T.tolist()}))
+    else:
+        np.set_printoptions(precision=6, suppress=True, linewidth=120)
+        print(T)
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    import torch
+
+    torch.set_num_threads(max(1, min(4, torch.get_num_threads())))
+    if args.model:
+        return _run_saved(args)
+    for name in ("n", "d"):
+        if getattr(args, name) is None:
+            raise UserError(f"--{name} is required", hint="e.g. rasp simulate --n 4 --d 4 --heads 2 -o U/")
+    for name in ("n", "d", "heads", "trials"):
+        if getattr(args, name) < 1:
+            raise UserError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if not (args.check or args.out or args.emit_rasp):
+        raise UserError("nothing to do", hint="give -o DIR to save U, --emit-rasp FILE, or --check")
+    from rasp_compiler.compiler.real_check import range_from_args
+    from rasp_compiler.simulator import build_simulator, check_simulator, generate_source
+
+    if args.emit_rasp:
+        with open(args.emit_rasp, "w", encoding="utf-8") as fh:
+            fh.write(generate_source(args.n, args.d, args.heads, args.causal))
+    start = time.perf_counter()
+    sim = build_simulator(args.n, args.d, args.heads, causal=args.causal, dtype=args.dtype,
+                          input_range=range_from_args(args))
+    seconds = time.perf_counter() - start
+    if args.out:
+        sim.model.save(args.out)
+    report = {"n": args.n, "d": args.d, "heads": args.heads, "causal": args.causal, "dtype": args.dtype,
+              **sim.size(), "generation_seconds": round(seconds, 3)}
+    if args.check:
+        lo, hi = range_from_args(args)  # type: ignore[misc]
+        scale = min(1.0, abs(lo), abs(hi))
+        res = check_simulator(sim, trials=args.trials, seed=args.seed, trace=args.trace, scale=scale)
+        report = {**res, "generation_seconds": round(seconds, 3)}
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(f"U for n={args.n}, d={args.d}, H={args.heads}{' (causal)' if args.causal else ''}, "
+              f"{args.dtype}: {report['layers']} layers, heads per layer {report['heads_per_layer']}, "
+              f"residual width {report['residual_width']}, sequence length {report['sequence_length']}, "
+              f"{report['params']:,} parameters; generated in {seconds:.2f} s")
+        if args.check:
+            print(f"{args.trials} random layers (seed {args.seed}): max abs error {report['max_abs_error']:.3g}, "
+                  f"max rel error {report['max_rel_error']:.3g}")
+            for stage, err in report.get("stages", {}).items():
+                print(f"  {stage:8s} max abs error {err:.3g}")
+        if args.out:
+            print(f"wrote {args.out}/model.safetensors and {args.out}/config.json")
+        if args.emit_rasp:
+            print(f"wrote {args.emit_rasp}")
+    return 0

@@ -1,0 +1,249 @@
+"""Issue 3's bars on the shipped programs: compiled models against the interpreter.
+
+Every shipped categorical-token program is compiled and compared with the reference interpreter
+exhaustively over a three-token vocabulary (four for the two-pair Dyck programs) and on random and
+edge inputs at max length 16.  Then the specific failure modes measured in tracr: empty selections,
+maps after numerical means, selector widths 0..N, padding of mixed-length batches, determinism,
+bad input through the CLI, and the layer/head depth of the classics.  (Timing is in bench/.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from rasp_compiler.compiler import compile_program
+from rasp_compiler.compiler.checking import check_model, edge_inputs, exhaustive_inputs, random_inputs
+from rasp_compiler.interpreter import run
+from rasp_compiler.lang import load_program, program_from_source
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from shipped import BY_NAME, PROGRAMS, Shipped  # noqa: E402
+
+torch.set_num_threads(1)
+RANDOM_LEN = 16
+RANDOM_COUNT = 60
+
+
+def _compile(s: Shipped, max_len: int, vocab: tuple | None = None):
+    program = load_program(str(s.file))
+    return program, compile_program(program, list(vocab or s.vocab3), max_len)
+
+
+def _assert_agrees(model, program, inputs) -> None:
+    res = check_model(model, program, inputs)
+    assert res.inputs_checked > 0
+    assert res.ok, f"{res.inputs_checked - res.inputs_agreeing} disagreements, e.g. {res.failures[:3]}"
+
+
+# -- agreement with the interpreter ----------------------------------------------------------------
+# tests/test_compiler.py (H2) checks every shipped program exhaustively up to length 5 over "abc",
+# "(){" or [1, 2, 3]; these are the programs whose interesting tokens that misses: count's and
+# frac_prevs' target "l", parity's "0"/"1", the second bracket pair of the Dyck-2 programs.
+OWN_VOCAB = ["count", "frac_prevs", "parity", "dyck2", "tracr/shuffle_dyck2", "match2"]
+
+
+@pytest.mark.parametrize("name", OWN_VOCAB)
+def test_exhaustive_small(name: str) -> None:
+    """Every input up to ``test_len`` tokens (bench/correctness.py goes to ``exhaustive_len``)."""
+    s = BY_NAME[name]
+    program, model = _compile(s, s.test_len)
+    _assert_agrees(model, program, exhaustive_inputs(list(s.vocab3), s.test_len))
+
+
+@pytest.mark.parametrize("s", PROGRAMS, ids=lambda s: s.name)
+def test_random_and_edges_at_16(s: Shipped) -> None:
+    """Random inputs of every length up to 16, plus all-equal tokens at every length 1..16."""
+    program, model = _compile(s, RANDOM_LEN)
+    vocab = list(s.vocab3)
+    inputs = random_inputs(vocab, RANDOM_LEN, RANDOM_COUNT, seed=3)
+    inputs += [[t] * n for t in vocab for n in range(1, RANDOM_LEN + 1)]
+    inputs += edge_inputs(vocab, RANDOM_LEN)
+    _assert_agrees(model, program, inputs)
+
+
+@pytest.mark.parametrize("name", ["reverse", "sort", "dyck2", "most_frequent", "tracr/shuffle_dyck2",
+                                  "tracr/frac_prevs", "induction_2hop"])
+def test_mixed_length_batch_equals_one_at_a_time(name: str) -> None:
+    """Padding: one batch of mixed lengths gives exactly the outputs (and logits) of single runs."""
+    s = BY_NAME[name]
+    _, model = _compile(s, RANDOM_LEN)
+    inputs = random_inputs(list(s.vocab3), RANDOM_LEN, 24, seed=5) + [[s.vocab3[0]], (list(s.vocab3) * RANDOM_LEN)[:RANDOM_LEN]]
+    together = model.run(inputs)
+    alone = [model.run([x])[0] for x in inputs]
+    assert together == alone
+    logits = model.forward(inputs)
+    for b, x in enumerate(inputs):
+        single = model.forward([x])[0]
+        assert torch.equal(logits[b, : len(x)], single[: len(x)])
+
+
+# -- empty selections --------------------------------------------------------------------------------
+EMPTY_CASES = [
+    # the last position reads past the end: nothing selected, the default
+    ('nxt = aggregate(select(indices, indices + 1, ==), tokens, "D");\nnxt;', "abca", list("bcaD")),
+    # no earlier "a": the first positions get the default
+    ('prev_a = aggregate(select(tokens, "a", ==) and select(indices, indices, <), indices, -1);\nprev_a;',
+     "bbab", [-1, -1, -1, 2]),
+    # a selector that is empty everywhere
+    ('none = aggregate(select(tokens, "z", ==), tokens, "?");\nnone;', "abc", list("???")),
+    # the default 0 when nothing is given
+    ("first = aggregate(select(indices, indices - 1, ==), indices + 10);\nfirst;", "abc", [0, 10, 11]),
+]
+
+
+@pytest.mark.parametrize("source,text,want", EMPTY_CASES)
+def test_empty_categorical_selection_gives_the_default(source: str, text: str, want: list) -> None:
+    program = program_from_source(source)
+    assert run(program, list(text)) == want  # the hand-worked value, so the interpreter is right too
+    for max_len in (len(text), 16):
+        model = compile_program(program, list("abc"), max_len)
+        assert model.run([list(text)]) == [want]
+        _assert_agrees(model, program, exhaustive_inputs(list("abc"), 4))
+
+
+def test_shipped_programs_hit_empty_selections() -> None:
+    """shift's first position and induction's first occurrences select nothing: defaults."""
+    _, shift = _compile(BY_NAME["shift"], 16)
+    assert shift.run([list("abc")]) == [list("_ab")]
+    _, ind = _compile(BY_NAME["induction_1hop"], 16)
+    assert ind.run([list("abcab")]) == [list("___bc")]
+    _, dyck2 = _compile(BY_NAME["dyck2"], 16, tuple("(){}a"))
+    assert dyck2.run([list(")}")]) == [list("FF")]
+
+
+# -- maps after numerical means (tracr's wrong value sets) ------------------------------------------
+FRAC = 'frac = numerical(aggregate(select(indices, indices, <=), numerical(indicator(tokens == "a")), 0));\n'
+
+
+def test_map_after_numerical_mean_squares() -> None:
+    program = program_from_source(FRAC + "sq = numerical(frac * frac);\nsq;")
+    model = compile_program(program, list("ab"), 8)
+    got = model.run([list("abaab")])[0]
+    assert got == pytest.approx([1, 0.25, 4 / 9, 0.5625, 0.36], abs=1e-6)  # tracr: [1,.25,.25,1,.25]
+    for cat in ("sq = frac * frac;\nsq;", "sq = categorical(frac * frac);\nsq;"):
+        program = program_from_source(FRAC + cat)
+        model = compile_program(program, list("ab"), 6)
+        _assert_agrees(model, program, exhaustive_inputs(list("ab"), 6))
+
+
+def test_map_after_numerical_mean_equals_point_four() -> None:
+    program = program_from_source(FRAC + "hit = frac == 0.4;\nhit;")
+    assert run(program, list("abbab")) == [False, False, False, False, True]
+    model = compile_program(program, list("ab"), 8)
+    assert model.run([list("abbab")]) == [[False, False, False, False, True]]
+    assert model.run([list("aabbbbb")])[0][4] is True  # 2/5
+    _assert_agrees(model, program, exhaustive_inputs(list("ab"), 8))
+
+
+# -- selector width at every width ------------------------------------------------------------------
+def test_selector_width_every_width_0_to_16() -> None:
+    program = program_from_source('w = selector_width(select(tokens, "a", ==));\nw;')
+    model = compile_program(program, list("ab"), 16)
+    inputs, wants = [], []
+    for n in range(1, 17):
+        for w in range(0, n + 1):
+            inputs.append(["a"] * w + ["b"] * (n - w))
+            wants.append([w] * n)
+    assert model.run(inputs) == wants
+    # per position widths 0..n-1 within one input, for every length
+    program = program_from_source("w = selector_width(select(indices, indices, <));\nw;")
+    model = compile_program(program, list("ab"), 16)
+    inputs = [["b"] * n for n in range(1, 17)]
+    assert model.run(inputs) == [list(range(n)) for n in range(1, 17)]
+
+
+# -- determinism -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["reverse", "sort", "dyck2", "tracr/shuffle_dyck2", "tracr/frac_prevs"])
+def test_compile_twice_gives_byte_identical_weights(name: str, tmp_path: Path) -> None:
+    s = BY_NAME[name]
+    digests = []
+    for k in range(2):
+        _, model = _compile(s, 10)
+        model.save(str(tmp_path / str(k)))
+        digests.append(hashlib.sha256((tmp_path / str(k) / "model.safetensors").read_bytes()).hexdigest())
+    assert digests[0] == digests[1]
+
+
+# -- bad input through the CLI ----------------------------------------------------------------------
+def _rasp(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rasp_compiler.cli", *args], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def saved_reverse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("rev")
+    r = _rasp("compile", "programs/reverse.rasp", "--vocab", "abc", "--max-len", "6", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def _assert_one_clear_error(r: subprocess.CompletedProcess, *words: str) -> None:
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr + r.stdout
+    message = r.stderr.strip()
+    assert message and message.count("error") >= 1
+    for w in words:
+        assert w.lower() in message.lower(), message
+
+
+def test_eval_token_outside_vocab(saved_reverse: Path) -> None:
+    _assert_one_clear_error(_rasp("eval", str(saved_reverse), "--input", "abz"), "'z'", "vocab")
+
+
+def test_eval_input_longer_than_max_len(saved_reverse: Path) -> None:
+    _assert_one_clear_error(_rasp("eval", str(saved_reverse), "--input", "abcabca"), "7", "6")
+
+
+def test_eval_truncated_weights(saved_reverse: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "m"
+    bad.mkdir()
+    (bad / "config.json").write_bytes((saved_reverse / "config.json").read_bytes())
+    data = (saved_reverse / "model.safetensors").read_bytes()
+    (bad / "model.safetensors").write_bytes(data[: len(data) // 2])
+    _assert_one_clear_error(_rasp("eval", str(bad), "--input", "abc"), "model.safetensors")
+
+
+def test_eval_edited_config(saved_reverse: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "m"
+    bad.mkdir()
+    (bad / "model.safetensors").write_bytes((saved_reverse / "model.safetensors").read_bytes())
+    config = json.loads((saved_reverse / "config.json").read_text())
+    config["vocab"] = ["b", "a", "c"]  # a plausible edit that would silently permute the tokens
+    (bad / "config.json").write_text(json.dumps(config))
+    _assert_one_clear_error(_rasp("eval", str(bad), "--input", "abc"), "config")
+
+
+def test_compile_uncompilable_program(tmp_path: Path) -> None:
+    prog = tmp_path / "mean_of_strings.rasp"
+    prog.write_text("x = numerical(aggregate(select(indices, indices, <=), tokens, 0));\nx;\n")
+    r = _rasp("compile", str(prog), "--vocab", "abc", "--max-len", "5", "-o", str(tmp_path / "o"))
+    _assert_one_clear_error(r, "mean_of_strings.rasp:1", "hint")
+
+
+# -- depth: layers and heads of the classics ---------------------------------------------------------
+# (program, layers, most heads in one layer) from the original RASP analysis (Weiss et al. 2021).
+DEPTH = [("reverse", 2, 1), ("histogram", 1, 1), ("double_histogram", 2, 2), ("sort", 2, 1),
+         ("most_frequent", 3, 2), ("sort_by_frequency", 3, 2), ("dyck1", 2, 1), ("dyck2", 4, 2)]
+
+
+def _heads_per_layer(model) -> list[int]:
+    """Heads per layer, not counting the head that computes ``length`` (free in the RASP analysis)."""
+    return [sum(1 for h in lp["heads"] if h["kind"] != "length") for lp in model.plan]
+
+
+@pytest.mark.parametrize("name,layers,heads", DEPTH)
+def test_depth_of_the_classics(name: str, layers: int, heads: int) -> None:
+    s = BY_NAME[name]
+    _, model = _compile(s, 16, s.vocab5)
+    forced = " <- ".join(model.config.get("critical_path") or [])
+    assert model.n_layers <= layers, f"{name}: {model.n_layers} layers (want {layers}); forced by {forced}"
+    assert max(_heads_per_layer(model)) <= heads, f"{name}: heads per layer {_heads_per_layer(model)}"

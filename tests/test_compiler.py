@@ -1,0 +1,249 @@
+"""The compiler against the reference interpreter: shipped programs, edge cases, hand-worked cases."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+import torch
+
+from rasp_compiler.compiler import compile_program
+from rasp_compiler.compiler.checking import (
+    check_model, edge_inputs, exhaustive_inputs, random_inputs,
+)
+from rasp_compiler.errors import CompileError
+from rasp_compiler.interpreter import run
+from rasp_compiler.lang import load_program, program_from_source
+
+torch.set_num_threads(1)
+ROOT = Path(__file__).resolve().parent.parent
+NUMERIC_INPUT = {"match2", "matmul", "maxmin", "softmax", "transpose", "sort_unique"}
+NOT_COMPILABLE = {"softmax"}  # real-valued exp / division: issue 4 (numerical compilation)
+
+
+def _vocab(path: Path) -> list:
+    name = path.stem
+    if "dyck" in name or "balance" in name:
+        return list("(){")
+    if name in NUMERIC_INPUT or (path.parent.name == "tracr" and name == "sort"):
+        return [1, 2, 3]
+    return list("abc")
+
+
+PROGRAMS = sorted(p for p in list((ROOT / "programs").glob("*.rasp")) + list((ROOT / "programs" / "tracr").glob("*.rasp"))
+                  if p.stem not in NOT_COMPILABLE)
+
+
+def _id(p: Path) -> str:
+    return f"{p.parent.name}/{p.stem}" if p.parent.name == "tracr" else p.stem
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=_id)
+def test_shipped_program_exhaustive(path: Path) -> None:
+    """Every input over a 3-token vocabulary up to length 5 agrees with the interpreter."""
+    program = load_program(str(path))
+    vocab = _vocab(path)
+    model = compile_program(program, vocab, 5)
+    res = check_model(model, program, list(exhaustive_inputs(vocab, 5)) + edge_inputs(vocab, 5))
+    assert res.inputs_checked > 0
+    assert res.ok, res.failures
+
+
+CLASSICS = ["reverse", "histogram", "double_histogram", "sort", "most_frequent", "sort_by_frequency",
+            "dyck1", "dyck2", "frac_prevs", "length", "shift", "parity", "count"]
+
+
+@pytest.mark.parametrize("name", CLASSICS)
+def test_classics_random_length_16(name: str) -> None:
+    path = ROOT / "programs" / f"{name}.rasp"
+    program = load_program(str(path))
+    vocab = list("(){}ab") if "dyck" in name else list("abcde")
+    model = compile_program(program, vocab, 16)
+    inputs = random_inputs(vocab, 16, 150, seed=1) + edge_inputs(vocab, 16)
+    res = check_model(model, program, inputs)
+    assert res.ok, res.failures
+
+
+def compile_src(src: str, vocab="abc", max_len=6, **kw):
+    program = program_from_source(src)
+    return program, compile_program(program, list(vocab) if isinstance(vocab, str) else vocab, max_len, **kw)
+
+
+def agree_all(src: str, vocab="abc", max_len=5, **kw) -> None:
+    program, model = compile_src(src, vocab, max_len, **kw)
+    res = check_model(model, program, list(exhaustive_inputs(list(vocab) if isinstance(vocab, str) else vocab,
+                                                             max_len)))
+    assert res.inputs_checked > 0 and res.ok, res.failures
+
+
+# ---------------------------------------------------------------- hand-worked behaviour
+def test_reverse_depth_and_output() -> None:
+    program, model = compile_src("reverse = aggregate(select(indices, length - indices - 1, ==), tokens); reverse;")
+    assert model.run(["abc", "cab"]) == [list("cba"), list("bac")]
+    assert model.n_layers == 2
+    assert model.heads_per_layer == [1, 1]  # the length head, then the reverse head
+
+
+def test_empty_selection_gives_the_default() -> None:
+    # No key is ever selected: every position gets the default, also a default outside the values.
+    program, model = compile_src('aggregate(select(tokens, tokens, !=) and select(tokens, tokens, ==), tokens, "z");')
+    assert model.run(["abc"]) == [["z", "z", "z"]]
+    # Sometimes empty: the first position sees no earlier key.
+    agree_all('aggregate(select(indices, indices - 1, ==), tokens, "-");')
+
+
+def test_numerical_mean_value_set_is_k_over_n() -> None:
+    # tracr gives [1, .25, .25, 1, .25] here; the right answer is [1, .25, .444, .5625, .36].
+    src = """
+bools = numerical(indicator(tokens == "a"));
+frac = numerical(aggregate(select(indices, indices, <=), bools, 0));
+numerical(frac * frac);
+"""
+    program, model = compile_src(src, "ab", 5)
+    got = model.run(["abaab"])[0]
+    want = [1, 0.25, 4 / 9, 0.5625, 0.36]
+    assert max(abs(g - w) for g, w in zip(got, want)) < 1e-5
+    agree_all(src, "ab", 6)
+
+
+def test_map_equality_after_mean() -> None:
+    # x == 0.4 must be reachable (2 of 5): tracr's value set {1/n} misses it.
+    src = """
+frac = numerical(aggregate(select(indices, indices, <=), numerical(indicator(tokens == "a")), 0));
+frac == 0.4;
+"""
+    program, model = compile_src(src, "ab", 5)
+    assert model.run(["aabbb"])[0] == [False, False, False, False, True]
+    agree_all(src, "ab", 6)
+
+
+@pytest.mark.parametrize("op", ["==", "!=", "<", ">", "<=", ">="])
+def test_every_comparison(op: str) -> None:
+    agree_all(f"aggregate(select(tokens, tokens, {op}), numerical(indicator(tokens == \"a\")), 0);")
+    agree_all(f"selector_width(select(indices, indices, {op}));")
+
+
+@pytest.mark.parametrize("sel", [
+    "select(tokens, tokens, ==) and select(indices, indices, <)",
+    "select(tokens, tokens, ==) or select(indices, indices, <)",
+    "not select(tokens, tokens, ==)",
+    "not (select(tokens, tokens, <) or select(indices, indices, ==))",
+    "select(tokens, tokens, <) or (select(tokens, tokens, ==) and select(indices, indices, <))",
+    "(select(tokens, tokens, ==) and not select(indices, indices, ==)) or select(indices, 0, ==)",
+])
+def test_selector_combinations(sel: str) -> None:
+    agree_all(f"selector_width({sel});")
+    agree_all(f"aggregate({sel}, numerical(indicator(tokens == \"b\")), 0);")
+
+
+def test_and_of_selects_costs_one_head() -> None:
+    program, model = compile_src("selector_width(select(tokens, tokens, ==) and select(indices, indices, <));")
+    assert model.heads_per_layer == [1]
+
+
+def test_every_selector_width_up_to_max_len() -> None:
+    n = 40
+    program, model = compile_src("selector_width(select(indices, indices, <=));", "a", n)
+    assert model.run(["a" * n])[0] == list(range(1, n + 1))
+    program, model = compile_src("selector_width(select(tokens, tokens, ==));", "ab", n)
+    for w in range(1, n + 1):
+        assert model.run(["a" * w + "b" * (n - w)])[0][0] == w
+    program, model = compile_src("selector_width(select(tokens, tokens, <));", "ab", n)
+    assert model.run(["a" * n])[0] == [0] * n
+
+
+def test_mixed_length_batch_equals_one_at_a_time() -> None:
+    program = load_program(str(ROOT / "programs" / "sort.rasp"))
+    model = compile_program(program, list("abcd"), 12)
+    inputs = random_inputs(list("abcd"), 12, 40, seed=3)
+    batch = model.run(inputs)
+    single = [model.run([x])[0] for x in inputs]
+    assert batch == single
+    logits = model.forward(inputs)
+    for r, x in enumerate(inputs):
+        alone = model.forward([x])[0]
+        assert torch.equal(logits[r, : len(x)], alone[: len(x)])
+
+
+def test_causal_refuses_lookahead_and_accepts_prefix_programs() -> None:
+    program = load_program(str(ROOT / "programs" / "reverse.rasp"))
+    with pytest.raises(CompileError) as err:
+        compile_program(program, list("abc"), 6, causal=True)
+    assert err.value.line is not None
+    program = load_program(str(ROOT / "programs" / "frac_prevs.rasp"))
+    model = compile_program(program, list("abc"), 6, causal=True)
+    res = check_model(model, program, list(exhaustive_inputs(list("abc"), 5)))
+    assert res.ok
+    with pytest.raises(CompileError):
+        compile_src("aggregate(select(tokens, tokens, ==), numerical(indicator(tokens == \"a\")), 0);",
+                    causal=True)
+
+
+def test_fixed_length_makes_length_a_constant() -> None:
+    program = load_program(str(ROOT / "programs" / "reverse.rasp"))
+    model = compile_program(program, list("abc"), 6, fixed_length=6)
+    assert model.heads_per_layer[0] == 1 and sum(model.heads_per_layer) == 1
+    assert model.run(["abcabc"]) == [list("cbacba")]
+
+
+def test_averaging_strings_that_may_collide_is_flagged() -> None:
+    program, model = compile_src("aggregate(select(tokens, tokens, ==), tokens);")
+    assert any("several keys" in n for n in model.config["notes"])
+
+
+def test_categorical_mean_of_numbers_is_rejected_with_the_line() -> None:
+    with pytest.raises(CompileError) as err:
+        compile_src("x = 1;\ny = categorical(aggregate(select(tokens, tokens, ==), indices));\ny;")
+    assert err.value.line == 2
+    assert "categorical" in err.value.render()
+
+
+def test_float64_compiles_and_agrees() -> None:
+    agree_all("numerical(aggregate(select(indices, indices, <=), numerical(indicator(tokens == \"a\")), 0));",
+              dtype="float64")
+
+
+def test_trace_exposes_residuals_and_attention() -> None:
+    program, model = compile_src("reverse = aggregate(select(indices, length - indices - 1, ==), tokens); reverse;")
+    tr = model.trace(["abc"])
+    assert len(tr["residuals"]) == 1 + 2 * model.n_layers
+    assert tr["attention"][1].shape == (1, 1, 4, 4)
+    labels = tr["labels"]
+    assert "tokens:a" in labels and "indices:2" in labels and "one" in labels and "bos" in labels
+    # The reverse head at query position 1 (token 0) attends to key position 3 (the last token).
+    assert float(tr["attention"][1][0, 0, 1, 3]) == pytest.approx(1.0)
+    res = tr["residuals"][-1][0]
+    i = labels.index("reverse:c")
+    assert float(res[1, i]) == pytest.approx(1.0)
+
+
+def test_plan_names_nodes_and_lines() -> None:
+    program = load_program(str(ROOT / "programs" / "reverse.rasp"))
+    model = compile_program(program, list("abc"), 8)
+    heads = [h for layer in model.plan for h in layer["heads"]]
+    assert any(h["node"] == "reverse" and h["source"].endswith("reverse.rasp:7") for h in heads)
+    assert "reverse" in model.summary()
+
+
+def test_compile_twice_is_byte_identical(tmp_path: Path) -> None:
+    program = load_program(str(ROOT / "programs" / "dyck2.rasp"))
+    a = compile_program(program, list("(){}a"), 10)
+    b = compile_program(load_program(str(ROOT / "programs" / "dyck2.rasp")), list("(){}a"), 10)
+    a.save(str(tmp_path / "a"))
+    b.save(str(tmp_path / "b"))
+    assert (tmp_path / "a" / "model.safetensors").read_bytes() == (tmp_path / "b" / "model.safetensors").read_bytes()
+    assert (tmp_path / "a" / "config.json").read_bytes() == (tmp_path / "b" / "config.json").read_bytes()
+
+
+def test_all_inputs_exactly_at_small_sizes() -> None:
+    # sanity of the exhaustive enumerator used above
+    assert len(list(exhaustive_inputs(list("ab"), 3))) == 2 + 4 + 8
+    assert list(itertools.islice(exhaustive_inputs(list("ab"), 3), 3)) == [["a"], ["b"], ["a", "a"]]
+
+
+def test_interpreter_and_model_agree_on_a_tokens_int_program() -> None:
+    src = "tokens = tokens_int; aggregate(select(tokens, tokens, <), tokens, 0);"
+    program, model = compile_src(src, [1, 2, 3], 5)
+    assert model.config["output"]["encoding"] == "numerical"
+    assert run(program, [3, 1, 2]) == model.run([[3, 1, 2]])[0]

@@ -1,0 +1,179 @@
+"""Numerical compilation (compiler/real.py): exact units, stated bounds proven by dense sampling,
+clear errors for what cannot be compiled or bounded, and the runtime's real-valued input."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from rasp_compiler.cli import main as cli
+from rasp_compiler.compiler import compile_program
+from rasp_compiler.errors import CompileError, UserError
+from rasp_compiler.interpreter import run
+from rasp_compiler.lang import load_program
+from rasp_compiler.lang.elaborator import program_from_source
+from rasp_compiler.runtime import RaspModel
+
+
+def compiled(src: str, n: int, lo: float = -1.0, hi: float = 1.0, dtype: str = "float64",
+             fixed: int | None = None):
+    prog = program_from_source(src)
+    return prog, compile_program(prog, None, n, dtype=dtype, fixed_length=fixed, input_range=(lo, hi))
+
+
+def agree(prog, model, inputs) -> float:
+    worst = 0.0
+    outs = model.run(inputs)
+    for x, got in zip(inputs, outs):
+        ref = np.array(run(prog, x), dtype=float)
+        worst = max(worst, float(np.max(np.abs(ref - np.array(got)))))
+    return worst
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_transpose_is_bit_exact(dtype: str) -> None:
+    prog = load_program("programs/transpose.rasp")
+    m = compile_program(prog, None, 6, dtype=dtype, fixed_length=6, input_range=(-1, 1))
+    rng = np.random.default_rng(1)
+    xs = rng.uniform(-1, 1, (200, 6))
+    if dtype == "float32":
+        xs = xs.astype(np.float32).astype(np.float64)  # the numbers the model holds
+    outs = m.run(xs.tolist())
+    for x, got in zip(xs.tolist(), outs):
+        assert got == run(prog, x)  # bit for bit
+
+
+def test_matmul_within_a_few_ulps() -> None:
+    prog = load_program("programs/matmul.rasp")
+    m = compile_program(prog, None, 10, dtype="float64", input_range=(-1, 1))
+    rng = np.random.default_rng(2)
+    xs = rng.uniform(-1, 1, (300, 10)).tolist()
+    assert agree(prog, m, xs) <= 4 * np.finfo(np.float64).eps * 2
+
+
+def test_products_max_min_and_gates_are_exact() -> None:
+    src = """tokens = tokens_float;
+other = aggregate(select(indices, (indices + 1) % length, ==), tokens, 0);
+p = tokens * other - 2 * other + 0.5;
+big = tokens if tokens > other else other;
+small = tokens if tokens < other else other;
+y = (p + big if indices % 2 == 0 else small * 3) if indices < 3 else p - small;
+y;"""
+    prog, m = compiled(src, 5, -2, 3, fixed=5)
+    rng = np.random.default_rng(3)
+    xs = rng.uniform(-2, 3, (300, 5)).tolist() + [[1.0] * 5, [-2.0, 3.0, -2.0, 3.0, 0.0]]
+    assert agree(prog, m, xs) <= 1e-14
+    assert all(r["exact"] for r in m.config["numeric"]["maps"])
+    assert m.n_layers == 1  # one head, then one MLP of exact units
+
+
+@pytest.mark.parametrize("expr, lo, hi", [
+    ("2.718281828459045 ^ tokens", -3.0, 2.0),
+    ("1 / tokens", 0.25, 4.0),
+    ("tokens * tokens * tokens", -1.5, 1.0),
+    ("2.718281828459045 ^ (0 - tokens * tokens)", -2.0, 2.0),
+])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_stated_bound_holds_on_a_dense_grid(expr: str, lo: float, hi: float, dtype: str) -> None:
+    src = f"tokens = tokens_float;\ny = {expr};\ny;"
+    prog, m = compiled(src, 1, lo, hi, dtype=dtype)
+    bound = m.config["numeric"]["approx_error_bound"]
+    assert bound > 0 and any(not r["exact"] for r in m.config["numeric"]["maps"])
+    grid = np.linspace(lo, hi, 100_001)
+    if dtype == "float32":
+        grid = np.unique(grid.astype(np.float32).astype(np.float64))
+    got = np.concatenate([m.forward([[x] for x in chunk])[:, 0, 0].double().numpy()
+                          for chunk in np.array_split(grid, 20)])
+    ref = np.array(run(prog, grid.tolist()), dtype=float)  # the interpreter, on one long input
+    assert np.max(np.abs(got - ref)) <= bound
+
+
+def test_a_map_without_a_bound_asks_for_a_range() -> None:
+    with pytest.raises(CompileError, match="not finite everywhere.*\\[-1, 1\\]") as err:
+        compiled("tokens = tokens_float;\ny = 1 / tokens;\ny;", 4)
+    assert "narrower --input-range" in err.value.render()
+
+
+def test_what_cannot_be_compiled_says_why() -> None:
+    with pytest.raises(CompileError, match="compares real numbers"):
+        compiled("tokens = tokens_float;\ny = aggregate(select(tokens, tokens, <), tokens, 0);\ny;", 4)
+    with pytest.raises(CompileError, match="fixed length"):
+        compiled("tokens = tokens_float;\ny = tokens + length;\ny;", 4)
+    with pytest.raises(CompileError, match="several real numbers"):
+        compiled("tokens = tokens_float;\no = aggregate(select(indices, 0, ==), tokens, 0);\n"
+                 "y = tokens if tokens > o else 0;\ny;", 4)
+    with pytest.raises(CompileError, match="tokens_str"):
+        compiled("y = indicator(tokens == \"a\");\ny;", 4)
+
+
+def test_intervals_are_inferred() -> None:
+    src = """tokens = tokens_float;
+m = aggregate(select(indices, indices, <=), tokens, 0);
+y = m * tokens + 1;
+y;"""
+    _, m = compiled(src, 4, -2, 3)
+    maps = {r["node"]: r for r in m.config["numeric"]["maps"]}
+    assert maps["m"]["interval"] == [-2.0, 3.0]
+    assert maps["y"]["interval"] == [-6.0 + 1, 9.0 + 1]
+
+
+def test_softmax_aggregate_interpreter_matches_numpy() -> None:
+    src = """tokens = tokens_float;
+y = softmax_aggregate(select(indices, indices, <=), [tokens, 2], [tokens, indices], tokens * 3, 7);
+y;"""
+    prog = program_from_source(src)
+    x = np.array([0.3, -1.0, 0.7, 0.1])
+    got = run(prog, x.tolist())
+    for i in range(4):
+        s = x[i] * x[: i + 1] + 2 * np.arange(i + 1)
+        w = np.exp(s - s.max())
+        assert got[i] == pytest.approx(float(w @ (3 * x[: i + 1]) / w.sum()), abs=1e-15)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_softmax_aggregate_is_one_exact_head_even_at_logits_50(dtype: str) -> None:
+    src = """tokens = tokens_float;
+row = (indices - indices % 3) / 3;
+y = softmax_aggregate(select(row, row, ==), [tokens], [tokens], tokens, 0);
+y;"""
+    prog, m = compiled(src, 6, -50, 50, dtype=dtype, fixed=6)
+    assert m.heads_per_layer == [1]
+    xs = [[50.0, -50.0, 49.0, -50.0, -50.0, 50.0], [1.0, 2.0, 3.0, -1.0, 0.0, 1.0]]
+    rng = np.random.default_rng(4)
+    xs += rng.uniform(-50, 50, (50, 6)).tolist()
+    out = np.array(m.run(xs))
+    assert np.all(np.isfinite(out))
+    tol = 1e-12 if dtype == "float64" else 1e-4 * 50  # float32 logits up to 2500 carry 2e-4 absolute
+    assert agree(prog, m, xs) <= tol
+
+
+def test_saved_numeric_model_runs_with_the_runtime(tmp_path) -> None:
+    prog = load_program("programs/matmul.rasp")
+    m = compile_program(prog, None, 10, dtype="float64", input_range=(-1, 1))
+    m.save(str(tmp_path))
+    loaded = RaspModel.load(str(tmp_path))
+    x = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
+    assert loaded.run([x]) == m.run([x])
+    assert "embed.value" in loaded.tensors and "layers.0.mlp.W_gate" in loaded.tensors
+    with pytest.raises(UserError, match="outside the input range"):
+        loaded.run([[2.0] * 10])
+    with pytest.raises(UserError, match="finite real numbers"):
+        loaded.run([[math.nan] * 10])
+
+
+def test_cli_check_and_eval(tmp_path, capsys) -> None:
+    rc = cli(["check", "programs/matmul.rasp", "--input-range", "-1", "1", "--max-len", "10",
+              "--samples", "200", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and report["max_abs_error"] < 1e-6 and report["inputs_checked"] >= 200
+    rc = cli(["compile", "programs/maxmin.rasp", "--input-range", "-1", "1", "--max-len", "4",
+              "--fixed-length", "4", "-o", str(tmp_path)])
+    assert rc == 0 and "exact" in capsys.readouterr().out
+    rc = cli(["eval", str(tmp_path), "--input-json", "[0.5, -1, 0.25, 0.75]", "--json"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["output"] == [0.5, -1.0, 0.75, 0.25]
+    rc = cli(["compile", "programs/maxmin.rasp", "--input-range", "-1", "1", "--max-len", "4",
+              "-o", str(tmp_path)])
+    assert rc == 1 and "fixed length" in capsys.readouterr().err

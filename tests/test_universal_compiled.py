@@ -1,0 +1,54 @@
+"""Item 5 of issue 5: RASP-compiled models run through a fixed UT.
+
+Attention-only compiled models (no MLP) are targets of the residual class with values; the UT's
+decoded outputs must equal the compiled model's and the reference interpreter's on every input.
+Models with MLPs are refused by name; their attention sublayers run through a UT one at a time.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from universal_helpers import single_thread  # noqa: F401  (autouse fixture)
+
+from rasp_compiler.compiler import compile_program
+from rasp_compiler.errors import UserError
+from rasp_compiler.lang import load_program
+from rasp_compiler.universal import build_universal
+from rasp_compiler.universal.compiled import attention_target, run_sublayer_through_ut, run_through_ut
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _all_inputs(vocab, max_len):
+    return [list(t) for n in range(1, max_len + 1) for t in itertools.product(vocab, repeat=n)]
+
+
+@pytest.mark.parametrize("path, vocab, layers", [
+    ("programs/frac_prevs.rasp", "helo", 1),
+    ("docs/examples/shift_twice.rasp", "abc", 2),
+])
+def test_attention_only_program_through_paths_ut(path, vocab, layers):
+    program = load_program(str(ROOT / path))
+    model = compile_program(program, list(vocab), 5, dtype="float64")
+    target = attention_target(model)
+    assert target.layers == layers and target.residual
+    ut = build_universal("paths", target.layers, target.heads, target.dim, residual=True,
+                         causal=target.causal)
+    inputs = _all_inputs(vocab, 4)
+    res = run_through_ut(model, ut, inputs, program)
+    assert res.max_logit_error <= 1e-10 and res.attention_max_diff <= 1e-10
+    assert res.decoded_agree == res.interpreter_agree == len(inputs)
+
+
+def test_model_with_mlp_is_refused_by_name_and_its_attention_layer_runs():
+    model = compile_program(load_program(str(ROOT / "programs/histogram.rasp")), list("abc"), 5,
+                            dtype="float64")
+    with pytest.raises(UserError, match="has MLPs"):
+        attention_target(model)
+    target = attention_target(model, [0], with_unembedding=False)
+    ut = build_universal("paths", 1, target.heads, target.dim, residual=True)
+    res = run_sublayer_through_ut(model, 0, ut, _all_inputs("abc", 4))
+    assert res.max_logit_error <= 1e-10 and res.attention_max_diff <= 1e-10
