@@ -155,8 +155,10 @@ class RaspModel:
         config["weights_sha256"] = weights_digest(self.tensors)
         digest = config_digest(config)
         tensors = {k: v.detach().contiguous() for k, v in sorted(self.tensors.items())}
-        save_file(tensors, os.path.join(directory, WEIGHTS_FILE),
-                  metadata={"format": FORMAT, "config_sha256": digest})
+        # One metadata key only: safetensors keeps metadata in a Rust HashMap, so with two keys
+        # their order in the header (and the file's bytes) changed from save to save.  The format
+        # is recorded in config.json.
+        save_file(tensors, os.path.join(directory, WEIGHTS_FILE), metadata={"config_sha256": digest})
         with open(os.path.join(directory, CONFIG_FILE), "w", encoding="utf-8") as fh:
             json.dump(config, fh, indent=1, sort_keys=True, ensure_ascii=False)
             fh.write("\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -27,7 +28,9 @@ from rasp_compiler.runtime import RaspModel
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytest.importorskip("transformer_lens", reason="the optional extra: pip install -e .[lens]")
+# TransformerLens is an optional extra; without it only the "missing TransformerLens" test runs.
+requires_tl = pytest.mark.skipif(importlib.util.find_spec("transformer_lens") is None,
+                                 reason="the optional extra: pip install -e .[lens]")
 
 # softmax.rasp is numerical (exp, division) and its value sets are too large to compile at any
 # vocabulary here; it is not one of the categorical programs the export bar is about.
@@ -59,11 +62,13 @@ def compiled() -> dict[str, RaspModel]:
     return models
 
 
+@requires_tl
 def test_most_shipped_programs_compile(compiled) -> None:
     categorical = [p for p, m in compiled.items() if m.config["output"]["encoding"] == "categorical"]
     assert len(categorical) >= 15, sorted(compiled)
 
 
+@requires_tl
 def test_round_trip_every_shipped_program(compiled) -> None:
     """max |Δ logits| <= 1e-5 in float32 for every shipped program that compiles (categorical ones
     are the bar; numerical ones are held to it too), and every residual hook point agrees."""
@@ -76,6 +81,7 @@ def test_round_trip_every_shipped_program(compiled) -> None:
     assert max(worst.values()) <= 1e-5, {p: d for p, d in worst.items() if d > 1e-5}
 
 
+@requires_tl
 def test_hook_points_match_the_weights_by_hand() -> None:
     """Independent of verify(): the TL residual before block 0 is token + position embedding, and the
     logits of a reversed input decode to the reversal."""
@@ -92,6 +98,7 @@ def test_hook_points_match_the_weights_by_hand() -> None:
     assert torch.allclose(pattern.sum(-1), torch.ones(ids.shape[1]))
 
 
+@requires_tl
 def test_padded_batch_equals_one_at_a_time() -> None:
     model = compile_program(load_program(ROOT / "programs/sort.rasp"), "abc", 8)
     tl = to_hooked_transformer(model)
@@ -106,6 +113,7 @@ def test_padded_batch_equals_one_at_a_time() -> None:
         assert torch.allclose(together[r, :n], alone[0], atol=1e-6)
 
 
+@requires_tl
 def test_causal_model_exports_causal() -> None:
     model = compile_program(load_program(ROOT / "programs/tracr/frac_prevs.rasp"), "abc", 8, causal=True)
     assert tl_config(model)["attention_dir"] == "causal"
@@ -114,6 +122,7 @@ def test_causal_model_exports_causal() -> None:
     assert tl_config(bidirectional)["attention_dir"] == "bidirectional"
 
 
+@requires_tl
 def test_layers_with_different_head_sizes_keep_their_scale(compiled) -> None:
     """TL divides every layer by one attn_scale; a layer with a smaller d_head gets W_Q rescaled."""
     mixed = [m for m in compiled.values()
@@ -172,6 +181,7 @@ def test_missing_transformer_lens_is_a_clear_error(monkeypatch) -> None:
     assert ".[lens]" in err.value.render()
 
 
+@requires_tl
 def test_cli_export_verify_json(tmp_path, capsys) -> None:
     out = tmp_path / "model"
     sort = str(ROOT / "programs/sort.rasp")
@@ -208,6 +218,7 @@ def test_cli_export_errors(tmp_path, capsys) -> None:
     assert "does not exist" in capsys.readouterr().err
 
 
+@requires_tl
 def test_float64_model_exports_float64() -> None:
     model = compile_program(load_program(ROOT / "programs/histogram.rasp"), "abc", 6, dtype="float64")
     tl = to_hooked_transformer(model)

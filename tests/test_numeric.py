@@ -70,23 +70,25 @@ y;"""
     assert m.n_layers == 1  # one head, then one MLP of exact units
 
 
-@pytest.mark.parametrize("expr, lo, hi", [
-    ("2.718281828459045 ^ tokens", -3.0, 2.0),
-    ("1 / tokens", 0.25, 4.0),
-    ("tokens * tokens * tokens", -1.5, 1.0),
-    ("2.718281828459045 ^ (0 - tokens * tokens)", -2.0, 2.0),
-])
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+BOUND_CASES = [("2.718281828459045 ^ tokens", -3.0, 2.0, "float64"), ("1 / tokens", 0.25, 4.0, "float32")]
+SLOW_BOUND_CASES = [(e, lo, hi, dt) for e, lo, hi in [
+    ("2.718281828459045 ^ tokens", -3.0, 2.0), ("1 / tokens", 0.25, 4.0), ("tokens ^ 3", -1.5, 1.0),
+    ("2.718281828459045 ^ (0 - tokens * tokens)", -2.0, 2.0)] for dt in ("float64", "float32")
+    if (e, lo, hi, dt) not in BOUND_CASES]
+
+
+@pytest.mark.parametrize("expr, lo, hi, dtype", BOUND_CASES + [
+    pytest.param(*c, marks=pytest.mark.slow) for c in SLOW_BOUND_CASES])
 def test_stated_bound_holds_on_a_dense_grid(expr: str, lo: float, hi: float, dtype: str) -> None:
     src = f"tokens = tokens_float;\ny = {expr};\ny;"
     prog, m = compiled(src, 1, lo, hi, dtype=dtype)
     bound = m.config["numeric"]["approx_error_bound"]
     assert bound > 0 and any(not r["exact"] for r in m.config["numeric"]["maps"])
-    grid = np.linspace(lo, hi, 100_001)
+    grid = np.linspace(lo, hi, 30_001)
     if dtype == "float32":
         grid = np.unique(grid.astype(np.float32).astype(np.float64))
     got = np.concatenate([m.forward([[x] for x in chunk])[:, 0, 0].double().numpy()
-                          for chunk in np.array_split(grid, 20)])
+                          for chunk in np.array_split(grid, 6)])
     ref = np.array(run(prog, grid.tolist()), dtype=float)  # the interpreter, on one long input
     assert np.max(np.abs(got - ref)) <= bound
 

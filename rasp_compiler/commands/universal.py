@@ -114,7 +114,7 @@ def _lower_bound(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows[0] if len(rows) == 1 else rows))
         return 0
-    a = "H+1" if args.residual else "H"
+    a = "(H+1)" if args.residual else "H"
     print(f"rank of the path-product span, d = 1, attention matching, residual "
           f"{'on' if args.residual else 'off'} (expected {a}^L): a lower bound on the width m")
     print("  H \\ L " + "".join(f"{l:>8}" for l in layers))
@@ -224,15 +224,16 @@ def _print_text(ut, report, args, lengths, tol, ok, given_target) -> None:
 
 
 # ----- a RASP-compiled target ------------------------------------------------------------------
-def _inputs(vocab: list, max_len: int, limit: int, seed: int) -> list:
+def _inputs(vocab: list, max_len: int, limit: int, seed: int) -> tuple[list, bool]:
+    """Every input up to ``max_len`` when there are at most ``limit``, else ``limit`` random ones."""
     import itertools
     import random
 
     total = sum(len(vocab) ** n for n in range(1, max_len + 1))
     if total <= limit:
-        return [list(t) for n in range(1, max_len + 1) for t in itertools.product(vocab, repeat=n)]
+        return [list(t) for n in range(1, max_len + 1) for t in itertools.product(vocab, repeat=n)], True
     rng = random.Random(seed)
-    return [[rng.choice(vocab) for _ in range(rng.randint(1, max_len))] for _ in range(limit)]
+    return [[rng.choice(vocab) for _ in range(rng.randint(1, max_len))] for _ in range(limit)], False
 
 
 def _program(args: argparse.Namespace) -> int:
@@ -256,7 +257,7 @@ def _program(args: argparse.Namespace) -> int:
     ut = build_universal(construction, target.layers, target.heads, target.dim, residual=True,
                          causal=target.causal, values=True, m=args.width, head_dim=args.head_dim,
                          seed=args.seed)
-    inputs = _inputs(model.vocab, args.max_len, args.max_inputs, args.seed)
+    inputs, exhaustive = _inputs(model.vocab, args.max_len, args.max_inputs, args.seed)
     if layers is None:
         res = run_through_ut(model, ut, inputs, program)
     else:
@@ -278,7 +279,7 @@ def _program(args: argparse.Namespace) -> int:
               f"residual width {model.residual_width}")
         print(f"  target ({what}): L={target.layers} H={target.heads} d={target.dim}, residual, values")
         print(f"  UT: {construction}, m = {cfg.m} (formula {out['m_formula']})")
-        print(f"  {res.inputs} inputs ({'all' if res.inputs < args.max_inputs else 'random'} up to length "
+        print(f"  {res.inputs} inputs ({'all' if exhaustive else 'random'} up to length "
               f"{args.max_len})")
         quantity = "logits" if layers is None else "stream after the sublayer"
         print(f"  max |UT - compiled model| ({quantity})  {res.max_logit_error:.3e}")

@@ -122,7 +122,9 @@ def head_weights(op: HeadOp, layout: Layout, r_bos: np.ndarray) -> HeadWeights:
     elif tf.encoding == "categorical":
         vf = layout.features[op.value]  # type: ignore[index]
         dims = layout.onehot_dims(op.value)  # type: ignore[arg-type]
-        hw.W_V[dims, np.array(op.value_weights, dtype=int)] = 1.0
+        cols = np.array(op.value_weights, dtype=int)
+        keep = cols >= 0  # values never selected (-1) write nothing
+        hw.W_V[np.asarray(dims)[keep], cols[keep]] = 1.0
         bos_value = np.zeros(ov)
         if int(op.default) >= 0:
             bos_value[int(op.default)] = 1.0

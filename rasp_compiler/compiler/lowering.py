@@ -371,7 +371,10 @@ class Lowering:
         sinfo = an.info[src]
         if info.encoding == "categorical":
             vfeat = self.need_categorical(src)
-            weights = [target.values.index(v) for v in self.features[vfeat].values]
+            # -1: a source value the analysis proved is never selected (e.g. a selector that never
+            # selects anything) has no dimension in the result
+            weights = [target.values.index(v) if v in target.values else -1
+                       for v in self.features[vfeat].values]
             # -1: the selection is never empty, so the default has no one-hot dimension
             default = target.values.index(node.default) if node.default in target.values else -1
             mean = False

@@ -50,7 +50,7 @@ from rasp_compiler.graph.nodes import (
 GAP = {"float32": 120.0, "float64": 800.0}  # score gap at which exp(-gap) underflows to 0
 # interpolation error a piecewise-linear map aims for, relative to max(1, |f|): finer knots would
 # cost more units than the dtype's own rounding of their sum gives back
-APPROX_TARGET = {"float32": 1e-5, "float64": 1e-7}
+APPROX_TARGET = {"float32": 1e-5, "float64": 1e-6}
 MAX_SEGMENTS = 4096
 ONE, BOS = 0, 1
 

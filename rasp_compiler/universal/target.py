@@ -91,8 +91,11 @@ class Target:
         """A seeded random target whose activations stay O(1) at every depth.
 
         Value matrices are random orthogonal matrices divided by the number of branches per layer
-        (H, or H+1 with residual), so products of values along a path neither blow up nor vanish
+        (g = H, or H+1 with residual), so products of values along a path neither blow up nor vanish
         and the absolute error of a simulation is a fair measure (the issue asks tests to rescale).
+        Without values there is nothing to divide: the stream can grow by g per layer, so layer l's W
+        is divided by g^l (worst-case logits grow like g^l, not g^2l: attention averages shrink the
+        stream) and U by g^L, so outputs stay O(1) while attention stays far from uniform.
         """
         if min(layers, heads, dim) < 1:
             raise UserError("layers, heads and dim must all be at least 1")
@@ -106,6 +109,10 @@ class Target:
             V = q / (heads + int(residual))
         d_out = dim if d_out is None else d_out
         U = torch.randn(dim, d_out, generator=gen, dtype=torch.float64) / dim**0.5
+        if not values:
+            g = float(heads + int(residual))
+            W = W / (g ** torch.arange(layers, dtype=torch.float64)).view(-1, 1, 1, 1)
+            U = U / g**layers
         return cls(W=W, V=V, U=U, residual=residual, causal=causal)
 
     # ----- running -----------------------------------------------------------------------------

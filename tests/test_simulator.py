@@ -1,0 +1,128 @@
+"""The universal simulator U: layout, generated source, exactness against NumPy, bad input, CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from rasp_compiler.cli import main as cli
+from rasp_compiler.errors import UserError
+from rasp_compiler.interpreter import run
+from rasp_compiler.lang.elaborator import program_from_source
+from rasp_compiler.simulator import (
+    SequenceLayout, attention_layer, build_simulator, check_simulator, generate_source, load_simulator,
+)
+from rasp_compiler.simulator.check import random_layers
+
+BARS = {"float64": 1e-9, "float32": 5e-6}
+
+
+def test_layout_places_every_entry() -> None:
+    lay = SequenceLayout(3, 2, 2)
+    A = np.arange(8.0).reshape(2, 2, 2)
+    V = 10 + np.arange(8.0).reshape(2, 2, 2)
+    X = 20 + np.arange(6.0).reshape(3, 2)
+    seq = lay.build(A, V, X)
+    assert lay.length == max(2 * 2 * 4 + 6, 3 * 4) == len(seq)
+    assert seq[1 * 4 + 1 * 2 + 0] == A[1, 1, 0]
+    assert seq[8 + 0 * 4 + 1 * 2 + 1] == V[0, 1, 1]
+    assert seq[16 + 2 * 2 + 1] == X[2, 1]
+    assert lay.read_output(np.arange(lay.length)).shape == (3, 4)
+    with pytest.raises(UserError, match="shape"):
+        lay.build(A, V, X[:2])
+    with pytest.raises(UserError, match="non-finite"):
+        lay.build(A, V, np.full((3, 2), np.nan))
+    with pytest.raises(UserError, match="reads exactly 22"):
+        lay.check_sequence(np.zeros(21))
+
+
+def test_generated_source_means_the_attention_layer() -> None:
+    """U's RASP program, run by the interpreter, is T(X) (independent of the compiler)."""
+    lay = SequenceLayout(3, 2, 2)
+    prog = program_from_source(generate_source(3, 2, 2, causal=True))
+    A, V, X = (m[0] for m in random_layers(lay, 1, seed=5))
+    out = np.array(run(prog, lay.build(A, V, X).tolist()))
+    assert np.max(np.abs(lay.read_output(out) - attention_layer(A, V, X, causal=True)["output"])) < 1e-14
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_u_meets_the_bars_on_small_sizes(dtype: str, causal: bool) -> None:
+    sim = build_simulator(3, 3, 1, dtype=dtype, causal=causal)
+    rep = check_simulator(sim, trials=20, seed=1, trace=True)
+    assert rep["max_abs_error"] <= BARS[dtype]
+    assert rep["stages"]["XT"] == 0.0  # the transpose is bit-exact
+    assert rep["layers"] == 3 and rep["heads_per_layer"] == [3, 7, 1]
+
+
+def test_u_heads_do_not_grow_with_n_or_h() -> None:
+    sizes = [build_simulator(n, 4, h).size() for n, h in ((4, 1), (12, 1), (6, 3))]
+    assert all(s["heads_per_layer"] == [4, 9, 1] for s in sizes)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_softmax_logits_up_to_50_stay_finite_and_correct(dtype: str) -> None:
+    sim = build_simulator(4, 4, 1, dtype=dtype, input_range=(-4.0, 4.0))
+    X = np.array([[4.0, 0, 0, 0], [0, 4.0, 0, 0], [4.0, 4.0, 0, 0], [-4.0, 1.0, 0, 0]])
+    A = np.diag([3.125, -3.125, 1.0, 1.0])[None]  # logits X A X^T reach +50 and -50
+    V = np.eye(4)[None] * 3.0
+    ref = attention_layer(A, V, X)
+    assert np.abs(ref["XAXT"]).max() == 50.0
+    got = sim(A, V, X)
+    assert np.all(np.isfinite(got))
+    # a logit of 50 carries 50 * eps of rounding into its weight: the dtype's limit, not U's
+    eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)
+    assert np.max(np.abs(got - ref["output"])) <= 4 * 50 * eps * np.abs(ref["output"]).max()
+
+
+def test_bad_input_is_refused(tmp_path, capsys) -> None:
+    assert cli(["simulate", "--n", "2", "--d", "2", "-o", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert cli(["simulate", "--model", str(tmp_path), "--input-json", "[1, 2, 3]"]) == 1
+    assert "reads exactly 12" in capsys.readouterr().err
+    seq = [0.5] * 12
+    assert cli(["simulate", "--model", str(tmp_path), "--input-json", json.dumps(seq).replace("0.5", "NaN", 1)]) == 1
+    assert "non-finite" in capsys.readouterr().err
+    assert cli(["simulate", "--model", str(tmp_path), "--input-json", json.dumps([3.0] * 12)]) == 1
+    assert "outside the input range" in capsys.readouterr().err
+    assert cli(["simulate", "--model", str(tmp_path), "--input-json", json.dumps(seq), "--json"]) == 0
+    T = json.loads(capsys.readouterr().out)["output"]
+    sim = load_simulator(str(tmp_path))
+    A = np.full((1, 2, 2), 0.5)
+    assert np.allclose(T, attention_layer(A, A, np.full((2, 2), 0.5))["output"], atol=1e-15)
+    assert sim.layout.n == 2
+
+
+def test_cli_check_json_fields(tmp_path, capsys) -> None:
+    rasp = tmp_path / "u.rasp"
+    rc = cli(["simulate", "--n", "3", "--d", "2", "--heads", "2", "--check", "--trials", "10",
+              "--json", "--trace", "--emit-rasp", str(rasp)])
+    rep = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    for key in ("n", "d", "heads", "dtype", "trials", "max_abs_error", "max_rel_error", "layers",
+                "heads_per_layer", "residual_width", "sequence_length", "params"):
+        assert key in rep
+    assert rep["max_abs_error"] <= 1e-9 and set(rep["stages"]) == {"XT", "XA", "XAXT", "softmax", "XV", "output"}
+    assert "softmax_aggregate" in rasp.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("n, d, h", [(3, 3, 1), (4, 4, 2), (8, 8, 2), (16, 8, 4)])
+def test_bars_over_100_trials(n: int, d: int, h: int, dtype: str) -> None:
+    sim = build_simulator(n, d, h, dtype=dtype)
+    rep = check_simulator(sim, trials=100, seed=0, trace=True, batch=16)
+    assert rep["max_abs_error"] <= BARS[dtype]
+    assert rep["stages"]["XT"] == 0.0
+    assert rep["stages"]["XA"] <= 8 * np.finfo(np.float32 if dtype == "float32" else np.float64).eps * d
+
+
+@pytest.mark.slow
+def test_generating_u_for_n_64_takes_under_a_minute() -> None:
+    start = time.perf_counter()
+    sim = build_simulator(64, 8, 2)
+    assert time.perf_counter() - start < 60
+    assert sim.size()["heads_per_layer"] == [8, 17, 1]
