@@ -27,7 +27,7 @@ def compiled(src: str, n: int, lo: float = -1.0, hi: float = 1.0, dtype: str = "
 def agree(prog, model, inputs) -> float:
     worst = 0.0
     outs = model.run(inputs)
-    for x, got in zip(inputs, outs):
+    for x, got in zip(inputs, outs, strict=False):
         ref = np.array(run(prog, x), dtype=float)
         worst = max(worst, float(np.max(np.abs(ref - np.array(got)))))
     return worst
@@ -42,7 +42,7 @@ def test_transpose_is_bit_exact(dtype: str) -> None:
     if dtype == "float32":
         xs = xs.astype(np.float32).astype(np.float64)  # the numbers the model holds
     outs = m.run(xs.tolist())
-    for x, got in zip(xs.tolist(), outs):
+    for x, got in zip(xs.tolist(), outs, strict=False):
         assert got == run(prog, x)  # bit for bit
 
 
@@ -70,7 +70,7 @@ y;"""
     assert m.n_layers == 1  # one head, then one MLP of exact units
 
 
-BOUND_CASES = [("2.718281828459045 ^ tokens", -3.0, 2.0, "float64"), ("1 / tokens", 0.25, 4.0, "float32")]
+BOUND_CASES = [("1 / tokens", 0.25, 4.0, "float32")]  # the rest run with -m slow
 SLOW_BOUND_CASES = [(e, lo, hi, dt) for e, lo, hi in [
     ("2.718281828459045 ^ tokens", -3.0, 2.0), ("1 / tokens", 0.25, 4.0), ("tokens ^ 3", -1.5, 1.0),
     ("2.718281828459045 ^ (0 - tokens * tokens)", -2.0, 2.0)] for dt in ("float64", "float32")

@@ -13,7 +13,12 @@ from rasp_compiler.errors import UserError
 from rasp_compiler.interpreter import run
 from rasp_compiler.lang.elaborator import program_from_source
 from rasp_compiler.simulator import (
-    SequenceLayout, attention_layer, build_simulator, check_simulator, generate_source, load_simulator,
+    SequenceLayout,
+    attention_layer,
+    build_simulator,
+    check_simulator,
+    generate_source,
+    load_simulator,
 )
 from rasp_compiler.simulator.check import random_layers
 
@@ -66,7 +71,7 @@ def test_u_heads_do_not_grow_with_n_or_h() -> None:
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_softmax_logits_up_to_50_stay_finite_and_correct(dtype: str) -> None:
     sim = build_simulator(4, 4, 1, dtype=dtype, input_range=(-4.0, 4.0))
-    X = np.array([[4.0, 0, 0, 0], [0, 4.0, 0, 0], [4.0, 4.0, 0, 0], [-4.0, 1.0, 0, 0]])
+    X = np.array([[4.0, 0, 0, 0], [0, 4.0, 0, 0], [4.0, 4.0, 0, 0], [-4.0, 0, 0, 0]])
     A = np.diag([3.125, -3.125, 1.0, 1.0])[None]  # logits X A X^T reach +50 and -50
     V = np.eye(4)[None] * 3.0
     ref = attention_layer(A, V, X)
@@ -84,7 +89,8 @@ def test_bad_input_is_refused(tmp_path, capsys) -> None:
     assert cli(["simulate", "--model", str(tmp_path), "--input-json", "[1, 2, 3]"]) == 1
     assert "reads exactly 12" in capsys.readouterr().err
     seq = [0.5] * 12
-    assert cli(["simulate", "--model", str(tmp_path), "--input-json", json.dumps(seq).replace("0.5", "NaN", 1)]) == 1
+    bad = json.dumps(seq).replace("0.5", "NaN", 1)
+    assert cli(["simulate", "--model", str(tmp_path), "--input-json", bad]) == 1
     assert "non-finite" in capsys.readouterr().err
     assert cli(["simulate", "--model", str(tmp_path), "--input-json", json.dumps([3.0] * 12)]) == 1
     assert "outside the input range" in capsys.readouterr().err
@@ -105,7 +111,8 @@ def test_cli_check_json_fields(tmp_path, capsys) -> None:
     for key in ("n", "d", "heads", "dtype", "trials", "max_abs_error", "max_rel_error", "layers",
                 "heads_per_layer", "residual_width", "sequence_length", "params"):
         assert key in rep
-    assert rep["max_abs_error"] <= 1e-9 and set(rep["stages"]) == {"XT", "XA", "XAXT", "softmax", "XV", "output"}
+    assert rep["max_abs_error"] <= 1e-9
+    assert set(rep["stages"]) == {"XT", "XA", "XAXT", "softmax", "XV", "output"}
     assert "softmax_aggregate" in rasp.read_text()
 
 

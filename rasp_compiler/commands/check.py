@@ -38,7 +38,12 @@ def main(args: argparse.Namespace) -> int:
 
     from rasp_compiler.commands.compile import compile_from_args, parse_vocab
     from rasp_compiler.compiler.checking import (
-        EXHAUSTIVE_LIMIT, check_model, count_inputs, edge_inputs, exhaustive_inputs, random_inputs,
+        EXHAUSTIVE_LIMIT,
+        check_model,
+        count_inputs,
+        edge_inputs,
+        exhaustive_inputs,
+        random_inputs,
     )
     from rasp_compiler.lang import load_program
 

@@ -17,7 +17,8 @@ Writes model_tl.pt (TransformerLens's HookedTransformer state dict: plain tensor
 torch.load(..., weights_only=True)) and model_tl.json (the config under "cfg", token ids, output
 values, residual labels, the layer plan and how to load it in TransformerLens 2.x/3.x and 4.x).
 --verify runs the compiled model and the TransformerLens model on K random inputs and reports the
-largest difference of the logits and of every residual hook point (blocks.L.hook_resid_pre/mid/post).
+largest difference of the logits, of every residual hook point (blocks.L.hook_resid_pre/mid/post)
+and of every attention pattern (blocks.L.attn.hook_pattern).
 Needs the optional extra: pip install -e .[lens]"""
 
 
@@ -67,7 +68,8 @@ def main(args: argparse.Namespace) -> int:
     if args.verify:
         print(f"verified on {result['inputs']} random inputs (TransformerLens {result['transformer_lens']}, "
               f"{result['dtype']}): max |Δ logits| = {result['max_abs_diff_logits']:.3g}, "
-              f"max |Δ residual| = {result['max_abs_diff_residual']:.3g}")
-        for hook, diff in result["hooks"].items():
+              f"max |Δ residual| = {result['max_abs_diff_residual']:.3g}, "
+              f"max |Δ attention pattern| = {result['max_abs_diff_pattern']:.3g}")
+        for hook, diff in {**result["hooks"], **result["patterns"]}.items():
             print(f"  {hook:28s} {diff:.3g}")
     return 0

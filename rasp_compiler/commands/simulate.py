@@ -115,7 +115,8 @@ def main(args: argparse.Namespace) -> int:
               f"residual width {report['residual_width']}, sequence length {report['sequence_length']}, "
               f"{report['params']:,} parameters; generated in {seconds:.2f} s")
         if args.check:
-            print(f"{args.trials} random layers (seed {args.seed}): max abs error {report['max_abs_error']:.3g}, "
+            print(f"{args.trials} random layers (seed {args.seed}): "
+                  f"max abs error {report['max_abs_error']:.3g}, "
                   f"max rel error {report['max_rel_error']:.3g}")
             for stage, err in report.get("stages", {}).items():
                 print(f"  {stage:8s} max abs error {err:.3g}")

@@ -28,14 +28,23 @@ from rasp_compiler.compiler.values import MAX_VALUES, means, sorted_values
 from rasp_compiler.errors import CompileError
 from rasp_compiler.graph.expr import evaluate as eval_expr
 from rasp_compiler.graph.nodes import (
-    Aggregate, Constant, Indices, Length, Map, Node, Program, SelectorWidth, SequenceMap, SourcePos,
+    Aggregate,
+    Constant,
+    Indices,
+    Length,
+    Map,
+    Node,
+    Program,
+    SelectorWidth,
+    SequenceMap,
+    SourcePos,
     Tokens,
 )
 
 # The largest joint domain enumerated for one s-op; beyond it the s-op becomes a base of its own.
 DOMAIN_CAP = 120_000
 # A numerical map over more joint assignments than this keeps only its per-position value sets.
-REBASE_SIZE = 4_096
+REBASE_SIZE = 40_000
 
 
 @dataclass
@@ -142,7 +151,7 @@ class Analysis:
         return CompileError(message, self.program.source_file, hint=hint)
 
     def describe(self, node_id: str) -> str:
-        info = self.info.get(node_id)
+        self.info.get(node_id)
         node = self.node(node_id) if node_id in self.graph else None
         text = node.pos.text if node is not None and node.pos is not None and node.pos.text else ""
         return f"'{node_id}'" + (f" ({text})" if text and text != node_id else "")
@@ -214,7 +223,7 @@ class Analysis:
         out: dict[tuple, None] = {}
         for a in self.domain(bases):
             row = []
-            for proj, table in zip(projections, tables):
+            for proj, table in zip(projections, tables, strict=False):
                 key = tuple(a[j] for j in proj)
                 if key not in table:
                     break
@@ -339,6 +348,8 @@ class Analysis:
     def map_info(self, sid: str, kind: str, inputs: tuple[str, ...], fn: Callable[..., Any],
                  encoding: str, pos: SourcePos | None) -> SInfo:
         """Tabulate a positionwise function of ``inputs`` over the joint domain of their bases."""
+        for i in inputs:
+            self.require_values(i, sid)
         bases = tuple(sorted({b for i in inputs for b in self.info[i].bases}))
         size = self.domain_size(bases)
         if size > REBASE_SIZE:
@@ -358,7 +369,7 @@ class Analysis:
                 seen = per_ctx.setdefault(ctx, set()) if rebase else None
                 for a in assignments:
                     args = []
-                    for proj, t in zip(projections, tables):
+                    for proj, t in zip(projections, tables, strict=False):
                         key = tuple(a[j] for j in proj)
                         if key not in t:
                             break
@@ -440,7 +451,7 @@ class Analysis:
             key = tuple(tuple(x) for x in sets)
             if key not in cache:
                 acc = np.array([c])
-                for wj, xs in zip(w, sets):
+                for wj, xs in zip(w, sets, strict=False):
                     if wj != 0.0:
                         acc = np.add.outer(acc, wj * xs).ravel()
                 vals = np.unique(np.round(acc, 12))
@@ -517,6 +528,14 @@ class Analysis:
         sel_id, src = node.inputs
         sinfo = self.info[src]
         enc = node.encoding
+        if "unbounded" in sinfo.notes and enc != "categorical":
+            nums = [float(v) for v in sinfo.values] + [float(node.default)] \
+                if isinstance(node.default, (int, float)) else None
+            if nums is None:
+                self.require_values(src, node.id)
+            info = self._base(node, "free", [min(nums), max(nums)], "numerical")  # type: ignore[arg-type]
+            info.notes.append("unbounded")
+            return info
         unique = self.at_most_one(sel_id)
         numeric = is_numeric(sinfo.values)
         if enc is None:
@@ -567,10 +586,21 @@ class Analysis:
                     per_width[w] = means(sinfo.values, w, self._sum_cache)
             got = per_width[w]
             if got is None:
-                raise self.error(node.id, f"{self.describe(node.id)} averages values whose possible "
-                                 "means are too many to enumerate",
-                                 hint="average fewer distinct values (e.g. 0/1 indicators)")
+                raise _Unbounded()
             return got
+        try:
+            return self._mean_info(node, sinfo, widths, mean_set, enc, unique)
+        except _Unbounded:
+            # Too many possible means to list: fine as an output or as a mean's value; a map or a
+            # select reading it is refused (see ``require_values``).
+            nums = [float(v) for v in sinfo.values] + [float(default)]
+            info = self._base(node, "free", [min(nums), max(nums)], enc)
+            info.notes.append("unbounded")
+            return info
+
+    def _mean_info(self, node: Aggregate, sinfo: SInfo, widths: Any, mean_set: Callable[[int], list],
+                   enc: str, unique: bool) -> SInfo:
+        default = node.default
         if widths is not None:
             cond = {ctx: sorted_values(mean_set(w)) for ctx, w in widths.items()}
             allv = sorted_values(v for vs in cond.values() for v in vs)
@@ -580,9 +610,17 @@ class Analysis:
             for w in range(1, max(self.lengths) + 1):
                 allv.extend(mean_set(w))
                 if len(allv) > 4 * MAX_VALUES:
-                    raise self.error(node.id, "too many possible means to enumerate")
+                    raise _Unbounded()
             info = self._base(node, "free", allv, enc)
         return info
+
+    def require_values(self, sid: str, reader: str) -> None:
+        """Refuse to tabulate a function of an s-op whose values could not be enumerated."""
+        if "unbounded" in self.info[sid].notes:
+            raise self.error(reader, f"{self.describe(reader)} reads {self.describe(sid)}, a mean with "
+                             "too many possible values to enumerate",
+                             hint="average fewer distinct values (e.g. 0/1 indicators), or compile "
+                                  "with a smaller --max-len")
 
     def _selector_width(self, node: SelectorWidth) -> SInfo:
         enc = node.encoding or "categorical"
@@ -591,6 +629,10 @@ class Analysis:
             cond = {ctx: [w] for ctx, w in widths.items()}
             return self._base(node, "cond", sorted({w for w in widths.values()}), enc, cond=cond)
         return self._base(node, "free", list(range(0, max(self.lengths) + 1)), enc)
+
+
+class _Unbounded(Exception):
+    pass
 
 
 def _one_hot_ok(values: list[Any], dtype: str, limit: int = 512) -> bool:

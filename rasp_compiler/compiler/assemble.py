@@ -101,7 +101,7 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
             wk, wv = np.zeros_like(wq), np.zeros_like(wq)
             wo = np.zeros((n_heads, d_head, d))
             out_bos = np.zeros(d)
-            for h, (hid, hw) in enumerate(zip(head_ids, hws)):
+            for h, (hid, hw) in enumerate(zip(head_ids, hws, strict=False)):
                 op: HeadOp = low.ops[hid]  # type: ignore[assignment]
                 scale = (gap if op.bos == "always" else 2.0 * gap) * math.sqrt(d_head)
                 wq[h, :, : hw.W_Q.shape[1]] = hw.W_Q * scale
@@ -137,7 +137,7 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
             m = max(m, 1)
             w_in = np.zeros((d, m))
             w_out = np.zeros((m, d))
-            for u, ((dims, w), (odims, ow)) in enumerate(zip(acc.w_in, acc.w_out)):
+            for u, ((dims, w), (odims, ow)) in enumerate(zip(acc.w_in, acc.w_out, strict=False)):
                 np.add.at(w_in[:, u], dims, w)
                 np.add.at(w_out[u], odims, ow)
             b_in = np.zeros(m)

@@ -164,7 +164,7 @@ class MLPWeights:
         self.w_out.append((np.asarray(out_dims, dtype=int), np.asarray(out_w, dtype=np.float64)))
 
     def bias(self, dims: np.ndarray, w: np.ndarray) -> None:
-        for d_, x in zip(np.atleast_1d(dims), np.atleast_1d(w)):
+        for d_, x in zip(np.atleast_1d(dims), np.atleast_1d(w), strict=False):
             self.b_out[int(d_)] = self.b_out.get(int(d_), 0.0) + float(x)
 
 
@@ -193,7 +193,7 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
     if fit is not None:
         w, c = fit
         total = c
-        for j, wj in zip(num, w):
+        for j, wj in zip(num, w, strict=False):
             if wj == 0.0:
                 continue
             xs = np.array([float(v) for v in ins[j].values])
@@ -205,7 +205,7 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
         return
 
     def gate(combo: tuple) -> tuple[np.ndarray, np.ndarray, float]:
-        dims = np.array([layout.dim(op.inputs[j], v) for j, v in zip(cat, combo)], dtype=int)
+        dims = np.array([layout.dim(op.inputs[j], v) for j, v in zip(cat, combo, strict=False)], dtype=int)
         return dims, np.ones(len(dims)), -(len(dims) - 1.0)
 
     if not num:
@@ -254,7 +254,7 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
         else:
             gdims, gw, gb = np.zeros(0, dtype=int), np.zeros(0), 0.0
             acc.bias(*enc(zpts[0][1]))
-        for (z0, y0), (z1, y1) in zip(zpts, zpts[1:]):
+        for (z0, y0), (z1, y1) in zip(zpts, zpts[1:], strict=False):
             if _same(y1, y0):
                 continue
             gap = z1 - z0

@@ -63,7 +63,7 @@ def agree(got: list[Any], want: list[Any], numerical: bool, tol: float) -> tuple
         return False, float("inf")
     err = 0.0
     ok = True
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=False):
         if numerical:
             try:
                 e = abs(float(g) - float(w))
@@ -96,7 +96,7 @@ def check_model(model: RaspModel, program: Program, inputs: Iterable[list[Any]],
                 res.inputs_undefined += 1
         if keep:
             gots = model.run(keep)
-            for x, g, w in zip(keep, gots, wants):
+            for x, g, w in zip(keep, gots, wants, strict=False):
                 ok, err = agree(g, w, numerical, tol)
                 res.inputs_checked += 1
                 res.inputs_agreeing += ok

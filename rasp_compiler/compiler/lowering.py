@@ -24,7 +24,14 @@ from rasp_compiler.compiler.analysis import Analysis, SInfo
 from rasp_compiler.compiler.numeric import _same, projection
 from rasp_compiler.compiler.values import sorted_values
 from rasp_compiler.graph.nodes import (
-    Aggregate, Indices, Length, Map, SelectorWidth, SequenceMap, SourcePos, Tokens,
+    Aggregate,
+    Indices,
+    Length,
+    Map,
+    SelectorWidth,
+    SequenceMap,
+    SourcePos,
+    Tokens,
 )
 
 # Most hidden units one fused map may use before it falls back to reading its direct inputs.
@@ -232,7 +239,7 @@ class Lowering:
             if coef is None:
                 return None
             zs = sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=lambda p: p[0])
-            total += 1 + 2 * sum(1 for a, b in zip(zs, zs[1:]) if not _same(a[1], b[1]))
+            total += 1 + 2 * sum(1 for a, b in zip(zs, zs[1:], strict=False) if not _same(a[1], b[1]))
         return total
 
     def _map(self, sid: str, info: SInfo) -> None:
@@ -243,10 +250,10 @@ class Lowering:
             self._feature(sid, info, sid)
             op = MLPOp(sid, sid, sid, feats, [], info.pos, "map")
             w, c = linear
-            for u, wj in zip(info.inputs, w):
+            for u, wj in zip(info.inputs, w, strict=False):
                 if self.an.info[u].base_kind == "const":
                     c += wj * float(self.an.info[u].values[0])
-            op.linear = ([float(wj) for u, wj in zip(info.inputs, w)
+            op.linear = ([float(wj) for u, wj in zip(info.inputs, w, strict=False)
                           if self.an.info[u].base_kind != "const"], float(c))  # type: ignore[attr-defined]
             self.ops[sid] = op
             return
@@ -338,7 +345,7 @@ class Lowering:
             pos = self.an.node(sel_id).pos
             self.an.info[tid] = self.an.map_info(tid, "tuple", sids, lambda *a: tuple(a), "categorical", pos)
         self.need(tid)
-        return tid, [dict(zip(sids, v)) for v in self.features[tid].values]
+        return tid, [dict(zip(sids, v, strict=False)) for v in self.features[tid].values]
 
     def _check_causal(self, sel_id: str, node_id: str) -> None:
         an = self.an

@@ -25,13 +25,14 @@ def _separates(coef: np.ndarray, pts: list[tuple[tuple[float, ...], Any]], mags:
     eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)
     noise = 64.0 * eps * float(np.sum(np.abs(coef) * np.asarray(mags, dtype=np.float64))) + 1e-300
     zs = sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=lambda p: p[0])
-    for (z0, y0), (z1, y1) in zip(zs, zs[1:]):
+    for (z0, y0), (z1, y1) in zip(zs, zs[1:], strict=False):
         if not _same(y0, y1) and z1 - z0 <= noise:
             return False
     return True
 
 
-def projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[float], dtype: str = "float32") -> np.ndarray | None:
+def projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
+               dtype: str = "float32") -> np.ndarray | None:
     """A coefficient vector separating points with different outputs, or None."""
     k = len(mags)
     if k == 0:

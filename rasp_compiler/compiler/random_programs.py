@@ -17,8 +17,21 @@ import networkx as nx
 
 from rasp_compiler.graph.expr import Binary, Const, Lookup, Ternary, Unary, Var
 from rasp_compiler.graph.nodes import (
-    COMPARISONS, Aggregate, Constant, Indices, Length, Map, Program, Select, SelectorAnd, SelectorNot,
-    SelectorOr, SelectorWidth, SequenceMap, Tokens, add_node,
+    COMPARISONS,
+    Aggregate,
+    Constant,
+    Indices,
+    Length,
+    Map,
+    Program,
+    Select,
+    SelectorAnd,
+    SelectorNot,
+    SelectorOr,
+    SelectorWidth,
+    SequenceMap,
+    Tokens,
+    add_node,
 )
 
 

@@ -43,7 +43,15 @@ from rasp_compiler.compiler.real_forms import Form, Lin, NonLinear, form_of
 from rasp_compiler.errors import CompileError
 from rasp_compiler.graph.expr import evaluate as eval_expr
 from rasp_compiler.graph.nodes import (
-    Aggregate, Constant, Indices, Length, Map, Program, SelectorWidth, SequenceMap, SoftmaxAggregate,
+    Aggregate,
+    Constant,
+    Indices,
+    Length,
+    Map,
+    Program,
+    SelectorWidth,
+    SequenceMap,
+    SoftmaxAggregate,
     Tokens,
 )
 
@@ -142,7 +150,8 @@ class NumericCompiler:
         node = self.program.node(node_id) if node_id in self.graph else None
         pos = node.pos if node is not None else None
         source = self.program.sources.get(pos.file) if pos is not None else None
-        text = f"'{node_id}'" + (f" ({pos.text})" if pos is not None and pos.text and pos.text != node_id else "")
+        shown = pos is not None and pos.text and pos.text != node_id
+        text = f"'{node_id}'" + (f" ({pos.text})" if shown else "")
         return CompileError(message.replace("{node}", text), pos.file if pos else self.program.source_file,
                             pos.line if pos else None, pos.col if pos else None, source, hint=hint)
 
@@ -172,7 +181,8 @@ class NumericCompiler:
         if positional:
             dummy = [0.0] * self.n
             sub = self.program.graph.subgraph(positional)
-            values = evaluate(Program(sub.copy(), next(iter(positional)), source_file=self.program.source_file,
+            values = evaluate(Program(sub.copy(), next(iter(positional)),
+                                      source_file=self.program.source_file,
                                       sources=self.program.sources), dummy)
             self.pos = {k: values[k] for k in positional}
         for node in order:
@@ -295,11 +305,14 @@ class NumericCompiler:
                                   "for a data-dependent weighting")
 
     def _may_be_empty(self, sel: str) -> bool:
+        """Whether some query row can select no key (then the default is one of the values)."""
         m = np.asarray(self.pos[sel], dtype=bool)
-        if self.fixed is None:  # shorter inputs drop keys
-            return bool((~np.tril(m)).all(axis=1).any() or (~m).all(axis=1).any() or
-                        not np.tril(m).any(axis=1).all())
-        return bool((~m).all(axis=1).any())
+        for q in range(m.shape[0]):
+            keys = np.nonzero(m[q])[0]
+            # at a variable length, a query at q may see only keys 0..q
+            if not len(keys) or (self.fixed is None and keys.min() > q):
+                return True
+        return False
 
     def _approx_check(self, node: Any, why: str) -> None:
         nums = [i for i in node.inputs if i not in self.pos]
@@ -310,7 +323,9 @@ class NumericCompiler:
                              hint="compute the argument (e.g. tokens - m) as its own s-op first")
         lo, hi = self.interval[nums[0]]
         fn = node.fn
-        xs = np.linspace(lo, hi, 20001)
+        # the grid holds every knot a piecewise-linear unit may use (dyadic points) and 0
+        xs = np.unique(np.concatenate([np.linspace(lo, hi, 2 * MAX_SEGMENTS + 1), [lo, hi],
+                                       [0.0] if lo <= 0.0 <= hi else []]))
         try:
             ys = np.array([float(eval_expr(fn, (float(x),))) for x in xs])
         except Exception:
@@ -449,6 +464,10 @@ class NumericCompiler:
         nid = node.id
         sel = node.inputs[0]
         self._check_selector(sel, nid)
+        if self.causal and np.triu(np.asarray(self.pos[sel], dtype=bool), 1).any():
+            raise self.error(nid, "{node} may select a key after its query position, which a causal "
+                             "model cannot see", hint="combine the selector with select(indices, "
+                             "indices, <=), or compile without --causal")
         blocks = self._blocks(sel, nid, digits=not isinstance(node, SoftmaxAggregate))
         value = self.need(node.inputs[-1])
         data: list[tuple[str, str]] = []
@@ -456,7 +475,7 @@ class NumericCompiler:
         if isinstance(node, SoftmaxAggregate):
             m = node.width
             qs, ks = node.inputs[1:1 + m], node.inputs[1 + m:1 + 2 * m]
-            for q, k in zip(qs, ks):
+            for q, k in zip(qs, ks, strict=False):
                 data.append((self.need(q), self.need(k)))
                 iq, ik = self._interval_any(q), self._interval_any(k)
                 bound += max(abs(iq[0]), abs(iq[1])) * max(abs(ik[0]), abs(ik[1]))
@@ -655,14 +674,14 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
         width = max([max(w[0].shape[1], w[2].shape[1]) for w in hw], default=0)
         d_head = 1
         while d_head < width:
-            d_head *= 4  # a power of 4: sqrt(d_head) is a power of 2, so the runtime's 1/sqrt(d_head) is exact
+            d_head *= 4  # a power of 4: the runtime's 1/sqrt(d_head) is a power of 2, exact
         if heads:
             H = len(heads)
             wq = np.zeros((H, d, d_head))
             wk, wv = np.zeros_like(wq), np.zeros_like(wq)
             wo = np.zeros((H, d_head, d))
             out_bos = np.zeros(d)
-            for h, (spec, (q, k, v, o)) in enumerate(zip(heads, hw)):
+            for h, (spec, (q, k, v, o)) in enumerate(zip(heads, hw, strict=False)):
                 wq[h, :, :q.shape[1]] = q * math.sqrt(d_head)
                 wk[h, :, :k.shape[1]] = k
                 wv[h, :, :v.shape[1]] = v
@@ -696,7 +715,8 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
             r_bos = r_bos + (np.maximum(r_bos @ w_in + b_in, 0) * (r_bos @ w_g + b_g)) @ w_out
             ops, start = [], 0
             for m in mlps:
-                ops.append({"kind": m.kind, "node": m.node, "writes": m.target, "inputs": sorted(set(m.inputs)),
+                ops.append({"kind": m.kind, "node": m.node, "writes": m.target,
+                            "inputs": sorted(set(m.inputs)),
                             "units": [start, start + len(m.units)], "error_bound": m.bound,
                             "source": _src(program, m.node), "text": _text(program, m.node)})
                 start += len(m.units)
@@ -706,8 +726,8 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
     w_u = np.zeros((d, 1))
     w_u[dim(out_id), 0] = 1.0
     tensors["unembed.W_U"], tensors["unembed.b_U"] = w_u, np.zeros(1)
-    residual = [{"feature": "one", "node": None, "start": 0, "size": 1, "encoding": "constant", "labels": ["one"]},
-                {"feature": "bos", "node": None, "start": 1, "size": 1, "encoding": "constant", "labels": ["bos"]}]
+    residual = [{"feature": name, "node": None, "start": k, "size": 1, "encoding": "constant",
+                 "labels": [name]} for k, name in ((ONE, "one"), (BOS, "bos"))]
     for f in order:
         residual.append({"feature": f.id, "node": f.node, "start": f.start, "size": f.size,
                          "encoding": "positional" if f.kind == "positional" else "numerical",
@@ -758,7 +778,7 @@ def _output_bound(nc: NumericCompiler, out: str) -> float:
         elif isinstance(node, SoftmaxAggregate):
             m = node.width
             ds = sum(mag(q) * e(k) + mag(k) * e(q) + e(q) * e(k)
-                     for q, k in zip(node.inputs[1:1 + m], node.inputs[1 + m:1 + 2 * m]))
+                     for q, k in zip(node.inputs[1:1 + m], node.inputs[1 + m:1 + 2 * m], strict=False))
             err[nid] = e(node.inputs[-1]) + 2.0 * ds * mag(node.inputs[-1])
         elif nid in approx:
             src, lo, hi = approx[nid]
@@ -796,7 +816,7 @@ def _head_weights(h: HeadSpec, dim: Any, d: int, r_bos: np.ndarray) -> tuple[np.
     k = len(h.values)
     wv = np.zeros((d, k))
     wo = np.zeros((k, d))
-    for j, (v, t) in enumerate(zip(h.values, h.targets)):
+    for j, (v, t) in enumerate(zip(h.values, h.targets, strict=False)):
         wv[dim(v), j] += 1.0
         wo[j, dim(t)] = 1.0
     # the BOS rows cancel what the BOS residual holds, then set BOS's key, query and value

@@ -58,7 +58,7 @@ def check_real(model: Any, program: Any, inputs: list[list[float]]) -> dict[str,
     for start in range(0, len(inputs), batch):
         chunk = inputs[start:start + batch]
         outs = model.run(chunk)
-        for x, got in zip(chunk, outs):
+        for x, got in zip(chunk, outs, strict=False):
             try:
                 ref = run(program, x)
             except RaspError:

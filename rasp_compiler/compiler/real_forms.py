@@ -161,7 +161,7 @@ def form_of(expr: Expr, args: list[Any], n: int) -> Any:
     if isinstance(expr, Binary):
         a, b = form_of(expr.left, args, n), form_of(expr.right, args, n)
         if _is_pos(a) and _is_pos(b):
-            return [_safe(apply_binary, expr.op, x, y) for x, y in zip(a, b)]
+            return [_safe(apply_binary, expr.op, x, y) for x, y in zip(a, b, strict=False)]
         if expr.op in ("+", "-"):
             fa = a if not _is_pos(a) else Form.const(n, _numbers(a, "+"))
             fb = b if not _is_pos(b) else Form.const(n, _numbers(b, "+"))
@@ -184,7 +184,7 @@ def form_of(expr: Expr, args: list[Any], n: int) -> Any:
         fe = e if not _is_pos(e) else Form.const(n, _numbers(e, "if"))
         if cond is not None and _is_pos(cond):
             if _is_pos(t) and _is_pos(e):
-                return [x if c else y for c, x, y in zip(cond, t, e)]
+                return [x if c else y for c, x, y in zip(cond, t, e, strict=False)]
             return ft.select(np.array([bool(c) for c in cond]), fe)
         return _maxmin(expr, ft, fe, args, n)
     raise NonLinear(f"{type(expr).__name__} of a real number")

@@ -372,7 +372,10 @@ def verify(model: RaspModel | str | os.PathLike, tl_model: Any | None = None, in
     batch = random_inputs(m, inputs, seed) if isinstance(inputs, int) else list(inputs)
     n_layers = len(m.config["layers"])
     hooks = resid_hook_names(max(n_layers, 1))
+    head_layers = [li for li, lc in enumerate(m.config["layers"]) if lc["n_heads"]]
+    pattern_hooks = {li: f"blocks.{li}.attn.hook_pattern" for li in head_layers}
     per_hook = {h: 0.0 for h in hooks}
+    per_pattern = {h: 0.0 for h in pattern_hooks.values()}
     max_logits = 0.0
     # TransformerLens < 4 masks padding only in causal models: give it one length per batch.
     kind = _import_tl()[0]
@@ -386,18 +389,27 @@ def verify(model: RaspModel | str | os.PathLike, tl_model: Any | None = None, in
     for chunk in chunks:
         ids, lengths = m.encode(chunk)
         with torch.no_grad():
-            logits, residuals, _ = m.module(ids, lengths, trace=True)
+            logits, residuals, patterns = m.module(ids, lengths, trace=True)
         valid = torch.arange(ids.shape[1]).unsqueeze(0) <= lengths.unsqueeze(1)  # BOS + tokens
         mask = valid.long()
-        tl_logits, cache = _run_tl(tl_model, ids, mask, hooks)
+        tl_logits, cache = _run_tl(tl_model, ids, mask, hooks + list(pattern_hooks.values()))
         real = valid.clone()
         real[:, 0] = False  # logits: BOS is not an output position
-        max_logits = max(max_logits, float((tl_logits - logits).abs()[real].max()))
+        diff = (tl_logits - logits).abs()[real]
+        if diff.numel():  # a model may have no output logits at all (e.g. an empty value set)
+            max_logits = max(max_logits, float(diff.max()))
         if n_layers == 0:
             residuals = [residuals[0], residuals[0], residuals[0]]
         for h, r in zip(hooks, residuals, strict=True):
             per_hook[h] = max(per_hook[h], float((cache[h] - r).abs()[valid].max()))
+        for li, h in pattern_hooks.items():
+            # the runtime's heads of this layer are TL's first heads (the rest are zero padding)
+            ours = patterns[li]
+            diff = (cache[h][:, : ours.shape[1]] - ours).abs().amax(dim=(1, 3))  # [batch, query]
+            per_pattern[h] = max(per_pattern[h], float(diff[valid].max()))
     worst_hook = max(per_hook.values()) if per_hook else 0.0
+    worst_pattern = max(per_pattern.values()) if per_pattern else 0.0
     return {"max_abs_diff": max(max_logits, worst_hook), "max_abs_diff_logits": max_logits,
-            "max_abs_diff_residual": worst_hook, "inputs": len(batch), "hooks": per_hook,
+            "max_abs_diff_residual": worst_hook, "max_abs_diff_pattern": worst_pattern,
+            "inputs": len(batch), "hooks": per_hook, "patterns": per_pattern,
             "transformer_lens": transformer_lens_version(), "dtype": m.config.get("dtype", "float32")}

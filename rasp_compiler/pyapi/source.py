@@ -218,7 +218,9 @@ def to_source(program: Program, vocab: list[Any] | str | None = None, max_len: i
         if any(i in constants for i in n.inputs) and isinstance(n, (Map, SequenceMap)):
             raise UserError(f"'{n.id}' maps a constant s-op, which RASP writes as an atom (no node)",
                             hint="apply the function to the atom in Python instead")
-        name = n.id if n.id.isidentifier() else "v_" + "".join(c if c.isalnum() else "_" for c in n.id)
+        name = "".join(c if c.isalnum() or c == "_" else "_" for c in n.id)  # sort_by.place -> sort_by_place
+        if not name.isidentifier():
+            name = "v_" + name
         base, k = name, 1
         while name in taken:
             k += 1

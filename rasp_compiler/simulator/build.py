@@ -74,18 +74,19 @@ class Simulator:
 
 
 def build_simulator(n: int, d: int, heads: int, *, causal: bool = False, dtype: str = "float64",
-                    input_range: tuple[float, float] = DEFAULT_RANGE) -> Simulator:
-    """Generate U's RASP source for (n, d, heads) and compile it (fixed length, real inputs)."""
+                    input_range: tuple[float, float] = DEFAULT_RANGE, plan: str = "windows") -> Simulator:
+    """Generate U's RASP source for (n, d, heads) and compile it (fixed length, real inputs).
+    ``plan``: "windows" (default, heads [d, 2d+1, 1]) or "direct" (heads [d*d+2d, 1], for comparison)."""
     from rasp_compiler.compiler import compile_program
     from rasp_compiler.lang.elaborator import program_from_source
 
     start = time.perf_counter()
     layout = SequenceLayout(n, d, heads)
-    source = generate_source(n, d, heads, causal)
+    source = generate_source(n, d, heads, causal, plan)
     program = program_from_source(source, file=f"<U n={n} d={d} H={heads}>")
     L = layout.length
     model = compile_program(program, None, L, dtype=dtype, fixed_length=L, input_range=input_range)
-    model.config["simulator"] = {"n": n, "d": d, "heads": heads, "causal": causal,
+    model.config["simulator"] = {"n": n, "d": d, "heads": heads, "causal": causal, "plan": plan,
                                  "input_range": list(input_range), "sequence_length": L}
     return Simulator(model, layout, causal, source, time.perf_counter() - start)
 

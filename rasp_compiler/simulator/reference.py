@@ -15,7 +15,8 @@ def softmax_rows(s: np.ndarray, causal: bool = False) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def attention_layer(A: np.ndarray, V: np.ndarray, X: np.ndarray, causal: bool = False) -> dict[str, np.ndarray]:
+def attention_layer(A: np.ndarray, V: np.ndarray, X: np.ndarray,
+                    causal: bool = False) -> dict[str, np.ndarray]:
     """T(X) = concat_h softmax_row(X A_h X^T) X V_h, and every intermediate (per head, stacked)."""
     X = np.asarray(X, dtype=np.float64)
     A = np.asarray(A, dtype=np.float64)

@@ -22,9 +22,14 @@ from __future__ import annotations
 
 from rasp_compiler.simulator.layout import SequenceLayout
 
+LAYOUTS = ("windows", "direct")
 
-def generate_source(n: int, d: int, heads: int, causal: bool = False) -> str:
-    """RASP source of U for X in R^{n x d} and ``heads`` heads (see ``layout`` for the sequence)."""
+
+def generate_source(n: int, d: int, heads: int, causal: bool = False, layout: str = "windows") -> str:
+    """RASP source of U for X in R^{n x d} and ``heads`` heads (see ``layout`` for the sequence).
+
+    ``layout="direct"`` is the simpler plan kept for comparison: one gather head per number an output
+    position needs (d*d + 2d heads in one layer, then the products, then the softmax head: 2 layers)."""
     lay = SequenceLayout(n, d, heads)
     L = lay.length
     lines = [
@@ -34,7 +39,8 @@ def generate_source(n: int, d: int, heads: int, causal: bool = False) -> str:
         f"{L} and a real input range, e.g.",
         f"#   rasp compile THIS.rasp --input-range -1 1 --max-len {L} --fixed-length {L} -o U/",
         "# Input (tokens_float), row-major, one entry per position:",
-        "#   A_h[r][c] at h*d*d + r*d + c;  V_h[r][c] at H*d*d + h*d*d + r*d + c;  X[i][c] at 2*H*d*d + i*d + c;",
+        "#   A_h[r][c] at h*d*d + r*d + c;  V_h[r][c] at H*d*d + h*d*d + r*d + c;",
+        "#   X[i][c] at 2*H*d*d + i*d + c;",
         f"#   zeros after X up to the length {L}.",
         "# Output: T(X)[i][h*d + c] = (softmax_row(X A_h X^T) X V_h)[i][c] at position i*H*d + h*d + c;",
         "#   0 at every later position.",
@@ -61,6 +67,16 @@ def generate_source(n: int, d: int, heads: int, causal: bool = False) -> str:
         "",
         "# layer 1 — windows: position p holds the d entries at p, p+1, ..., p+d-1 (d heads)",
     ]
+    if layout == "direct":
+        lines[-1] = "# row i of X, A_h and column c of V_h, one gather head per number (d*d + 2d heads)"
+        for m in range(d):
+            lines.append(f"x_{m} = gather(oX + i * d + {m});")
+        for m in range(d):
+            for k in range(d):
+                lines.append(f"a_{m}_{k} = gather(h * d * d + {m * d + k});")
+        for m in range(d):
+            lines.append(f"v_{m} = gather(oV + h * d * d + {m} * d + c);")
+        return _tail(lines, d, causal)
     for k in range(d):
         lines.append(f"w_{k} = gather(indices + {k});")
     lines += [
@@ -83,8 +99,14 @@ def generate_source(n: int, d: int, heads: int, causal: bool = False) -> str:
             lines.append(f"a_{m}_{k} = A_row_{m}[{k}];")
     for m in range(d):
         lines.append(f"V_row_{m} = copy_row(oV + h * d * d + {m} * d);")
-        pick = " + ".join(f"indicator(c == {k}) * V_row_{m}[{k}]" for k in range(d))
+        for k in range(d):
+            lines.append(f"vr_{m}_{k} = V_row_{m}[{k}];")
+        pick = " + ".join(f"indicator(c == {k}) * vr_{m}_{k}" for k in range(d))
         lines.append(f"v_{m} = {pick};  # V_h[{m}][c]")
+    return _tail(lines, d, causal)
+
+
+def _tail(lines: list[str], d: int, causal: bool) -> str:
     lines += ["", "# matmul listing: sums of products (exact product units)"]
     for k in range(d):
         terms = " + ".join(f"x_{m} * a_{m}_{k}" for m in range(d))
