@@ -17,6 +17,12 @@ truncated or edited artifact is refused with an error instead of giving wrong an
 The network: position 0 holds a BOS token; token embedding + position embedding; per layer a
 multi-head softmax attention (scores divided by sqrt(d_head), padded keys masked, optionally
 causal) then a ReLU MLP, both added to the residual stream; a linear unembedding to logits.
+
+Real-valued models (``rasp compile --input-range``): ``config["input"] = {"kind": "numerical",
+"range": [lo, hi]}``; every token is the number token (id 0) and its value is added times
+``embed.value`` [d_model] (a linear embedding); inputs outside the range or non-finite are refused.
+Gated MLPs: when ``layers.{l}.mlp.W_gate`` [d_model, d_mlp] and ``b_gate`` [d_mlp] exist, the hidden
+layer is relu(x W_in + b_in) * (x W_gate + b_gate) (exact products of two residual numbers).
 """
 
 from __future__ import annotations
@@ -122,7 +128,8 @@ class Transformer(torch.nn.Module):
                 residuals.append(x)
             if lc["d_mlp"]:
                 h = torch.relu(x @ self.w(f"layers.{li}.mlp.W_in") + self.w(f"layers.{li}.mlp.b_in"))
-                if f"layers__{li}__mlp__W_gate" in self.params:  # gated unit: relu(x W_in + b_in) * (x W_gate + b_gate)
+                if f"layers__{li}__mlp__W_gate" in self.params:
+                    # a gated unit: relu(x W_in + b_in) * (x W_gate + b_gate)
                     h = h * (x @ self.w(f"layers.{li}.mlp.W_gate") + self.w(f"layers.{li}.mlp.b_gate"))
                 x = x + h @ self.w(f"layers.{li}.mlp.W_out") + self.w(f"layers.{li}.mlp.b_out")
             if trace:

@@ -34,7 +34,8 @@ def _vocab(path: Path) -> list:
     return list("abc")
 
 
-PROGRAMS = sorted(p for p in list((ROOT / "programs").glob("*.rasp")) + list((ROOT / "programs" / "tracr").glob("*.rasp"))
+PROGRAMS = sorted(p for p in list((ROOT / "programs").glob("*.rasp"))
+                  + list((ROOT / "programs" / "tracr").glob("*.rasp"))
                   if p.stem not in NOT_COMPILABLE)
 
 
@@ -68,6 +69,9 @@ def test_classics_random_length_16(name: str) -> None:
     assert res.ok, res.failures
 
 
+REVERSE_SRC = "reverse = aggregate(select(indices, length - indices - 1, ==), tokens); reverse;"
+
+
 def compile_src(src: str, vocab="abc", max_len=6, **kw):
     program = program_from_source(src)
     return program, compile_program(program, list(vocab) if isinstance(vocab, str) else vocab, max_len, **kw)
@@ -82,7 +86,7 @@ def agree_all(src: str, vocab="abc", max_len=5, **kw) -> None:
 
 # ---------------------------------------------------------------- hand-worked behaviour
 def test_reverse_depth_and_output() -> None:
-    program, model = compile_src("reverse = aggregate(select(indices, length - indices - 1, ==), tokens); reverse;")
+    program, model = compile_src(REVERSE_SRC)
     assert model.run(["abc", "cab"]) == [list("cba"), list("bac")]
     assert model.n_layers == 2
     assert model.heads_per_layer == [1, 1]  # the length head, then the reverse head
@@ -90,7 +94,8 @@ def test_reverse_depth_and_output() -> None:
 
 def test_empty_selection_gives_the_default() -> None:
     # No key is ever selected: every position gets the default, also a default outside the values.
-    program, model = compile_src('aggregate(select(tokens, tokens, !=) and select(tokens, tokens, ==), tokens, "z");')
+    program, model = compile_src('aggregate(select(tokens, tokens, !=) and select(tokens, tokens, ==), '
+                                 'tokens, "z");')
     assert model.run(["abc"]) == [["z", "z", "z"]]
     # Sometimes empty: the first position sees no earlier key.
     agree_all('aggregate(select(indices, indices - 1, ==), tokens, "-");')
@@ -141,7 +146,8 @@ def test_selector_combinations(sel: str) -> None:
 
 
 def test_and_of_selects_costs_one_head() -> None:
-    program, model = compile_src("selector_width(select(tokens, tokens, ==) and select(indices, indices, <));")
+    program, model = compile_src("selector_width(select(tokens, tokens, ==) and "
+                                 "select(indices, indices, <));")
     assert model.heads_per_layer == [1]
 
 
@@ -208,7 +214,7 @@ def test_float64_compiles_and_agrees() -> None:
 
 
 def test_trace_exposes_residuals_and_attention() -> None:
-    program, model = compile_src("reverse = aggregate(select(indices, length - indices - 1, ==), tokens); reverse;")
+    program, model = compile_src(REVERSE_SRC)
     tr = model.trace(["abc"])
     assert len(tr["residuals"]) == 1 + 2 * model.n_layers
     assert tr["attention"][1].shape == (1, 1, 4, 4)
@@ -235,7 +241,8 @@ def test_compile_twice_is_byte_identical(tmp_path: Path) -> None:
     b = compile_program(load_program(str(ROOT / "programs" / "dyck2.rasp")), list("(){}a"), 10)
     a.save(str(tmp_path / "a"))
     b.save(str(tmp_path / "b"))
-    assert (tmp_path / "a" / "model.safetensors").read_bytes() == (tmp_path / "b" / "model.safetensors").read_bytes()
+    weights = [(tmp_path / d / "model.safetensors").read_bytes() for d in ("a", "b")]
+    assert weights[0] == weights[1]
     assert (tmp_path / "a" / "config.json").read_bytes() == (tmp_path / "b" / "config.json").read_bytes()
 
 

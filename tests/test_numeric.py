@@ -179,3 +179,16 @@ def test_cli_check_and_eval(tmp_path, capsys) -> None:
     rc = cli(["compile", "programs/maxmin.rasp", "--input-range", "-1", "1", "--max-len", "4",
               "-o", str(tmp_path)])
     assert rc == 1 and "fixed length" in capsys.readouterr().err
+
+
+def test_causal_look_ahead_is_refused() -> None:
+    prog = load_program("programs/transpose.rasp")
+    with pytest.raises(CompileError, match="after its query position"):
+        compile_program(prog, None, 6, causal=True, input_range=(-1, 1))
+
+
+def test_integer_token_programs_use_the_range_as_vocabulary(capsys) -> None:
+    rc = cli(["check", "programs/match2.rasp", "--input-range", "-5", "5", "--max-len", "5",
+              "--samples", "200", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and report["output_encoding"] == "categorical" and report["max_abs_error"] == 0.0

@@ -110,7 +110,8 @@ def cli(args: list[str], capsys) -> tuple[int, str, str]:
 
 
 def test_cli_compile_eval_check(tmp_path: Path, capsys) -> None:
-    code, out, _ = cli(["compile", REVERSE, "--vocab", "abc", "--max-len", "6", "-o", str(tmp_path / "m")], capsys)
+    code, out, _ = cli(["compile", REVERSE, "--vocab", "abc", "--max-len", "6", "-o", str(tmp_path / "m")],
+                       capsys)
     assert code == 0 and "layers: 2" in out and "residual width" in out
     code, out, _ = cli(["eval", str(tmp_path / "m"), "--input", "abca", "--json"], capsys)
     assert code == 0 and json.loads(out) == {"output": ["a", "c", "b", "a"]}

@@ -36,7 +36,9 @@ def parse_vocab(text: str) -> list[Any]:
 def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the .rasp program")
     p.add_argument("--vocab", help="tokens: a string of characters or a JSON list (not with --input-range)")
-    p.add_argument("--max-len", type=int, required=True, help="longest input the model accepts")
+    p.add_argument("--max-len", type=int, default=None,
+                   help="longest input the model accepts (required, except with --input-range: then "
+                        "the length of the file's first '# example-json' input, as a fixed length)")
     p.add_argument("--output", metavar="NAME", default=None, help="the s-op to compile (default: out)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     p.add_argument("--causal", action="store_true", help="causal attention (refuses look-ahead selects)")
@@ -61,6 +63,15 @@ def compile_from_args(args: argparse.Namespace):
     from rasp_compiler.compiler import compile_program
     from rasp_compiler.lang import load_program
 
+    if args.max_len is None and getattr(args, "input_range", None) is not None:
+        # a matrix listing states its shape by its example: use that length, fixed
+        from rasp_compiler.compiler.real_check import example_length
+        args.max_len = example_length(args.file)
+        if args.fixed_length is None:
+            args.fixed_length = args.max_len
+    if args.max_len is None:
+        raise UserError("--max-len is required",
+                        hint="the longest input the model accepts, e.g. --max-len 16")
     if args.max_len < 1:
         raise UserError(f"--max-len must be at least 1, got {args.max_len}")
     program = load_program(args.file, output=args.output or "out")

@@ -93,6 +93,11 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
     ``input_range=(lo, hi)`` the program reads real numbers in [lo, hi] (``tokens_float``) and is
     compiled numerically (``compiler/real.py``; ``vocab`` is ignored)."""
     start = time.perf_counter()
+    if input_range is not None:  # integer / string tokens: the range's integers are the vocabulary
+        from rasp_compiler.compiler.real import integer_vocab
+        ints = integer_vocab(program, input_range)
+        if ints is not None:
+            vocab, input_range = ints, None
     if isinstance(vocab, str):
         vocab = list(vocab)
     vocab = list(dict.fromkeys(vocab or [])) if input_range is None else ["<number>"]

@@ -403,7 +403,8 @@ class Analysis:
                     cond[(i, n)] = ordered
                 if any(n is None for (_, n) in per_ctx):
                     cond = {}
-                by_index = all(ctx[1] == max(self.lengths) for ctx in per_ctx) and len(per_ctx) < len(self.ctx_all)
+                by_index = (all(ctx[1] == max(self.lengths) for ctx in per_ctx)
+                            and len(per_ctx) < len(self.ctx_all))
                 if by_index:
                     cond = {(i, n): cond[(i, max(self.lengths))] for (i, n) in self.ctx_all}
                 if cond and len(cond) == len(self.ctx_all):

@@ -23,6 +23,8 @@ from rasp_compiler.runtime import FORMAT
 # 0 in the dtype (smallest float32 subnormal ≈ exp(-103.3), float64 ≈ exp(-744.4)), so hard
 # attention is exact at every length, not merely close.
 GAP = {"float32": 120.0, "float64": 800.0}
+# Extra nats for heads that average: e^-18 ≈ 1.5e-8 (float32), e^-37 ≈ 8.5e-17 (float64).
+MEAN_GAP = {"float32": 18.0, "float64": 37.0}
 LOGIT_SCALE = 10.0
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -103,7 +105,13 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
             out_bos = np.zeros(d)
             for h, (hid, hw) in enumerate(zip(head_ids, hws, strict=False)):
                 op: HeadOp = low.ops[hid]  # type: ignore[assignment]
-                scale = (gap if op.bos == "always" else 2.0 * gap) * math.sqrt(d_head)
+                # Hard heads (at most one key, or BOS) get the underflow gap: their off-target
+                # weights are exactly 0.  Heads that average several keys (means, widths) get the
+                # smallest gap that makes off-target weight negligible (N·e^-gap below the dtype's
+                # resolution), because every unit of gap also multiplies the rounding noise of the
+                # one-hot key/query values into unequal weights among the selected keys.
+                g = min(gap, math.log(an.max_len + 1) + MEAN_GAP[dtype]) if op.mean else gap
+                scale = (g if op.bos == "always" else 2.0 * g) * math.sqrt(d_head)
                 wq[h, :, : hw.W_Q.shape[1]] = hw.W_Q * scale
                 wk[h, :, : hw.W_K.shape[1]] = hw.W_K
                 wv[h, :, : hw.W_V.shape[1]] = hw.W_V
@@ -166,14 +174,14 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
     else:
         w_u = np.zeros((d, 1))
         w_u[layout.dim(out_f.id), 0] = 1.0
-        ints = all(isinstance(v, int) or (isinstance(v, float) and v.is_integer()) for v in out_f.values)
-        out_cfg = {"encoding": "numerical", "integer": bool(ints and out_f.values
-                                                            and all(isinstance(v, int) for v in out_f.values))}
+        integer = bool(out_f.values) and all(isinstance(v, int) for v in out_f.values)
+        out_cfg = {"encoding": "numerical", "integer": integer}
     out_cfg.update({"node": an.program.output, "feature": out_f.id})
     tensors["unembed.W_U"], tensors["unembed.b_U"] = w_u, np.zeros(w_u.shape[1])
 
     torch_dtype = DTYPES[dtype]
-    out_tensors = {k: torch.from_numpy(np.ascontiguousarray(v)).to(torch_dtype) for k, v in sorted(tensors.items())}
+    out_tensors = {k: torch.from_numpy(np.ascontiguousarray(v)).to(torch_dtype)
+                   for k, v in sorted(tensors.items())}
     notes = []
     for sid in sorted(an.info):
         for note in an.info[sid].notes:

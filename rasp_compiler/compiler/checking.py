@@ -18,7 +18,7 @@ from rasp_compiler.graph.nodes import Program
 from rasp_compiler.graph.semantics import OperatorError
 from rasp_compiler.runtime import RaspModel
 
-TOLERANCE = {"float32": 1e-5, "float64": 1e-10}
+TOLERANCE = {"float32": 1e-4, "float64": 1e-9}
 EXHAUSTIVE_LIMIT = 50_000
 
 

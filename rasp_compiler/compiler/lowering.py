@@ -324,7 +324,8 @@ class Lowering:
                     qvals = an.info[a.query].values
                     small = sl.atom_matrix(a, qvals, kvals)
                     kidx = np.array([kvals.index(d[a.key]) if a.key in d else 0 for d in kassign], dtype=int)
-                    qidx = np.array([qvals.index(d[a.query]) if a.query in d else 0 for d in qassign], dtype=int)
+                    qidx = np.array([qvals.index(d[a.query]) if a.query in d else 0 for d in qassign],
+                                    dtype=int)
                     mats[a] = small[qidx[:, None], kidx[None, :]]
             matrix = np.ones((len(qassign), len(kassign)), dtype=bool)
             for c in conj:

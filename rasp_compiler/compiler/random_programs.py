@@ -110,7 +110,8 @@ class ProgramGenerator:
         else:  # float (a mean)
             choice = r.randrange(3)
             if choice == 0:
-                fn, t = Binary(r.choice((">", "<", "==", ">=")), v, Const(r.choice((0, 0.5, 1, 0.25)))), "bool"
+                threshold = Const(r.choice((0, 0.5, 1, 0.25)))
+                fn, t = Binary(r.choice((">", "<", "==", ">=")), v, threshold), "bool"
             elif choice == 1:
                 fn, t = Binary("*", v, v), "float"
             else:
@@ -193,7 +194,8 @@ class ProgramGenerator:
             if sel is None or src is None:
                 return None
             if src.type == "bool":
-                m = self._add(Map(self._id("ind"), (src.id,), fn=Unary("indicator", Var(0))), "int", src.depth)
+                m = self._add(Map(self._id("ind"), (src.id,), fn=Unary("indicator", Var(0))), "int",
+                              src.depth)
                 src = m
             return self._add(Aggregate(self._id("mean"), (sel[0], src.id), default=0, encoding="numerical"),
                              "float", max(sel[1], src.depth) + 1)

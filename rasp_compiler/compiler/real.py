@@ -597,6 +597,21 @@ class NumericCompiler:
         return units, bound, [x]
 
 
+def integer_vocab(program: Program, input_range: tuple[float, float]) -> list[int] | None:
+    """For a program that reads no real-valued tokens (tokens_int, tokens_str, ...), the integers
+    of ``input_range``: such a program is compiled categorically over that vocabulary."""
+    if any(isinstance(n, Tokens) and n.type == "float" for n in program.nodes()):
+        return None
+    lo, hi = math.ceil(input_range[0]), math.floor(input_range[1])
+    if hi < lo:
+        raise CompileError(f"--input-range {input_range[0]} {input_range[1]} holds no integer, and the "
+                           "program reads integer (or string) tokens", program.source_file)
+    if hi - lo >= 4096:
+        raise CompileError(f"--input-range holds {hi - lo + 1} integers, too many tokens for a program "
+                           "that reads integer tokens", program.source_file, hint="give a smaller range")
+    return list(range(lo, hi + 1))
+
+
 def _next(slot: int, parity: int) -> int:
     s = slot + 1
     return s if s % 2 == parity else s + 1

@@ -20,6 +20,21 @@ from rasp_compiler.errors import UserError
 EXACT_TOL = {"float32": 1e-5, "float64": 1e-10}
 
 
+def example_length(path: str) -> int:
+    """The length of the first ``# example-json: [...] -> ...`` input of a program file."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("# example-json:"):
+                    value = json.loads(line.split(":", 1)[1].split("->")[0])
+                    if isinstance(value, list) and value:
+                        return len(value)
+    except (OSError, ValueError):
+        pass
+    raise UserError(f"--max-len is required: {path} states no '# example-json' input to take the length from",
+                    hint="give --max-len N (and --fixed-length N for a fixed shape)")
+
+
 def range_from_args(args: argparse.Namespace) -> tuple[float, float] | None:
     r = getattr(args, "input_range", None)
     if r is None:
@@ -35,9 +50,16 @@ def lengths_for(model: Any) -> list[int]:
     return [int(fixed)] if fixed else list(range(1, int(model.config["max_len"]) + 1))
 
 
-def sample_inputs(lo: float, hi: float, lengths: list[int], samples: int, seed: int) -> list[list[float]]:
+def sample_inputs(lo: float, hi: float, lengths: list[int], samples: int, seed: int,
+                  integers: bool = False) -> list[list[float]]:
     rng = np.random.default_rng(seed)
-    out = []
+    out: list[list[Any]] = []
+    if integers:  # a program over integer tokens: the range's integers, uniformly
+        ilo, ihi = math.ceil(lo), math.floor(hi)
+        for _ in range(samples):
+            n = int(rng.choice(lengths))
+            out.append([int(v) for v in rng.integers(ilo, ihi + 1, n)])
+        return out
     for n in lengths:  # corners first: all LO, all HI, alternating
         out += [[lo] * n, [hi] * n, [lo if i % 2 else hi for i in range(n)]]
     for _ in range(samples):
@@ -64,9 +86,13 @@ def check_real(model: Any, program: Any, inputs: list[list[float]]) -> dict[str,
             except RaspError:
                 undefined += 1
                 continue
-            ref_a = np.array([float(v) for v in ref])
-            got_a = np.array(got, dtype=np.float64)
-            err = float(np.max(np.abs(ref_a - got_a)))
+            try:
+                ref_a = np.array([float(v) for v in ref])
+                got_a = np.array(got, dtype=np.float64)
+                err = float(np.max(np.abs(ref_a - got_a)))
+            except (TypeError, ValueError):  # categorical values: equal or not
+                ref_a, got_a = np.zeros(1), np.zeros(1)
+                err = 0.0 if list(got) == list(ref) else math.inf
             tol = bound + EXACT_TOL[dtype] * max(1.0, float(np.max(np.abs(ref_a))))
             checked += 1
             if err > worst:
@@ -100,7 +126,8 @@ def main_check(args: argparse.Namespace) -> int:
     model = compile_from_args(args)
     program = load_program(args.file, output=args.output or "out")
     samples = args.samples if args.samples is not None else 1000
-    inputs = sample_inputs(lo, hi, lengths_for(model), samples, args.seed)
+    numeric = (model.config.get("input") or {}).get("kind") == "numerical"
+    inputs = sample_inputs(lo, hi, lengths_for(model), samples, args.seed, integers=not numeric)
     res = check_real(model, program, inputs)
     stats = model.stats()
     report = {"layers": stats["layers"], "heads_per_layer": stats["heads_per_layer"],
@@ -108,8 +135,9 @@ def main_check(args: argparse.Namespace) -> int:
               "params": stats["params"], "mode": "random", "input_range": [lo, hi],
               "inputs_checked": res["inputs_checked"], "inputs_undefined": res["inputs_undefined"],
               "max_abs_error": res["max_abs_error"], "error_bound": res["error_bound"],
-              "maps": model.config["numeric"]["maps"], "compile_seconds": stats["compile_seconds"],
-              "output_encoding": "numerical", "failures": res["failures"]}
+              "maps": model.config.get("numeric", {}).get("maps", []),
+              "compile_seconds": stats["compile_seconds"],
+              "output_encoding": model.config["output"]["encoding"], "failures": res["failures"]}
     if args.json:
         print(json.dumps(report))
     else:

@@ -65,7 +65,7 @@ def sums(values: list[Any], width: int, cache: dict) -> set[Fraction] | None:
         out: set[Fraction] | None = {Fraction(0)}
     else:
         prev = sums(values, width - 1, cache)
-        if prev is None or len(prev) * len(values) > 4 * MAX_VALUES:
+        if prev is None or len(prev) * len(values) > MAX_VALUES:
             out = None
         else:
             fr = [_frac(v) for v in values]

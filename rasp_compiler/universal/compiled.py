@@ -84,9 +84,11 @@ class CompiledRun:
     interpreter_agree: int | None = None   # inputs whose decoded UT output equals the interpreter's
 
 
-def same_output(a: list, b: list, tol: float = 1e-9) -> bool:
-    """Equal outputs: categorical values exactly, numbers to a relative/absolute 1e-9 (a numerical
-    output read from float logits is never bit-identical across two exact computations)."""
+def same_output(a: list, b: list, tol: float = 1e-6) -> bool:
+    """Equal outputs: categorical values exactly, numbers to a relative/absolute 1e-6.  A number read
+    from float logits is not bit-identical across two computations; the max logit error is reported
+    separately and is the exactness measure (compiled models' hard-attention logits are ~800, so a
+    random UT's 1e-12 relative error shows as ~1e-9 there)."""
     if len(a) != len(b):
         return False
     for x, y in zip(a, b, strict=True):
