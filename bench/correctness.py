@@ -106,6 +106,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--programs", nargs="*", default=None, help="names from bench/shipped.py")
     ap.add_argument("--quick", action="store_true", help="small cells (a smoke run)")
+    ap.add_argument("--lengths", nargs="*", type=int, default=None,
+                    help="only the cells with these max lengths (6 = the exhaustive cell)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--cell", nargs=5, metavar=("NAME", "MODE", "N", "COUNT", "SEED"), help=argparse.SUPPRESS)
@@ -116,6 +118,8 @@ def main() -> int:
         return 0
     names = args.programs or [p.name for p in PROGRAMS]
     cells = QUICK if args.quick else CELLS
+    if args.lengths:
+        cells = [c for c in cells if c[1] in args.lengths]
     results = []
     start = time.perf_counter()
     print(f"{'program':<22} {'mode':<10} {'N':>4} {'agree':>13} {'':>5}")

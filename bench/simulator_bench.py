@@ -92,7 +92,8 @@ def main() -> None:
         r = rows[-1]
         print(f"{plan:8s} n={n:3d} layers={r['layers']} heads/layer={r['heads_per_layer']} "
               f"width={r['residual_width']} "
-              f"L={r['sequence_length']} params={r['params']:,} gen={gen:.2f}s U(64)={_fmt(r['u_forward_seconds_batch64'], '.3f')}s "
+              f"L={r['sequence_length']} params={r['params']:,} gen={gen:.2f}s "
+              f"U(64)={_fmt(r['u_forward_seconds_batch64'], '.3f')}s "
               f"numpy(64)={t_np * 1e3:.2f}ms err={r['max_abs_error']}", flush=True)
     header = ["plan", "n", "layers", "heads/layer", "width", "L", "params", "gen s", "U fwd s (64)",
               "NumPy ms (64)", "max err"]

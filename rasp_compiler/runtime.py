@@ -87,7 +87,8 @@ class Transformer(torch.nn.Module):
         self.causal = bool(config.get("causal", False))
         self.layers_cfg = config["layers"]
         self.params = torch.nn.ParameterDict(
-            {name.replace(".", "__"): torch.nn.Parameter(t, requires_grad=False) for name, t in tensors.items()})
+            {name.replace(".", "__"): torch.nn.Parameter(t, requires_grad=False)
+             for name, t in tensors.items()})
 
     def w(self, name: str) -> torch.Tensor:
         return self.params[name.replace(".", "__")]

@@ -10,6 +10,7 @@ import torch
 
 from rasp_compiler.compiler import compile_program
 from rasp_compiler.compiler.checking import (
+    agree,
     check_model,
     edge_inputs,
     exhaustive_inputs,
@@ -22,7 +23,8 @@ from rasp_compiler.lang import load_program, program_from_source
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parent.parent
 NUMERIC_INPUT = {"match2", "matmul", "maxmin", "softmax", "transpose", "sort_unique"}
-NOT_COMPILABLE = {"softmax"}  # real-valued exp / division: issue 4 (numerical compilation)
+# real-valued exp / division by a determinant over exactly 9 inputs: issue 4 (numerical compilation)
+NOT_COMPILABLE = {"softmax", "inverse3"}
 
 
 def _vocab(path: Path) -> list:
@@ -256,4 +258,17 @@ def test_interpreter_and_model_agree_on_a_tokens_int_program() -> None:
     src = "tokens = tokens_int; aggregate(select(tokens, tokens, <), tokens, 0);"
     program, model = compile_src(src, [1, 2, 3], 5)
     assert model.config["output"]["encoding"] == "numerical"
-    assert run(program, [3, 1, 2]) == model.run([[3, 1, 2]])[0]
+    ok, err = agree(model.run([[3, 1, 2]])[0], run(program, [3, 1, 2]), True, 1e-4)
+    assert ok and err < 1e-6
+
+
+def test_regression_opaque_map_argument_order() -> None:
+    # At max_len 40 Dyck-1's final map (`"F" if went_negative else ...`) is tabulated per position
+    # context (too many joint assignments to list); its rows were once built with the inputs in
+    # sorted-id order instead of the function's argument order, giving "F" everywhere.
+    program = load_program(str(ROOT / "programs" / "dyck1.rasp"))
+    vocab = list("(){}ab")
+    model = compile_program(program, vocab, 40)
+    assert model.run([list("ab)(")]) == [["T", "T", "F", "F"]]
+    res = check_model(model, program, random_inputs(vocab, 40, 40, seed=5) + edge_inputs(vocab, 40))
+    assert res.ok, res.failures

@@ -108,7 +108,7 @@ def test_what_cannot_be_compiled_says_why() -> None:
         compiled("tokens = tokens_float;\no = aggregate(select(indices, 0, ==), tokens, 0);\n"
                  "y = tokens if tokens > o else 0;\ny;", 4)
     with pytest.raises(CompileError, match="tokens_str"):
-        compiled("y = indicator(tokens == \"a\");\ny;", 4)
+        compiled("t = tokens_float;\ny = t + indicator(tokens == \"a\");\ny;", 4)
 
 
 def test_intervals_are_inferred() -> None:

@@ -86,6 +86,10 @@ def main(args: argparse.Namespace) -> int:
     for name in ("n", "d", "heads", "trials"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if args.check and (args.input_range[0] > -1.0 or args.input_range[1] < 1.0):
+        raise UserError(f"--check draws entries uniform in [-1, 1], outside --input-range "
+                        f"{args.input_range[0]:g} {args.input_range[1]:g}",
+                        hint="use an --input-range that contains [-1, 1]")
     if not (args.check or args.out or args.emit_rasp):
         raise UserError("nothing to do", hint="give -o DIR to save U, --emit-rasp FILE, or --check")
     from rasp_compiler.compiler.real_check import range_from_args
@@ -103,9 +107,7 @@ def main(args: argparse.Namespace) -> int:
     report = {"n": args.n, "d": args.d, "heads": args.heads, "causal": args.causal, "dtype": args.dtype,
               **sim.size(), "generation_seconds": round(seconds, 3)}
     if args.check:
-        lo, hi = range_from_args(args)  # type: ignore[misc]
-        scale = min(1.0, abs(lo), abs(hi))
-        res = check_simulator(sim, trials=args.trials, seed=args.seed, trace=args.trace, scale=scale)
+        res = check_simulator(sim, trials=args.trials, seed=args.seed, trace=args.trace)
         report = {**res, "generation_seconds": round(seconds, 3)}
     if args.json:
         print(json.dumps(report))

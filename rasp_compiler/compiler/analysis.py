@@ -489,8 +489,13 @@ class Analysis:
                 for a in sl.atoms(f):
                     kv = [self._positional_value(a.key, j, n) for j in pos_n]
                     qv = [self._positional_value(a.query, i, n) for i in pos_n]
-                    m = np.array([[sl.compare(a.op, k, q) for k in kv] for q in qv], dtype=bool)
-                    mats[a] = ~m if a.negated else m
+                    # compare distinct values once, then index (n² Python comparisons is slow)
+                    kd, qd = list(dict.fromkeys(kv)), list(dict.fromkeys(qv))
+                    small = sl.atom_matrix(a, qd, kd)
+                    kpos = {v: j for j, v in enumerate(kd)}
+                    qpos = {v: j for j, v in enumerate(qd)}
+                    mats[a] = small[np.array([qpos[v] for v in qv])[:, None],
+                                    np.array([kpos[v] for v in kv])[None, :]]
                 sel = sl.evaluate(f, mats)
                 for i, w in enumerate(sel.sum(axis=1)):
                     result[(i, n)] = int(w)
@@ -567,8 +572,9 @@ class Analysis:
             values = list(sinfo.values) + [default]
             info = self._base(node, "free", values, enc)
             if widths is not None:  # the selector reads positions only: is it ever empty?
-                cond = {ctx: ([default] if w == 0 else list(sinfo.values)) for ctx, w in widths.items()}
-                info.base_kind, info.cond = "cond", {c: sorted_values(v) for c, v in cond.items()}
+                empty, full = sorted_values([default]), sorted_values(sinfo.values)
+                info.base_kind = "cond"
+                info.cond = {ctx: (empty if w == 0 else full) for ctx, w in widths.items()}
                 info.values = sorted_values(v for vs in info.cond.values() for v in vs)
                 info.table = {(v,): v for v in info.values}
             if not unique:
@@ -603,7 +609,8 @@ class Analysis:
                    enc: str, unique: bool) -> SInfo:
         default = node.default
         if widths is not None:
-            cond = {ctx: sorted_values(mean_set(w)) for ctx, w in widths.items()}
+            by_width = {w: sorted_values(mean_set(w)) for w in sorted(set(widths.values()))}
+            cond = {ctx: by_width[w] for ctx, w in widths.items()}
             allv = sorted_values(v for vs in cond.values() for v in vs)
             info = self._base(node, "cond", allv, enc, cond=cond)
         else:

@@ -212,9 +212,14 @@ class Lowering:
                 combos = list(itertools.product(*(self.an.info[i].values for i in inputs)))
             rows = []
             fn = info.fn
-            for args in combos:
+            consts = {u: self.an.info[u].values[0] for u in info.inputs
+                      if self.an.info[u].base_kind == "const"}
+            for combo in combos:
+                # ``inputs`` are in feature order; the function takes the node's argument order
+                held = dict(zip(inputs, combo, strict=True))
+                args = tuple(held[u] if u in held else consts[u] for u in info.inputs)
                 try:
-                    rows.append((tuple(args), fn(*args)))  # type: ignore[misc]
+                    rows.append((tuple(combo), fn(*args)))  # type: ignore[misc]
                 except Exception:
                     continue
             return rows
