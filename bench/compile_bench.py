@@ -4,9 +4,10 @@ For every classic in ``bench/shipped.py`` at vocabulary size 5 and max length 5,
 layers, heads per layer, residual width, parameters (and how many are non-zero), compile time
 from the Python API (best of 3 below N=64, else 1), the compiled forward time for a batch of
 1,024 inputs of length N (``model.run``, encoding and decoding included, in chunks of 256, torch on
-one thread; and ``fwd``: the transformer module alone on pre-encoded token ids), and the interpreter time for the same batch (timed on the first 128 inputs and
-scaled to 1,024).  Times are **CPU seconds of the process** (``time.process_time``): the bench
-machine is shared, and wall time there measures the other jobs; wall times are in the JSON too.
+one thread; and ``fwd``: the transformer module alone on pre-encoded token ids), and the
+interpreter time for the same batch (timed on the first 128 inputs and scaled to 1,024).
+Times are **CPU seconds of the process** (``time.process_time``): the bench machine is shared,
+and wall time there measures the other jobs; wall times are in the JSON too.
 Then: reverse at max length 80 and shuffle-Dyck-2 at 40 (tracr: 425 s and 420 s), the
 ``rasp compile`` process wall time including start-up, and a comparison with tracr's figures
 from ../shared/design/tracr-lessons.md and issue 3.
@@ -115,7 +116,7 @@ def bench_program(name: str, lengths: list[int], batch: int) -> list[dict]:
         row["interp_inputs_timed"] = len(sample)
         row["speedup"] = row["interp_s"] / row["forward_s"]
         row["module_speedup"] = row["interp_s"] / row["module_s"]
-        row["sample_agrees"] = all(_same(a, b) for a, b in zip(outs, wants))
+        row["sample_agrees"] = all(_same(a, b) for a, b in zip(outs, wants, strict=True))
         rows.append(row)
     return rows
 
@@ -123,7 +124,7 @@ def bench_program(name: str, lengths: list[int], batch: int) -> list[dict]:
 def _same(got: list, want: list) -> bool:
     if len(got) != len(want):
         return False
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         if isinstance(w, float) or isinstance(g, float):
             if abs(float(g) - float(w)) > 1e-5 * max(1.0, abs(float(w))):
                 return False
@@ -225,8 +226,10 @@ def main() -> int:
     print_table(extra)
     print("\n`rasp compile` process wall time (start-up included, best of 3):")
     cli = []
-    for prog, vocab, n in (("programs/reverse.rasp", "abcde", 64), ("programs/tracr/sort_freq.rasp", "abcde", 64),
-                           ("programs/dyck2.rasp", "(){}a", 64), ("programs/tracr/shuffle_dyck2.rasp", "(){}a", 40)):
+    for prog, vocab, n in (("programs/reverse.rasp", "abcde", 64),
+                           ("programs/tracr/sort_freq.rasp", "abcde", 64),
+                           ("programs/dyck2.rasp", "(){}a", 64),
+                           ("programs/tracr/shuffle_dyck2.rasp", "(){}a", 40)):
         secs = cli_wall(prog, vocab, n)
         cli.append({"program": prog, "max_len": n, "wall_s": secs})
         print(f"  {prog:<36} N={n:<3} {secs:.2f} s")

@@ -99,7 +99,8 @@ def fmt(cell: dict) -> str:
     extra = f" max_err {cell['max_abs_error']:.1e}" if cell["max_abs_error"] else ""
     return (f"{cell['program']:<22} {cell['mode']:<10} {cell['max_len']:>4} {agree:>13} "
             f"{'100%' if cell['ok'] else 'FAIL':>5}  L={cell['layers']} d={cell['residual_width']:<6} "
-            f"params={cell['params']:<11,} compile {cell['compile_s']:.2f}s check {cell['check_s']:.1f}s{extra}")
+            f"params={cell['params']:<11,} compile {cell['compile_s']:.2f}s "
+            f"check {cell['check_s']:.1f}s{extra}")
 
 
 def main() -> int:

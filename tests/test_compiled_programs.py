@@ -75,7 +75,8 @@ def test_mixed_length_batch_equals_one_at_a_time(name: str) -> None:
     """Padding: one batch of mixed lengths gives exactly the outputs (and logits) of single runs."""
     s = BY_NAME[name]
     _, model = _compile(s, RANDOM_LEN)
-    inputs = random_inputs(list(s.vocab3), RANDOM_LEN, 24, seed=5) + [[s.vocab3[0]], (list(s.vocab3) * RANDOM_LEN)[:RANDOM_LEN]]
+    longest = (list(s.vocab3) * RANDOM_LEN)[:RANDOM_LEN]
+    inputs = random_inputs(list(s.vocab3), RANDOM_LEN, 24, seed=5) + [[s.vocab3[0]], longest]
     together = model.run(inputs)
     alone = [model.run([x])[0] for x in inputs]
     assert together == alone

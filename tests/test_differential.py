@@ -25,7 +25,8 @@ MAX_LEN = 5
 def _report(outcomes: list) -> str:
     lines = []
     for o in outcomes[:5]:
-        lines.append(f"--- seed {o.generated.seed}: {o.status} {o.detail} {o.failures[:2]}\n{o.generated.source}")
+        head = f"--- seed {o.generated.seed}: {o.status} {o.detail} {o.failures[:2]}"
+        lines.append(f"{head}\n{o.generated.source}")
     return "\n".join(lines)
 
 

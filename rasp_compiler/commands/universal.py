@@ -6,8 +6,6 @@ import argparse
 import json
 import sys
 
-import torch
-
 from rasp_compiler.errors import UserError
 
 EXAMPLES = """\
@@ -135,6 +133,8 @@ def _lengths(text: str) -> tuple[int, ...]:
 
 
 def _build(args: argparse.Namespace) -> int:
+    import torch
+
     from rasp_compiler.universal import Target, UniversalTransformer, build_universal, width_formula
     from rasp_compiler.universal.check import CheckReport, check_class, compare
 

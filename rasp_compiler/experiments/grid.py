@@ -358,12 +358,15 @@ def _markdown(cells, got, runs, plots, rel, quick, results=None) -> list[str]:
     # not run
     todo = [(cell, cfgs) for cell, cfgs in cells.items() if len(got.get(cell, [])) < len(cfgs)]
     if todo:
-        est, unknown = _estimate(todo, runs, _cpu_seconds(results, runs) if results is not None else {})
+        est, unknown, cpu_only = _estimate(todo, runs, _cpu_seconds(results, runs) if results is not None
+                                           else {})
         n_missing = sum(len(c) - len(got.get(n, [])) for n, c in todo)
-        known = (f"estimated {est / 3600:.1f} hours for {n_missing - unknown} of them, one run at a "
-                 "time (seconds per step of the finished runs — CPU time where the curve file has it, "
-                 "else wall clock under this machine's load, an overestimate — scaled by steps and "
-                 "width)") if n_missing > unknown else "no estimate yet"
+        basis = ("CPU time of finished runs" if cpu_only else
+                 "CPU time of finished runs where recorded, else their wall clock under this "
+                 "machine's load (an overestimate)")
+        known = (f"estimated {est / 3600:.1f} hours of one CPU thread for {n_missing - unknown} of them "
+                 f"(seconds per step from the {basis}, scaled by steps and width; `--jobs N` divides "
+                 "the wall time by up to N on N free cores)") if n_missing > unknown else "no estimate yet"
         if unknown and n_missing > unknown:
             known += f"; no estimate for {unknown} (no finished run of their task)"
         L += ["## Not run yet", "",
@@ -388,26 +391,37 @@ def _cpu_seconds(results, runs) -> dict[str, float]:
     return out
 
 
-def _estimate(todo, runs, cpu=None) -> tuple[float, int]:
-    """(CPU seconds, runs without an estimate) for the missing runs: the median seconds per step
-    of finished runs of the same task, arch and width, scaled by steps; else of the same task,
-    scaled linearly by width; runs of a task with no finished run get no estimate."""
-    per: dict[tuple, list[float]] = defaultdict(list)
+def _estimate(todo, runs, cpu=None) -> tuple[float, int, bool]:
+    """(seconds, runs without an estimate, whether only CPU times were used) for the missing runs.
+
+    Seconds per step of finished runs, scaled by steps: of the same task, arch and width, else of
+    the same task scaled linearly by width.  CPU times (from the curve files) are preferred; wall
+    clock (inflated by this machine's load) is used only for a task with no CPU time recorded.
+    """
     cpu = cpu or {}
+    by_cpu: dict[tuple, list[float]] = defaultdict(list)
+    by_wall: dict[tuple, list[float]] = defaultdict(list)
     for name, r in runs.items():
+        table = by_cpu if name in cpu else by_wall
         rate = cpu.get(name, r["seconds"]) / max(1, r["steps"])
-        per[(r["task"], r["arch"], r["width"])].append(rate)
-        per[(r["task"],)].append(rate / r["width"])
-    total, unknown = 0.0, 0
+        table[(r["task"], r["arch"], r["width"])].append(rate)
+        table[(r["task"],)].append(rate / r["width"])
+    total, unknown, cpu_only = 0.0, 0, True
     for _cell, cfgs in todo:
         c = cfgs[0]
         n = len(cfgs) - sum(1 for x in cfgs if x.name() in runs)
-        rates = per.get((c.task, c.arch, c.width)) or [x * c.width for x in per.get((c.task,), [])]
+        rates = None
+        for table in (by_cpu, by_wall):
+            rates = table.get((c.task, c.arch, c.width)) or \
+                [x * c.width for x in table.get((c.task,), [])]
+            if rates:
+                cpu_only &= table is by_cpu
+                break
         if rates:
             total += statistics.median(rates) * c.steps * n
         else:
             unknown += n
-    return total, unknown
+    return total, unknown, cpu_only
 
 
 def _bars(main, got, cells) -> list[str]:
@@ -442,7 +456,10 @@ def _bars(main, got, cells) -> list[str]:
         frozen = [med("khop", k, b, "attn")[0] for b in ("sparse", "random")]
         frozen = [f for f in frozen if f is not None]
         trained = med("khop", k, "trained", "attn")[0]
-        if frozen and trained is not None:
+        if trained is not None and trained < 0.90:
+            parts.append("→ not comparable: the trained model of the same depth does not learn this "
+                         "task either, so depth, not the frozen backbone, is the limit here")
+        elif frozen and trained is not None:
             gap = trained - max(frozen)
             word = ("the gap is reproduced (more than 20 points)" if gap > 0.20 else
                     "the gap is refuted (the best frozen backbone is within 20 points of training)")
