@@ -192,3 +192,43 @@ def test_integer_token_programs_use_the_range_as_vocabulary(capsys) -> None:
               "--samples", "200", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert rc == 0 and report["output_encoding"] == "categorical" and report["max_abs_error"] == 0.0
+
+
+INVERSE3 = """# inverse3: the inverse of a 3 x 3 matrix M, row-major, one entry per position (tokens_float),
+# by cyclic cofactors: inv[r][c] = C[c][r] / det with C[i][j] = M[i+1][j+1] M[i+2][j+2] -
+# M[i+1][j+2] M[i+2][j+1] (indices mod 3) and det = sum_j M[0][j] C[0][j].  Output position 3r + c
+# holds inv[r][c].  The input must hold exactly 9 entries.
+# Compiling it numerically (--input-range) stops at 1 / det: det can be 0 anywhere in a range that
+# holds both signs, so no error bound exists (the compiler says so and asks for another range).
+# example-json: [2, 0, 0, 0, 4, 0, 0, 0, 0.5] -> [0.5, 0, 0, 0, 0.25, 0, 0, 0, 2]
+
+tokens = tokens_float;
+r = (indices - indices % 3) / 3;
+c = indices % 3;
+
+def entry(i, j) {
+    return aggregate(select(indices, (i % 3) * 3 + j % 3, ==), tokens, 0);
+}
+
+# the cofactor C[c][r] this position needs (four gathers through position-dependent index maps)
+mine = entry(c + 1, r + 1) * entry(c + 2, r + 2) - entry(c + 1, r + 2) * entry(c + 2, r + 1);
+
+# the determinant along row 0, from the nine entries gathered once each
+M = [[entry(i, j) for j in range(3)] for i in range(3)];
+det = 0;
+for j in range(3) {
+    det = det + M[0][j] * (M[1][(j + 1) % 3] * M[2][(j + 2) % 3] - M[1][(j + 2) % 3] * M[2][(j + 1) % 3]);
+}
+inv_det = 1 / det;
+inverse3 = mine * inv_det;
+inverse3;
+"""
+
+
+def test_inverse3_runs_but_has_no_bound() -> None:
+    prog = program_from_source(INVERSE3)
+    m = np.array([[1.0, 2, 3], [0, 1, 4], [5, 6, 0]])
+    assert np.allclose(run(prog, m.ravel().tolist()), np.linalg.inv(m).ravel(), atol=1e-12)
+    with pytest.raises(CompileError, match="1 / det.*not finite everywhere") as err:
+        compile_program(prog, None, 9, input_range=(-1, 1))
+    assert "narrower --input-range" in err.value.render()
