@@ -157,19 +157,6 @@ def ref_maxmin(x):
     return out
 
 
-def ref_inverse3(x):
-    return np.linalg.inv(np.asarray(x, dtype=float).reshape(3, 3)).reshape(-1).tolist()
-
-
-def _invertible3(rng):
-    """A random 3x3 matrix, row-major, kept well conditioned so that the cofactor formula and
-    LAPACK agree to 1e-9."""
-    while True:
-        x = [rng.uniform(-5, 5) for _ in range(9)]
-        if np.linalg.cond(np.reshape(x, (3, 3))) < 1e3:
-            return x
-
-
 def ref_tracr_frac_prevs(s):
     return ref_frac_prevs(s, "a")
 
@@ -248,10 +235,6 @@ SPECS = {
     "softmax": (ref_softmax, _floats(lambda rng: 3 * rng.randint(1, 3), 50.0),
                 [[0.0, 0.0, 0.0], [1000.0, 1000.0, -1000.0], [-800.0, -801.0, -802.0], [7.0] * 6],
                 "float"),
-    "inverse3": (ref_inverse3, _invertible3,
-                 [[1.0, 0, 0, 0, 1, 0, 0, 0, 1], [0.0, 1, 0, 0, 0, 1, 1, 0, 0],
-                  [-2.0, 0, 0, 0, -4, 0, 0, 0, 0.5]],
-                 "float"),
     "maxmin": (ref_maxmin, _floats(lambda rng: rng.randint(1, 9)),
                [[1.0], [-1.0, -2.0], [-2.0, -1.0], [-3.0] * 4, [0.0, -0.5, 2.0]], "float"),
     "tracr/length": (ref_length, _strings("ab", 20), ["a"], "int"),
@@ -507,10 +490,3 @@ def test_matrix_programs_at_other_shapes(r, k, c):
     x = (rng.normal(scale=30.0, size=r * c)).tolist()
     got = interpreter.run(_with_shape("softmax", r=r, c=c), x)
     assert_matches(got, ref_softmax(x, c), "float", f"softmax {r}x{c}")
-
-
-def test_inverse3_singular_matrix_is_a_clean_error():
-    """All-equal entries make a singular matrix: 1 / det must fail as a located RaspError."""
-    from rasp_compiler.errors import RaspError
-    with pytest.raises(RaspError):
-        run("inverse3", [2.0] * 9)

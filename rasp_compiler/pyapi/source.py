@@ -38,6 +38,7 @@ from rasp_compiler.graph.nodes import (
     SelectorOr,
     SelectorWidth,
     SequenceMap,
+    SoftmaxAggregate,
     Tokens,
 )
 
@@ -141,6 +142,11 @@ def node_text(node: Node, names: dict[str, str], constants: dict[str, Any] | Non
         return f"aggregate({args[0]}, {args[1]}, {literal(node.default)})"
     if isinstance(node, SelectorWidth):
         return f"selector_width({args[0]})"
+    if isinstance(node, SoftmaxAggregate):
+        m = node.width
+        queries, keys = ", ".join(args[1:1 + m]), ", ".join(args[1 + m:1 + 2 * m])
+        return (f"softmax_aggregate({args[0]}, [{queries}], [{keys}], {args[1 + 2 * m]}, "
+                f"{literal(node.default)})")
     if isinstance(node, SelectorAnd):
         return f"{args[0]} and {args[1]}"
     if isinstance(node, SelectorOr):
