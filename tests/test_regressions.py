@@ -119,3 +119,37 @@ def test_map_of_flag_and_prefix_depth_at_40(max_len: int) -> None:
     inputs = random_inputs(list("()a"), max_len, 60, seed=1) + [["a"], list("(" * max_len)]
     res = check_model(model, program, inputs)
     assert res.ok, res.failures[:2]
+
+
+# bench/differential.py seed 10284 (max_len 8): the width of an `or` of three selects, one with an
+# atom query, counts one key too many ("bbb" gives 4, not 3); the layer splits the selector over two
+# heads.  Correct at max_len 4.  OPEN (.notes/compiler-bugs.md #6).
+OR3_WIDTH = """v1 = aggregate(select(tokens, tokens, ==), length, 0);
+v2 = selector_width(((select(tokens, "c", >=) or select(length, length, <)) and select(length, length, ==)));
+v3 = selector_width((select(v1, v1, >) or select(tokens, tokens, !=)) or select(v2, 5, <=));
+v3;
+"""
+
+
+@pytest.mark.parametrize("max_len", [4, 8])
+def test_width_of_three_way_or(max_len: int) -> None:
+    program = program_from_source(OR3_WIDTH)
+    assert run(program, list("bbb")) == [3, 3, 3]
+    model = compile_program(program, list("abc"), max_len)
+    assert model.run([list("bbb")]) == [[3, 3, 3]]
+    res = check_model(model, program, exhaustive_inputs(list("abc"), 4))
+    assert res.ok, res.failures[:2]
+
+
+@pytest.mark.slow
+def test_induction_1hop_at_64() -> None:
+    """bench/correctness.py at max_len 64: 59/2195 agree (the model outputs the filler "_" almost
+    everywhere); fine at 16.  OPEN (.notes/compiler-bugs.md #7)."""
+    from rasp_compiler.compiler.checking import random_inputs
+    from rasp_compiler.lang import load_program
+
+    root = Path(__file__).resolve().parents[1]
+    program = load_program(str(root / "programs" / "induction_1hop.rasp"))
+    model = compile_program(program, list("abc"), 64)
+    res = check_model(model, program, random_inputs(list("abc"), 64, 40, seed=1))
+    assert res.ok, res.failures[:1]

@@ -15,8 +15,7 @@ TASK_HELP = {
 
 
 def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
-    from rasp_compiler.experiments.grid import default_settings
-    from rasp_compiler.experiments.models import ARCHES, BACKBONES
+    from rasp_compiler.experiments.names import ARCHES, BACKBONES
 
     if task == "khop":
         p.add_argument("--k", type=int, required=True, choices=(1, 2, 3, 4), help="number of hops")
@@ -41,7 +40,6 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_run, task=task)
-    del default_settings
 
 
 def register(subparsers) -> None:

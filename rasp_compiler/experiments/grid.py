@@ -17,12 +17,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from rasp_compiler.experiments.names import ARCHES, BACKBONES
 from rasp_compiler.experiments.train import RESULT_KEYS, RunConfig
 
 SEEDS = (0, 1, 2)
 KS = (1, 2, 3, 4)
-BACKBONES = ("sparse", "random", "trained")
-ARCHES = ("attn", "attn-res-ln", "attn-res-ln-mlp")
 SWEEP_WIDTHS = (16, 32, 64, 128, 256)
 
 # Dyck-1: the measured reference point (width 64, 2 layers, 4 heads, lr 1e-2, 6,000 steps),

@@ -33,8 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-ARCHES = ("attn", "attn-res-ln", "attn-res-ln-mlp")
-BACKBONES = ("sparse", "random", "trained")
+from rasp_compiler.experiments.names import ARCHES, BACKBONES
 
 
 @dataclass

@@ -1,0 +1,4 @@
+"""The experiment grid's vocabulary: backbones and architectures (no torch, so the CLI stays light)."""
+
+BACKBONES = ("sparse", "random", "trained")
+ARCHES = ("attn", "attn-res-ln", "attn-res-ln-mlp")
