@@ -59,7 +59,7 @@ def expected_output(text: str) -> list:
 def same(got: list, want: list) -> bool:
     if len(got) != len(want):
         return False
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         if isinstance(g, (int, float)) and isinstance(w, (int, float)) and not isinstance(g, bool):
             if abs(g - w) > 1e-9 * max(1.0, abs(w)):
                 return False
@@ -76,7 +76,8 @@ def check_args(path: Path, examples: list, check: list[str] | None) -> list[str]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("programs", nargs="*", type=Path,
                         help="program files (default: programs/*.rasp and programs/tracr/*.rasp)")
     parser.add_argument("--no-compile", action="store_true", help="only run the examples in the interpreter")

@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+.venv/bin/ruff check rasp_compiler tests bench scripts
 .venv/bin/pytest -q -p no:cacheprovider

@@ -1,9 +1,36 @@
 """The program graph shared by the interpreter and the compiler."""
 
-from rasp_compiler.graph.expr import Binary, Const, Contains, Expr, Lookup, PyFn, Ternary, Unary, Var, evaluate
+from rasp_compiler.graph.expr import (
+    Binary,
+    Const,
+    Contains,
+    Expr,
+    Lookup,
+    PyFn,
+    Ternary,
+    Unary,
+    Var,
+    evaluate,
+)
 from rasp_compiler.graph.nodes import (
-    COMPARISONS, NODE_KINDS, Aggregate, Constant, Indices, Length, Map, Node, Program, Select,
-    SelectorAnd, SelectorNot, SelectorOr, SelectorWidth, SequenceMap, SOpNode, SourcePos, Tokens,
+    COMPARISONS,
+    NODE_KINDS,
+    Aggregate,
+    Constant,
+    Indices,
+    Length,
+    Map,
+    Node,
+    Program,
+    Select,
+    SelectorAnd,
+    SelectorNot,
+    SelectorOr,
+    SelectorWidth,
+    SequenceMap,
+    SOpNode,
+    SourcePos,
+    Tokens,
     add_node,
 )
 
