@@ -99,7 +99,7 @@ def test_random_seed_283() -> None:
 
 
 # programs/dyck1.rasp disagrees from max_len 40 on (29/100 random inputs; ["a"] gives F, wants T);
-# the correctness bar at max_len 64 found it.  OPEN (.notes/compiler-bugs.md #3): the MLP that reads
+# the correctness bar at max_len 64 found it.  OPEN (docs/known-bugs.md #3): the MLP that reads
 # the boolean `wn` and the rounded prefix depth misreads them at N >= 40.
 DYCK_DEPTH = """up = select(indices, indices, <=);
 step = indicator(tokens == "(") - indicator(tokens == ")");
@@ -123,7 +123,7 @@ def test_map_of_flag_and_prefix_depth_at_40(max_len: int) -> None:
 
 # bench/differential.py seed 10284 (max_len 8): the width of an `or` of three selects, one with an
 # atom query, counts one key too many ("bbb" gives 4, not 3); the layer splits the selector over two
-# heads.  Correct at max_len 4.  OPEN (.notes/compiler-bugs.md #6).
+# heads.  Correct at max_len 4.  OPEN (docs/known-bugs.md #6).
 OR3_WIDTH = """v1 = aggregate(select(tokens, tokens, ==), length, 0);
 v2 = selector_width(((select(tokens, "c", >=) or select(length, length, <)) and select(length, length, ==)));
 v3 = selector_width((select(v1, v1, >) or select(tokens, tokens, !=)) or select(v2, 5, <=));
@@ -131,7 +131,8 @@ v3;
 """
 
 
-@pytest.mark.parametrize("max_len", [4, 8])
+@pytest.mark.parametrize("max_len", [4, pytest.param(8, marks=pytest.mark.xfail(
+    strict=True, reason="open compiler bug: docs/known-bugs.md #6, see the comment above"))])
 def test_width_of_three_way_or(max_len: int) -> None:
     program = program_from_source(OR3_WIDTH)
     assert run(program, list("bbb")) == [3, 3, 3]
@@ -144,7 +145,7 @@ def test_width_of_three_way_or(max_len: int) -> None:
 @pytest.mark.slow
 def test_induction_1hop_at_64() -> None:
     """bench/correctness.py at max_len 64: 59/2195 agree (the model outputs the filler "_" almost
-    everywhere); fine at 16.  OPEN (.notes/compiler-bugs.md #7)."""
+    everywhere); fine at 16.  OPEN (docs/known-bugs.md #7)."""
     from rasp_compiler.compiler.checking import random_inputs
     from rasp_compiler.lang import load_program
 
