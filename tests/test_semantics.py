@@ -501,8 +501,6 @@ class TestErrors:
         text = err.render()
         assert text.startswith("<test>:"), text
 
-    @pytest.mark.xfail(strict=False, reason="known: the 'out is not an s-op' error has no line yet "
-                                            "(reported to the front end)")
     @pytest.mark.parametrize("src", ["def f(x) { return x; }\nf;", "x = 1;\nTrue;", "x = 1;\n[1, 2];"])
     def test_non_sop_result_is_located(self, src):
         # the last expression statement is not an s-op: the error points at it

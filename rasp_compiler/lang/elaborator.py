@@ -140,7 +140,12 @@ class Session(Expressions):
                 raise RaspError(f"no s-op or selector named '{output}' in the program", file,
                                 hint=f"did you mean '{hint}'?" if hint else None)
             if not isinstance(value, (SOp, Selector)):
-                raise RaspError(f"'{output}' is {a_kind(value)}, not an s-op or selector", file)
+                message = f"'{output}' is {a_kind(value)}, not an s-op or selector"
+                site = getattr(self, "_out_site", None) if output == "out" else None
+                if site is not None:
+                    raise self.error(message, site[0], site[1],
+                                     hint="the last expression statement is the program's result")
+                raise RaspError(message, file)
             names[output] = value.node  # a built-in or library value: `--output indices`
         roots = sorted(set(names.values()), key=lambda t: int(t[1:]))
         program, _ = self.builder.finalize(roots, names[output], names, file, self.sources)
@@ -188,6 +193,8 @@ class Session(Expressions):
             if inner.data == "expr_stmt":
                 value = self.expr(inner.children[0], env, ctx)
                 env.vars["out"] = value
+                if ctx.function is None and not library:  # where `out` was last bound, for errors
+                    self._out_site = (inner.children[0], ctx)
                 if isinstance(value, (SOp, Selector)):
                     self.builder.bind(value.node, "out" if ctx.function is None else f"{ctx.function}.out",
                                       OUT if ctx.function is None else LOCAL)
