@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from rasp_compiler.universal import Target, build_universal, encode, width_formula
+from rasp_compiler.universal.reference import batched_reference
 
 ROWS = [  # (construction, residual, values)
     ("sparse", False, True), ("looped", False, True), ("multihead", False, False),
@@ -36,31 +37,6 @@ def cells(construction: str, residual: bool, values: bool, max_random_m: int):
         yield L, H, d, causal
 
 
-def reference(targets: list[Target], X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """All targets at once (one per batch row of X), written out here from the class definition:
-    an independent reference for the UT and a 50x cut in Python calls."""
-    t0 = targets[0]
-    W = torch.stack([t.W for t in targets])                       # (T, L, H, d, d)
-    V = torch.stack([t.values_or_identity() for t in targets])
-    U = torch.stack([t.unembedding() for t in targets])
-    n = X.shape[1]
-    future = torch.ones(n, n, dtype=torch.bool).triu(1)
-    attn = []
-    for l in range(t0.layers):
-        out = X.clone() if t0.residual else torch.zeros_like(X)
-        layer = []
-        for h in range(t0.heads):
-            logits = X @ W[:, l, h] @ X.transpose(1, 2)
-            if t0.causal:
-                logits = logits.masked_fill(future, float("-inf"))
-            A = torch.softmax(logits, dim=-1)
-            layer.append(A)
-            out = out + A @ X @ V[:, l, h]
-        attn.append(torch.stack(layer))
-        X = out
-    return X @ U, torch.stack(attn)
-
-
 def run_cell(construction: str, L: int, H: int, d: int, causal: bool, residual: bool, values: bool,
              trials: int, lengths) -> tuple[float, float, set, bool]:
     ut = build_universal(construction, L, H, d, residual=residual, causal=causal, values=values)
@@ -73,7 +49,7 @@ def run_cell(construction: str, L: int, H: int, d: int, causal: bool, residual: 
     err = att = 0.0
     for n in lengths:
         X = torch.randn(trials, n, d, generator=gen, dtype=torch.float64)
-        y_ref, a_ref = reference(targets, X)
+        y_ref, a_ref = batched_reference(targets, X)
         y_ut, a_ut = ut(X, E, U)
         err = max(err, float((y_ut - y_ref).abs().max()))
         att = max(att, float((a_ut - a_ref).abs().max()))

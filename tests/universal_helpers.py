@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from rasp_compiler.universal import Target, build_universal, encode
+from rasp_compiler.universal.reference import batched_reference
 
 GRID = [(L, H, d, causal) for L in (1, 2, 3, 4) for H in (1, 2, 3) for d in (1, 2, 4, 8)
         for causal in (False, True)]
@@ -33,29 +34,7 @@ def grid(construction: str, sample: int | None, seed: int = 0):
     return cells
 
 
-def reference(targets: list[Target], X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """All targets at once (target i on X[i]), written out from the class definition in the issue:
-    X_l = [X_{l-1} +] sum_h softmax_c(X W X^T) X V;  T(X) = X_L U.  Independent of Target.forward."""
-    t0 = targets[0]
-    W = torch.stack([t.W for t in targets])
-    V = torch.stack([t.values_or_identity() for t in targets])
-    U = torch.stack([t.unembedding() for t in targets])
-    n = X.shape[1]
-    future = torch.ones(n, n, dtype=torch.bool).triu(1)
-    attn = []
-    for l in range(t0.layers):
-        out = X.clone() if t0.residual else torch.zeros_like(X)
-        layer = []
-        for h in range(t0.heads):
-            logits = X @ W[:, l, h] @ X.transpose(1, 2)
-            if t0.causal:
-                logits = logits.masked_fill(future, float("-inf"))
-            A = torch.softmax(logits, dim=-1)
-            layer.append(A)
-            out = out + A @ X @ V[:, l, h]
-        attn.append(torch.stack(layer))
-        X = out
-    return X @ U, torch.stack(attn)
+reference = batched_reference
 
 
 def max_errors(construction: str, L: int, H: int, d: int, causal: bool, residual: bool, trials: int,
