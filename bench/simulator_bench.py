@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from timing import best_time  # bench/timing.py
 
 from rasp_compiler.simulator import attention_layer, build_simulator
 from rasp_compiler.simulator.check import random_layers
@@ -27,13 +28,6 @@ NS = (4, 8, 16, 32, 64)
 D, H, BATCH = 8, 2, 64
 
 
-def _best(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)  # the least disturbed run: the machine is shared
 
 
 def numpy_batch(A: np.ndarray, V: np.ndarray, X: np.ndarray) -> np.ndarray:
@@ -77,8 +71,8 @@ def main() -> None:
             for s in range(0, BATCH, args.chunk):
                 outs.append(sim.run_sequences(seqs[s:s + args.chunk]))
         timed = plan == "windows" or n <= args.direct_forward_max_n
-        t_u = _best(run_u, args.repeats) if timed else float("nan")
-        t_np = _best(lambda A=A, V=V, X=X: numpy_batch(A, V, X), max(args.repeats, 5))
+        t_u = best_time(run_u, args.repeats) if timed else float("nan")
+        t_np = best_time(lambda A=A, V=V, X=X: numpy_batch(A, V, X), max(args.repeats, 5))
         ref = np.stack([attention_layer(a, v, x)["output"] for a, v, x in zip(A, V, X, strict=False)])
         got = lay.read_output(np.concatenate(outs)) if timed else ref + np.nan
         assert np.allclose(numpy_batch(A, V, X), ref, atol=1e-13)

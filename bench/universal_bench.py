@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import torch
+from timing import best_time  # bench/timing.py
 
 from rasp_compiler.universal import Target, build_universal, encode
 
@@ -30,13 +31,6 @@ CASES = [  # (construction, heads, residual, values)
 ]
 
 
-def _time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)  # the least disturbed run: the machine is shared
 
 
 def measure(construction: str, L: int, H: int, d: int, n: int, residual: bool, values: bool,
@@ -50,9 +44,9 @@ def measure(construction: str, L: int, H: int, d: int, n: int, residual: bool, v
         enc = encode(ut, target)
         y_t = target(X)[0]
         err = float((ut(X, enc.E, enc.U)[0] - y_t).abs().max())
-        t_target = _time(lambda: target(X), repeats)
-        t_encode = _time(lambda: encode(ut, target), repeats)
-        t_ut = _time(lambda: ut(X, enc.E, enc.U), repeats)
+        t_target = best_time(lambda: target(X), repeats)
+        t_encode = best_time(lambda: encode(ut, target), repeats)
+        t_ut = best_time(lambda: ut(X, enc.E, enc.U), repeats)
     return {"construction": construction, "layers": L, "heads": H, "dim": d, "length": n,
             "residual": residual, "values": values, "m": ut.config.m, "build_s": build_s,
             "target_forward_s": t_target, "encode_s": t_encode, "ut_forward_s": t_ut,

@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
 from rasp_compiler.errors import ArtifactError, UserError
+from rasp_compiler.universal.artifact import read_artifact
 from rasp_compiler.universal.attention import attention_weights
 
 UT_FORMAT = "rasp-universal-transformer/1"
@@ -133,18 +133,10 @@ class UniversalTransformer(nn.Module):
         weights = directory / "ut.safetensors" if directory.is_dir() else directory
         if not weights.is_file():
             raise ArtifactError(f"no universal transformer at {directory} (expected ut.safetensors)")
+        tensors, header = read_artifact(weights, UT_FORMAT, "universal transformer")
         try:
-            from safetensors import safe_open
-            with safe_open(str(weights), framework="pt") as f:
-                meta = f.metadata() or {}
-            tensors = load_file(str(weights))
-        except (SafetensorError, OSError, ValueError) as err:
-            raise ArtifactError(f"{weights} is not a readable safetensors file: {err}") from None
-        if meta.get("format") != UT_FORMAT:
-            raise ArtifactError(f"{weights} is not a universal transformer (format {meta.get('format')!r})")
-        try:
-            config = UTConfig(**json.loads(meta["config"]))
-        except (KeyError, ValueError, TypeError) as err:
+            config = UTConfig(**header)
+        except TypeError as err:
             raise ArtifactError(f"{weights}: damaged config header ({err})") from None
         if "R_Q" not in tensors or "R_K" not in tensors:
             raise ArtifactError(f"{weights}: missing R_Q or R_K")

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from rasp_compiler.errors import ArtifactError, UserError
+from rasp_compiler.universal.artifact import read_artifact
 from rasp_compiler.universal.attention import attention_weights
 
 TARGET_FORMAT = "rasp-universal-target/1"
@@ -158,20 +158,10 @@ class Target:
         path = Path(path)
         if not path.is_file():
             raise ArtifactError(f"target file not found: {path}")
+        tensors, config = read_artifact(path, TARGET_FORMAT, "universal-transformer target")
         try:
-            from safetensors import safe_open
-            with safe_open(str(path), framework="pt") as f:
-                meta = f.metadata() or {}
-            tensors = load_file(str(path))
-        except (SafetensorError, OSError, ValueError) as err:
-            raise ArtifactError(f"{path} is not a readable safetensors file: {err}") from None
-        if meta.get("format") != TARGET_FORMAT:
-            raise ArtifactError(f"{path} is not a universal-transformer target (format "
-                                f"{meta.get('format')!r}, expected {TARGET_FORMAT!r})")
-        try:
-            config = json.loads(meta["config"])
             residual, causal = bool(config["residual"]), bool(config["causal"])
-        except (KeyError, ValueError, TypeError) as err:
+        except KeyError as err:
             raise ArtifactError(f"{path}: damaged target header ({err})") from None
         if "W" not in tensors:
             raise ArtifactError(f"{path}: no W tensor")
