@@ -40,6 +40,8 @@ from safetensors.torch import save_file
 FORMAT = "rasp-compiler-model/1"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+# Peak-memory bound of a forward pass: see Transformer.forward.
+CHUNK_ELEMENTS = 1 << 25
 
 try:  # inside the rasp-compiler package the errors are the project's user errors (clean CLI exit)
     from rasp_compiler.errors import ArtifactError as _ArtifactBase
@@ -64,6 +66,16 @@ class ModelInputError(_InputBase):
     """An input the model cannot read: unknown token, too long, empty."""
 
 
+class ModelOutputError(_ArtifactBase):
+    """The model's output is not a clean one-hot, so it cannot be decoded with confidence (a
+    compiled model writes exactly one output value at ``logit_scale`` and the rest at 0)."""
+
+
+# A categorical output whose best logit beats the runner-up by less than this share of the logit
+# scale is refused instead of decoded: a wrong answer then fails loudly, never silently.
+CLEAN_MARGIN = 0.5
+
+
 def config_digest(config: dict) -> str:
     text = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -74,7 +86,8 @@ def weights_digest(tensors: dict[str, torch.Tensor]) -> str:
     for name in sorted(tensors):
         t = tensors[name].detach().contiguous().cpu()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        if t.numel():
+            h.update(t.view(torch.uint8).numpy())  # the bytes in place: no copy of a large model
     return h.hexdigest()
 
 
@@ -86,6 +99,8 @@ class Transformer(torch.nn.Module):
         self.config = config
         self.causal = bool(config.get("causal", False))
         self.layers_cfg = config["layers"]
+        # the most numbers one intermediate tensor of forward() may hold (32 Mi: 128 MiB at float32)
+        self.chunk_elements = CHUNK_ELEMENTS
         self.params = torch.nn.ParameterDict(
             {name.replace(".", "__"): torch.nn.Parameter(t, requires_grad=False)
              for name, t in tensors.items()})
@@ -98,8 +113,21 @@ class Transformer(torch.nn.Module):
         """``ids`` [batch, 1 + positions] (BOS first, PAD after each input's end); ``lengths`` the
         number of real tokens per row.  Returns logits [batch, 1 + positions, outputs], and with
         ``trace`` also the residual stream after the embedding and every sublayer and each layer's
-        attention pattern [batch, heads, query, key]."""
+        attention pattern [batch, heads, query, key].
+
+        Memory: a large batch runs in slices of whole inputs, and every MLP in slices of positions,
+        so that no intermediate tensor holds much more than ``chunk_elements`` numbers (the MLP
+        hidden activations [positions, d_mlp] of an O(N²) lookup table, the attention scores
+        [batch, heads, N, N]).  Each input's numbers are computed by the same operations either
+        way, so slicing does not change the result."""
         b, t = ids.shape
+        if not trace and b > 1:
+            step = max(1, self.chunk_elements // max(1, self._row_cost(t)))
+            if step < b:
+                parts = [self.forward(ids[s:s + step], lengths[s:s + step],
+                                      values=None if values is None else values[s:s + step])
+                         for s in range(0, b, step)]
+                return torch.cat(parts, dim=0)
         x = self.w("embed.token")[ids] + self.w("embed.pos")[:t].unsqueeze(0)
         if values is not None:  # numerical tokens: embedded linearly, value * embed.value
             x = x + values.to(x.dtype).unsqueeze(-1) * self.w("embed.value")
@@ -128,17 +156,45 @@ class Transformer(torch.nn.Module):
             if trace:
                 residuals.append(x)
             if lc["d_mlp"]:
-                h = torch.relu(x @ self.w(f"layers.{li}.mlp.W_in") + self.w(f"layers.{li}.mlp.b_in"))
-                if f"layers__{li}__mlp__W_gate" in self.params:
-                    # a gated unit: relu(x W_in + b_in) * (x W_gate + b_gate)
-                    h = h * (x @ self.w(f"layers.{li}.mlp.W_gate") + self.w(f"layers.{li}.mlp.b_gate"))
-                x = x + h @ self.w(f"layers.{li}.mlp.W_out") + self.w(f"layers.{li}.mlp.b_out")
+                x = self._mlp(li, x, int(lc["d_mlp"]))
             if trace:
                 residuals.append(x)
         logits = x @ self.w("unembed.W_U") + self.w("unembed.b_U")
         if trace:
             return logits, residuals, patterns
         return logits
+
+    def _mlp(self, li: int, x: torch.Tensor, d_mlp: int) -> torch.Tensor:
+        """x + MLP(x), over slices of at most ``chunk_elements // d_mlp`` positions."""
+        w_in, b_in = self.w(f"layers.{li}.mlp.W_in"), self.w(f"layers.{li}.mlp.b_in")
+        w_out, b_out = self.w(f"layers.{li}.mlp.W_out"), self.w(f"layers.{li}.mlp.b_out")
+        gated = f"layers__{li}__mlp__W_gate" in self.params
+        w_gate = self.w(f"layers.{li}.mlp.W_gate") if gated else None
+        b_gate = self.w(f"layers.{li}.mlp.b_gate") if gated else None
+
+        def block(xs: torch.Tensor) -> torch.Tensor:
+            h = torch.relu(xs @ w_in + b_in)
+            if gated:  # a gated unit: relu(x W_in + b_in) * (x W_gate + b_gate)
+                h = h * (xs @ w_gate + b_gate)
+            return xs + h @ w_out + b_out
+
+        shape = x.shape
+        flat = x.reshape(-1, shape[-1])
+        step = max(1, self.chunk_elements // max(1, d_mlp))
+        if step >= flat.shape[0]:
+            return block(x)
+        out = torch.empty_like(flat)
+        for s in range(0, flat.shape[0], step):
+            out[s:s + step] = block(flat[s:s + step])
+        return out.reshape(shape)
+
+    def _row_cost(self, t: int) -> int:
+        """About how many numbers one input of t positions keeps alive at once (residual stream,
+        attention scores and queries/keys/values; the MLPs slice themselves)."""
+        d_model = int(self.config.get("d_model", 1))
+        heads = max([int(lc.get("n_heads", 0)) for lc in self.layers_cfg] + [0])
+        d_head = max([int(lc.get("d_head", 0)) for lc in self.layers_cfg] + [0])
+        return t * (3 * d_model + heads * (3 * t + 4 * d_head))
 
 
 class RaspModel:
@@ -277,9 +333,34 @@ class RaspModel:
         with torch.no_grad():
             return self.module(ids, lengths, values=values)[:, 1:]
 
-    def decode(self, logits: torch.Tensor, lengths: list[int]) -> list[list[Any]]:
+    def unclean(self, logits: torch.Tensor, lengths: list[int]) -> list[list[int]]:
+        """Per input, the positions whose categorical output is not a clean one-hot (best logit
+        ahead of the runner-up by less than CLEAN_MARGIN x the logit scale); empty lists for a
+        numerical output."""
+        out_cfg = self.config["output"]
+        if out_cfg["encoding"] != "categorical" or logits.shape[-1] < 2:
+            return [[] for _ in lengths]
+        top = logits.topk(2, dim=-1).values
+        bad = (top[..., 0] - top[..., 1]) < CLEAN_MARGIN * float(out_cfg.get("logit_scale", 1.0))
+        return [[p for p in range(n) if bad[r, p]] for r, n in enumerate(lengths)]
+
+    def decode(self, logits: torch.Tensor, lengths: list[int], strict: bool = True) -> list[list[Any]]:
+        """Output values per input.  With ``strict`` an output that is not a clean one-hot raises
+        ModelOutputError instead of being decoded by argmax."""
         out_cfg = self.config["output"]
         result = []
+        if strict:
+            for r, positions in enumerate(self.unclean(logits, lengths)):
+                if positions:
+                    p = positions[0]
+                    top = logits[r, p].topk(2).values.tolist()
+                    raise ModelOutputError(
+                        f"the output at position {p} of input {r} is ambiguous: its two best logits "
+                        f"are {top[0]:.4g} and {top[1]:.4g}, where a compiled model gives "
+                        f"{out_cfg.get('logit_scale')} and 0; the model is outside the exactness its "
+                        "compiler derived, so no answer is given",
+                        hint="this is a compiler bug: please report the program, the compile options "
+                             "and this input (`rasp check` reproduces it)")
         if out_cfg["encoding"] == "categorical":
             values = out_cfg["values"]
             idx = logits.argmax(dim=-1).tolist()
@@ -295,12 +376,13 @@ class RaspModel:
                 result.append(row)
         return result
 
-    def run(self, batch: list[Any]) -> list[list[Any]]:
-        """The decoded output of every input (a string is read as its characters)."""
+    def run(self, batch: list[Any], strict: bool = True) -> list[list[Any]]:
+        """The decoded output of every input (a string is read as its characters).  With
+        ``strict`` (the default) an ambiguous output raises ModelOutputError (see ``decode``)."""
         if isinstance(batch, str):
             raise ModelInputError("run() takes a list of inputs; wrap a single input in a list")
         logits = self.forward(batch)
-        return self.decode(logits, [len(list(x)) for x in batch])
+        return self.decode(logits, [len(list(x)) for x in batch], strict=strict)
 
     def trace(self, batch: list[Any]) -> dict[str, Any]:
         """Logits, the residual stream after the embedding and after every sublayer

@@ -232,14 +232,15 @@ def test_compile_uncompilable_program(tmp_path: Path) -> None:
 
 # -- depth: layers and heads of the classics ---------------------------------------------------------
 # (program, layers, most heads in one layer) from the original RASP analysis (Weiss et al. 2021).
-# sort misses its target: its tie-break `select(key, key, <) or (select(key, key, ==) and
-# select(indices, indices, <))` is scored over a (token, index) product one-hot that an MLP builds,
-# and with embedding -> [attention -> MLP] blocks that MLP costs a first layer with no heads.  Kept
-# as a strict xfail so the miss stays visible and the test turns red once it is fixed.
-SORT_DEPTH_OPEN = pytest.mark.xfail(strict=True, reason="sort needs an MLP-only first layer (open)")
-DEPTH = [("reverse", 2, 1), ("histogram", 1, 1), ("double_histogram", 2, 2),
-         pytest.param("sort", 2, 1, marks=SORT_DEPTH_OPEN),
-         ("most_frequent", 3, 2), ("sort_by_frequency", 3, 2), ("dyck1", 2, 1), ("dyck2", 4, 2)]
+# The bar is on layers.  Heads may exceed the RASP figure only where a selector width is split
+# into a sum of heads (``Lowering._width_parts``): sort's tie-break `select(key, key, <) or
+# (select(key, key, ==) and select(indices, indices, <))` has disjoint disjuncts, and no single
+# head over additive token + position embeddings can score it (docs/compiler.md, "Selector
+# width"), so its width is two heads in layer 0 whose BOS weights one MLP decodes jointly; the
+# fourth column records that allowance (the RASP figure otherwise).
+DEPTH = [("reverse", 2, 1, 1), ("histogram", 1, 1, 1), ("double_histogram", 2, 2, 2),
+         ("sort", 2, 1, 2), ("most_frequent", 3, 2, 2), ("sort_by_frequency", 3, 2, 2),
+         ("dyck1", 2, 1, 1), ("dyck2", 4, 2, 2)]
 
 
 def _heads_per_layer(model) -> list[int]:
@@ -247,8 +248,8 @@ def _heads_per_layer(model) -> list[int]:
     return [sum(1 for h in lp["heads"] if h["kind"] != "length") for lp in model.plan]
 
 
-@pytest.mark.parametrize("name,layers,heads", DEPTH)
-def test_depth_of_the_classics(name: str, layers: int, heads: int) -> None:
+@pytest.mark.parametrize("name,layers,rasp_heads,heads", DEPTH)
+def test_depth_of_the_classics(name: str, layers: int, rasp_heads: int, heads: int) -> None:
     s = BY_NAME[name]
     _, model = _compile(s, 16, s.vocab5)
     forced = " <- ".join(model.config.get("critical_path") or [])

@@ -142,3 +142,22 @@ def test_cli_bad_inputs_exit_nonzero_without_traceback(tmp_path: Path, capsys) -
     bad.write_text("x = 1;\ny = aggregate(select(tokens, tokens, ==), indices, \"none\");\nnumerical(y);\n")
     code, out, err = cli(["compile", str(bad), "--vocab", "abc", "--max-len", "4", "-o", m], capsys)
     assert code != 0 and "bad.rasp:" in err and "Traceback" not in err
+
+
+def test_ambiguous_output_is_refused_not_decoded() -> None:
+    """A categorical output that is not a clean one-hot raises instead of decoding by argmax, so a
+    model outside its derived exactness fails loudly; `check` counts it as a disagreement."""
+    from rasp_compiler.runtime import ModelOutputError
+
+    model = compile_program(load_program(REVERSE), list("abc"), 8)
+    logits = model.forward([list("abc")])
+    assert model.decode(logits, [3]) == [list("cba")]
+    assert model.unclean(logits, [3]) == [[]]
+    blurred = logits.clone()
+    best, second = blurred[0, 1].topk(2).indices.tolist()
+    blurred[0, 1, second] = blurred[0, 1, best] - 1.0
+    with pytest.raises(ModelOutputError, match="position 1 of input 0 is ambiguous"):
+        model.decode(blurred, [3])
+    assert isinstance(ModelOutputError("x"), ArtifactError)  # a clean CLI error, not a traceback
+    assert model.decode(blurred, [3], strict=False)[0][1] == "b"
+    assert model.unclean(blurred, [3]) == [[1]]

@@ -17,8 +17,9 @@ produce.
 from __future__ import annotations
 
 import itertools
+import operator
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -43,7 +44,8 @@ from rasp_compiler.graph.nodes import (
 
 # The largest joint domain enumerated for one s-op; beyond it the s-op becomes a base of its own.
 DOMAIN_CAP = 120_000
-# A numerical map over more joint assignments than this keeps only its per-position value sets.
+# A numerical map over more joint assignments than this keeps only its per-position value sets
+# (a categorical one from DOMAIN_CAP on, see ``map_info``).
 REBASE_SIZE = 40_000
 
 
@@ -117,6 +119,7 @@ class Analysis:
         self.ctx_all = [(i, n) for n in self.lengths for i in range(n)]
         self._sum_cache: dict = {}
         self._ctx_cache: dict[str, dict] = {}
+        self._ctx_memo: dict[str, dict] = {}  # ctx_values by the identity of each base's choices
         self._formulas: dict[str, sl.Formula] = {}
         self._width_cache: dict[str, dict[tuple[int, int], int] | None] = {}
         for node in program.nodes():
@@ -203,11 +206,12 @@ class Analysis:
                 out[combo] = None
         return list(out)
 
-    def domain_by_context(self, bases: tuple[str, ...]) -> list[tuple[tuple, list[tuple]]]:
-        """The assignments grouped by the (index, length) context they occur in."""
+    def domain_by_context(self, bases: tuple[str, ...]) -> Iterator[tuple[tuple, Iterator[tuple]]]:
+        """The assignments grouped by the (index, length) context they occur in (lazily: the
+        assignments of a context are generated while they are read, never stored)."""
         kinds = {self.info[b].base_kind for b in bases}
-        return [(ctx, list(itertools.product(*self._choices(bases, ctx))))
-                for ctx in self._ctx_list(kinds, bases)]  # type: ignore[arg-type]
+        for ctx in self._ctx_list(kinds, bases):  # type: ignore[arg-type]
+            yield ctx, itertools.product(*self._choices(bases, ctx))
 
     def value_of(self, sid: str, bases: tuple[str, ...], assignment: tuple) -> Any:
         info = self.info[sid]
@@ -218,18 +222,23 @@ class Analysis:
         """Distinct tuples of values of ``sids`` (then ``extra``) that can occur at one position."""
         allsids = list(sids) + ([extra] if extra else [])
         bases = tuple(sorted({b for s in allsids for b in self.info[s].bases}))
-        projections = [[bases.index(b) for b in self.info[s].bases] for s in allsids]
-        tables = [self.info[s].table for s in allsids]
+        pairs = [(_key_getter([bases.index(b) for b in self.info[s].bases], len(bases)),
+                  self.info[s].table) for s in allsids]
+        kinds = {self.info[b].base_kind for b in bases}
         out: dict[tuple, None] = {}
-        for a in self.domain(bases):
-            row = []
-            for proj, table in zip(projections, tables, strict=False):
-                key = tuple(a[j] for j in proj)
-                if key not in table:
-                    break
-                row.append(table[key])
-            else:
-                out[tuple(row)] = None
+        missing = _MISSING
+        # every assignment of every context, as ``domain`` lists them (an assignment seen in an
+        # earlier context gives a row already there, so the rows' order is the same)
+        for ctx in self._ctx_list(kinds, bases):  # type: ignore[arg-type]
+            for a in itertools.product(*self._choices(bases, ctx)):
+                row = []
+                for get, table in pairs:
+                    v = table.get(get(a), missing)
+                    if v is missing:
+                        break
+                    row.append(v)
+                else:
+                    out[tuple(row)] = None
         return list(out)
 
     # ------------------------------------------------------------------ node kinds
@@ -302,12 +311,19 @@ class Analysis:
                 for c in self.ctx_all:
                     cache[c] = info.values
         if cache.get(ctx) is None:
-            i, n = ctx
-            vals = set()
-            for combo in itertools.product(*self._choices(info.bases, ctx)):
-                if combo in info.table:
-                    vals.add(info.table[combo])
-            cache[ctx] = sorted_values(vals)
+            choices = self._choices(info.bases, ctx)
+            # contexts with the same choices per base (e.g. a prefix mean's values depend on the
+            # index only) have the same values: enumerate each distinct set of choices once
+            key = tuple(c[0] if self.info[b].base_kind in ("index", "length") else id(c)
+                        for b, c in zip(info.bases, choices, strict=True))
+            memo = self._ctx_memo.setdefault(sid, {})
+            if key not in memo:
+                vals = set()
+                for combo in itertools.product(*choices):
+                    if combo in info.table:
+                        vals.add(info.table[combo])
+                memo[key] = (choices, sorted_values(vals))  # holding choices keeps their ids unique
+            cache[ctx] = memo[key][1]
         return cache[ctx]
 
     def _independent_map(self, sid: str, kind: str, inputs: tuple[str, ...], fn: Callable[..., Any],
@@ -352,13 +368,19 @@ class Analysis:
             self.require_values(i, sid)
         bases = tuple(sorted({b for i in inputs for b in self.info[i].bases}))
         size = self.domain_size(bases)
-        if size > REBASE_SIZE:
+        # An opaque (per-position value sets only) map cannot be fused into the maps that read it:
+        # each such map costs a layer of its own.  So a categorical map is tabulated up to
+        # DOMAIN_CAP (dyck2's `bad` at max_len 64 has 42,880 assignments: tabulated, it fuses into
+        # indicator(bad) and the program keeps 5 layers instead of 7); only a numerical map is
+        # rebased from REBASE_SIZE on.
+        if size > (REBASE_SIZE if encoding == "numerical" else DOMAIN_CAP):
             got = self._independent_map(sid, kind, inputs, fn, encoding, pos)
             if got is not None:
                 return got
         if size <= DOMAIN_CAP:
-            projections = [[bases.index(b) for b in self.info[i].bases] for i in inputs]
-            tables = [self.info[i].table for i in inputs]
+            pairs = [(_key_getter([bases.index(b) for b in self.info[i].bases], len(bases)),
+                      self.info[i].table) for i in inputs]
+            missing = _MISSING
             table: dict[tuple, Any] = {}
             memo: dict[tuple, Any] = {}
             failed = object()
@@ -369,13 +391,13 @@ class Analysis:
                 seen = per_ctx.setdefault(ctx, set()) if rebase else None
                 for a in assignments:
                     args = []
-                    for proj, t in zip(projections, tables, strict=False):
-                        key = tuple(a[j] for j in proj)
-                        if key not in t:
+                    for get, t in pairs:
+                        v = t.get(get(a), missing)
+                        if v is missing:
                             break
-                        args.append(t[key])
+                        args.append(v)
                     else:
-                        mkey = tuple(args) + tuple(type(x) for x in args)
+                        mkey = (*args, *map(type, args))
                         value = memo.get(mkey, failed)
                         if value is failed and mkey not in memo:
                             try:
@@ -484,23 +506,56 @@ class Analysis:
         if all(self.positional(a.key) and self.positional(a.query) for a in sl.atoms(f)):
             result = {}
             for n in self.lengths:
-                pos_n = list(range(n))
-                mats = {}
-                for a in sl.atoms(f):
-                    kv = [self._positional_value(a.key, j, n) for j in pos_n]
-                    qv = [self._positional_value(a.query, i, n) for i in pos_n]
-                    # compare distinct values once, then index (n² Python comparisons is slow)
-                    kd, qd = list(dict.fromkeys(kv)), list(dict.fromkeys(qv))
-                    small = sl.atom_matrix(a, qd, kd)
-                    kpos = {v: j for j, v in enumerate(kd)}
-                    qpos = {v: j for j, v in enumerate(qd)}
-                    mats[a] = small[np.array([qpos[v] for v in qv])[:, None],
-                                    np.array([kpos[v] for v in kv])[None, :]]
-                sel = sl.evaluate(f, mats)
-                for i, w in enumerate(sel.sum(axis=1)):
+                sel = self._selection(f, n)
+                for i, w in enumerate(sel.sum(axis=1).tolist()):
                     result[(i, n)] = int(w)
         self._width_cache[sel_id] = result
         return result
+
+    def _selection(self, f: sl.Formula, n: int) -> np.ndarray:
+        """The selection matrix [query, key] at length ``n`` of a selector whose atoms read
+        positional s-ops only."""
+        pos_n = list(range(n))
+        mats = {}
+        for a in sl.atoms(f):
+            kv = [self._positional_value(a.key, j, n) for j in pos_n]
+            qv = [self._positional_value(a.query, i, n) for i in pos_n]
+            # compare distinct values once, then index (n² Python comparisons is slow)
+            kd, qd = list(dict.fromkeys(kv)), list(dict.fromkeys(qv))
+            small = sl.atom_matrix(a, qd, kd)
+            kpos = {v: j for j, v in enumerate(kd)}
+            qpos = {v: j for j, v in enumerate(qd)}
+            mats[a] = small[np.array([qpos[v] for v in qv], dtype=np.intp)[:, None],
+                            np.array([kpos[v] for v in kv], dtype=np.intp)[None, :]]
+        return sl.evaluate(f, mats)
+
+    def _positional_means(self, sel_id: str, src: str, default: Any) -> dict | None:
+        """A mean of a positional s-op under a positional selector (``1 / mean(indices == 0)`` over
+        every position, a prefix mean of a function of the index): one value per (index, length),
+        computed as the interpreter computes it (floats added key by key, then one division).
+        Without this its value set is every k/w of the value set's sums, e.g. all ~3N²/π²
+        fractions k/n for ``length``.  None when some value is not known at some position."""
+        f = self.formula(sel_id)
+        cond: dict[tuple[int, int], list[Any]] = {}
+        for n in self.lengths:
+            vals = [self._positional_value(src, j, n) for j in range(n)]
+            if any(v is None or not isinstance(v, (int, float)) for v in vals):
+                return None
+            sel = self._selection(f, n)
+            counts = sel.sum(axis=1)
+            nums = np.array(vals, dtype=np.float64)
+            sums = np.zeros(n, dtype=np.float64)
+            for k in np.nonzero(sel.any(axis=0))[0]:  # the interpreter's order of additions
+                sums = np.where(sel[:, k], sums + nums[k], sums)
+            for i in range(n):
+                c = int(counts[i])
+                if c == 0:
+                    cond[(i, n)] = [default]
+                elif c == 1:
+                    cond[(i, n)] = [vals[int(sel[i].argmax())]]
+                else:
+                    cond[(i, n)] = [float(sums[i]) / c]
+        return cond
 
     def _positional_value(self, sid: str, i: int, n: int) -> Any:
         info = self.info[sid]
@@ -517,17 +572,42 @@ class Analysis:
                 return False
         return True
 
+    def rank_of(self, sid: str) -> str | None:
+        """X when ``sid`` is ``selector_width(select(X, X, ==) and select(indices, indices, op))``
+        with op one of < <= > >=: the number of earlier (or later) positions holding the same X.
+        It strictly increases (decreases) along the positions of equal X, so the pair (X, sid)
+        differs at every position."""
+        node = self.node(sid) if sid in self.graph else None
+        if not isinstance(node, SelectorWidth):
+            return None
+        parts = sl.conjuncts(self.formula(node.inputs[0]))
+        if len(parts) != 2 or not all(isinstance(p, sl.Atom) and not p.negated for p in parts):
+            return None
+        same = [p for p in parts if p.op == "==" and p.key == p.query]
+        order = [p for p in parts if p.op in ("<", "<=", ">", ">=") and p.key == p.query
+                 and self.info[p.key].base_kind == "index"]
+        if len(same) == 1 and len(order) == 1:
+            return same[0].key
+        return None
+
     def at_most_one(self, sel_id: str) -> bool:
-        """Whether the selector provably selects at most one key for every query."""
+        """Whether the selector provably selects at most one key for every query: some conjunct
+        is an atom that matches at most one value of an injective key, or the conjunction's ``==``
+        atoms pin the key's (X, rank of X) pair, which differs at every position."""
         w = self.widths(sel_id)
         if w is not None:
             return max(w.values(), default=0) <= 1
+        pinned = set()
         for c in sl.conjuncts(self.formula(sel_id)):
-            if isinstance(c, sl.Atom) and self.injective(c.key):
-                kv, qv = self.info[c.key].values, self.info[c.query].values
-                if sl.atom_matrix(c, qv, kv).sum(axis=1).max(initial=0) <= 1:
-                    return True
-        return False
+            if not isinstance(c, sl.Atom):
+                continue
+            kv, qv = self.info[c.key].values, self.info[c.query].values
+            if sl.atom_matrix(c, qv, kv).sum(axis=1).max(initial=0) > 1:
+                continue
+            if self.injective(c.key):
+                return True
+            pinned.add(c.key)
+        return any(self.rank_of(k) in pinned for k in pinned)
 
     # ------------------------------------------------------------------ attention outputs
     def _aggregate(self, node: Aggregate) -> SInfo:
@@ -581,6 +661,11 @@ class Analysis:
                 info.notes.append("several keys may be selected: the interpreter rejects such inputs "
                                   "(a mean of non-numbers)")
             return info
+        if widths is not None and self.positional(src):
+            exact = self._positional_means(sel_id, src, default)
+            if exact is not None:
+                allv = sorted_values(v for vs in exact.values() for v in vs)
+                return self._base(node, "cond", allv, enc, cond=exact)
         per_width: dict[int, list[Any] | None] = {}
 
         def mean_set(w: int) -> list[Any]:
@@ -641,6 +726,21 @@ class Analysis:
 
 class _Unbounded(Exception):
     pass
+
+
+_MISSING = object()
+
+
+def _key_getter(proj: list[int], width: int) -> Callable[[tuple], tuple]:
+    """``lambda a: tuple(a[j] for j in proj)``, without a generator per call."""
+    if proj == list(range(width)):
+        return lambda a: a
+    if not proj:
+        return lambda a: ()
+    if len(proj) == 1:
+        j = proj[0]
+        return lambda a: (a[j],)
+    return operator.itemgetter(*proj)
 
 
 def _one_hot_ok(values: list[Any], dtype: str, limit: int = 512) -> bool:

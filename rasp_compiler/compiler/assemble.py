@@ -44,9 +44,56 @@ def _put(row: np.ndarray, layout: Layout, f: Any, value: Any) -> None:
         row[layout.dim(f.id)] = float(value)
 
 
+def _scatter_units(matrix: np.ndarray, parts: list[tuple[np.ndarray, np.ndarray]], unit_axis: int) -> None:
+    """Add every unit's (dims, weights) into its column (``unit_axis`` 1) or row (0) of ``matrix``:
+    one ``np.add.at`` over all units, which adds repeated entries in the same order as one call
+    per unit did (the same bytes), without a Python-level call per hidden unit."""
+    if not parts:
+        return
+    arr = np.ndarray
+    if all(type(d_) is arr and type(w) is arr and d_.ndim == 1 and w.shape == d_.shape
+           for d_, w in parts):  # what MLPWeights.unit stores
+        dims = [d_ for d_, _ in parts]
+        ws = [w for _, w in parts]
+    else:
+        dims = [np.ravel(d_) for d_, _ in parts]
+        ws = [np.ravel(np.broadcast_to(w, np.shape(d_))) for d_, w in parts]
+    units = np.repeat(np.arange(len(parts)), [len(d_) for d_ in dims])
+    flat_dims = np.concatenate(dims).astype(np.intp, copy=False)
+    flat_w = np.concatenate(ws).astype(np.float64, copy=False)
+    index = (flat_dims, units) if unit_axis == 1 else (units, flat_dims)
+    np.add.at(matrix, index, flat_w)
+
+
+# The most dense weights one model may have (about 2 GiB while it is built in float64): beyond it
+# compilation stops with the s-ops to blame instead of exhausting the machine's memory.
+MAX_PARAMS = 1 << 28
+
+
+def _check_size(an: Analysis, low: Lowering, sched: Schedule, layout: Layout) -> None:
+    d = layout.d_model
+    total = 0
+    for li in range(sched.n_layers):
+        widths = [sum(min(b.matrix.shape) for b in low.ops[h].blocks) + 2  # type: ignore[union-attr]
+                  for h in sched.heads[li]]
+        total += 4 * len(widths) * d * max(widths, default=0)
+        units = sum(2 * max(len(low.ops[m].rows), 1) for m in sched.mlps[li])  # type: ignore[union-attr]
+        total += 2 * d * units
+    if total <= MAX_PARAMS:
+        return
+    big = sorted(low.features.values(), key=lambda f: -f.size)[:3]
+    listing = ", ".join(f"{f.id} ({f.size:,} values)" for f in big)
+    raise an.error(big[0].id, f"the model would need about {total:,} weights (residual width {d:,}); "
+                   f"the largest one-hot encodings are {listing}",
+                   hint="a selector that combines several s-ops with `or` needs a one-hot over their "
+                        "joint values: compare fewer s-ops at once, give them fewer possible values, "
+                        "or use a smaller --max-len")
+
+
 def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal: bool) -> tuple[dict, dict]:
     feats = sorted(low.features.values(), key=lambda f: (sched.slot[f.id], f.id))
     layout = Layout(feats)
+    _check_size(an, low, sched, layout)
     d = layout.d_model
     vocab = an.vocab
     tensors: dict[str, np.ndarray] = {}
@@ -112,6 +159,8 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
                 # one-hot key/query values into unequal weights among the selected keys.
                 g = min(gap, math.log(an.max_len + 1) + MEAN_GAP[dtype]) if op.mean else gap
                 scale = (g if op.bos == "always" else 2.0 * g) * math.sqrt(d_head)
+                if op.bos_log:  # BOS key's score column (c_bos, see ``head_weights``): + bos_log nats
+                    hw.W_K[1, hw.W_Q.shape[1] - 2] += op.bos_log / (scale / math.sqrt(d_head))
                 wq[h, :, : hw.W_Q.shape[1]] = hw.W_Q * scale
                 wk[h, :, : hw.W_K.shape[1]] = hw.W_K
                 wv[h, :, : hw.W_V.shape[1]] = hw.W_V
@@ -145,9 +194,8 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
             m = max(m, 1)
             w_in = np.zeros((d, m))
             w_out = np.zeros((m, d))
-            for u, ((dims, w), (odims, ow)) in enumerate(zip(acc.w_in, acc.w_out, strict=False)):
-                np.add.at(w_in[:, u], dims, w)
-                np.add.at(w_out[u], odims, ow)
+            _scatter_units(w_in, acc.w_in, unit_axis=1)
+            _scatter_units(w_out, acc.w_out, unit_axis=0)
             b_in = np.zeros(m)
             b_in[: len(acc.b_in)] = acc.b_in
             b_out = np.zeros(d)

@@ -13,7 +13,7 @@ MLPs (one hidden ReLU layer):
 * categorical inputs only: one unit per occurring value combination, ``ReLU(sum of one-hots - (k-1))``;
 * one numerical input x (plus categorical ones): a constant unit per combination, then for every
   consecutive pair of x values where the output changes, a step of two units whose slope comes
-  from the actual gap between those two values (exact while x is within gap/4 of a listed value);
+  from the actual gap between those two values (exact while x is within gap/8 of a listed value);
 * several numerical inputs: only affine functions (one unit per input).
 """
 
@@ -94,6 +94,8 @@ def head_weights(op: HeadOp, layout: Layout, r_bos: np.ndarray) -> HeadWeights:
         nq, nk = b.matrix.shape
         use_query_basis = nq <= nk
         width = nq if use_query_basis else nk
+        if b.quad is not None:
+            width = 2  # [q - c, 1] · [2(v - c), -(v - c)^2] / d2
         plans.append((b, use_query_basis, qk))
         qk += width
     c_bos, c_self = qk, qk + 1
@@ -104,6 +106,15 @@ def head_weights(op: HeadOp, layout: Layout, r_bos: np.ndarray) -> HeadWeights:
     hw = HeadWeights(qk, ov, d)
     for b, use_q, off in plans:
         qd, kd = layout.onehot_dims(b.query), layout.onehot_dims(b.key)
+        if b.quad is not None:
+            kv, c, inv_d2 = b.quad
+            v = np.asarray(kv, dtype=np.float64) - c
+            hw.W_Q[qd[0], off] = 1.0
+            hw.W_Q[0, off] = -c
+            hw.W_Q[0, off + 1] = 1.0
+            hw.W_K[kd, off] = 2.0 * v * inv_d2
+            hw.W_K[kd, off + 1] = -(v * v) * inv_d2
+            continue
         m = b.matrix.astype(np.float64)
         if use_q:
             hw.W_Q[qd, off + np.arange(len(qd))] = 1.0
@@ -113,6 +124,8 @@ def head_weights(op: HeadOp, layout: Layout, r_bos: np.ndarray) -> HeadWeights:
             hw.W_K[kd, off + np.arange(len(kd))] = 1.0
     m_blocks = len(op.blocks)
     bos_score = m_blocks - 0.5 if op.bos == "default" else float(m_blocks)
+    if op.bos_score is not None:
+        bos_score = op.bos_score
     hw.W_Q[0, c_bos] = 1.0  # every query (the `one` dimension) scores the BOS key
     # Value / output.
     if op.kind in ("width", "length"):
@@ -170,6 +183,9 @@ class MLPWeights:
 
 def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
     """Append the hidden units of ``op`` to ``acc``."""
+    if getattr(op, "separable", None) is not None:
+        separable_weights(op, layout, acc)
+        return
     out_f = layout.features[op.target]
     out_cat = out_f.encoding == "categorical"
 
@@ -260,11 +276,70 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
             gap = z1 - z0
             t = (z0 + z1) / 2.0
             a = 2.0 / gap
-            big = a * (span + gap) + 1.0 if cat else 0.0
-            # pre = a(z - t) ± 0.5 - big*(k - sum of the combo's one-hots), z = coef · x
+            big = float(np.ceil(a * (span + gap))) + 1.0 if cat else 0.0
+            # pre = a(z - t) ± 0.5 - big*(k - sum of the combo's one-hots), z = coef · x.
+            # The base is rounded to a multiple of 1/2 (moving the ramp by at most gap/8): then
+            # base ± 0.5 are exact in float32, so a saturated pair differs by exactly 1 instead of
+            # 1 ± ulp(base) (ulp(1e5) = 2^-7 in float32 — enough to tilt an averaging head).
             dims = np.concatenate([xdims, gdims])
             weights = np.concatenate([a * coef, gw * big])
-            base = -a * t - big * len(gdims)
+            base = float(np.round(2.0 * (-a * t - big * len(gdims)))) / 2.0
             odims, ow = diff(y1, y0)
             acc.unit(dims, weights, base + 0.5, odims, ow)
             acc.unit(dims, weights, base - 0.5, odims, -ow)
+
+
+def separable_weights(op: MLPOp, layout: Layout, acc: MLPWeights) -> None:
+    """y = c + sum_j g_j(x_j) (``lowering.separable``) into one numerical output dimension.
+
+    * a categorical input: one unit ``ReLU(sum_v (g(v) - lo) * onehot_v)`` — exactly one one-hot
+      entry is 1, so the pre-activation is g(v) - lo >= 0 and the ReLU passes it through;
+    * a numerical input: one step (two units) per consecutive pair of its values where g changes,
+      slope 2/gap, exact while x is within gap/4 of a listed value.
+
+    Each step ramps *up from the low end* (0 below the threshold t, 1 above) or *down from the high
+    end* (1 below, 0 above, plus the step's rise in the output bias), whichever keeps the
+    pre-activations smaller: a saturated pair ReLU(p + 1/2) - ReLU(p - 1/2) is 1 only up to the
+    float32 rounding of p (about ulp(p)), and p reaches slope * (distance from t to the far end of
+    the values).  For a width decode the smallest gaps (1/((w+1)(w+2)), slope ~2N^2) lie at the
+    low end of the BOS weights, so ramping down keeps p ~N instead of ~N^2."""
+    parts, const = op.separable  # type: ignore[attr-defined]
+    out = np.array([layout.dim(op.target)])
+    bias = float(const)
+    for fid, g in zip(op.inputs, parts, strict=True):
+        f = layout.features[fid]
+        if f.encoding == "categorical":
+            vals = {vk: v for vk, (_, v) in g.items()}
+            lo = min(vals.values())
+            dims, ws = [], []
+            for x in f.values:
+                w = vals.get(value_key(x), lo) - lo  # a value no row holds cannot occur
+                if w != 0.0:
+                    dims.append(layout.dim(fid, x))
+                    ws.append(w)
+            if dims:
+                acc.unit(np.array(dims), np.array(ws), 0.0, out, np.array([1.0]))
+            bias += lo
+            continue
+        pts = sorted((float(a), v) for a, v in g.values())
+        xdim = np.array([layout.dim(fid)])
+        lo_x, hi_x = pts[0][0], pts[-1][0]
+        bias += pts[0][1]
+        for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
+            if y1 == y0:
+                continue
+            gap = x1 - x0
+            t = (x0 + x1) / 2.0
+            a = 2.0 / gap
+            d = y1 - y0
+            if a * (hi_x - t) <= a * (t - lo_x):  # up: p = a(x - t)
+                # base rounded to a multiple of 1/2 (moves t by at most gap/8): base ± 1/2 exact
+                base = float(np.round(-2.0 * a * t)) / 2.0
+                acc.unit(xdim, np.array([a]), base + 0.5, out, np.array([d]))
+                acc.unit(xdim, np.array([a]), base - 0.5, out, np.array([-d]))
+            else:  # down: p = a(t - x), contributes d * (1 - ramp)
+                base = float(np.round(2.0 * a * t)) / 2.0
+                acc.unit(xdim, np.array([-a]), base + 0.5, out, np.array([-d]))
+                acc.unit(xdim, np.array([-a]), base - 0.5, out, np.array([d]))
+                bias += d
+    acc.bias(out, np.array([bias]))

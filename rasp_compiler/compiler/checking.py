@@ -95,9 +95,13 @@ def check_model(model: RaspModel, program: Program, inputs: Iterable[list[Any]],
             except (UserError, OperatorError):  # the interpreter refuses: outside the domain
                 res.inputs_undefined += 1
         if keep:
-            gots = model.run(keep)
-            for x, g, w in zip(keep, gots, wants, strict=False):
+            lengths = [len(x) for x in keep]
+            logits = model.forward(keep)
+            gots = model.decode(logits, lengths, strict=False)
+            unclean = model.unclean(logits, lengths)
+            for x, g, w, vague in zip(keep, gots, wants, unclean, strict=False):
                 ok, err = agree(g, w, numerical, tol)
+                ok = ok and not vague  # `run` would refuse an ambiguous output: not an agreement
                 res.inputs_checked += 1
                 res.inputs_agreeing += ok
                 if numerical and err != float("inf"):

@@ -14,13 +14,14 @@ with numerical ones converted to one-hot first.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from rasp_compiler.compiler import selectors as sl
-from rasp_compiler.compiler.analysis import Analysis, SInfo
+from rasp_compiler.compiler.analysis import Analysis, SInfo, is_numeric
 from rasp_compiler.compiler.numeric import _same, projection
 from rasp_compiler.compiler.values import sorted_values
 from rasp_compiler.graph.nodes import (
@@ -59,6 +60,9 @@ class Block:
     query: str  # feature id or ONE
     key: str
     matrix: np.ndarray  # bool [len(query values), len(key values)]
+    # A quadratic block (``Lowering._quadratic``): the query is one number q, the key a one-hot
+    # over the numbers ``values``; key v scores (2(v-c)(q-c) - (v-c)^2) / d2 = ((q-c)^2 - (q-v)^2) / d2.
+    quad: tuple[list[float], float, float] | None = None  # (key values, c, 1/d2)
 
 
 @dataclass
@@ -74,6 +78,8 @@ class HeadOp:
     default: Any = None
     mean: bool = False  # whether several keys may be averaged (numerical) — sets the margin
     pos: SourcePos | None = None
+    bos_score: float | None = None  # the BOS key's score (units of S) when not the usual m - 1/2 / m
+    bos_log: float = 0.0  # nats added to the BOS key's score: BOS counts as e^bos_log keys
 
     @property
     def inputs(self) -> list[str]:
@@ -157,6 +163,11 @@ class Lowering:
         if info.encoding == "categorical":
             return self.need(sid)
         cid = f"{sid}:onehot"
+        if "unbounded" in info.notes:  # only its range is known: no one-hot can hold it
+            raise self.an.error(sid, f"{self.an.describe(sid)} is a mean with too many possible values "
+                                "to enumerate, and it is compared or looked up, which needs them all",
+                                hint="make its selector provably pick at most one key, average fewer "
+                                     "distinct values (e.g. 0/1 indicators), or use a smaller --max-len")
         if cid not in self.an.info:
             self.an.info[cid] = SInfo(cid, "convert", "categorical", list(info.values), info.bases,
                                       info.table, base_kind=info.base_kind, cond=info.cond,
@@ -189,6 +200,8 @@ class Lowering:
                 continue
             if ui.kind in ("map", "sequence_map") and ui.base_kind is None:
                 out |= set(self.frontier(u))
+            elif ui.kind == "selector_width" and self._width_parts(u) is not None:
+                out.add(u)  # a width of two heads: read the decoded sum
             elif ui.kind in ("selector_width", "length"):
                 out.add(self.scratch(u))  # read the head's BOS weight directly: no decode layer
             else:
@@ -264,6 +277,7 @@ class Lowering:
             return
         opaque = info.base_kind is not None
         choice: list[str] | None = None
+        parts = None
         if not opaque:
             front = self.frontier(sid)
             if len(front) == 1 and self.an.info[front[0]].base_kind in ("token", "index"):
@@ -281,7 +295,10 @@ class Lowering:
             if n_num < 2 or self.an.domain_size(bases) <= MULTI_NUMERIC_CAP:
                 rows = self._rows(sid, front)
                 units = self._units(front, rows, out_numeric)
-                if units is not None and units <= UNIT_CAP:
+                sep = self._separable(front, rows) if out_numeric and len(front) >= 2 else None
+                if sep is not None and sep[0] <= UNIT_CAP and (units is None or sep[0] < units):
+                    choice, parts = front, sep[1]  # y = c + sum_j g_j(x_j): O(values) units
+                elif units is not None and units <= UNIT_CAP:
                     choice = front
         if choice is None:
             direct = [u for u in info.inputs if self.an.info[u].base_kind != "const"]
@@ -305,13 +322,36 @@ class Lowering:
         self._feature(sid, info, sid if sid in self.an.graph else None)
         self.ops[sid] = MLPOp(sid, sid if sid in self.an.graph else info.inputs[0], sid, feats, rows,
                               info.pos, info.kind if info.kind in ("convert", "tuple") else "map")
+        if parts is not None:
+            self.ops[sid].separable = parts  # type: ignore[attr-defined]
+
+    def _separable(self, inputs: list[str], rows: list[tuple[tuple, Any]]) -> tuple[int, Any] | None:
+        """(hidden units, (parts, constant)) when the table is a sum of univariate parts (see
+        ``separable``): steps on each numerical input, one unit per categorical input."""
+        got = separable(rows, len(inputs))
+        if got is None:
+            return None
+        parts, _ = got
+        units = 0
+        for j, u in enumerate(inputs):
+            g = parts[j]
+            if self.an.info[u].encoding == "numerical":
+                pts = [((float(g[k][0]),), g[k][1]) for k in sorted(g)]
+                vals = [v for _, v in pts]
+                units += 2 * sum(1 for a, b in zip(vals, vals[1:], strict=False) if a != b)
+                mag = max(abs(x[0]) for x, _ in pts)
+                if self.an.info[u].kind != "width_scratch" and projection(pts, [mag], self.an.dtype) is None:
+                    return None  # its values are too close together to step between at this dtype
+            elif any(v != 0.0 for _, v in g.values()):
+                units += 1
+        return units, got
 
     # ------------------------------------------------------------------ attention
-    def blocks(self, sel_id: str) -> list[Block]:
-        """Additive score blocks of a selector (see ``selectors``)."""
+    def blocks(self, sel_id: str, formula: sl.Formula | None = None) -> list[Block]:
+        """Additive score blocks of a selector (see ``selectors``), or of part of it."""
         an = self.an
         groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[sl.Formula]] = {}
-        for c in sl.conjuncts(an.formula(sel_id)):
+        for c in sl.conjuncts(formula if formula is not None else an.formula(sel_id)):
             ats = sl.atoms(c)
             ks = tuple(sorted({a.key for a in ats if an.info[a.key].base_kind != "const"}))
             qs = tuple(sorted({a.query for a in ats if an.info[a.query].base_kind != "const"}))
@@ -379,7 +419,8 @@ class Lowering:
         sel_id, src = node.inputs
         if an.causal:
             self._check_causal(sel_id, sid)
-        blocks = self.blocks(sel_id)
+        quad = self._quadratic(sel_id)
+        blocks = quad if quad is not None else self.blocks(sel_id)
         target = self._feature(sid, info, sid)
         sinfo = an.info[src]
         if info.encoding == "categorical":
@@ -401,6 +442,68 @@ class Lowering:
             mean = not an.at_most_one(sel_id)
         self.ops[sid] = HeadOp(sid, sid, "aggregate", sid, blocks, "default", vfeat, weights, default,
                                mean, node.pos)
+        if quad is not None:
+            # every query has a matching key (``_always_matched``), whose score (q-c)^2/d2 >= 0;
+            # BOS only has to lose to it
+            self.ops[sid].bos_score = -1.0
+
+    def _quadratic(self, sel_id: str) -> list[Block] | None:
+        """``select(k, q, ==)`` with q a number and k a one-hot over numbers, as one quadratic score
+        block: key v scores -(q - v)^2 / d2 up to a term of the query alone, so the matching key
+        leads every other by at least 1 (d2: the smallest squared distance between key values) and
+        an error e in q costs only 2e|v - v'|/d2.  The query stays one number — for a map like
+        ``length - indices - 1`` an MLP of O(N) units (``separable``) instead of the N^2-unit table
+        its one-hot needs.  Used only when the analysis proves that every query value occurs among
+        the keys at every length: then BOS can simply score below every match."""
+        an = self.an
+        f = an.formula(sel_id)
+        if not isinstance(f, sl.Atom) or f.op != "==" or f.negated:
+            return None
+        k, q = f.key, f.query
+        ki, qi = an.info[k], an.info[q]
+        if ki.base_kind == "const" or qi.base_kind == "const" or ki.encoding != "categorical":
+            return None
+        if not (is_numeric(ki.values) and is_numeric(qi.values)) or "unbounded" in qi.notes:
+            return None
+        if len(ki.values) < 2 or not self._always_matched(k, q):
+            return None
+        if qi.encoding == "numerical":
+            qfeat = self.need(q)
+        else:
+            if q in self.features or qi.base_kind is not None or qi.kind not in ("map", "sequence_map"):
+                return None  # its one-hot exists already, or costs no table MLP
+            front = self.frontier(q)
+            if len(front) < 2 or self._separable(front, self._rows(q, front)) is None:
+                return None
+            qfeat = f"{q}:num"
+            if qfeat not in self.features:
+                an.info[qfeat] = SInfo(qfeat, qi.kind, "numerical", list(qi.values), qi.bases, qi.table,
+                                       pos=qi.pos, inputs=qi.inputs, fn=qi.fn)
+                self._frontiers[qfeat] = front
+                self._map(qfeat, an.info[qfeat])
+                self.ops[qfeat].node = q
+        kfeat = self.need(k)
+        kv = [float(v) for v in self.features[kfeat].values]
+        d2 = min((a - b) ** 2 for a, b in zip(sorted(set(kv)), sorted(set(kv))[1:], strict=False))
+        c = (min(kv) + max(kv)) / 2.0
+        return [Block(qfeat, kfeat, np.ones((1, len(kv)), dtype=bool), quad=(kv, c, 1.0 / d2))]
+
+    def _always_matched(self, k: str, q: str) -> bool:
+        """Whether at every (index, length) each value q can hold is held by some key position
+        (k must be a function of the position: its values at each length are known)."""
+        an = self.an
+        if not an.positional(k):
+            return False
+        keysets: dict[tuple[int, int], set] = {}
+        for ctx in an.ctx_all:
+            i, n = ctx
+            top = i + 1 if an.causal else n
+            ks = keysets.get((n, top))
+            if ks is None:
+                ks = keysets[(n, top)] = {an._positional_value(k, j, n) for j in range(top)}
+            if not set(an.ctx_values(q, ctx)) <= ks:
+                return False
+        return True
 
     def scratch(self, sid: str) -> str:
         """The numerical s-op 1/(w+1) that the head of width ``sid`` writes (BOS's attention weight)."""
@@ -427,8 +530,117 @@ class Lowering:
         self.ops[scratch] = HeadOp(scratch, sid, "length" if sel_id is None else "width", scratch, blocks,
                                    "always", None, [1.0], 1.0, True, node.pos)
 
+    def _needs_tuple(self, f: sl.Formula) -> bool:
+        """Whether some conjunct of ``f`` reads several key (or query) s-ops (a product one-hot)."""
+        an = self.an
+        for c in sl.conjuncts(f):
+            ats = sl.atoms(c)
+            if len({a.key for a in ats if an.info[a.key].base_kind != "const"}) > 1 or \
+                    len({a.query for a in ats if an.info[a.query].base_kind != "const"}) > 1:
+                return True
+        return False
+
+    def _disjoint(self, f1: sl.Formula, f2: sl.Formula) -> bool:
+        """Whether no (query, key) pair satisfies both: some key/query s-op pair alone rules it out
+        (atoms on other pairs count as unknown, so this never claims too much)."""
+        an = self.an
+        both = sl.All((f1, f2))
+        pairs = sorted({(a.key, a.query) for a in sl.atoms(both)})
+        for k, q in pairs:
+            kv, qv = an.info[k].values, an.info[q].values
+            if len(kv) * len(qv) > 1_000_000:
+                continue
+            known = {a: sl.atom_matrix(a, qv, kv) for a in sl.atoms(both) if (a.key, a.query) == (k, q)}
+            can_true, _ = sl.tri_evaluate(both, known, (len(qv), len(kv)))
+            if not can_true.any():
+                return True
+        return False
+
+    def _width_parts(self, sid: str) -> list[str] | None:
+        """Scratch ids of the heads of ``width(A or B or …) = width(A) + width(B) + …``, for a
+        selector that would need a product one-hot (an MLP layer before its head) while each of its
+        disjuncts needs none and no two disjuncts can hold at once.
+
+        One head cannot compute such a width from additive token + position embeddings: for
+        ``t_k < t_q or (t_k == t_q and k < q)`` its score would be f(t_q, t_k) + g(q, k) +
+        f'(t_q, k) + g'(q, t_k) (bilinear in the two one-hot sums); selected keys must tie and
+        unselected ones lose, but for keys k1 < q < k2 the score difference
+        g(q,k1) - g(q,k2) + f'(t_q,k1) - f'(t_q,k2) is the same whether t_k equals t_q (must be
+        large) or is below it (must be 0).  Two heads whose BOS weights an MLP decodes jointly
+        (two numbers -> the sum, by steps along a separating projection) keep the width in the
+        first layer."""
+        if not hasattr(self, "_parts_cache"):
+            self._parts_cache: dict[str, list[str] | None] = {}
+            self._part_formulas: dict[str, list[sl.Formula]] = {}
+        if sid in self._parts_cache:
+            return self._parts_cache[sid]
+        an = self.an
+        result = None
+        node = an.node(sid) if sid in an.graph else None
+        f = an.formula(node.inputs[0]) if isinstance(node, SelectorWidth) else None
+        if isinstance(f, sl.Any_) and self._needs_tuple(f) and not an.causal:
+            flat: list[sl.Formula] = []
+            todo = list(f.parts)
+            while todo:
+                p = todo.pop(0)
+                if isinstance(p, sl.Any_):
+                    todo[:0] = list(p.parts)
+                else:
+                    flat.append(p)
+            small = 2 <= len(flat) <= 3 and (max(an.lengths) + 1) ** len(flat) <= 200_000
+            if small and not any(self._needs_tuple(p) for p in flat) and all(
+                    self._disjoint(a, b) for i, a in enumerate(flat) for b in flat[i + 1:]):
+                top = max(an.lengths)
+                ids = [f"{sid}.part{j}.bos_weight" for j in range(len(flat))]
+                boost = float(top + 1)
+                values = sorted_values(boost / (w + boost) for w in range(top + 1))
+                rows = self._part_rows(sid, len(flat))
+                for pid in ids:
+                    an.info[pid] = SInfo(pid, "width_scratch", "numerical", values, (pid,),
+                                         {(v,): v for v in values}, pos=an.info[sid].pos, inputs=(sid,))
+                units = self._units(ids, rows, False)
+                if units is not None and units <= UNIT_CAP:
+                    result = ids
+                    self._part_formulas[sid] = flat
+                else:
+                    for pid in ids:
+                        del an.info[pid]
+        self._parts_cache[sid] = result
+        return result
+
+    def _part_rows(self, sid: str, k: int) -> list[tuple[tuple, Any]]:
+        """(BOS weights of the parts, total width) for every split of a possible width.  The part
+        heads weigh BOS as c = N+1 keys (``bos_log``), so BOS's weight c/(w+c) lies in [1/2, 1]
+        with gaps ~1/(4N) rather than 1/(w+1) with gaps ~1/N^2: the joint decode of two of them
+        stays separable at float32 up to N ~ 100 instead of ~20."""
+        import itertools
+        widths = [w for w in self.an.info[sid].values if isinstance(w, int)]
+        top = max(widths, default=0)
+        boost = float(max(self.an.lengths) + 1)
+        ok = set(widths)
+        rows = []
+        for ws in itertools.product(range(top + 1), repeat=k):
+            if sum(ws) in ok:
+                rows.append((tuple(boost / (w + boost) for w in ws), sum(ws)))
+        return rows
+
     def _width(self, sid: str, sel_id: str | None, info: SInfo) -> None:
         """The width itself, decoded from the BOS weight by an MLP (only when something reads it)."""
+        parts = self._width_parts(sid) if sel_id is not None else None
+        if parts is not None:
+            node = self.an.node(sid)
+            for pid, part in zip(parts, self._part_formulas[sid], strict=True):
+                self._feature(pid, self.an.info[pid], None, "width_scratch")
+                self.ops[pid] = HeadOp(pid, sid, "width", pid, self.blocks(node.inputs[0], part),
+                                       "always", None, [1.0], 1.0, True, node.pos,
+                                       bos_log=math.log(max(self.an.lengths) + 1.0))
+            self._feature(sid, info, sid)
+            rows = self._part_rows(sid, len(parts))
+            self.ops[sid] = MLPOp(sid, sid, sid, list(parts), rows, self.an.node(sid).pos, "width_decode")
+            sep = self._separable(list(parts), rows) if info.encoding == "numerical" else None
+            if sep is not None:
+                self.ops[sid].separable = sep[1]  # type: ignore[attr-defined]
+            return
         scratch = self.need(self.scratch(sid))
         self._feature(sid, info, sid)
         rows = [((1.0 / (w + 1),), w) for w in sorted_values(info.values)]
@@ -448,3 +660,69 @@ def affine(rows: list[tuple[tuple, Any]]) -> tuple[np.ndarray, float] | None:
     w = sol[:-1]
     w[np.abs(w) < 1e-12] = 0.0
     return w, float(sol[-1])
+
+
+def separable(rows: list[tuple[tuple, Any]], n_inputs: int
+              ) -> tuple[list[dict[tuple, tuple[Any, float]]], float] | None:
+    """Univariate parts g_j (value -> number, each 0 at its smallest value) and a constant c with
+    y = c + sum_j g_j(x_j) exactly (to 1e-9 relative) on every row, if such exist.
+
+    Parts are keyed by ``value_key`` (1, 1.0 and True are different one-hot entries but one
+    number).  The unknowns g_j(v) solve the normal equations of the 0/1 design matrix (one column
+    per input value: a few hundred columns even when the rows number N^2), then every row is
+    checked exactly."""
+    from rasp_compiler.compiler.values import value_key
+
+    if not rows or n_inputs == 0:
+        return None
+    try:
+        y = np.array([float(v) for _, v in rows], dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    if not np.all(np.isfinite(y)):
+        return None
+    cols: list[dict[tuple, int]] = [{} for _ in range(n_inputs)]
+    raw: list[dict[tuple, Any]] = [{} for _ in range(n_inputs)]
+    idx = np.empty((len(rows), n_inputs), dtype=np.int64)
+    total = 0
+    for r, (args, _) in enumerate(rows):
+        for j, a in enumerate(args):
+            k = value_key(a)
+            c = cols[j].get(k)
+            if c is None:
+                c = cols[j][k] = total
+                raw[j][k] = a
+                total += 1
+            idx[r, j] = c
+    if total > 4000:
+        return None
+    ata = np.zeros((total + 1, total + 1))
+    atb = np.zeros(total + 1)
+    full = np.hstack([idx, np.full((len(rows), 1), total)])  # the last column: the constant
+    for j in range(n_inputs + 1):
+        for k in range(n_inputs + 1):
+            np.add.at(ata, (full[:, j], full[:, k]), 1.0)
+        np.add.at(atb, full[:, j], y)
+    sol, *_ = np.linalg.lstsq(ata, atb, rcond=None)
+    # gauge: each part is 0 at its smallest value, the rest goes into the constant
+    const = float(sol[total])
+    parts: list[dict[tuple, tuple[Any, float]]] = []
+    for j in range(n_inputs):
+        first = min(cols[j])
+        shift = float(sol[cols[j][first]])
+        const += shift
+        parts.append({k: (raw[j][k], float(sol[c]) - shift) for k, c in cols[j].items()})
+    def snap(v: float) -> float:  # solver noise off integers (the usual case): exact weights
+        r = float(np.round(v))
+        return r if abs(v - r) <= 1e-9 * (1.0 + abs(v)) else v
+
+    const = snap(const)
+    parts = [{k: (a, snap(v)) for k, (a, v) in p.items()} for p in parts]
+    g = np.zeros(total)
+    for j in range(n_inputs):
+        for k, c in cols[j].items():
+            g[c] = parts[j][k][1]
+    fitted = const + g[idx].sum(axis=1)
+    if np.max(np.abs(fitted - y)) > 1e-9 * (1.0 + np.max(np.abs(y))):
+        return None
+    return parts, const

@@ -24,6 +24,14 @@ def _separates(coef: np.ndarray, pts: list[tuple[tuple[float, ...], Any]], mags:
                dtype: str) -> bool:
     eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)
     noise = 64.0 * eps * float(np.sum(np.abs(coef) * np.asarray(mags, dtype=np.float64))) + 1e-300
+    if len(coef) == 1 and len(pts) > 1:
+        # one coordinate: z = coef * x exactly as np.dot computes it; only the close neighbours'
+        # outputs need comparing (the same answer as the loop below, without a dot per point)
+        z = np.array([x[0] for x, _ in pts], dtype=np.float64) * float(coef[0])
+        order = np.argsort(z, kind="stable")
+        zs_ = z[order]
+        close = np.nonzero(np.diff(zs_) <= noise)[0]
+        return all(_same(pts[order[i]][1], pts[order[i + 1]][1]) for i in close.tolist())
     zs = sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=lambda p: p[0])
     for (z0, y0), (z1, y1) in zip(zs, zs[1:], strict=False):
         if not _same(y0, y1) and z1 - z0 <= noise:

@@ -10,6 +10,8 @@ import math
 from fractions import Fraction
 from typing import Any, Iterable
 
+import numpy as np
+
 # Above this many distinct values a numerical value set is not enumerated (see ``mean_values``).
 MAX_VALUES = 200_000
 
@@ -76,6 +78,34 @@ def sums(values: list[Any], width: int, cache: dict) -> set[Fraction] | None:
     return out
 
 
+def _integer_sums(values: list[Any], width: int, cache: dict) -> Any:
+    """``sums`` for integer-valued ``values`` (ints, booleans, integral floats), with NumPy int64
+    arithmetic instead of sets of Fractions: a sorted array of the distinct sums, None if too many
+    (the same cut-offs as ``sums``), False when the values are not all small integers."""
+    key = ("int", tuple(values), width)
+    if key in cache:
+        return cache[key]
+    if width == 0:
+        out: Any = np.zeros(1, dtype=np.int64)
+    else:
+        vals = []
+        for v in values:
+            if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()):
+                return False
+            if not isinstance(v, (bool, int, float)) or abs(v) * max(width, 1) >= 2 ** 52:
+                return False
+            vals.append(int(v))
+        prev = _integer_sums(values, width - 1, cache)
+        if prev is None or len(prev) * len(values) > MAX_VALUES:
+            out = None
+        else:
+            out = np.unique((prev[:, None] + np.array(vals, dtype=np.int64)[None, :]).ravel())
+            if len(out) > MAX_VALUES:
+                out = None
+    cache[key] = out
+    return out
+
+
 def means(values: list[Any], width: int, cache: dict) -> list[float] | None:
     """Every mean of ``width`` values from ``values`` (width >= 1), as floats; None if too many.
 
@@ -83,6 +113,10 @@ def means(values: list[Any], width: int, cache: dict) -> list[float] | None:
     """
     if width == 1:
         return [float(v) for v in values]
+    ints = _integer_sums(values, width, cache)
+    if ints is not False:
+        # int / int is correctly rounded in Python, as float(Fraction(s, width)) is: the same floats
+        return None if ints is None else [int(x) / width for x in ints.tolist()]
     s = sums(values, width, cache)
     if s is None:
         return None

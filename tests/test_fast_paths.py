@@ -1,0 +1,143 @@
+"""Fast paths must give exactly what the slow, obvious code gives.
+
+* ``selectors.atom_matrix`` ranks values and compares ranks with NumPy; the reference compares every
+  (query, key) pair with the interpreter's operator semantics (``selectors.compare``).
+* ``runtime.Transformer`` runs large batches in chunks (a bounded memory peak); a chunked run must
+  equal an unchunked one.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from rasp_compiler.compiler import selectors as sl
+
+OPS = ["==", "!=", "<", ">", "<=", ">="]
+
+
+def _reference(atom: sl.Atom, qvalues: list, kvalues: list) -> np.ndarray:
+    m = np.array([[sl.compare(atom.op, k, q) for k in kvalues] for q in qvalues], dtype=bool)
+    m = m.reshape(len(qvalues), len(kvalues))
+    return ~m if atom.negated else m
+
+
+VALUE_POOLS = {
+    "ints": [-3, -1, 0, 1, 2, 5, 2**60 + 1, 2**60],
+    "floats": [-2.5, -0.0, 0.0, 0.1, 1 / 3, 1.0, 2.0, math.inf, -math.inf, 1e-300],
+    "mixed_numbers": [True, False, 0, 1, 1.0, 0.5, 2, 2**53 + 1, float(2**53), -7],
+    "strings": ["", "a", "b", "ab", "B", "-", "é", "a\x00"],
+    "mixed_types": ["a", 1, 2.5, True, "1"],
+    "nan": [float("nan"), 1.0, 2],
+    "tuples": [(1, "a"), (0, "b"), (1, "b")],
+}
+
+
+@pytest.mark.parametrize("pool", sorted(VALUE_POOLS))
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("negated", [False, True])
+def test_atom_matrix_equals_pairwise_compare(pool: str, op: str, negated: bool) -> None:
+    rng = random.Random(f"{pool}{op}{negated}")
+    values = VALUE_POOLS[pool]
+    atom = sl.Atom("s", "k", "q", op, negated)
+    for _ in range(20):
+        qv = [rng.choice(values) for _ in range(rng.randint(0, 6))]
+        kv = [rng.choice(values) for _ in range(rng.randint(0, 6))]
+        got = sl.atom_matrix(atom, qv, kv)
+        want = _reference(atom, qv, kv)
+        assert got.shape == want.shape
+        assert got.dtype == np.bool_
+        assert np.array_equal(got, want), (qv, kv)
+
+
+# -- chunked forward ---------------------------------------------------------------------------------
+def _forward_with(model, chunk: int, inputs: list):
+    old = model.module.chunk_elements
+    model.module.chunk_elements = chunk
+    try:
+        return model.forward(inputs)
+    finally:
+        model.module.chunk_elements = old
+
+
+@pytest.mark.parametrize("path, vocab", [("programs/dyck1.rasp", "()a"), ("programs/sort.rasp", "abc")])
+def test_chunked_forward_equals_unchunked(path: str, vocab: str) -> None:
+    import torch
+
+    from rasp_compiler.compiler import compile_program
+    from rasp_compiler.compiler.checking import random_inputs
+    from rasp_compiler.lang import load_program
+
+    torch.set_num_threads(1)
+    model = compile_program(load_program(path), list(vocab), 8)
+    assert any(model.mlp_sizes) and any(model.heads_per_layer)
+    inputs = random_inputs(list(vocab), 8, 37, seed=3) + [[vocab[0]], list(vocab * 3)[:8]]
+    whole = _forward_with(model, 1 << 40, inputs)
+    # 1: one input per slice and one position per MLP slice; 1000: uneven slices of both
+    for chunk in (1, 1000, 7 * max(model.mlp_sizes) + 3):
+        assert torch.equal(_forward_with(model, chunk, inputs), whole), chunk
+    model.module.chunk_elements = 1
+    assert model.run(inputs) == [model.decode(whole[i:i + 1], [len(x)])[0] for i, x in enumerate(inputs)]
+    # the trace path slices its MLPs too, and gives the same logits
+    assert torch.equal(model.trace(inputs)["logits"], whole)
+
+
+def test_chunked_forward_gated_numeric_model() -> None:
+    import torch
+
+    from rasp_compiler.compiler import compile_program
+    from rasp_compiler.lang import load_program
+
+    torch.set_num_threads(1)
+    m = compile_program(load_program("programs/matmul.rasp"), None, 10, dtype="float64", input_range=(-1, 1))
+    assert "layers.0.mlp.W_gate" in m.tensors
+    rng = random.Random(1)
+    xs = [[rng.uniform(-1, 1) for _ in range(10)] for _ in range(9)]
+    whole = _forward_with(m, 1 << 40, xs)
+    for chunk in (1, 50):
+        assert torch.equal(_forward_with(m, chunk, xs), whole)
+
+
+# -- mean value sets ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("values", [[-1, 0, 1], [0, 1], [False, True], [0, 1, 2, 3, 7], [-3.0, 1.0, 2.0],
+                                    [0, 5, 100, 2**40], [0.5, 1, 2], [1, 2**60]])
+def test_integer_means_equal_fraction_means(values: list) -> None:
+    """``values.means`` takes an int64 path for integer values; the reference is the sets of
+    Fractions (``values.sums``), each mean rounded once."""
+    from rasp_compiler.compiler import values as V
+
+    vals = V.sorted_values(values)
+    cache: dict = {}
+    for w in range(1, 40):
+        got = V.means(vals, w, cache)
+        s = V.sums(vals, w, {}) if w > 1 else None
+        want = [float(v) for v in vals] if w == 1 else (None if s is None else [float(x / w) for x in s])
+        assert (got is None) == (want is None), w
+        if got is not None:
+            assert sorted(got) == sorted(want) and all(type(x) is float for x in got), w
+
+
+# -- one-coordinate separation -----------------------------------------------------------------------
+def _separates_reference(coef, pts, mags, dtype) -> bool:
+    eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)
+    noise = 64.0 * eps * float(np.sum(np.abs(coef) * np.asarray(mags, dtype=np.float64))) + 1e-300
+    zs = sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=lambda p: p[0])
+    return all(not (y0 != y1 or type(y0) is not type(y1)) or z1 - z0 > noise
+               for (z0, y0), (z1, y1) in zip(zs, zs[1:], strict=False))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_one_coordinate_separation_equals_pairwise_loop(dtype: str) -> None:
+    from rasp_compiler.compiler.numeric import _separates
+
+    rng = random.Random(dtype)
+    for trial in range(300):
+        grid = [rng.choice([0.0, -0.0, 1.0, 1 / 3, 2 / 3, 1e-7, 1 + 1e-7, -2.5, 100.0]) for _ in range(6)]
+        pts = [((rng.choice(grid) + (rng.random() * 1e-9 if trial % 3 == 0 else 0.0),),
+                rng.choice([True, False, 1, "a"])) for _ in range(rng.randint(2, 12))]
+        coef = np.array([rng.choice([1.0, -3.0, 1e6])])
+        mags = [max(abs(x[0]) for x, _ in pts)]
+        assert _separates(coef, pts, mags, dtype) == _separates_reference(coef, pts, mags, dtype)
