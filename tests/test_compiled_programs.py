@@ -255,3 +255,29 @@ def test_depth_of_the_classics(name: str, layers: int, rasp_heads: int, heads: i
     forced = " <- ".join(model.config.get("critical_path") or [])
     assert model.n_layers <= layers, f"{name}: {model.n_layers} layers (want {layers}); forced by {forced}"
     assert max(_heads_per_layer(model)) <= heads, f"{name}: heads per layer {_heads_per_layer(model)}"
+
+
+@pytest.mark.parametrize("name,vocab,max_len,layers", [
+    ("dyck1", "()a", 64, 2), ("dyck2", "(){}", 40, 4)])
+def test_dyck_depth_holds_at_larger_lengths(name: str, vocab: str, max_len: int, layers: int) -> None:
+    """The last line `"F" if had_bad else ("T" if depth == 0 else "P")` reads two prefix means whose
+    joint table outgrows one MLP past max_len ~16; it is compiled as a priority output (override
+    score 2 for F, one-hot of the rest) instead of costing a layer (Lowering._priority)."""
+    program = load_program(str(BY_NAME[name].file))
+    model = compile_program(program, list(vocab), max_len)
+    assert model.n_layers == layers, model.config.get("critical_path")
+    assert any(op["kind"] == "priority" for lp in model.plan if lp["mlp"] for op in lp["mlp"]["ops"])
+    res = check_model(model, program, random_inputs(list(vocab), max_len, 60, seed=3)
+                      + edge_inputs(list(vocab), max_len))
+    assert res.ok, res.failures[:1]
+
+
+def test_priority_split_finds_override_and_rest() -> None:
+    from rasp_compiler.compiler.lowering import _priority_split
+
+    rows = [((wn, d), "F" if wn else ("T" if d == 0 else "P")) for wn in (False, True) for d in (-1, 0, 2)]
+    x_value, overriding, rest = _priority_split(rows, 0)
+    assert x_value == "F" and len(overriding) == 1 and sorted(rest.values()) == ["P", "P", "T"]
+    # a table where no argument value forces one output has no such split
+    xor = [((a, b), a != b) for a in (False, True) for b in (False, True)]
+    assert _priority_split(xor, 0) is None and _priority_split(xor, 1) is None

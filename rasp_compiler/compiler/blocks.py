@@ -186,18 +186,27 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
     if getattr(op, "separable", None) is not None:
         separable_weights(op, layout, acc)
         return
+    for part in getattr(op, "parts", None) or []:  # a priority output (``Lowering._priority``)
+        mlp_weights(part, layout, acc, dtype)
+    if getattr(op, "parts", None):
+        return
     out_f = layout.features[op.target]
-    out_cat = out_f.encoding == "categorical"
+    # ``override``: a number written into one value's dimension of a categorical output
+    override = getattr(op, "override", None)
+    out_cat = out_f.encoding == "categorical" and override is None
+
+    def tdim() -> int:
+        return layout.dim(op.target, override) if override is not None else layout.dim(op.target)
 
     def enc(y: Any) -> tuple[np.ndarray, np.ndarray]:
         if out_cat:
             return np.array([layout.dim(op.target, y)]), np.array([1.0])
-        return np.array([layout.dim(op.target)]), np.array([float(y)])
+        return np.array([tdim()]), np.array([float(y)])
 
     def diff(y1: Any, y0: Any) -> tuple[np.ndarray, np.ndarray]:
         if out_cat:
             return (np.array([layout.dim(op.target, y1), layout.dim(op.target, y0)]), np.array([1.0, -1.0]))
-        return np.array([layout.dim(op.target)]), np.array([float(y1) - float(y0)])
+        return np.array([tdim()]), np.array([float(y1) - float(y0)])
 
     ins = [layout.features[f] for f in op.inputs]
     num = [j for j, f in enumerate(ins) if f.encoding == "numerical"]
@@ -215,9 +224,9 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
             xs = np.array([float(v) for v in ins[j].values])
             lo = float(np.min(wj * xs))
             acc.unit(np.array([layout.dim(op.inputs[j])]), np.array([wj]), -lo,
-                     np.array([layout.dim(op.target)]), np.array([1.0]))
+                     np.array([tdim()]), np.array([1.0]))
             total += lo
-        acc.bias(np.array([layout.dim(op.target)]), np.array([total]))
+        acc.bias(np.array([tdim()]), np.array([total]))
         return
 
     def gate(combo: tuple) -> tuple[np.ndarray, np.ndarray, float]:
@@ -249,8 +258,8 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
             w, c = float(fit[0][0]) if len(fit[0]) else 0.0, fit[1]
             lo = float(np.min(w * xs_all[0])) if len(xs_all[0]) else 0.0
             if w != 0.0:
-                acc.unit(xdims, np.array([w]), -lo, np.array([layout.dim(op.target)]), np.array([1.0]))
-            acc.bias(np.array([layout.dim(op.target)]), np.array([c + lo]))
+                acc.unit(xdims, np.array([w]), -lo, np.array([tdim()]), np.array([1.0]))
+            acc.bias(np.array([tdim()]), np.array([c + lo]))
             return
     for combo in sorted(groups, key=lambda c: tuple(value_key(v) for v in c)):
         pts = groups[combo]

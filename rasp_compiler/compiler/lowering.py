@@ -23,7 +23,7 @@ import numpy as np
 from rasp_compiler.compiler import selectors as sl
 from rasp_compiler.compiler.analysis import Analysis, SInfo, is_numeric
 from rasp_compiler.compiler.numeric import _same, projection
-from rasp_compiler.compiler.values import sorted_values
+from rasp_compiler.compiler.values import sorted_values, value_key
 from rasp_compiler.graph.nodes import (
     Aggregate,
     Indices,
@@ -300,6 +300,8 @@ class Lowering:
                     choice, parts = front, sep[1]  # y = c + sum_j g_j(x_j): O(values) units
                 elif units is not None and units <= UNIT_CAP:
                     choice = front
+        if choice is None and sid == self.an.program.output and self._priority(sid, info):
+            return
         if choice is None:
             direct = [u for u in info.inputs if self.an.info[u].base_kind != "const"]
             direct = sorted(set(direct))
@@ -324,6 +326,55 @@ class Lowering:
                               info.pos, info.kind if info.kind in ("convert", "tuple") else "map")
         if parts is not None:
             self.ops[sid].separable = parts  # type: ignore[attr-defined]
+
+    def _priority(self, sid: str, info: SInfo) -> bool:
+        """The program's output ``y = X if C(u) else h(v)`` over two direct inputs u, v whose
+        fused table is too large for one MLP (dyck1's and dyck2's last line): one MLP writes
+        ``2·[C(u)]`` into X's output dimension and the one-hot of h(v) beside it, each part fused
+        over its own frontier, and the unembedding's argmax reads X when C holds (2 against at
+        most 1) and h(v) otherwise (1 against 0).  The residual then holds scores, not a one-hot,
+        which is why only the output (read by nothing but the unembedding) may do this; it saves
+        the layer that computing C(u) and h(v) first would cost."""
+        direct = sorted({u for u in info.inputs if self.an.info[u].base_kind != "const"})
+        if len(direct) != 2 or info.encoding != "categorical":
+            return False
+        rows = self._rows(sid, direct)
+        for k in (0, 1):
+            found = _priority_split(rows, k)
+            if found is None:
+                continue
+            x_value, overriding, rest = found
+            u, v = direct[k], direct[1 - k]
+            part_u = self._lift(u, lambda val, s=overriding: 2.0 if value_key(val) in s else 0.0, True)
+            part_v = self._lift(v, lambda val, r=rest, x=x_value: r.get(value_key(val), x), False)
+            if part_u is None or part_v is None:
+                continue
+            self._feature(sid, info, sid)
+            subs = []
+            for tag, (inputs, prow) in (("override", part_u), ("rest", part_v)):
+                feats = [self.need(i) for i in inputs]
+                sub = MLPOp(f"{sid}#{tag}", sid, sid, feats, prow, info.pos, "map")
+                subs.append(sub)
+            subs[0].override = x_value  # type: ignore[attr-defined]
+            feats = sorted({f for sub in subs for f in sub.inputs})
+            op = MLPOp(sid, sid, sid, feats, [], info.pos, "priority")
+            op.parts = subs  # type: ignore[attr-defined]
+            self.ops[sid] = op
+            return True
+        return False
+
+    def _lift(self, x: str, g: Any, out_numeric: bool) -> tuple[list[str], list[tuple[tuple, Any]]] | None:
+        """``g(x)`` as a table over x's frontier (x's own feature if x is not a fusable map)."""
+        xi = self.an.info[x]
+        if xi.kind in ("map", "sequence_map") and xi.base_kind is None:
+            inputs = self.frontier(x)
+            rows = [(args, g(val)) for args, val in self._rows(x, inputs)]
+            units = self._units(inputs, rows, out_numeric)
+            if units is not None and units <= UNIT_CAP:
+                return inputs, rows
+        rows = [((val,), g(val)) for val in xi.values]
+        units = self._units([x], rows, out_numeric)
+        return ([x], rows) if units is not None and units <= UNIT_CAP else None
 
     def _separable(self, inputs: list[str], rows: list[tuple[tuple, Any]]) -> tuple[int, Any] | None:
         """(hidden units, (parts, constant)) when the table is a sum of univariate parts (see
@@ -645,6 +696,38 @@ class Lowering:
         self._feature(sid, info, sid)
         rows = [((1.0 / (w + 1),), w) for w in sorted_values(info.values)]
         self.ops[sid] = MLPOp(sid, sid, sid, [scratch], rows, self.an.node(sid).pos, "width_decode")
+
+
+def _priority_split(rows: list[tuple[tuple, Any]], k: int) -> tuple[Any, set, dict] | None:
+    """(X, U*, h) with y = X for every row whose k-th argument is in U*, and y = h(other argument)
+    for every other row; None when the table has no such form (both parts non-empty)."""
+    by_u: dict[tuple, list[tuple[Any, Any]]] = {}
+    for args, y in rows:
+        by_u.setdefault(value_key(args[k]), []).append((args[1 - k], y))
+    constant = {}
+    for uk, pairs in by_u.items():
+        ys = {value_key(y): y for _, y in pairs}
+        if len(ys) == 1:
+            constant[uk] = next(iter(ys.values()))
+    for x_value in {value_key(y): y for y in constant.values()}.values():
+        overriding = {uk for uk, y in constant.items() if value_key(y) == value_key(x_value)}
+        if len(overriding) == len(by_u):
+            continue
+        rest: dict[tuple, Any] = {}
+        ok = True
+        for uk, pairs in by_u.items():
+            if uk in overriding:
+                continue
+            for v, y in pairs:
+                held = rest.setdefault(value_key(v), y)
+                if value_key(held) != value_key(y):
+                    ok = False
+                    break
+            if not ok:
+                break
+        if ok:
+            return x_value, overriding, rest
+    return None
 
 
 def affine(rows: list[tuple[tuple, Any]]) -> tuple[np.ndarray, float] | None:
