@@ -258,7 +258,7 @@ def test_depth_of_the_classics(name: str, layers: int, rasp_heads: int, heads: i
 
 
 @pytest.mark.parametrize("name,vocab,max_len,layers", [
-    ("dyck1", "()a", 64, 2), ("dyck2", "(){}", 40, 4)])
+    ("dyck1", "()a", 64, 2), ("dyck2", "(){}", 40, 4), ("dyck2", "(){}a", 64, 4)])
 def test_dyck_depth_holds_at_larger_lengths(name: str, vocab: str, max_len: int, layers: int) -> None:
     """The last line `"F" if had_bad else ("T" if depth == 0 else "P")` reads two prefix means whose
     joint table outgrows one MLP past max_len ~16; it is compiled as a priority output (override
@@ -281,3 +281,18 @@ def test_priority_split_finds_override_and_rest() -> None:
     # a table where no argument value forces one output has no such split
     xor = [((a, b), a != b) for a in (False, True) for b in (False, True)]
     assert _priority_split(xor, 0) is None and _priority_split(xor, 1) is None
+
+
+def test_merge_groups_shares_gates_between_equal_step_functions() -> None:
+    """dyck2's `level` steps on the prefix mean per (index, token): tokens with the same function
+    (the two openers, the two closers) share one gate over the set of their one-hots."""
+    from rasp_compiler.compiler.numeric import merge_groups
+
+    pts_open = [((0.0,), 0), ((0.5,), 1)]
+    pts_close = [((0.0,), 1), ((0.5,), 2)]
+    groups = {(0, "("): pts_open, (0, "{"): pts_open, (0, ")"): pts_close, (0, "}"): pts_close,
+              (1, "("): pts_close}
+    merged = merge_groups(groups)
+    assert sorted((sets, tuple(p)) for sets, p in merged) == sorted([
+        (((0,), ("(", "{")), tuple(pts_open)), (((0,), (")", "}")), tuple(pts_close)),
+        (((1,), ("(",)), tuple(pts_close))])

@@ -121,6 +121,7 @@ class Analysis:
         self._ctx_cache: dict[str, dict] = {}
         self._ctx_memo: dict[str, dict] = {}  # ctx_values by the identity of each base's choices
         self._formulas: dict[str, sl.Formula] = {}
+        self._lex_cache: dict[str, tuple[str, str, bool, bool] | None] = {}
         self._width_cache: dict[str, dict[tuple[int, int], int] | None] = {}
         for node in program.nodes():
             if not node.is_selector:
@@ -489,9 +490,87 @@ class Analysis:
 
     # ------------------------------------------------------------------ selectors
     def formula(self, sel_id: str) -> sl.Formula:
+        """The selector's formula in negation normal form, with every order comparison of a
+        lexicographic key with itself (``lexicographic_key``) rewritten over its two parts: the
+        same selection on every input, without a one-hot over the key's (X, index) pairs."""
         if sel_id not in self._formulas:
-            self._formulas[sel_id] = sl.formula(self.graph, sel_id)
+            self._formulas[sel_id] = sl.substitute(sl.formula(self.graph, sel_id), self._lex_atom)
         return self._formulas[sel_id]
+
+    def _lex_atom(self, atom: sl.Atom) -> sl.Formula:
+        if atom.key != atom.query or atom.op not in ("<", "<=", ">", ">="):
+            return atom
+        found = self.lexicographic_key(atom.key)
+        if found is None:
+            return atom
+        return sl.lexicographic(atom, *found) or atom
+
+    def lexicographic_key(self, sid: str) -> tuple[str, str, bool, bool] | None:
+        """(X, indices, X increasing, index increasing) when the numbers ``sid`` holds order the
+        positions by X first and by the index among positions of equal X, as tracr's unique sort
+        keys ``x + i / max_seq_len`` do (x integer, i < max_seq_len): ``sid`` is a map whose table
+        is over exactly two bases, X and the index, and on that table (every pair of its rows,
+        which covers every pair of positions of every input)
+
+        * along the rows of each X value, the key strictly increases with the index (or strictly
+          decreases, the same direction for every X value), and
+        * the ranges of the key over the rows of different X values do not overlap, and are
+          ordered as the X values are (or in reverse).
+
+        Then ``K_k < K_q`` holds exactly when X_k comes first, or X_k == X_q and i_k comes first
+        — for K = a(X) + b(i) this is: the whole range of b is smaller than the smallest gap
+        between distinct values of a (checked here on the values the interpreter computes, so
+        float rounding is accounted for)."""
+        if sid not in self._lex_cache:
+            self._lex_cache[sid] = self._find_lexicographic(sid)
+        return self._lex_cache[sid]
+
+    def _find_lexicographic(self, sid: str) -> tuple[str, str, bool, bool] | None:
+        info = self.info.get(sid)
+        if info is None or info.base_kind is not None or len(info.bases) != 2 or not info.table:
+            return None
+        kinds = [self.info[b].base_kind for b in info.bases]
+        if sorted(k == "index" for k in kinds) != [False, True]:
+            return None
+        j = kinds.index("index")
+        i_id, x_id = info.bases[j], info.bases[1 - j]
+        if kinds[1 - j] not in ("token", "free", "cond"):
+            return None
+        xvals = self.info[x_id].values
+        # X's values are compared by the rewritten atoms: they must be totally ordered by Python
+        # and pairwise unequal (1, 1.0 and True would be one value to ``==`` but two rows here)
+        if not xvals or not sl._comparable(xvals) or len(set(xvals)) != len(xvals) or \
+                any(isinstance(v, bool) for v in xvals):
+            return None
+        groups: dict[Any, list[tuple[int, float]]] = {}
+        for key, k in info.table.items():
+            if isinstance(k, bool) or not isinstance(k, (int, float)) or k != k or \
+                    k in (float("inf"), float("-inf")):
+                return None
+            groups.setdefault(key[1 - j], []).append((key[j], k))
+        if len(groups) < 2:
+            return None
+        i_dir = 0
+        spans: dict[Any, tuple[float, float]] = {}
+        for x, rows in groups.items():
+            rows.sort()
+            ks = [k for _, k in rows]
+            for a, b in zip(ks, ks[1:], strict=False):
+                d = 1 if b > a else -1 if b < a else 0
+                if d == 0 or (i_dir and d != i_dir):
+                    return None
+                i_dir = d
+            spans[x] = (min(ks), max(ks))
+        if i_dir == 0:  # no X value occurs at two indices: the index never matters
+            return None
+        order = sorted(spans)
+        lows = [spans[x][0] for x in order]
+        highs = [spans[x][1] for x in order]
+        if all(h < lo for h, lo in zip(highs, lows[1:], strict=False)):
+            return x_id, i_id, True, i_dir > 0
+        if all(lo > h for lo, h in zip(lows, highs[1:], strict=False)):
+            return x_id, i_id, False, i_dir > 0
+        return None
 
     def positional(self, sid: str) -> bool:
         """Whether ``sid`` is a function of the index and the length only."""

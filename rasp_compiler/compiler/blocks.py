@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from rasp_compiler.compiler.lowering import ONE, Feature, HeadOp, MLPOp, affine
-from rasp_compiler.compiler.numeric import _same, projection
+from rasp_compiler.compiler.numeric import _same, merge_groups, projection
 from rasp_compiler.compiler.values import value_key
 
 
@@ -229,6 +229,12 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
         acc.bias(np.array([tdim()]), np.array([total]))
         return
 
+    def set_gate(sets: tuple[tuple, ...]) -> tuple[np.ndarray, np.ndarray, float]:
+        """1 when every categorical input holds a value of its set, else <= 0 (see merge_groups)."""
+        dims = np.array([layout.dim(op.inputs[j], v) for j, vs in zip(cat, sets, strict=True) for v in vs],
+                        dtype=int)
+        return dims, np.ones(len(dims)), -(len(sets) - 1.0)
+
     def gate(combo: tuple) -> tuple[np.ndarray, np.ndarray, float]:
         dims = np.array([layout.dim(op.inputs[j], v) for j, v in zip(cat, combo, strict=False)], dtype=int)
         return dims, np.ones(len(dims)), -(len(dims) - 1.0)
@@ -261,8 +267,7 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
                 acc.unit(xdims, np.array([w]), -lo, np.array([tdim()]), np.array([1.0]))
             acc.bias(np.array([tdim()]), np.array([c + lo]))
             return
-    for combo in sorted(groups, key=lambda c: tuple(value_key(v) for v in c)):
-        pts = groups[combo]
+    for sets, pts in merge_groups(groups):
         coef = projection(pts, mags, dtype)
         if coef is None:
             # Only a width decode gets here (lowering checked every other op): its input, BOS's
@@ -273,7 +278,7 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
         span = float(np.sum(np.abs(coef) * np.asarray(ranges)))
         zpts = sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=lambda p: p[0])
         if cat:
-            gdims, gw, gb = gate(combo)
+            gdims, gw, gb = set_gate(sets)
             if out_cat or float(zpts[0][1]) != 0.0:
                 acc.unit(gdims, gw, gb, *enc(zpts[0][1]))
         else:
@@ -292,7 +297,7 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
             # 1 ± ulp(base) (ulp(1e5) = 2^-7 in float32 — enough to tilt an averaging head).
             dims = np.concatenate([xdims, gdims])
             weights = np.concatenate([a * coef, gw * big])
-            base = float(np.round(2.0 * (-a * t - big * len(gdims)))) / 2.0
+            base = float(np.round(2.0 * (-a * t - big * len(cat)))) / 2.0
             odims, ow = diff(y1, y0)
             acc.unit(dims, weights, base + 0.5, odims, ow)
             acc.unit(dims, weights, base - 0.5, odims, -ow)

@@ -22,7 +22,7 @@ import numpy as np
 
 from rasp_compiler.compiler import selectors as sl
 from rasp_compiler.compiler.analysis import Analysis, SInfo, is_numeric
-from rasp_compiler.compiler.numeric import _same, projection
+from rasp_compiler.compiler.numeric import _same, merge_groups, projection
 from rasp_compiler.compiler.values import sorted_values, value_key
 from rasp_compiler.graph.nodes import (
     Aggregate,
@@ -39,6 +39,8 @@ from rasp_compiler.graph.nodes import (
 UNIT_CAP = 40_000
 # Fusing a function of several numerical inputs is only tried over this many joint assignments.
 MULTI_NUMERIC_CAP = 6_000
+# Most rows a map fused over the product of its inputs' value sets may have (``_product_inputs``).
+PRODUCT_CAP = 4_096
 ONE = "one"
 
 
@@ -252,7 +254,7 @@ class Lowering:
             key = tuple(a for k, a in enumerate(args) if k not in num)
             groups.setdefault(key, []).append((tuple(float(args[j]) for j in num), y))
         total = 0
-        for pts in groups.values():
+        for _, pts in merge_groups(groups):
             coef = projection(pts, mags, self.an.dtype)
             if coef is None:
                 return None
@@ -300,8 +302,17 @@ class Lowering:
                     choice, parts = front, sep[1]  # y = c + sum_j g_j(x_j): O(values) units
                 elif units is not None and units <= UNIT_CAP:
                     choice = front
+            if any(self.an.info[u].base_kind is not None and self.an.info[u].kind in ("map", "sequence_map")
+                   for u in front) and parts is None:
+                product = self._product_inputs(sid, info, front)  # see through the opaque map
+                if product is not None:  # at most PRODUCT_CAP rows, and it never reads later s-ops
+                    choice, rows = product
         if choice is None and sid == self.an.program.output and self._priority(sid, info):
             return
+        if choice is None:
+            product = self._product_inputs(sid, info)
+            if product is not None:
+                choice, rows = product
         if choice is None:
             direct = [u for u in info.inputs if self.an.info[u].base_kind != "const"]
             direct = sorted(set(direct))
@@ -326,6 +337,61 @@ class Lowering:
                               info.pos, info.kind if info.kind in ("convert", "tuple") else "map")
         if parts is not None:
             self.ops[sid].separable = parts  # type: ignore[attr-defined]
+
+    def _product_inputs(self, sid: str, info: SInfo, start: list[str] | None = None
+                        ) -> tuple[list[str], list[tuple[tuple, Any]]] | None:
+        """When the fused table over the frontier is too large to enumerate jointly, fuse through
+        opaque categorical maps anyway over the *product* of their inputs' value sets (an
+        over-approximation of the combinations that occur, so still exact), while that product
+        stays within PRODUCT_CAP.  dyck2's `indicator(bad)` at max_len 64 then reads (depth < 0,
+        opener, tokens) — 50 rows — instead of computing `matched`, `bad` and the indicator in three
+        MLP sublayers of their own."""
+        an = self.an
+
+        def size(sids: set[str]) -> int:
+            return int(np.prod([len(an.info[u].values) for u in sids], dtype=np.float64))
+
+        direct = set(start) if start is not None else {u for u in info.inputs
+                                                         if an.info[u].base_kind != "const"}
+        leaves = set(direct)
+        grown = True
+        while grown:
+            grown = False
+            for x in sorted(leaves):
+                xi = an.info[x]
+                if xi.kind not in ("map", "sequence_map") or xi.fn is None or getattr(xi, "linear", None):
+                    continue
+                # an opaque map is replaced by its direct inputs, a fusable one by its frontier
+                sub = ({u for u in xi.inputs if an.info[u].base_kind != "const"}
+                       if xi.base_kind is not None else set(self.frontier(x)))
+                if not sub or any(an.info[u].encoding != "categorical" or u.endswith(".bos_weight")
+                                  for u in sub):
+                    continue
+                bigger = (leaves - {x}) | sub
+                if size(bigger) <= PRODUCT_CAP:
+                    leaves, grown = bigger, True
+                    break
+        if leaves == direct or any(an.info[u].encoding != "categorical" for u in leaves):
+            return None
+        order = sorted(leaves)
+
+        def value(x: str, held: dict[str, Any]) -> Any:
+            if x in held:
+                return held[x]
+            xi = an.info[x]
+            if xi.base_kind == "const":
+                return xi.values[0]
+            held[x] = xi.fn(*(value(u, held) for u in xi.inputs))  # type: ignore[misc]
+            return held[x]
+
+        import itertools
+        rows = []
+        for combo in itertools.product(*(an.info[u].values for u in order)):
+            try:
+                rows.append((combo, value(sid, dict(zip(order, combo, strict=True)))))
+            except Exception:  # the interpreter raises on this combination, so it cannot occur
+                continue
+        return order, rows
 
     def _priority(self, sid: str, info: SInfo) -> bool:
         """The program's output ``y = X if C(u) else h(v)`` over two direct inputs u, v whose

@@ -69,3 +69,36 @@ def projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
         if _separates(c, pts, mags, dtype):
             return c
     return None
+
+
+Points = list[tuple[tuple[float, ...], Any]]
+
+
+def merge_groups(groups: dict[tuple, Points]) -> list[tuple[tuple[tuple, ...], Points]]:
+    """Gate groups of a step MLP: per categorical combination, the (numerical point, output) list.
+    Combinations that differ in one categorical coordinate only and carry the same points share one
+    gate that reads the *set* of that coordinate's values (exactly one of a one-hot's entries is 1,
+    so the sum over a set is 1 or 0): dyck2's `level` steps once per token class, not per token.
+    The coordinate that merges most is used.  Returns (per-coordinate value tuples, points), in a
+    deterministic order."""
+    from rasp_compiler.compiler.values import value_key
+
+    combos = sorted(groups, key=lambda c: tuple(value_key(v) for v in c))
+    if not combos or not combos[0]:
+        return [(tuple((v,) for v in c), groups[c]) for c in combos]
+    sig = {c: tuple((x, value_key(y)) for x, y in sorted(groups[c], key=lambda p: p[0])) for c in combos}
+    best: list[tuple[tuple[tuple, ...], list]] | None = None
+    for coord in range(len(combos[0])):
+        merged: dict[tuple, list] = {}
+        for c in combos:
+            key = (tuple(value_key(v) for k, v in enumerate(c) if k != coord), sig[c])
+            merged.setdefault(key, []).append(c)
+        if best is not None and len(merged) >= len(best):
+            continue
+        best = []
+        for members in merged.values():
+            first = members[0]
+            sets = tuple((v,) if k != coord else tuple(m[coord] for m in members)
+                         for k, v in enumerate(first))
+            best.append((sets, groups[first]))
+    return best  # type: ignore[return-value]

@@ -132,3 +132,37 @@ def tri_evaluate(f: Formula, known: dict[Atom, np.ndarray], shape: tuple) -> tup
         else:
             ct, cf = ct | t, cf & fl
     return ct, cf
+
+
+def substitute(f: Formula, fn: Any) -> Formula:
+    """``f`` with every atom ``a`` replaced by ``fn(a)`` (a formula; ``a`` itself to keep it)."""
+    if isinstance(f, Atom):
+        return fn(f)
+    parts = tuple(substitute(p, fn) for p in f.parts)
+    return All(parts) if isinstance(f, All) else Any_(parts)
+
+
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_COMPLEMENT = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+def lexicographic(atom: Atom, x: str, i: str, x_up: bool, i_up: bool) -> Formula | None:
+    """The atom ``K_k op K_q`` (op one of < <= > >=, key and query the same s-op K) rewritten for
+    a K that orders positions by X first and by the index i among equal X: K increases with X
+    when ``x_up`` (decreases otherwise), and along the positions of equal X it strictly increases
+    with i when ``i_up`` (decreases otherwise).  Then
+
+        K_k < K_q  ==  X_k <' X_q  or  (X_k == X_q  and  i_k <'' i_q)
+
+    (<' is < or >, by the direction of X; <'' likewise by the direction of i; for <= the index
+    comparison is <=, as equal K means the same (X, i) pair, i.e. the same position).  A negated
+    atom is first complemented (numbers are totally ordered).  The two disjuncts never hold
+    together, so the selector width of the result splits into one head per disjunct."""
+    if atom.key != atom.query or atom.op not in _FLIP:
+        return None
+    op = _COMPLEMENT[atom.op] if atom.negated else atom.op
+    strict = op.rstrip("=")
+    xop = strict if x_up else _FLIP[strict]
+    iop = op if i_up else _FLIP[op]
+    sel = atom.select
+    return Any_((Atom(sel, x, x, xop), All((Atom(sel, x, x, "=="), Atom(sel, i, i, iop)))))
