@@ -709,7 +709,7 @@ class Lowering:
                     self._disjoint(a, b) for i, a in enumerate(flat) for b in flat[i + 1:]):
                 top = max(an.lengths)
                 ids = [f"{sid}.part{j}.bos_weight" for j in range(len(flat))]
-                boost = float(top + 1)
+                boost = float(top + 1) ** 2  # c = (N+1)^2: see _part_rows
                 values = sorted_values(boost / (w + boost) for w in range(top + 1))
                 rows = self._part_rows(sid, len(flat))
                 for pid in ids:
@@ -733,7 +733,7 @@ class Lowering:
         import itertools
         widths = [w for w in self.an.info[sid].values if isinstance(w, int)]
         top = max(widths, default=0)
-        boost = float(max(self.an.lengths) + 1)
+        boost = float(max(self.an.lengths) + 1) ** 2
         ok = set(widths)
         rows = []
         for ws in itertools.product(range(top + 1), repeat=k):
@@ -750,7 +750,7 @@ class Lowering:
                 self._feature(pid, self.an.info[pid], None, "width_scratch")
                 self.ops[pid] = HeadOp(pid, sid, "width", pid, self.blocks(node.inputs[0], part),
                                        "always", None, [1.0], 1.0, True, node.pos,
-                                       bos_log=math.log(max(self.an.lengths) + 1.0))
+                                       bos_log=2 * math.log(max(self.an.lengths) + 1.0))
             self._feature(sid, info, sid)
             rows = self._part_rows(sid, len(parts))
             self.ops[sid] = MLPOp(sid, sid, sid, list(parts), rows, self.an.node(sid).pos, "width_decode")
