@@ -197,3 +197,15 @@ def test_oversized_model_is_refused_before_allocation(monkeypatch: pytest.Monkey
         "opp = length - indices - 1;\nrev = aggregate(select(indices, opp, ==), tokens);\nrev;\n")
     with pytest.raises(CompileError, match="the model would need about"):
         compile_program(program, list("abc"), 8)
+
+
+def test_huge_joint_one_hot_is_refused_before_it_is_tabulated() -> None:
+    """bench/correctness.py: most_frequent at max_len 256 ran out of an 8 GiB cap building a
+    66,048 x 66,048 score table for its (indices, key) one-hot; it is now refused up front."""
+    from rasp_compiler.errors import CompileError
+    from rasp_compiler.lang import load_program
+
+    root = Path(__file__).resolve().parents[1]
+    program = load_program(str(root / "programs" / "most_frequent.rasp"))
+    with pytest.raises(CompileError, match="joint values of 'indices'"):
+        compile_program(program, list("abc"), 256)

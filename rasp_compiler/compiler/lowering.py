@@ -39,6 +39,10 @@ from rasp_compiler.graph.nodes import (
 UNIT_CAP = 40_000
 # Fusing a function of several numerical inputs is only tried over this many joint assignments.
 MULTI_NUMERIC_CAP = 6_000
+# Most values a joint (tuple) one-hot read by a selector may have.
+MAX_TUPLE = 1 << 14
+# Largest query x key score table of one selector block (a bool matrix, then W_Q / W_K).
+MAX_BLOCK = 1 << 26
 # Most rows a map fused over the product of its inputs' value sets may have (``_product_inputs``).
 PRODUCT_CAP = 4_096
 ONE = "one"
@@ -489,6 +493,13 @@ class Lowering:
                     qidx = np.array([qvals.index(d[a.query]) if a.query in d else 0 for d in qassign],
                                     dtype=int)
                     mats[a] = small[qidx[:, None], kidx[None, :]]
+            if len(qassign) * len(kassign) > MAX_BLOCK:
+                raise an.error(sel_id, f"this selector compares {qfeat} ({len(qassign):,} values) with "
+                               f"{kfeat} ({len(kassign):,} values) in one attention score: a "
+                               f"{len(qassign):,} x {len(kassign):,} table, too large to compile",
+                               hint="a selector combining several s-ops with `or` needs a one-hot over "
+                                    "their joint values: compare fewer s-ops at once, give them fewer "
+                                    "possible values, or use a smaller --max-len")
             matrix = np.ones((len(qassign), len(kassign)), dtype=bool)
             for c in conj:
                 matrix &= sl.evaluate(c, mats)
@@ -505,6 +516,15 @@ class Lowering:
             return fid, [{sids[0]: v} for v in self.features[fid].values]
         tid = "(" + ",".join(sids) + ")"
         if tid not in self.an.info:
+            bound = min(int(np.prod([float(len(self.an.info[u].values)) for u in sids])),
+                        self.an.domain_size(tuple(sorted({b for u in sids for b in self.an.info[u].bases}))))
+            if bound > MAX_TUPLE:  # refuse before tabulating it (that alone can take gigabytes)
+                listing = " and ".join(f"{self.an.describe(u)} ({len(self.an.info[u].values):,} values)"
+                                       for u in sids)
+                raise self.an.error(sel_id, f"this selector needs a one-hot over the joint values of "
+                                    f"{listing}: up to {bound:,} combinations, too many to compile",
+                                    hint="compare fewer s-ops at once with `or`, give them fewer "
+                                         "possible values, or use a smaller --max-len")
             pos = self.an.node(sel_id).pos
             self.an.info[tid] = self.an.map_info(tid, "tuple", sids, lambda *a: tuple(a), "categorical", pos)
         self.need(tid)
