@@ -99,5 +99,6 @@ def main(args: argparse.Namespace) -> int:
             from rasp_compiler.compiler.real_check import describe_maps
             print("numerical maps and heads (error bounds over the inferred ranges):")
             print("\n".join(describe_maps(model)))
-        print(f"wrote {args.out}/model.safetensors and {args.out}/config.json")
+        out = str(args.out).rstrip("/") or "/"
+        print(f"wrote {out}/model.safetensors and {out}/config.json")
     return 0

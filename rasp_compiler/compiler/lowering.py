@@ -747,9 +747,9 @@ class Lowering:
 
     def _part_rows(self, sid: str, k: int) -> list[tuple[tuple, Any]]:
         """(BOS weights of the parts, total width) for every split of a possible width.  The part
-        heads weigh BOS as c = N+1 keys (``bos_log``), so BOS's weight c/(w+c) lies in [1/2, 1]
-        with gaps ~1/(4N) rather than 1/(w+1) with gaps ~1/N^2: the joint decode of two of them
-        stays separable at float32 up to N ~ 100 instead of ~20."""
+        heads weigh BOS as c = (N+1)^2 keys (``bos_log``), so BOS's weight c/(w+c) ~ 1 - w/c and
+        the sum of two of them orders the splits by w1 + w2 (gaps ~1/c, the second-order terms stay
+        below them): the decode is 2N steps along z = b1 + b2, separable at float32 to N ~ 160."""
         import itertools
         widths = [w for w in self.an.info[sid].values if isinstance(w, int)]
         top = max(widths, default=0)
