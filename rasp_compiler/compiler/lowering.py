@@ -389,12 +389,17 @@ class Lowering:
             return held[x]
 
         import itertools
+        possible = {value_key(v) for v in info.values}
         rows = []
         for combo in itertools.product(*(an.info[u].values for u in order)):
             try:
-                rows.append((combo, value(sid, dict(zip(order, combo, strict=True)))))
+                y = value(sid, dict(zip(order, combo, strict=True)))
             except Exception:  # the interpreter raises on this combination, so it cannot occur
                 continue
+            # a value outside the analysed (over-approximated) value set: the combination cannot
+            # occur either, and the output has no dimension for it (random program seed 40910)
+            if value_key(y) in possible:
+                rows.append((combo, y))
         return order, rows
 
     def _priority(self, sid: str, info: SInfo) -> bool:
