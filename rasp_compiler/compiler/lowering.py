@@ -714,6 +714,7 @@ class Lowering:
         if not hasattr(self, "_parts_cache"):
             self._parts_cache: dict[str, list[str] | None] = {}
             self._part_formulas: dict[str, list[sl.Formula]] = {}
+            self._numeric_parts: set[str] = set()
         if sid in self._parts_cache:
             return self._parts_cache[sid]
         an = self.an
@@ -745,8 +746,17 @@ class Lowering:
                     result = ids
                     self._part_formulas[sid] = flat
                 else:
+                    # Too close together to decode jointly at this dtype (max_len ~256): plain part
+                    # heads (BOS weight 1/(w+1)), each decoded by its own steps into one numerical
+                    # sum, then converted to a one-hot — one more MLP sublayer, but O(N) units
+                    # where the product one-hot of the whole selector would need O(N^2) values.
+                    plain = sorted_values(1.0 / (w + 1) for w in range(top + 1))
                     for pid in ids:
-                        del an.info[pid]
+                        an.info[pid] = SInfo(pid, "width_scratch", "numerical", plain, (pid,),
+                                             {(v,): v for v in plain}, pos=an.info[sid].pos, inputs=(sid,))
+                    result = ids
+                    self._part_formulas[sid] = flat
+                    self._numeric_parts.add(sid)
         self._parts_cache[sid] = result
         return result
 
@@ -771,11 +781,15 @@ class Lowering:
         parts = self._width_parts(sid) if sel_id is not None else None
         if parts is not None:
             node = self.an.node(sid)
+            numeric = sid in self._numeric_parts
             for pid, part in zip(parts, self._part_formulas[sid], strict=True):
                 self._feature(pid, self.an.info[pid], None, "width_scratch")
                 self.ops[pid] = HeadOp(pid, sid, "width", pid, self.blocks(node.inputs[0], part),
                                        "always", None, [1.0], 1.0, True, node.pos,
-                                       bos_log=2 * math.log(max(self.an.lengths) + 1.0))
+                                       bos_log=0.0 if numeric else 2 * math.log(max(self.an.lengths) + 1.0))
+            if numeric:
+                self._numeric_width_sum(sid, info, parts)
+                return
             self._feature(sid, info, sid)
             rows = self._part_rows(sid, len(parts))
             self.ops[sid] = MLPOp(sid, sid, sid, list(parts), rows, self.an.node(sid).pos, "width_decode")
@@ -787,6 +801,36 @@ class Lowering:
         self._feature(sid, info, sid)
         rows = [((1.0 / (w + 1),), w) for w in sorted_values(info.values)]
         self.ops[sid] = MLPOp(sid, sid, sid, [scratch], rows, self.an.node(sid).pos, "width_decode")
+
+
+    def _numeric_width_sum(self, sid: str, info: SInfo, parts: list[str]) -> None:
+        """w = w1 + w2 (+ w3) as one numerical feature (a separable MLP: each part's own steps on
+        its BOS weight 1/(w_j + 1)), then its one-hot (steps of gap 1) when the width is
+        categorical."""
+        import itertools
+        top = max(self.an.lengths)
+        ok = {w for w in info.values if isinstance(w, int)}
+        rows = [(tuple(1.0 / (w + 1) for w in ws), sum(ws))
+                for ws in itertools.product(range(top + 1), repeat=len(parts)) if sum(ws) in ok]
+        sep = self._separable(list(parts), rows)
+        if sep is None:
+            raise self.an.error(sid, f"{self.an.describe(sid)} cannot be decoded exactly at "
+                                f"{self.an.dtype}", hint="use --dtype float64 or a smaller --max-len")
+        values = sorted(ok)
+        if info.encoding == "numerical":
+            self._feature(sid, info, sid)
+            self.ops[sid] = MLPOp(sid, sid, sid, list(parts), rows, info.pos, "width_decode")
+            self.ops[sid].separable = sep[1]  # type: ignore[attr-defined]
+            return
+        nid = f"{sid}:sum"
+        self.an.info[nid] = SInfo(nid, "width_sum", "numerical", values, (nid,),
+                                  {(v,): v for v in values}, pos=info.pos, inputs=tuple(parts))
+        self._feature(nid, self.an.info[nid], None, "width_sum")
+        self.ops[nid] = MLPOp(nid, sid, nid, list(parts), rows, info.pos, "width_decode")
+        self.ops[nid].separable = sep[1]  # type: ignore[attr-defined]
+        self._feature(sid, info, sid)
+        self.ops[sid] = MLPOp(sid, sid, sid, [nid], [((float(w),), w) for w in values], info.pos,
+                              "convert")
 
 
 def _priority_split(rows: list[tuple[tuple, Any]], k: int) -> tuple[Any, set, dict] | None:
