@@ -83,7 +83,8 @@ def merge_groups(groups: dict[tuple, Points]) -> list[tuple[tuple[tuple, ...], P
     deterministic order."""
     from rasp_compiler.compiler.values import value_key
 
-    combos = sorted(groups, key=lambda c: tuple(value_key(v) for v in c))
+    keys = {c: tuple(value_key(v) for v in c) for c in groups}  # each combination's key, once
+    combos = sorted(groups, key=keys.__getitem__)
     if not combos or not combos[0]:
         return [(tuple((v,) for v in c), groups[c]) for c in combos]
     sig = {c: tuple((x, value_key(y)) for x, y in sorted(groups[c], key=lambda p: p[0])) for c in combos}
@@ -91,8 +92,8 @@ def merge_groups(groups: dict[tuple, Points]) -> list[tuple[tuple[tuple, ...], P
     for coord in range(len(combos[0])):
         merged: dict[tuple, list] = {}
         for c in combos:
-            key = (tuple(value_key(v) for k, v in enumerate(c) if k != coord), sig[c])
-            merged.setdefault(key, []).append(c)
+            ck = keys[c]
+            merged.setdefault((ck[:coord] + ck[coord + 1:], sig[c]), []).append(c)
         if best is not None and len(merged) >= len(best):
             continue
         best = []
