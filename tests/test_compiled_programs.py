@@ -273,7 +273,7 @@ def test_dyck_depth_holds_at_larger_lengths(name: str, vocab: str, max_len: int,
 
 
 def test_priority_split_finds_override_and_rest() -> None:
-    from rasp_compiler.compiler.lowering import _priority_split
+    from rasp_compiler.compiler.tables import priority_split as _priority_split
 
     rows = [((wn, d), "F" if wn else ("T" if d == 0 else "P")) for wn in (False, True) for d in (-1, 0, 2)]
     x_value, overriding, rest = _priority_split(rows, 0)

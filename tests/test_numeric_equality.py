@@ -14,7 +14,7 @@ import torch
 
 from rasp_compiler.compiler import compile_program
 from rasp_compiler.compiler.checking import check_model, exhaustive_inputs, random_inputs
-from rasp_compiler.compiler.lowering import separable
+from rasp_compiler.compiler.tables import separable
 from rasp_compiler.lang import load_program, program_from_source
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from rasp_compiler.compiler.lowering import ONE, Feature, HeadOp, MLPOp, affine
+from rasp_compiler.compiler.lowering import ONE, Feature, HeadOp, MLPOp
 from rasp_compiler.compiler.numeric import _same, merge_groups, projection
+from rasp_compiler.compiler.tables import affine
 from rasp_compiler.compiler.values import value_key
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from rasp_compiler.compiler import selectors as sl
 from rasp_compiler.compiler.analysis import Analysis, SInfo, is_numeric
 from rasp_compiler.compiler.numeric import _same, merge_groups, projection
+from rasp_compiler.compiler.tables import affine, priority_split, separable
 from rasp_compiler.compiler.values import sorted_values, value_key
 from rasp_compiler.graph.nodes import (
     Aggregate,
@@ -415,7 +416,7 @@ class Lowering:
             return False
         rows = self._rows(sid, direct)
         for k in (0, 1):
-            found = _priority_split(rows, k)
+            found = priority_split(rows, k)
             if found is None:
                 continue
             x_value, overriding, rest = found
@@ -831,116 +832,3 @@ class Lowering:
         self._feature(sid, info, sid)
         self.ops[sid] = MLPOp(sid, sid, sid, [nid], [((float(w),), w) for w in values], info.pos,
                               "convert")
-
-
-def _priority_split(rows: list[tuple[tuple, Any]], k: int) -> tuple[Any, set, dict] | None:
-    """(X, U*, h) with y = X for every row whose k-th argument is in U*, and y = h(other argument)
-    for every other row; None when the table has no such form (both parts non-empty)."""
-    by_u: dict[tuple, list[tuple[Any, Any]]] = {}
-    for args, y in rows:
-        by_u.setdefault(value_key(args[k]), []).append((args[1 - k], y))
-    constant = {}
-    for uk, pairs in by_u.items():
-        ys = {value_key(y): y for _, y in pairs}
-        if len(ys) == 1:
-            constant[uk] = next(iter(ys.values()))
-    for x_value in {value_key(y): y for y in constant.values()}.values():
-        overriding = {uk for uk, y in constant.items() if value_key(y) == value_key(x_value)}
-        if len(overriding) == len(by_u):
-            continue
-        rest: dict[tuple, Any] = {}
-        ok = True
-        for uk, pairs in by_u.items():
-            if uk in overriding:
-                continue
-            for v, y in pairs:
-                held = rest.setdefault(value_key(v), y)
-                if value_key(held) != value_key(y):
-                    ok = False
-                    break
-            if not ok:
-                break
-        if ok:
-            return x_value, overriding, rest
-    return None
-
-
-def affine(rows: list[tuple[tuple, Any]]) -> tuple[np.ndarray, float] | None:
-    """(w, c) with y = w·x + c exactly on every row, if such exist."""
-    if not rows:
-        return np.zeros(0), 0.0
-    x = np.array([[float(a) for a in args] for args, _ in rows], dtype=np.float64)
-    y = np.array([float(v) for _, v in rows], dtype=np.float64)
-    design = np.hstack([x, np.ones((len(rows), 1))])
-    sol, *_ = np.linalg.lstsq(design, y, rcond=None)
-    if np.max(np.abs(design @ sol - y), initial=0.0) > 1e-9 * (1 + np.max(np.abs(y), initial=0.0)):
-        return None
-    w = sol[:-1]
-    w[np.abs(w) < 1e-12] = 0.0
-    return w, float(sol[-1])
-
-
-def separable(rows: list[tuple[tuple, Any]], n_inputs: int
-              ) -> tuple[list[dict[tuple, tuple[Any, float]]], float] | None:
-    """Univariate parts g_j (value -> number, each 0 at its smallest value) and a constant c with
-    y = c + sum_j g_j(x_j) exactly (to 1e-9 relative) on every row, if such exist.
-
-    Parts are keyed by ``value_key`` (1, 1.0 and True are different one-hot entries but one
-    number).  The unknowns g_j(v) solve the normal equations of the 0/1 design matrix (one column
-    per input value: a few hundred columns even when the rows number N^2), then every row is
-    checked exactly."""
-    from rasp_compiler.compiler.values import value_key
-
-    if not rows or n_inputs == 0:
-        return None
-    try:
-        y = np.array([float(v) for _, v in rows], dtype=np.float64)
-    except (TypeError, ValueError):
-        return None
-    if not np.all(np.isfinite(y)):
-        return None
-    cols: list[dict[tuple, int]] = [{} for _ in range(n_inputs)]
-    raw: list[dict[tuple, Any]] = [{} for _ in range(n_inputs)]
-    idx = np.empty((len(rows), n_inputs), dtype=np.int64)
-    total = 0
-    for r, (args, _) in enumerate(rows):
-        for j, a in enumerate(args):
-            k = value_key(a)
-            c = cols[j].get(k)
-            if c is None:
-                c = cols[j][k] = total
-                raw[j][k] = a
-                total += 1
-            idx[r, j] = c
-    if total > 4000:
-        return None
-    ata = np.zeros((total + 1, total + 1))
-    atb = np.zeros(total + 1)
-    full = np.hstack([idx, np.full((len(rows), 1), total)])  # the last column: the constant
-    for j in range(n_inputs + 1):
-        for k in range(n_inputs + 1):
-            np.add.at(ata, (full[:, j], full[:, k]), 1.0)
-        np.add.at(atb, full[:, j], y)
-    sol, *_ = np.linalg.lstsq(ata, atb, rcond=None)
-    # gauge: each part is 0 at its smallest value, the rest goes into the constant
-    const = float(sol[total])
-    parts: list[dict[tuple, tuple[Any, float]]] = []
-    for j in range(n_inputs):
-        first = min(cols[j])
-        shift = float(sol[cols[j][first]])
-        const += shift
-        parts.append({k: (raw[j][k], float(sol[c]) - shift) for k, c in cols[j].items()})
-    def snap(v: float) -> float:  # solver noise off integers (the usual case): exact weights
-        r = float(np.round(v))
-        return r if abs(v - r) <= 1e-9 * (1.0 + abs(v)) else v
-
-    const = snap(const)
-    parts = [{k: (a, snap(v)) for k, (a, v) in p.items()} for p in parts]
-    g = np.zeros(total)
-    for j in range(n_inputs):
-        for k, c in cols[j].items():
-            g[c] = parts[j][k][1]
-    fitted = const + g[idx].sum(axis=1)
-    if np.max(np.abs(fitted - y)) > 1e-9 * (1.0 + np.max(np.abs(y))):
-        return None
-    return parts, const
