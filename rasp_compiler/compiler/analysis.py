@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -207,13 +207,6 @@ class Analysis:
                 out[combo] = None
         return list(out)
 
-    def domain_by_context(self, bases: tuple[str, ...]) -> Iterator[tuple[tuple, Iterator[tuple]]]:
-        """The assignments grouped by the (index, length) context they occur in (lazily: the
-        assignments of a context are generated while they are read, never stored)."""
-        kinds = {self.info[b].base_kind for b in bases}
-        for ctx in self._ctx_list(kinds, bases):  # type: ignore[arg-type]
-            yield ctx, itertools.product(*self._choices(bases, ctx))
-
     def value_of(self, sid: str, bases: tuple[str, ...], assignment: tuple) -> Any:
         info = self.info[sid]
         key = tuple(assignment[bases.index(b)] for b in info.bases)
@@ -225,22 +218,28 @@ class Analysis:
         bases = tuple(sorted({b for s in allsids for b in self.info[s].bases}))
         pairs = [(_key_getter([bases.index(b) for b in self.info[s].bases], len(bases)),
                   self.info[s].table) for s in allsids]
-        kinds = {self.info[b].base_kind for b in bases}
         out: dict[tuple, None] = {}
-        missing = _MISSING
         # every assignment of every context, as ``domain`` lists them (an assignment seen in an
-        # earlier context gives a row already there, so the rows' order is the same)
-        for ctx in self._ctx_list(kinds, bases):  # type: ignore[arg-type]
-            for a in itertools.product(*self._choices(bases, ctx)):
-                row = []
-                for get, table in pairs:
-                    v = table.get(get(a), missing)
-                    if v is missing:
-                        break
-                    row.append(v)
-                else:
-                    out[tuple(row)] = None
+        # earlier context gives a row already there, so the rows' order is the same; a context
+        # whose choices repeat an earlier one's is skipped whole)
+        for _ctx, choices, first in self._contexts(bases):
+            if first is None:
+                out.update(dict.fromkeys(row for _, row in _lookup(pairs, itertools.product(*choices))))
         return list(out)
+
+    def _contexts(self, bases: tuple[str, ...]) -> Iterator[tuple[tuple, list[list[Any]], tuple | None]]:
+        """(context, each base's choices, the earlier context with the same choices or None), in
+        ``domain``'s order.  Choices are the same when each base's list is the same
+        object (or the same index / length): then so are the context's assignments."""
+        kinds = {self.info[b].base_kind for b in bases}
+        by_value = [self.info[b].base_kind in ("index", "length") for b in bases]
+        seen: dict[tuple, tuple] = {}
+        for ctx in self._ctx_list(kinds, bases):  # type: ignore[arg-type]
+            choices = self._choices(bases, ctx)
+            # the lists are held by the bases' SInfo (values / cond), so their ids stay unique
+            key = tuple(c[0] if v else id(c) for v, c in zip(by_value, choices, strict=True))
+            first = seen.setdefault(key, ctx)
+            yield ctx, choices, (None if first is ctx else first)
 
     # ------------------------------------------------------------------ node kinds
     def _base(self, node: Node, kind: str, values: list[Any], encoding: str, *,
@@ -381,36 +380,32 @@ class Analysis:
         if size <= DOMAIN_CAP:
             pairs = [(_key_getter([bases.index(b) for b in self.info[i].bases], len(bases)),
                       self.info[i].table) for i in inputs]
-            missing = _MISSING
             table: dict[tuple, Any] = {}
             memo: dict[tuple, Any] = {}
             failed = object()
             rebase = (encoding == "numerical" and size > REBASE_SIZE
                       and sum(self.info[b].base_kind not in ("index", "length") for b in bases) >= 2)
             per_ctx: dict[tuple, set] = {}
-            for ctx, assignments in self.domain_by_context(bases):
+            for ctx, choices, first in self._contexts(bases):
+                if first is not None:  # an earlier context's assignments: its table rows and values
+                    if rebase:
+                        per_ctx[ctx] = per_ctx[first]
+                    continue
                 seen = per_ctx.setdefault(ctx, set()) if rebase else None
-                for a in assignments:
-                    args = []
-                    for get, t in pairs:
-                        v = t.get(get(a), missing)
-                        if v is missing:
-                            break
-                        args.append(v)
-                    else:
-                        mkey = (*args, *map(type, args))
-                        value = memo.get(mkey, failed)
-                        if value is failed and mkey not in memo:
-                            try:
-                                value = fn(*args)
-                            except Exception:  # the interpreter raises here, if this occurs
-                                value = failed
-                            memo[mkey] = value
-                        if value is failed:
-                            continue
-                        table[a] = value
-                        if seen is not None:
-                            seen.add(value)
+                for a, args in _lookup(pairs, itertools.product(*choices)):
+                    mkey = (*args, *map(type, args))
+                    value = memo.get(mkey, failed)
+                    if value is failed and mkey not in memo:
+                        try:
+                            value = fn(*args)
+                        except Exception:  # the interpreter raises here, if this occurs
+                            value = failed
+                        memo[mkey] = value
+                    if value is failed:
+                        continue
+                    table[a] = value
+                    if seen is not None:
+                        seen.add(value)
             values = sorted_values(table.values())
             if rebase and all(self.info[b].base_kind in ("index", "length", "cond") for b in bases):
                 # A numerical combination of several attention outputs (e.g. opens - closes): keep
@@ -808,6 +803,39 @@ class _Unbounded(Exception):
 
 
 _MISSING = object()
+
+
+def _lookup(pairs: list[tuple[Callable[[tuple], tuple], dict]], assignments: Iterable[tuple]
+            ) -> Iterator[tuple[tuple, tuple]]:
+    """(assignment, the value of each (key getter, table) pair) for every assignment that every
+    table holds.  One and two tables (most maps and joints) are unrolled: this runs once per
+    joint assignment, tens of thousands of times per map."""
+    missing = _MISSING
+    if len(pairs) == 1:
+        (g0, t0), = pairs
+        for a in assignments:
+            v0 = t0.get(g0(a), missing)
+            if v0 is not missing:
+                yield a, (v0,)
+    elif len(pairs) == 2:
+        (g0, t0), (g1, t1) = pairs
+        for a in assignments:
+            v0 = t0.get(g0(a), missing)
+            if v0 is missing:
+                continue
+            v1 = t1.get(g1(a), missing)
+            if v1 is not missing:
+                yield a, (v0, v1)
+    else:
+        for a in assignments:
+            row = []
+            for get, table in pairs:
+                v = table.get(get(a), missing)
+                if v is missing:
+                    break
+                row.append(v)
+            else:
+                yield a, tuple(row)
 
 
 def _key_getter(proj: list[int], width: int) -> Callable[[tuple], tuple]:

@@ -44,25 +44,28 @@ def _put(row: np.ndarray, layout: Layout, f: Any, value: Any) -> None:
         row[layout.dim(f.id)] = float(value)
 
 
-def _scatter_units(matrix: np.ndarray, parts: list[tuple[np.ndarray, np.ndarray]], unit_axis: int) -> None:
-    """Add every unit's (dims, weights) into its column (``unit_axis`` 1) or row (0) of ``matrix``:
-    one ``np.add.at`` over all units, which adds repeated entries in the same order as one call
-    per unit did (the same bytes), without a Python-level call per hidden unit."""
-    if not parts:
-        return
-    arr = np.ndarray
-    if all(type(d_) is arr and type(w) is arr and d_.ndim == 1 and w.shape == d_.shape
-           for d_, w in parts):  # what MLPWeights.unit stores
-        dims = [d_ for d_, _ in parts]
-        ws = [w for _, w in parts]
-    else:
-        dims = [np.ravel(d_) for d_, _ in parts]
-        ws = [np.ravel(np.broadcast_to(w, np.shape(d_))) for d_, w in parts]
-    units = np.repeat(np.arange(len(parts)), [len(d_) for d_ in dims])
-    flat_dims = np.concatenate(dims).astype(np.intp, copy=False)
-    flat_w = np.concatenate(ws).astype(np.float64, copy=False)
-    index = (flat_dims, units) if unit_axis == 1 else (units, flat_dims)
-    np.add.at(matrix, index, flat_w)
+def _scatter_units(shape: tuple[int, int], blocks: list[tuple[np.ndarray, np.ndarray]],
+                   unit_axis: int) -> np.ndarray:
+    """A zero matrix of ``shape`` plus every unit's (dims, weights) in its column (``unit_axis`` 1)
+    or row (0), units numbered in block order.  ``np.bincount`` adds the weights into a zeroed
+    array one by one in input order, as ``np.add.at`` into ``np.zeros`` does (the same bytes,
+    repeated entries included), and builds the matrix in the same pass."""
+    n_dims, n_units = (shape[0], shape[1]) if unit_axis == 1 else (shape[1], shape[0])
+    flat_dims, flat_units, flat_w = [], [], []
+    start = 0
+    for dims, w in blocks:
+        u, k = dims.shape
+        flat_dims.append(dims.ravel())
+        flat_units.append(np.repeat(np.arange(start, start + u), k))
+        flat_w.append(w.ravel())
+        start += u
+    if not blocks:
+        return np.zeros(shape)
+    dims_ = np.concatenate(flat_dims).astype(np.intp, copy=False)
+    units = np.concatenate(flat_units).astype(np.intp, copy=False)
+    w_ = np.concatenate(flat_w).astype(np.float64, copy=False)
+    index = dims_ * n_units + units if unit_axis == 1 else units * n_dims + dims_
+    return np.bincount(index, weights=w_, minlength=n_dims * n_units).reshape(shape)
 
 
 # The most dense weights one model may have (about 2 GiB while it is built in float64): beyond it
@@ -182,22 +185,21 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
         mlp_ops = []
         for mid in sched.mlps[li]:
             op_m: MLPOp = low.ops[mid]  # type: ignore[assignment]
-            before = len(acc.b_in)
+            before = acc.n_units
             mlp_weights(op_m, layout, acc, dtype)
             node = an.node(op_m.node) if op_m.node in an.graph else None
             mlp_ops.append({"kind": op_m.kind, "node": op_m.node, "writes": op_m.target,
-                            "inputs": list(op_m.inputs), "units": [before, len(acc.b_in)],
+                            "inputs": list(op_m.inputs), "units": [before, acc.n_units],
                             "source": _src(node.pos if node else op_m.pos),
                             "text": _text(node.pos if node else op_m.pos)})
-        m = len(acc.b_in)
+        m = acc.n_units
         if m or acc.b_out:
             m = max(m, 1)
-            w_in = np.zeros((d, m))
-            w_out = np.zeros((m, d))
-            _scatter_units(w_in, acc.w_in, unit_axis=1)
-            _scatter_units(w_out, acc.w_out, unit_axis=0)
+            w_in = _scatter_units((d, m), acc.w_in, unit_axis=1)
+            w_out = _scatter_units((m, d), acc.w_out, unit_axis=0)
             b_in = np.zeros(m)
-            b_in[: len(acc.b_in)] = acc.b_in
+            if acc.b_in:
+                b_in[: acc.n_units] = np.concatenate(acc.b_in)
             b_out = np.zeros(d)
             for k, v in acc.b_out.items():
                 b_out[k] += v

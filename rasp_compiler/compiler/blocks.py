@@ -24,7 +24,13 @@ from typing import Any
 import numpy as np
 
 from rasp_compiler.compiler.lowering import ONE, Feature, HeadOp, MLPOp
-from rasp_compiler.compiler.numeric import _same, merge_groups, projection
+from rasp_compiler.compiler.numeric import (
+    changes,
+    group_points,
+    merge_groups,
+    projection,
+    sorted_by_projection,
+)
 from rasp_compiler.compiler.tables import affine
 from rasp_compiler.compiler.values import value_key
 
@@ -164,22 +170,119 @@ def head_weights(op: HeadOp, layout: Layout, r_bos: np.ndarray) -> HeadWeights:
 
 
 class MLPWeights:
+    """The hidden units of one MLP layer, in blocks: a block holds u units that read (and write)
+    the same number of residual dimensions, so a step MLP's thousands of units are a few arrays
+    (``assemble`` scatters them all at once)."""
+
     def __init__(self) -> None:
-        self.rows: list[np.ndarray] = []  # per unit: (dims, weights) of W_in
-        self.w_in: list[tuple[np.ndarray, np.ndarray]] = []
-        self.b_in: list[float] = []
-        self.w_out: list[tuple[np.ndarray, np.ndarray]] = []
+        self.w_in: list[tuple[np.ndarray, np.ndarray]] = []  # per block: dims [u, k] and weights [u, k]
+        self.b_in: list[np.ndarray] = []  # per block: [u]
+        self.w_out: list[tuple[np.ndarray, np.ndarray]] = []  # per block: dims [u, k'] and weights [u, k']
         self.b_out: dict[int, float] = {}
+        self.n_units = 0
 
     def unit(self, dims: np.ndarray, weights: np.ndarray, bias: float,
              out_dims: np.ndarray, out_w: np.ndarray) -> None:
-        self.w_in.append((np.asarray(dims, dtype=int), np.asarray(weights, dtype=np.float64)))
-        self.b_in.append(float(bias))
-        self.w_out.append((np.asarray(out_dims, dtype=int), np.asarray(out_w, dtype=np.float64)))
+        dims, out_dims = np.asarray(dims, dtype=int), np.asarray(out_dims, dtype=int)
+        weights = np.broadcast_to(np.asarray(weights, dtype=np.float64), dims.shape)
+        out_w = np.broadcast_to(np.asarray(out_w, dtype=np.float64), out_dims.shape)
+        self.units(dims[None, :], weights[None, :], np.array([float(bias)]), out_dims[None, :],
+                   out_w[None, :])
+
+    def units(self, dims: np.ndarray, weights: np.ndarray, biases: np.ndarray,
+              out_dims: np.ndarray, out_w: np.ndarray) -> None:
+        """Append ``len(biases)`` units; row i of each 2-D array belongs to unit i."""
+        self.w_in.append((dims, weights))
+        self.b_in.append(np.asarray(biases, dtype=np.float64))
+        self.w_out.append((out_dims, out_w))
+        self.n_units += len(biases)
 
     def bias(self, dims: np.ndarray, w: np.ndarray) -> None:
         for d_, x in zip(np.atleast_1d(dims), np.atleast_1d(w), strict=False):
             self.b_out[int(d_)] = self.b_out.get(int(d_), 0.0) + float(x)
+
+
+def _row_key(r: tuple[tuple, Any]) -> tuple:
+    return tuple(value_key(a) for a in r[0])
+
+
+def _has_nan(key: tuple) -> bool:
+    """Whether a ``value_key`` holds a NaN (then keys have no consistent order to rank)."""
+    if key[0] == 0:
+        return key[1] != key[1]
+    return key[0] == 3 and any(_has_nan(k) for k in key[1])
+
+
+_SCALARS = {str, int, float, bool, type(None)}
+
+
+def _column_ranks(col: tuple) -> tuple[np.ndarray, int] | None:
+    """Each entry's rank among the column's distinct ``value_key``s (equal keys, equal ranks) and
+    the number of ranks; None when a key holds a NaN.  ``value_key`` runs once per distinct value:
+    scalars are told apart by (type, value), which keeps 1, 1.0 and True apart; tuples (where (1,)
+    and (True,) would collide) by their value_key itself."""
+    if set(map(type, col)) <= _SCALARS:
+        cks = list(zip(map(type, col), col, strict=True))
+        key_of = {ck: value_key(ck[1]) for ck in dict.fromkeys(cks)}
+    else:
+        cks = list(map(value_key, col))
+        key_of = {ck: ck for ck in dict.fromkeys(cks)}
+    distinct = sorted(set(key_of.values()))
+    if any(_has_nan(k) for k in distinct):
+        return None
+    rank = {k: r for r, k in enumerate(distinct)}
+    rank_of = {ck: rank[k] for ck, k in key_of.items()}
+    return np.fromiter(map(rank_of.__getitem__, cks), dtype=np.int64, count=len(cks)), len(distinct)
+
+
+def _sorted_rows(rows: list[tuple[tuple, Any]]) -> list[tuple[tuple, Any]]:
+    """``sorted(rows, key=_row_key)``: the same order, from one rank per distinct value of each
+    argument and a stable sort on the combined rank, instead of comparing tuples of key tuples
+    (tens of thousands of rows in a step MLP)."""
+    args = [r[0] for r in rows]
+    if len(rows) < 64 or set(map(type, args)) != {tuple} or len(set(map(len, args))) != 1:
+        return sorted(rows, key=_row_key)
+    combined = np.zeros(len(rows), dtype=np.int64)
+    scale = 1
+    for col in reversed(list(zip(*args, strict=True))):  # least significant argument first
+        got = _column_ranks(col)
+        if got is None or scale * got[1] >= 1 << 62:
+            return sorted(rows, key=_row_key)  # no consistent order to rank (or too many ranks)
+        combined += scale * got[0]
+        scale *= got[1]
+    return [rows[i] for i in np.argsort(combined, kind="stable").tolist()]
+
+
+class _Output:
+    """How an MLP op writes its output: a one-hot entry per value, or one number (``override``: a
+    number written into one value's dimension of a categorical output)."""
+
+    def __init__(self, op: MLPOp, layout: Layout) -> None:
+        self.layout, self.target = layout, op.target
+        self.override = getattr(op, "override", None)
+        self.categorical = layout.features[op.target].encoding == "categorical" and self.override is None
+
+    def tdim(self) -> int:
+        if self.override is not None:
+            return self.layout.dim(self.target, self.override)
+        return self.layout.dim(self.target)
+
+    def enc(self, y: Any) -> tuple[np.ndarray, np.ndarray]:
+        if self.categorical:
+            return np.array([self.layout.dim(self.target, y)]), np.array([1.0])
+        return np.array([self.tdim()]), np.array([float(y)])
+
+    def steps(self, ys: list[Any], at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Output dims and weights [len(at), k] of the steps from ys[i] to ys[i + 1], i in ``at``:
+        +1 / -1 on the two one-hot entries, or the difference of the two numbers."""
+        idx = at.tolist()
+        if self.categorical:
+            dim = self.layout.dim
+            dims = np.array([[dim(self.target, ys[i + 1]), dim(self.target, ys[i])] for i in idx], dtype=int)
+            return dims, np.tile(np.array([1.0, -1.0]), (len(idx), 1))
+        yf = np.array([float(y) for y in ys], dtype=np.float64)
+        dims = np.full((len(idx), 1), self.tdim(), dtype=int)
+        return dims, (yf[at + 1] - yf[at])[:, None]
 
 
 def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
@@ -191,83 +294,86 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
         mlp_weights(part, layout, acc, dtype)
     if getattr(op, "parts", None):
         return
-    out_f = layout.features[op.target]
-    # ``override``: a number written into one value's dimension of a categorical output
-    override = getattr(op, "override", None)
-    out_cat = out_f.encoding == "categorical" and override is None
-
-    def tdim() -> int:
-        return layout.dim(op.target, override) if override is not None else layout.dim(op.target)
-
-    def enc(y: Any) -> tuple[np.ndarray, np.ndarray]:
-        if out_cat:
-            return np.array([layout.dim(op.target, y)]), np.array([1.0])
-        return np.array([tdim()]), np.array([float(y)])
-
-    def diff(y1: Any, y0: Any) -> tuple[np.ndarray, np.ndarray]:
-        if out_cat:
-            return (np.array([layout.dim(op.target, y1), layout.dim(op.target, y0)]), np.array([1.0, -1.0]))
-        return np.array([tdim()]), np.array([float(y1) - float(y0)])
-
+    out = _Output(op, layout)
     ins = [layout.features[f] for f in op.inputs]
     num = [j for j, f in enumerate(ins) if f.encoding == "numerical"]
     cat = [j for j, f in enumerate(ins) if f.encoding == "categorical"]
-    rows = sorted(op.rows, key=lambda r: tuple(value_key(a) for a in r[0]))
-    fit = affine(rows) if len(num) >= 2 and not out_cat and not cat and rows else None
+    rows = _sorted_rows(op.rows)
+    fit = affine(rows) if len(num) >= 2 and not out.categorical and not cat and rows else None
     if getattr(op, "linear", None) is not None:
         fit = (np.array(op.linear[0]), op.linear[1])  # type: ignore[attr-defined]
     if fit is not None:
-        w, c = fit
-        total = c
-        for j, wj in zip(num, w, strict=False):
-            if wj == 0.0:
-                continue
-            xs = np.array([float(v) for v in ins[j].values])
-            lo = float(np.min(wj * xs))
-            acc.unit(np.array([layout.dim(op.inputs[j])]), np.array([wj]), -lo,
-                     np.array([tdim()]), np.array([1.0]))
-            total += lo
-        acc.bias(np.array([tdim()]), np.array([total]))
+        _affine_units(op, layout, acc, out, ins, num, fit)
+    elif not num:
+        _table_units(op, layout, acc, out, cat, rows)
+    else:
+        _step_mlp(op, layout, acc, out, ins, num, cat, rows, dtype)
+
+
+def _affine_units(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: list[Feature],
+                  num: list[int], fit: tuple[np.ndarray, float]) -> None:
+    """y = w·x + c of numerical inputs: one unit per input (shifted to be >= 0) and a bias."""
+    w, c = fit
+    total = c
+    for j, wj in zip(num, w, strict=False):
+        if wj == 0.0:
+            continue
+        xs = np.array([float(v) for v in ins[j].values])
+        lo = float(np.min(wj * xs))
+        acc.unit(np.array([layout.dim(op.inputs[j])]), np.array([wj]), -lo,
+                 np.array([out.tdim()]), np.array([1.0]))
+        total += lo
+    acc.bias(np.array([out.tdim()]), np.array([total]))
+
+
+def _table_units(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, cat: list[int],
+                 rows: list[tuple[tuple, Any]]) -> None:
+    """Categorical inputs only: one unit ``ReLU(sum of the combination's one-hots - (k-1))`` per
+    row (none for a numerical 0), as one block."""
+    if not cat:
+        for _, y in rows:
+            if out.categorical or float(y) != 0.0:
+                acc.bias(*out.enc(y))
         return
-
-    def set_gate(sets: tuple[tuple, ...]) -> tuple[np.ndarray, np.ndarray, float]:
-        """1 when every categorical input holds a value of its set, else <= 0 (see merge_groups)."""
-        dims = np.array([layout.dim(op.inputs[j], v) for j, vs in zip(cat, sets, strict=True) for v in vs],
-                        dtype=int)
-        return dims, np.ones(len(dims)), -(len(sets) - 1.0)
-
-    def gate(combo: tuple) -> tuple[np.ndarray, np.ndarray, float]:
-        dims = np.array([layout.dim(op.inputs[j], v) for j, v in zip(cat, combo, strict=False)], dtype=int)
-        return dims, np.ones(len(dims)), -(len(dims) - 1.0)
-
-    if not num:
-        for args, y in rows:
-            if not out_cat and float(y) == 0.0:
-                continue
-            combo = tuple(args[j] for j in cat)
-            if not cat:
-                acc.bias(*enc(y))
-                continue
-            dims, w, b = gate(combo)
-            acc.unit(dims, w, b, *enc(y))
+    keep = [(args, y) for args, y in rows if out.categorical or float(y) != 0.0]
+    if not keep:
         return
+    dim = layout.dim
+    dims = np.array([[dim(op.inputs[j], args[j]) for j in cat] for args, _ in keep], dtype=int)
+    if out.categorical:
+        odims = np.array([[dim(op.target, y)] for _, y in keep], dtype=int)
+        ow = np.ones((len(keep), 1))
+    else:
+        odims = np.full((len(keep), 1), out.tdim(), dtype=int)
+        ow = np.array([[float(y)] for _, y in keep], dtype=np.float64)
+    acc.units(dims, np.ones(dims.shape), np.full(len(keep), -(len(cat) - 1.0)), odims, ow)
+
+
+def _step_mlp(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: list[Feature],
+              num: list[int], cat: list[int], rows: list[tuple[tuple, Any]], dtype: str) -> None:
+    """Numerical inputs (plus categorical ones): per gate group, a constant unit and a step of two
+    units wherever the output changes along the group's projection z = coef · x."""
     xs_all = [np.array([float(v) for v in ins[j].values], dtype=np.float64) for j in num]
     mags = [float(np.max(np.abs(x))) if len(x) else 0.0 for x in xs_all]
     ranges = [float(x.max() - x.min()) if len(x) else 0.0 for x in xs_all]
     xdims = np.array([layout.dim(op.inputs[j]) for j in num], dtype=int)
-    groups: dict[tuple, list[tuple[tuple[float, ...], Any]]] = {}
-    for args, y in rows:
-        groups.setdefault(tuple(args[k] for k in cat), []).append((tuple(float(args[j]) for j in num), y))
+    groups = group_points(rows, num)
     # A single numerical input with a numerical output that is affine: one unit.
-    if len(num) == 1 and not cat and not out_cat and len(groups) == 1:
+    if len(num) == 1 and not cat and not out.categorical and len(groups) == 1:
         fit = affine([(x, y) for x, y in groups[()]])
         if fit is not None:
             w, c = float(fit[0][0]) if len(fit[0]) else 0.0, fit[1]
             lo = float(np.min(w * xs_all[0])) if len(xs_all[0]) else 0.0
             if w != 0.0:
-                acc.unit(xdims, np.array([w]), -lo, np.array([tdim()]), np.array([1.0]))
-            acc.bias(np.array([tdim()]), np.array([c + lo]))
+                acc.unit(xdims, np.array([w]), -lo, np.array([out.tdim()]), np.array([1.0]))
+            acc.bias(np.array([out.tdim()]), np.array([c + lo]))
             return
+
+    def set_gate(sets: tuple[tuple, ...]) -> np.ndarray:
+        """Dims whose sum is 1 when every categorical input holds a value of its set, else 0."""
+        return np.array([layout.dim(op.inputs[j], v) for j, vs in zip(cat, sets, strict=True) for v in vs],
+                        dtype=int)
+
     for sets, pts in merge_groups(groups):
         coef = projection(pts, mags, dtype)
         if coef is None:
@@ -277,31 +383,42 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
             assert len(num) == 1 and op.kind == "width_decode", op.id
             coef = np.ones(1)
         span = float(np.sum(np.abs(coef) * np.asarray(ranges)))
-        zpts = sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=lambda p: p[0])
+        zs, ys = sorted_by_projection(coef, pts)
+        # gate: 1 when every categorical input holds a value of its set, else <= 0 (merge_groups)
+        gdims = set_gate(sets) if cat else np.zeros(0, dtype=int)
         if cat:
-            gdims, gw, gb = set_gate(sets)
-            if out_cat or float(zpts[0][1]) != 0.0:
-                acc.unit(gdims, gw, gb, *enc(zpts[0][1]))
+            if out.categorical or float(ys[0]) != 0.0:
+                acc.unit(gdims, np.ones(len(gdims)), -(len(sets) - 1.0), *out.enc(ys[0]))
         else:
-            gdims, gw, gb = np.zeros(0, dtype=int), np.zeros(0), 0.0
-            acc.bias(*enc(zpts[0][1]))
-        for (z0, y0), (z1, y1) in zip(zpts, zpts[1:], strict=False):
-            if _same(y1, y0):
-                continue
-            gap = z1 - z0
-            t = (z0 + z1) / 2.0
-            a = 2.0 / gap
-            big = float(np.ceil(a * (span + gap))) + 1.0 if cat else 0.0
-            # pre = a(z - t) ± 0.5 - big*(k - sum of the combo's one-hots), z = coef · x.
-            # The base is rounded to a multiple of 1/2 (moving the ramp by at most gap/8): then
-            # base ± 0.5 are exact in float32, so a saturated pair differs by exactly 1 instead of
-            # 1 ± ulp(base) (ulp(1e5) = 2^-7 in float32 — enough to tilt an averaging head).
-            dims = np.concatenate([xdims, gdims])
-            weights = np.concatenate([a * coef, gw * big])
-            base = float(np.round(2.0 * (-a * t - big * len(cat)))) / 2.0
-            odims, ow = diff(y1, y0)
-            acc.unit(dims, weights, base + 0.5, odims, ow)
-            acc.unit(dims, weights, base - 0.5, odims, -ow)
+            acc.bias(*out.enc(ys[0]))
+        at = np.array(changes(ys), dtype=np.intp)
+        if len(at):
+            _steps(acc, out, np.array(zs, dtype=np.float64), ys, at, coef, span, xdims, gdims, len(cat))
+
+
+def _steps(acc: MLPWeights, out: _Output, z: np.ndarray, ys: list[Any], at: np.ndarray,
+           coef: np.ndarray, span: float, xdims: np.ndarray, gdims: np.ndarray, n_cat: int) -> None:
+    """The two units of each step from z[i] to z[i + 1], i in ``at``, as one block (unit pairs in
+    step order).  Elementwise NumPy float64 arithmetic, in the order the scalar formulas use it:
+    the same weights as computing each step on its own."""
+    z0, z1 = z[at], z[at + 1]
+    gap = z1 - z0
+    t = (z0 + z1) / 2.0
+    a = 2.0 / gap
+    big = np.ceil(a * (span + gap)) + 1.0 if n_cat else np.zeros(len(at))
+    # pre = a(z - t) ± 0.5 - big*(k - sum of the combo's one-hots), z = coef · x.
+    # The base is rounded to a multiple of 1/2 (moving the ramp by at most gap/8): then
+    # base ± 0.5 are exact in float32, so a saturated pair differs by exactly 1 instead of
+    # 1 ± ulp(base) (ulp(1e5) = 2^-7 in float32 — enough to tilt an averaging head).
+    base = np.round(2.0 * (-a * t - big * n_cat)) / 2.0
+    dims = np.concatenate([xdims, gdims])
+    gate_w = np.repeat(big[:, None], len(gdims), axis=1)  # big on every gate dim (1.0 * big)
+    weights = np.concatenate([a[:, None] * coef[None, :], gate_w], axis=1)
+    odims, ow = out.steps(ys, at)
+    pair = np.repeat  # each step's two units are adjacent: (base + 1/2, +out), (base - 1/2, -out)
+    acc.units(np.broadcast_to(dims, (2 * len(at), len(dims))), pair(weights, 2, axis=0),
+              np.stack([base + 0.5, base - 0.5], axis=1).ravel(), pair(odims, 2, axis=0),
+              np.stack([ow, -ow], axis=1).reshape(2 * len(at), -1))
 
 
 def separable_weights(op: MLPOp, layout: Layout, acc: MLPWeights) -> None:

@@ -22,7 +22,13 @@ import numpy as np
 
 from rasp_compiler.compiler import selectors as sl
 from rasp_compiler.compiler.analysis import Analysis, SInfo, is_numeric
-from rasp_compiler.compiler.numeric import _same, merge_groups, projection
+from rasp_compiler.compiler.numeric import (
+    changes,
+    group_points,
+    merge_groups,
+    projection,
+    sorted_by_projection,
+)
 from rasp_compiler.compiler.tables import affine, priority_split, separable
 from rasp_compiler.compiler.values import sorted_values, value_key
 from rasp_compiler.graph.nodes import (
@@ -254,17 +260,12 @@ class Lowering:
         if len(num) >= 2 and len(num) == len(inputs) and out_numeric and affine(rows) is not None:
             return len(num)
         mags = [max((abs(float(v)) for v in self.an.info[inputs[j]].values), default=0.0) for j in num]
-        groups: dict[tuple, list] = {}
-        for args, y in rows:
-            key = tuple(a for k, a in enumerate(args) if k not in num)
-            groups.setdefault(key, []).append((tuple(float(args[j]) for j in num), y))
         total = 0
-        for _, pts in merge_groups(groups):
+        for _, pts in merge_groups(group_points(rows, num)):
             coef = projection(pts, mags, self.an.dtype)
             if coef is None:
                 return None
-            zs = sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=lambda p: p[0])
-            total += 1 + 2 * sum(1 for a, b in zip(zs, zs[1:], strict=False) if not _same(a[1], b[1]))
+            total += 1 + 2 * len(changes(sorted_by_projection(coef, pts)[1]))
         return total
 
     def _map(self, sid: str, info: SInfo) -> None:

@@ -74,6 +74,63 @@ def projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
 Points = list[tuple[tuple[float, ...], Any]]
 
 
+def group_points(rows: list[tuple[tuple, Any]], num: list[int]) -> dict[tuple, Points]:
+    """Rows grouped by their categorical arguments (the positions not in ``num``, in order): per
+    combination, the (numerical arguments as floats, output) points in row order."""
+    if len(num) == 1 and rows:
+        got = _group_one_number(rows, num[0], len(rows[0][0]))
+        if got is not None:
+            return got
+    groups: dict[tuple, Points] = {}
+    if not rows:
+        return groups
+    cat = [k for k in range(len(rows[0][0])) if k not in num]
+    for args, y in rows:
+        key = tuple(args[k] for k in cat)
+        groups.setdefault(key, []).append((tuple(float(args[j]) for j in num), y))
+    return groups
+
+
+def _group_one_number(rows: list[tuple[tuple, Any]], j: int, arity: int) -> dict[tuple, Points] | None:
+    """``group_points`` for the usual step MLP (one number, then one-hots), by slicing instead of a
+    generator per row; None if some row is not a tuple of ``arity`` arguments."""
+    groups: dict[tuple, Points] = {}
+    for args, y in rows:
+        if type(args) is not tuple or len(args) != arity:
+            return None
+        key = args[:j] + args[j + 1:]
+        pts = groups.get(key)
+        if pts is None:
+            pts = groups[key] = []
+        pts.append(((float(args[j]),), y))
+    return groups
+
+
+def sorted_by_projection(coef: np.ndarray, pts: Points) -> tuple[list[float], list[Any]]:
+    """(z, outputs) of the points sorted by z = coef · x (stably), as
+    ``sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=z)`` lists them."""
+    if len(coef) == 1 and pts:
+        # one coordinate: np.dot is the one product coef * x, so one vectorised multiply and a
+        # stable argsort give the same floats in the same order
+        z = np.array([x[0] for x, _ in pts], dtype=np.float64) * coef[0]
+        if np.all(np.isfinite(z)):
+            order = np.argsort(z, kind="stable").tolist()
+            zs = z.tolist()
+            return [zs[i] for i in order], [pts[i][1] for i in order]
+    zpts = sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=lambda p: p[0])
+    return [z for z, _ in zpts], [y for _, y in zpts]
+
+
+def changes(ys: list[Any]) -> list[int]:
+    """The i with ys[i + 1] a different output from ys[i] (see ``_same``)."""
+    return [i for i, (a, b) in enumerate(zip(ys, ys[1:], strict=False))
+            if not (b == a and type(b) is type(a))]
+
+
+def _first(p: tuple) -> Any:
+    return p[0]
+
+
 def merge_groups(groups: dict[tuple, Points]) -> list[tuple[tuple[tuple, ...], Points]]:
     """Gate groups of a step MLP: per categorical combination, the (numerical point, output) list.
     Combinations that differ in one categorical coordinate only and carry the same points share one
@@ -87,7 +144,18 @@ def merge_groups(groups: dict[tuple, Points]) -> list[tuple[tuple[tuple, ...], P
     combos = sorted(groups, key=keys.__getitem__)
     if not combos or not combos[0]:
         return [(tuple((v,) for v in c), groups[c]) for c in combos]
-    sig = {c: tuple((x, value_key(y)) for x, y in sorted(groups[c], key=lambda p: p[0])) for c in combos}
+    ykey: dict[tuple, tuple] = {}  # value_key of each distinct output (outputs repeat a lot)
+
+    def out_key(y: Any) -> tuple:
+        if type(y) not in (str, int, float, bool):  # (1,) and (True,) would share a dict entry
+            return value_key(y)
+        ck = (type(y), y)
+        k = ykey.get(ck)
+        if k is None:
+            k = ykey[ck] = value_key(y)
+        return k
+
+    sig = {c: tuple([(x, out_key(y)) for x, y in sorted(groups[c], key=_first)]) for c in combos}
     best: list[tuple[tuple[tuple, ...], list]] | None = None
     for coord in range(len(combos[0])):
         merged: dict[tuple, list] = {}

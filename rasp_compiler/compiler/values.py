@@ -22,6 +22,12 @@ def is_number(v: Any) -> bool:
 
 def value_key(v: Any) -> tuple:
     """A total order over the values RASP programs produce (numbers by value, then strings, …)."""
+    # Exact-type fast paths first: this is called once per table row when MLPs are built.
+    t = type(v)
+    if t is str:
+        return (1, v)
+    if t is int or t is float:
+        return (0, float(v), True)
     if isinstance(v, (bool, int, float)):
         return (0, float(v), type(v).__name__ != "bool")
     if isinstance(v, str):
