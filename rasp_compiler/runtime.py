@@ -131,7 +131,7 @@ class Transformer(torch.nn.Module):
         x = self.w("embed.token")[ids] + self.w("embed.pos")[:t].unsqueeze(0)
         if values is not None:  # numerical tokens: embedded linearly, value * embed.value
             x = x + values.to(x.dtype).unsqueeze(-1) * self.w("embed.value")
-        pos = torch.arange(t)
+        pos = torch.arange(t, device=ids.device)
         valid = pos.unsqueeze(0) <= lengths.unsqueeze(1)  # BOS + real tokens
         allowed = valid.unsqueeze(1).expand(b, t, t)
         if self.causal:
@@ -152,7 +152,7 @@ class Transformer(torch.nn.Module):
                 if trace:
                     patterns.append(attn)
             elif trace:
-                patterns.append(torch.zeros(b, 0, t, t, dtype=x.dtype))
+                patterns.append(torch.zeros(b, 0, t, t, dtype=x.dtype, device=x.device))
             if trace:
                 residuals.append(x)
             if lc["d_mlp"]:
@@ -209,8 +209,28 @@ class RaspModel:
         self._ids = {}
         for i, tok in enumerate(self.vocab):
             self._ids.setdefault(_token_key(tok), i)
+        # str tokens never compare equal to other types, so a plain dict is exact for them
+        self._str_ids = ({tok: i for i, tok in reversed(list(enumerate(self.vocab)))}
+                         if all(type(t) is str for t in self.vocab) else None)
         self.bos_id = len(self.vocab)
         self.pad_id = len(self.vocab) + 1
+        self.device = torch.device("cpu")
+
+    def to(self, device: str | torch.device) -> "RaspModel":
+        """Run the network on ``device`` (e.g. ``"cuda"``); inputs are encoded on the CPU and
+        moved there, logits come back to the CPU.  Returns the model itself.  ``self.tensors``
+        (what ``save`` writes) stay on the CPU."""
+        try:
+            device = torch.device(device)
+        except (RuntimeError, TypeError):
+            raise ModelInputError(f"unknown device {device!r}", hint="use cpu or cuda") from None
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ModelInputError("no CUDA device is available", hint="use --device cpu")
+        if device.type not in ("cpu", "cuda"):
+            raise ModelInputError(f"device {str(device)!r} is not supported", hint="use cpu or cuda")
+        self.module.to(device)
+        self.device = device
+        return self
 
     # ------------------------------------------------------------------ files
     def save(self, directory: str) -> None:
@@ -271,6 +291,12 @@ class RaspModel:
                 raise ModelInputError(f"input {b} has {len(toks)} tokens, more than the {self.max_len} "
                                       "this model was compiled for",
                                       hint="compile again with a larger --max-len")
+            if self._str_ids is not None:     # the common case: a vocabulary of strings
+                try:
+                    seqs.append([self._str_ids[tok] for tok in toks])
+                    continue
+                except (KeyError, TypeError):
+                    pass                           # the careful loop below names the bad token
             ids = []
             for p, tok in enumerate(toks):
                 i = self._ids.get(_token_key(tok))
@@ -283,12 +309,16 @@ class RaspModel:
                                           hint="compile again with a --vocab that includes it")
                 ids.append(i)
             seqs.append(ids)
-        width = max(len(s) for s in seqs) if seqs else 0
+        lengths = [len(s) for s in seqs]
+        width = max(lengths) if seqs else 0
         ids_t = torch.full((len(seqs), width + 1), self.pad_id, dtype=torch.long)
         ids_t[:, 0] = self.bos_id
-        for r, s in enumerate(seqs):
-            ids_t[r, 1:len(s) + 1] = torch.tensor(s, dtype=torch.long)
-        return ids_t, torch.tensor([len(s) for s in seqs], dtype=torch.long)
+        if seqs and min(lengths) == width:
+            ids_t[:, 1:] = torch.tensor(seqs, dtype=torch.long)
+        else:
+            for r, s in enumerate(seqs):
+                ids_t[r, 1:len(s) + 1] = torch.tensor(s, dtype=torch.long)
+        return ids_t, torch.tensor(lengths, dtype=torch.long)
 
     # ------------------------------------------------------------------ running
     def encode_inputs(self, batch: list[Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -329,9 +359,16 @@ class RaspModel:
 
     def forward(self, batch: list[Any]) -> torch.Tensor:
         """Logits [batch, longest input, outputs] (BOS removed; rows past an input's end are padding)."""
-        ids, lengths, values = self.encode_inputs(batch)
+        ids, lengths, values = self._on_device(*self.encode_inputs(batch))
         with torch.no_grad():
-            return self.module(ids, lengths, values=values)[:, 1:]
+            return self.module(ids, lengths, values=values)[:, 1:].cpu()
+
+    def _on_device(self, ids: torch.Tensor, lengths: torch.Tensor,
+                   values: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        if self.device.type == "cpu":
+            return ids, lengths, values
+        return (ids.to(self.device), lengths.to(self.device),
+                None if values is None else values.to(self.device))
 
     def unclean(self, logits: torch.Tensor, lengths: list[int]) -> list[list[int]]:
         """Per input, the positions whose categorical output is not a clean one-hot (best logit
@@ -342,7 +379,12 @@ class RaspModel:
             return [[] for _ in lengths]
         top = logits.topk(2, dim=-1).values
         bad = (top[..., 0] - top[..., 1]) < CLEAN_MARGIN * float(out_cfg.get("logit_scale", 1.0))
-        return [[p for p in range(n) if bad[r, p]] for r, n in enumerate(lengths)]
+        real = torch.tensor(lengths, device=bad.device)[:, None]
+        bad &= torch.arange(bad.shape[1], device=bad.device) < real
+        out: list[list[int]] = [[] for _ in lengths]
+        for r, p in bad.nonzero().tolist():     # usually none: no per-position Python work
+            out[r].append(p)
+        return out
 
     def decode(self, logits: torch.Tensor, lengths: list[int], strict: bool = True) -> list[list[Any]]:
         """Output values per input.  With ``strict`` an output that is not a clean one-hot raises
@@ -362,10 +404,10 @@ class RaspModel:
                         hint="this is a compiler bug: please report the program, the compile options "
                              "and this input (`rasp check` reproduces it)")
         if out_cfg["encoding"] == "categorical":
-            values = out_cfg["values"]
+            values = [_from_json(v) for v in out_cfg["values"]]
             idx = logits.argmax(dim=-1).tolist()
             for r, n in enumerate(lengths):
-                result.append([_from_json(values[i]) for i in idx[r][:n]])
+                result.append([values[i] for i in idx[r][:n]])
         else:
             col = logits[..., 0].double().tolist()
             integer = out_cfg.get("integer", False)
@@ -388,10 +430,12 @@ class RaspModel:
         """Logits, the residual stream after the embedding and after every sublayer
         ([batch, 1 + positions, d_model], BOS at position 0) and each layer's attention pattern,
         with the residual labels from the config."""
-        ids, lengths, values = self.encode_inputs(batch)
+        ids, lengths, values = self._on_device(*self.encode_inputs(batch))
         with torch.no_grad():
             logits, residuals, patterns = self.module(ids, lengths, trace=True, values=values)
-        return {"logits": logits[:, 1:], "residuals": residuals, "attention": patterns,
+        residuals = [r.cpu() for r in residuals]
+        patterns = [a.cpu() for a in patterns]
+        return {"logits": logits[:, 1:].cpu(), "residuals": residuals, "attention": patterns,
                 "labels": self.labels(), "lengths": lengths.tolist()}
 
     def labels(self) -> list[str]:

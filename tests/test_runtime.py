@@ -161,3 +161,53 @@ def test_ambiguous_output_is_refused_not_decoded() -> None:
     assert isinstance(ModelOutputError("x"), ArtifactError)  # a clean CLI error, not a traceback
     assert model.decode(blurred, [3], strict=False)[0][1] == "b"
     assert model.unclean(blurred, [3]) == [[1]]
+
+
+# ---------------------------------------------------------------- devices
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def test_a_model_moved_to_the_cpu_gives_the_same_outputs(saved: Path) -> None:
+    model = RaspModel.load(str(saved))
+    xs = ["abc", "cab", "a", "bbbbbbbb"]
+    assert model.to("cpu").run(xs) == [list(reversed(x)) for x in xs]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+def test_asking_for_cuda_without_one_is_a_clear_error(saved: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(InputError, match="no CUDA device"):
+        RaspModel.load(str(saved)).to("cuda")
+    assert main(["eval", str(saved), "--input", "abc", "--device", "cuda"]) != 0
+    assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_an_unknown_device_is_a_clear_error(saved: Path) -> None:
+    with pytest.raises(InputError, match="device"):
+        RaspModel.load(str(saved)).to("abacus")
+
+
+@CUDA
+def test_cuda_outputs_equal_cpu_outputs_bit_for_bit() -> None:
+    program = load_program(str(ROOT / "programs" / "sort.rasp"))
+    cpu = compile_program(program, list("abcde"), 32)
+    gpu = compile_program(program, list("abcde"), 32).to("cuda")
+    g = torch.Generator().manual_seed(0)
+    xs = [["abcde"[int(i)] for i in torch.randint(0, 5, (int(n),), generator=g)]
+          for n in torch.randint(1, 33, (512,), generator=g)]
+    want = cpu.forward(xs)
+    got = gpu.forward(xs)
+    assert got.device.type == "cpu"
+    assert cpu.run(xs) == gpu.run(xs)
+    assert float((got - want).abs().max()) < 1e-4
+    trace = gpu.trace(xs[:4])
+    assert all(r.device.type == "cpu" for r in trace["residuals"])
+
+
+@CUDA
+def test_rasp_check_runs_the_model_on_cuda(capsys: pytest.CaptureFixture) -> None:
+    code = main(["check", str(ROOT / "programs" / "dyck1.rasp"), "--vocab", "()", "--max-len", "10",
+                 "--exhaustive", "--json", "--device", "cuda"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["device"].startswith("cuda")
+    assert report["inputs_agreeing"] == report["inputs_checked"] == 2 ** 11 - 2

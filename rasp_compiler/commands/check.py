@@ -30,6 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mode.add_argument("--samples", type=int, metavar="K", help="K random inputs of all lengths")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--device", default="cpu", metavar="cpu|cuda",
+                   help="where the compiled model runs (default cpu); the interpreter runs on the CPU")
     p.set_defaults(func=main)
 
 
@@ -66,6 +68,7 @@ def main(args: argparse.Namespace) -> int:
         mode = "random"
         inputs = random_inputs(vocab, args.max_len, args.samples or 1000, args.seed)
         inputs += edge_inputs(vocab, args.max_len)
+    model.to(args.device)
     res = check_model(model, program, inputs)
     stats = model.stats()
     report = {"layers": stats["layers"], "heads_per_layer": stats["heads_per_layer"],
@@ -73,7 +76,8 @@ def main(args: argparse.Namespace) -> int:
               "params": stats["params"], "mode": mode, "inputs_checked": res.inputs_checked,
               "inputs_agreeing": res.inputs_agreeing, "inputs_undefined": res.inputs_undefined,
               "max_abs_error": res.max_abs_error, "compile_seconds": stats["compile_seconds"],
-              "output_encoding": model.config["output"]["encoding"], "failures": res.failures}
+              "output_encoding": model.config["output"]["encoding"], "device": str(model.device),
+              "failures": res.failures}
     if args.json:
         print(json.dumps(report))
     else:

@@ -20,6 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--input", metavar="TEXT", help="input string; its characters are the tokens")
     src.add_argument("--input-json", metavar="JSON", help="input as a JSON list")
     p.add_argument("--json", action="store_true", help='print {"output": [...]}')
+    p.add_argument("--device", default="cpu", metavar="cpu|cuda",
+                   help="where the network runs (default cpu)")
     p.set_defaults(func=main)
 
 
@@ -27,7 +29,7 @@ def main(args: argparse.Namespace) -> int:
     from rasp_compiler.commands.run import parse_input_json
     from rasp_compiler.runtime import RaspModel
 
-    model = RaspModel.load(args.model)
+    model = RaspModel.load(args.model).to(args.device)
     inputs = list(args.input) if args.input is not None else parse_input_json(args.input_json)
     out = model.run([inputs])[0]
     if args.json:
