@@ -304,3 +304,42 @@ def test_query_row_forward_equals_full_forward(backbone, arch):
     rows = torch.tensor([0, 3, 11, 7, 5])
     full = m(tok)[torch.arange(5), rows]
     assert torch.allclose(m(tok, rows), full, atol=1e-5)
+
+
+def test_time_budget_stops_starting_runs(tmp_path):
+    from rasp_compiler.experiments import grid
+
+    configs = [grid.run_config("dyck1", None, "random", "attn", s, width=8, heads=2, steps=5, batch=4,
+                               test_size=16) for s in (0, 1)]
+    lines = []
+    assert grid.run_grid(configs, tmp_path, jobs=1, checkpoints=None, log=lines.append,
+                         time_budget=0.0) == []
+    assert "left for later" in lines[-1] and len(grid.missing(configs, tmp_path)) == 2
+    assert len(grid.run_grid(configs, tmp_path, jobs=1, checkpoints=None, log=lines.append)) == 2
+
+
+def test_the_scale_grid_is_part_of_the_resumable_grid():
+    from rasp_compiler.experiments import grid
+
+    names = {c.name() for c in grid.full_grid()}
+    scale = grid.scale_grid()
+    assert scale and all(c.name() in names for c in scale)
+    # k-hop at depth k + 1: one layer to look one token back, one per hop
+    assert {(c.k, c.layers) for c in scale if c.task == "khop"} == {(k, k + 1) for k in grid.KS}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_training_on_cuda_keeps_the_backbone_frozen_and_learns(tmp_path):
+    cfg = RunConfig(task="dyck1", backbone="sparse", arch="attn", width=32, layers=2, steps=300,
+                    batch=64, lr=3e-2, test_size=512, curve_points=2, device="cuda")
+    spec = task_spec("dyck1")
+    before = EmbeddingProgrammedTransformer(ModelConfig(spec.vocab, spec.classes, spec.seq_len, 32, 2, 4,
+                                                        "attn", "sparse", 0, cfg.emb_std))
+    result, curve = train(cfg, out=tmp_path, progress=False)
+    after, _ = load_checkpoint(tmp_path)
+    state = dict(after.named_parameters())
+    for n, p in before.named_parameters():
+        if not p.requires_grad:
+            assert torch.equal(state[n], p), n
+    assert curve["device"] != "cpu"
+    assert result["test_accuracy"] > result["majority_baseline"] + 0.1

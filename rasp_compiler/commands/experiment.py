@@ -65,6 +65,9 @@ def register(subparsers) -> None:
                         "(the report uses all result files)")
     t.add_argument("--seeds", default=None,
                    help="run only these seeds, comma-separated (e.g. 0 first, then 1,2)")
+    t.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
+                   help="start no run after this many seconds (runs in flight finish; the rest stay "
+                        "missing for the next invocation)")
     t.add_argument("--report-only", action="store_true", help="run nothing; rewrite the report")
     t.add_argument("--dry-run", action="store_true", help="list the missing runs and stop")
     t.set_defaults(func=_table)
@@ -134,7 +137,8 @@ def _table(args) -> int:
         print(f"{len(missing)} of {len(configs)} runs missing", file=sys.stderr)
         return 0
     if not args.report_only:
-        grid.run_grid(configs, results, jobs=args.jobs, progress=sys.stderr.isatty())
+        grid.run_grid(configs, results, jobs=args.jobs, progress=sys.stderr.isatty(),
+                      time_budget=args.time_budget)
     grid.write_report(results, doc, img, quick=args.quick)
     print(f"wrote {doc} and plots in {img}")
     return 0

@@ -128,8 +128,7 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
     """Train one configuration. Returns (result, curve); writes the checkpoint to ``out`` if given."""
     validate(cfg)
     t0, c0 = time.time(), time.process_time()
-    if cfg.device == "cpu":
-        torch.set_num_threads(max(1, cfg.threads))
+    torch.set_num_threads(max(1, cfg.threads))    # on cuda too: parallel runs share the host's cores
     device = torch.device(cfg.device)
     spec = task_spec(cfg.task, cfg.k, cfg.khop_len, cfg.khop_vocab)
     mcfg = ModelConfig(spec.vocab, spec.classes, spec.seq_len, cfg.width, cfg.layers, cfg.heads,
@@ -200,6 +199,7 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
         "seconds": round(time.time() - t0, 2),
     }
     curve["total_seconds"] = result["seconds"]
+    curve["device"] = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     curve["total_cpu_seconds"] = round(time.process_time() - c0, 2)   # this process, all threads
     if out is not None:
         save_checkpoint(model, cfg, result, curve, out)
