@@ -62,7 +62,7 @@ def _inputs(vocab: list, n: int, count: int, seed: int) -> list[list]:
     return [[rng.choice(vocab) for _ in range(n)] for _ in range(count)]
 
 
-def bench_program(name: str, lengths: list[int], batch: int) -> list[dict]:
+def bench_program(name: str, lengths: list[int], batch: int, repeats: int | None = None) -> list[dict]:
     """All lengths of one program, in this process."""
     import torch
 
@@ -79,7 +79,7 @@ def bench_program(name: str, lengths: list[int], batch: int) -> list[dict]:
         row: dict = {"program": name, "max_len": n, "vocab_size": len(vocab)}
         try:
             times, walls = [], []
-            for _ in range(3 if n < 64 else 1):
+            for _ in range(repeats or (3 if n < 64 else 1)):
                 c0 = time.process_time()
                 model = compile_program(program, vocab, n)
                 times.append(time.process_time() - c0)
@@ -133,8 +133,8 @@ def _same(got: list, want: list) -> bool:
     return True
 
 
-def isolated(name: str, lengths: list[int], batch: int) -> list[dict]:
-    cmd = [sys.executable, __file__, "--child", name, str(batch), *map(str, lengths)]
+def isolated(name: str, lengths: list[int], batch: int, repeats: int = 0) -> list[dict]:
+    cmd = [sys.executable, __file__, "--child", name, str(batch), str(repeats), *map(str, lengths)]
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
@@ -205,19 +205,28 @@ def main() -> int:
     ap.add_argument("--lengths", nargs="*", type=int, default=LENGTHS)
     ap.add_argument("--batch", type=int, default=BATCH)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--repeats", type=int, default=0,
+                    help="compiles per cell, best kept (default 3 below N=64, 1 at 64 and above)")
+    ap.add_argument("--no-extras", action="store_true",
+                    help="only the table: skip the N=80 compiles, the CLI timings and the tracr comparison")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        name, batch, *lengths = args.child
-        print(json.dumps(bench_program(name, [int(x) for x in lengths], int(batch))))
+        name, batch, repeats, *lengths = args.child
+        print(json.dumps(bench_program(name, [int(x) for x in lengths], int(batch), int(repeats) or None)))
         return 0
     names = args.programs or [p.name for p in PROGRAMS if p.classic]
     start = time.perf_counter()
     rows: list[dict] = []
     for name in names:
-        got = isolated(name, args.lengths, args.batch)
+        got = isolated(name, args.lengths, args.batch, args.repeats)
         rows += got
         print_table(got)
+    if args.no_extras:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"rows": rows, "batch": args.batch, "command": " ".join(sys.argv),
+                                        "seconds": round(time.perf_counter() - start)}, indent=1) + "\n")
+        return 0
     print("\nThe two compiles tracr needs minutes for:")
     extra = isolated("tracr/reverse", [80], args.batch) + isolated("reverse", [80], args.batch) \
         + [r for r in rows if r["program"] == "tracr/shuffle_dyck2" and r["max_len"] == 40]
