@@ -67,6 +67,7 @@ def bench_program(name: str, lengths: list[int], batch: int, repeats: int | None
     import torch
 
     from rasp_compiler.compiler import compile_program
+    from rasp_compiler.compiler.checking import TOLERANCE, agree
     from rasp_compiler.interpreter import run
     from rasp_compiler.lang import load_program
 
@@ -116,21 +117,11 @@ def bench_program(name: str, lengths: list[int], batch: int, repeats: int | None
         row["interp_inputs_timed"] = len(sample)
         row["speedup"] = row["interp_s"] / row["forward_s"]
         row["module_speedup"] = row["interp_s"] / row["module_s"]
-        row["sample_agrees"] = all(_same(a, b) for a, b in zip(outs[:len(wants)], wants, strict=True))
+        numerical = model.config["output"]["encoding"] == "numerical"
+        row["sample_agrees"] = all(agree(a, b, numerical, TOLERANCE[model.config["dtype"]])[0]
+                                   for a, b in zip(outs[:len(wants)], wants, strict=True))
         rows.append(row)
     return rows
-
-
-def _same(got: list, want: list) -> bool:
-    if len(got) != len(want):
-        return False
-    for g, w in zip(got, want, strict=True):
-        if isinstance(w, float) or isinstance(g, float):
-            if abs(float(g) - float(w)) > 1e-5 * max(1.0, abs(float(w))):
-                return False
-        elif g != w:
-            return False
-    return True
 
 
 def isolated(name: str, lengths: list[int], batch: int, repeats: int = 0) -> list[dict]:

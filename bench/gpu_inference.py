@@ -36,6 +36,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from shipped import BY_NAME, PROGRAMS  # noqa: E402
+from timing import best_time  # noqa: E402
+
+from rasp_compiler.compiler.checking import TOLERANCE, agree  # noqa: E402
 
 RESULTS = HERE / "results" / "gpu_inference.json"
 LENGTHS = [5, 10, 20, 40, 64]
@@ -64,21 +67,16 @@ def interpret(task: tuple[str, int, int]) -> dict:
     return {"program": name, "max_len": n, "interp_s": time.process_time() - c0, "outputs": outs}
 
 
-def _sync(device: str) -> None:
+def _timed(fn, repeats: int, device: str) -> float:
+    """Best of ``repeats`` wall times of ``fn``, waiting for the device's queued work each time."""
     import torch
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
 
-
-def _best(fn, repeats: int, device: str) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        _sync(device)
-        t0 = time.perf_counter()
+    def call() -> None:
         fn()
-        _sync(device)
-        best = min(best, time.perf_counter() - t0)
-    return best
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+    call()   # nothing of an earlier call still queued
+    return best_time(call, repeats)
 
 
 def time_on_device(name: str, n: int, count: int, device: str) -> dict:
@@ -101,28 +99,17 @@ def time_on_device(name: str, n: int, count: int, device: str) -> dict:
     ids, lengths, values = model._on_device(*model.encode_inputs(xs))
     with torch.inference_mode():
         model.module(ids, lengths, values=values)     # warm-up (kernel selection, allocator)
-        module_s = _best(lambda: model.module(ids, lengths, values=values), 5, device)
+        module_s = _timed(lambda: model.module(ids, lengths, values=values), 5, device)
         outs: list = []
 
         def end_to_end() -> None:
             outs[:] = model.run(xs)
-        run_s = _best(end_to_end, 3, device)
-    row.update(layers=model.n_layers, heads_per_layer=model.heads_per_layer,
+        run_s = _timed(end_to_end, 3, device)
+    row.update(numerical=model.config["output"]["encoding"] == "numerical",
+               layers=model.n_layers, heads_per_layer=model.heads_per_layer,
                residual_width=model.residual_width, params=model.params,
                module_s=module_s, run_s=run_s, outputs=outs)
     return row
-
-
-def same(got: list, want: list) -> bool:
-    if len(got) != len(want):
-        return False
-    for g, w in zip(got, want, strict=True):
-        if isinstance(w, float) or isinstance(g, float):
-            if abs(float(g) - float(w)) > 1e-5 * max(1.0, abs(float(w))):
-                return False
-        elif g != w:
-            return False
-    return True
 
 
 def print_row(r: dict) -> None:
@@ -168,7 +155,8 @@ def main() -> int:
             outs = r.pop("outputs")
             r["interp_s"] = ref["interp_s"]
             r["inputs"] = len(outs)
-            r["agree"] = sum(same(a, b) for a, b in zip(outs, ref["outputs"], strict=True))
+            r["agree"] = sum(agree(a, b, r["numerical"], TOLERANCE["float32"])[0]
+                             for a, b in zip(outs, ref["outputs"], strict=True))
             r["module_speedup"] = r["interp_s"] / r["module_s"]
             r["run_speedup"] = r["interp_s"] / r["run_s"]
         print_row(r)
