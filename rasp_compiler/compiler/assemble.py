@@ -75,13 +75,32 @@ MAX_PARAMS = 1 << 28
 
 def _check_size(an: Analysis, low: Lowering, sched: Schedule, layout: Layout) -> None:
     d = layout.d_model
-    total = 0
-    for li in range(sched.n_layers):
-        widths = [sum(min(b.matrix.shape) for b in low.ops[h].blocks) + 2  # type: ignore[union-attr]
-                  for h in sched.heads[li]]
-        total += 4 * len(widths) * d * max(widths, default=0)
-        units = sum(2 * max(len(low.ops[m].rows), 1) for m in sched.mlps[li])  # type: ignore[union-attr]
-        total += 2 * d * units
+
+    def estimate(units_of) -> int:
+        total = 0
+        for li in range(sched.n_layers):
+            widths = [sum(min(b.matrix.shape) for b in low.ops[h].blocks) + 2  # type: ignore[union-attr]
+                      for h in sched.heads[li]]
+            total += 4 * len(widths) * d * max(widths, default=0)
+            total += 2 * d * sum(units_of(low.ops[m]) for m in sched.mlps[li])
+        return total
+
+    def rows_bound(op) -> int:   # at most two units per table row: cheap, and an upper bound
+        return 2 * max(len(op.rows), 1)
+
+    def counted(op) -> int:
+        """The step MLP's own count where it reads a number: a 1-D table of 30,000 means (a
+        running balance at max length 256) needs a few steps, not a unit per row."""
+        special = any(getattr(op, a, None) for a in ("separable", "parts", "linear"))
+        if special or not any(an.info[f].encoding == "numerical" for f in op.inputs if f in an.info):
+            return rows_bound(op)
+        out_numeric = layout.features[op.target].encoding == "numerical"
+        units = low.mlp_units(op.inputs, op.rows, out_numeric)
+        return rows_bound(op) if units is None else units + 1
+
+    total = estimate(rows_bound)
+    if total > MAX_PARAMS:
+        total = estimate(counted)
     if total <= MAX_PARAMS:
         return
     big = sorted(low.features.values(), key=lambda f: -f.size)[:3]

@@ -251,6 +251,11 @@ class Lowering:
             return rows
         return [(tuple(r[:-1]), r[-1]) for r in self.an.joint(inputs, sid)]
 
+    def mlp_units(self, inputs: list[str], rows: list[tuple[tuple, Any]], out_numeric: bool) -> int | None:
+        """Hidden units an MLP reading ``inputs`` needs for ``rows``; None if one hidden layer
+        cannot compute it exactly at this precision (see ``numeric.projection``)."""
+        return self._units(inputs, rows, out_numeric)
+
     def _units(self, inputs: list[str], rows: list[tuple[tuple, Any]], out_numeric: bool) -> int | None:
         """Hidden units the MLP would need; None if one hidden layer cannot compute it exactly
         at this precision (see ``numeric.projection``)."""
