@@ -244,3 +244,23 @@ def test_mean_over_a_tuple_one_hot_of_two_numbers(dtype: str) -> None:
     model = compile_program(program, list("abc"), 8, dtype=dtype)
     res = check_model(model, program, exhaustive_inputs(list("abc"), 5))
     assert res.ok, res.failures[:2]
+
+
+def test_size_guard_counts_the_steps_of_a_numeric_map(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/correctness.py: tracr's shuffle-Dyck-2 at max_len 256 was refused as needing 394M
+    weights.  The guard counted two hidden units per table row, and `balance == 0` has a row for
+    each of the 32,309 possible running balances; the step MLP that computes it has 5 units.  The
+    guard now counts a numeric-input MLP's real steps before refusing (it compiles at 256 with
+    4.66M).  Here the cap sits between the two counts of a smaller case."""
+    import importlib
+
+    from rasp_compiler.compiler.checking import random_inputs
+
+    monkeypatch.setattr(importlib.import_module("rasp_compiler.compiler.assemble"), "MAX_PARAMS", 20_000)
+    program = program_from_source(
+        'frac = numerical(aggregate(select(indices, indices, <=), numerical(indicator(tokens == "a")), 0));\n'
+        "zero = frac == 0;\nzero;\n")
+    model = compile_program(program, list("ab"), 40)   # rows bound: 2 x 46 x 982 > 20,000
+    assert model.params < 20_000
+    res = check_model(model, program, random_inputs(list("ab"), 40, 200, 0))
+    assert res.inputs_checked == 200 and res.ok, res.failures
