@@ -23,6 +23,8 @@ Real-valued models (``rasp compile --input-range``): ``config["input"] = {"kind"
 ``embed.value`` [d_model] (a linear embedding); inputs outside the range or non-finite are refused.
 Gated MLPs: when ``layers.{l}.mlp.W_gate`` [d_model, d_mlp] and ``b_gate`` [d_mlp] exist, the hidden
 layer is relu(x W_in + b_in) * (x W_gate + b_gate) (exact products of two residual numbers).
+Wide MLPs: a layer whose config has ``"mlp_dtype": "float64"`` stores its MLP tensors in float64
+inside a float32 model; the residual stream is widened for that MLP and rounded back after it.
 """
 
 from __future__ import annotations
@@ -178,14 +180,17 @@ class Transformer(torch.nn.Module):
                 h = h * (xs @ w_gate + b_gate)
             return xs + h @ w_out + b_out
 
+        def widened(xs: torch.Tensor) -> torch.Tensor:   # a float64 MLP in a float32 model
+            return block(xs.to(w_in.dtype)).to(xs.dtype) if w_in.dtype != xs.dtype else block(xs)
+
         shape = x.shape
         flat = x.reshape(-1, shape[-1])
         step = max(1, self.chunk_elements // max(1, d_mlp))
         if step >= flat.shape[0]:
-            return block(x)
+            return widened(x)
         out = torch.empty_like(flat)
         for s in range(0, flat.shape[0], step):
-            out[s:s + step] = block(flat[s:s + step])
+            out[s:s + step] = widened(flat[s:s + step])
         return out.reshape(shape)
 
     def _row_cost(self, t: int) -> int:

@@ -76,13 +76,22 @@ def test_chunked_forward_equals_unchunked(path: str, vocab: str) -> None:
     assert any(model.mlp_sizes) and any(model.heads_per_layer)
     inputs = random_inputs(list(vocab), 8, 37, seed=3) + [[vocab[0]], list(vocab * 3)[:8]]
     whole = _forward_with(model, 1 << 40, inputs)
+
+    # Bit for bit, except where a layer keeps its MLP in float64 (config "mlp_dtype"): there BLAS
+    # may sum in another order for another slice shape, and a 1e-13 residue on a 0 survives the
+    # rounding back to float32.  The decoded outputs are the same either way.
+    wide = any(lc.get("mlp_dtype") for lc in model.config["layers"])
+
+    def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+        return torch.allclose(a, b, rtol=0.0, atol=1e-9) if wide else torch.equal(a, b)
+
     # 1: one input per slice and one position per MLP slice; 1000: uneven slices of both
     for chunk in (1, 1000, 7 * max(model.mlp_sizes) + 3):
-        assert torch.equal(_forward_with(model, chunk, inputs), whole), chunk
+        assert same(_forward_with(model, chunk, inputs), whole), chunk
     model.module.chunk_elements = 1
     assert model.run(inputs) == [model.decode(whole[i:i + 1], [len(x)])[0] for i, x in enumerate(inputs)]
     # the trace path slices its MLPs too, and gives the same logits
-    assert torch.equal(model.trace(inputs)["logits"], whole)
+    assert same(model.trace(inputs)["logits"], whole)
 
 
 def test_chunked_forward_gated_numeric_model() -> None:

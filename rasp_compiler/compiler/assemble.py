@@ -231,6 +231,8 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
         else:
             m = 0
         layers_cfg.append({"n_heads": n_heads, "d_head": d_head, "d_mlp": m})
+        if m and acc.multi_number and dtype == "float32":
+            layers_cfg[-1]["mlp_dtype"] = "float64"   # see MLPWeights.multi_number
         plan.append(layer_plan)
 
     # ---------------------------------------------------------------- unembedding
@@ -248,8 +250,12 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
     out_cfg.update({"node": an.program.output, "feature": out_f.id})
     tensors["unembed.W_U"], tensors["unembed.b_U"] = w_u, np.zeros(w_u.shape[1])
 
-    torch_dtype = DTYPES[dtype]
-    out_tensors = {k: torch.from_numpy(np.ascontiguousarray(v)).to(torch_dtype)
+    def tensor_dtype(name: str) -> torch.dtype:
+        if name.startswith("layers.") and ".mlp." in name:
+            return DTYPES[layers_cfg[int(name.split(".")[1])].get("mlp_dtype", dtype)]
+        return DTYPES[dtype]
+
+    out_tensors = {k: torch.from_numpy(np.ascontiguousarray(v)).to(tensor_dtype(k))
                    for k, v in sorted(tensors.items())}
     notes = []
     for sid in sorted(an.info):

@@ -180,6 +180,8 @@ class MLPWeights:
         self.w_out: list[tuple[np.ndarray, np.ndarray]] = []  # per block: dims [u, k'] and weights [u, k']
         self.b_out: dict[int, float] = {}
         self.n_units = 0
+        # some unit steps along a projection of two or more numbers (see ``_step_mlp``)
+        self.multi_number = False
 
     def unit(self, dims: np.ndarray, weights: np.ndarray, bias: float,
              out_dims: np.ndarray, out_w: np.ndarray) -> None:
@@ -374,6 +376,10 @@ def _step_mlp(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: lis
         return np.array([layout.dim(op.inputs[j], v) for j, vs in zip(cat, sets, strict=True) for v in vs],
                         dtype=int)
 
+    # Mixed-radix projections of several numbers give pre-activations of 1e4 and more, where a
+    # float32 step pair is 1 only up to ulp(p) ~ 2^-10: enough to tilt an averaging head that
+    # reads the result (known-bugs #9).  ``assemble`` keeps such an MLP in float64.
+    acc.multi_number |= len(num) >= 2
     for sets, pts in merge_groups(groups):
         coef = projection(pts, mags, dtype)
         if coef is None:
