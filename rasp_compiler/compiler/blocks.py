@@ -25,6 +25,7 @@ import numpy as np
 
 from rasp_compiler.compiler.lowering import ONE, Feature, HeadOp, MLPOp
 from rasp_compiler.compiler.numeric import (
+    SharedSteps,
     changes,
     group_points,
     merge_groups,
@@ -371,6 +372,11 @@ def _step_mlp(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: lis
             acc.bias(np.array([out.tdim()]), np.array([c + lo]))
             return
 
+    free = getattr(op, "shared_free", None)   # lowering found shared steps cheaper
+    if free is not None and len(num) == 1 and cat and out.categorical:
+        _shared_step_units(op, layout, acc, out, cat, SharedSteps(groups, free), xdims, xs_all[0])
+        return
+
     def set_gate(sets: tuple[tuple, ...]) -> np.ndarray:
         """Dims whose sum is 1 when every categorical input holds a value of its set, else 0."""
         return np.array([layout.dim(op.inputs[j], v) for j, vs in zip(cat, sets, strict=True) for v in vs],
@@ -400,6 +406,40 @@ def _step_mlp(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: lis
         at = np.array(changes(ys), dtype=np.intp)
         if len(at):
             _steps(acc, out, np.array(zs, dtype=np.float64), ys, at, coef, span, xdims, gdims, len(cat))
+
+
+def _shared_step_units(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, cat: list[int],
+                       shared: SharedSteps, xdims: np.ndarray, xs: np.ndarray) -> None:
+    """The units of ``numeric.SharedSteps``: per combination a constant unit, and per event a
+    step pair whose threshold each free value sets through its one-hot weight.
+
+    pre = s·x + W[v] + big·(gate one-hots − gates) ± ½, with s = 2 / (the event's smallest gap),
+    W[v] = −s·t_v rounded to a multiple of ½ (moving the threshold by at most gap/8, as in
+    ``_steps``), and t_v beyond every x (2/s past the largest) for a free value without the event."""
+    free_in = cat[shared.free]
+    gates = [j for j in cat if j != free_in]
+    free_values = list(layout.features[op.inputs[free_in]].values)
+    free_dims = np.array([layout.dim(op.inputs[free_in], v) for v in free_values], dtype=int)
+    lo, hi = float(xs.min()), float(xs.max())
+    for rest, (members, events) in shared.partitions.items():
+        gdims = np.array([layout.dim(op.inputs[j], v) for j, v in zip(gates, rest, strict=True)], dtype=int)
+        for v, (_, ys) in members.items():      # the output at the smallest x
+            acc.unit(np.concatenate([[layout.dim(op.inputs[free_in], v)], gdims]),
+                     np.ones(1 + len(gdims)), -float(len(gdims)), *out.enc(ys[0]))
+        for at in events.values():
+            s = max(2.0 / gap for _, gap, _, _ in at.values())
+            far = hi + 2.0 / s
+            t = np.array([at[v][0] if v in at else far for v in free_values], dtype=np.float64)
+            w_free = np.round(2.0 * (-s * t)) / 2.0
+            big = float(np.ceil(s * (far - lo) + 2.0)) + 1.0 if len(gdims) else 0.0
+            a, b = next(iter(at.values()))[2:]
+            odims, ow = out.steps([a, b], np.array([0], dtype=np.intp))
+            dims = np.concatenate([xdims, free_dims, gdims])
+            weights = np.concatenate([[s], w_free, np.full(len(gdims), big)])
+            base = -big * len(gdims)
+            acc.units(np.broadcast_to(dims, (2, len(dims))), np.broadcast_to(weights, (2, len(dims))),
+                      np.array([base + 0.5, base - 0.5]), np.repeat(odims, 2, axis=0),
+                      np.array([ow[0], -ow[0]]))
 
 
 def _steps(acc: MLPWeights, out: _Output, z: np.ndarray, ys: list[Any], at: np.ndarray,

@@ -23,11 +23,10 @@ import numpy as np
 from rasp_compiler.compiler import selectors as sl
 from rasp_compiler.compiler.analysis import Analysis, SInfo, is_numeric
 from rasp_compiler.compiler.numeric import (
-    changes,
     group_points,
-    merge_groups,
     projection,
-    sorted_by_projection,
+    shared_steps,
+    step_units,
 )
 from rasp_compiler.compiler.tables import affine, priority_split, separable
 from rasp_compiler.compiler.values import sorted_values, value_key
@@ -133,6 +132,8 @@ class Lowering:
         self.features: dict[str, Feature] = {}
         self.ops: dict[str, Op] = {}  # keyed by the feature they write
         self._frontiers: dict[str, list[str]] = {}
+        # rows whose step MLP is cheaper with shared steps -> (the rows, the free coordinate)
+        self._shared: dict[int, tuple[list, int]] = {}
         self.output = self.need(an.program.output)
 
     # ------------------------------------------------------------------ features
@@ -265,13 +266,22 @@ class Lowering:
         if len(num) >= 2 and len(num) == len(inputs) and out_numeric and affine(rows) is not None:
             return len(num)
         mags = [max((abs(float(v)) for v in self.an.info[inputs[j]].values), default=0.0) for j in num]
-        total = 0
-        for _, pts in merge_groups(group_points(rows, num)):
-            coef = projection(pts, mags, self.an.dtype)
-            if coef is None:
-                return None
-            total += 1 + 2 * len(changes(sorted_by_projection(coef, pts)[1]))
+        groups = group_points(rows, num)
+        total = step_units(groups, mags, self.an.dtype)
+        if total is not None and len(num) == 1 and len(inputs) > 1 and not out_numeric:
+            shared = shared_steps(groups)
+            if shared is not None and shared.units() < total:
+                # the MLP op made from these rows shares its steps (see ``_mlp_op``)
+                self._shared[id(rows)] = (rows, shared.free)
+                total = shared.units()
         return total
+
+    def _with_shared(self, op: MLPOp) -> MLPOp:
+        """``op``, marked to share its steps where ``_units`` found that cheaper for its rows."""
+        held = self._shared.get(id(op.rows))
+        if held is not None and held[0] is op.rows:
+            op.shared_free = held[1]  # type: ignore[attr-defined]
+        return op
 
     def _map(self, sid: str, info: SInfo) -> None:
         out_numeric = info.encoding == "numerical"
@@ -344,8 +354,9 @@ class Lowering:
                                     "(smaller vocabulary or --max-len) or split it into steps")
         feats = [self.need(u) if not u.endswith(":onehot") else u for u in choice]
         self._feature(sid, info, sid if sid in self.an.graph else None)
-        self.ops[sid] = MLPOp(sid, sid if sid in self.an.graph else info.inputs[0], sid, feats, rows,
-                              info.pos, info.kind if info.kind in ("convert", "tuple") else "map")
+        self.ops[sid] = self._with_shared(MLPOp(
+            sid, sid if sid in self.an.graph else info.inputs[0], sid, feats, rows, info.pos,
+            info.kind if info.kind in ("convert", "tuple") else "map"))
         if parts is not None:
             self.ops[sid].separable = parts  # type: ignore[attr-defined]
 
@@ -435,7 +446,7 @@ class Lowering:
             subs = []
             for tag, (inputs, prow) in (("override", part_u), ("rest", part_v)):
                 feats = [self.need(i) for i in inputs]
-                sub = MLPOp(f"{sid}#{tag}", sid, sid, feats, prow, info.pos, "map")
+                sub = self._with_shared(MLPOp(f"{sid}#{tag}", sid, sid, feats, prow, info.pos, "map"))
                 subs.append(sub)
             subs[0].override = x_value  # type: ignore[attr-defined]
             feats = sorted({f for sub in subs for f in sub.inputs})

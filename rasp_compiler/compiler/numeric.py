@@ -171,3 +171,62 @@ def merge_groups(groups: dict[tuple, Points]) -> list[tuple[tuple[tuple, ...], P
                          for k, v in enumerate(first))
             best.append((sets, groups[first]))
     return best  # type: ignore[return-value]
+
+
+class SharedSteps:
+    """The step events of a one-number MLP with categorical context, shared across contexts.
+
+    A step MLP gives every categorical combination its own step pairs: round((i+1)·x) over 64
+    positions i is some 8,000 pairs, one per (i, k).  But the *events* (the output changing from
+    a to b as x grows) repeat across the values of one categorical coordinate, the *free* one; only
+    their thresholds differ.  One step pair per event can serve every value of the free coordinate,
+    its threshold set by that value's one-hot weight (a bias that depends on the value); values
+    without the event get a threshold beyond every x.  The other coordinates gate, as before.
+
+    ``partitions``: per combination of the non-free coordinates, (the groups: free value -> sorted
+    (xs, ys)), and the events: key (a, b, occurrence) -> {free value: (threshold, gap)}."""
+
+    def __init__(self, groups: dict[tuple, Points], free: int) -> None:
+        from rasp_compiler.compiler.values import value_key
+
+        self.free = free
+        self.partitions: dict[tuple, tuple[dict, dict]] = {}
+        for key, pts in groups.items():
+            rest = key[:free] + key[free + 1:]
+            members, events = self.partitions.setdefault(rest, ({}, {}))
+            zs, ys = sorted_by_projection(np.ones(1), pts)
+            members[key[free]] = (zs, ys)
+            seen: dict[tuple, int] = {}
+            for i in changes(ys):
+                ab = (value_key(ys[i]), value_key(ys[i + 1]))
+                n = seen[ab] = seen.get(ab, -1) + 1
+                events.setdefault((ab, n), {})[key[free]] = ((zs[i] + zs[i + 1]) / 2.0, zs[i + 1] - zs[i],
+                                                             ys[i], ys[i + 1])
+
+    def units(self) -> int:
+        """Hidden units: a constant per combination, a step pair per event of each partition."""
+        return sum(len(members) + 2 * len(events) for members, events in self.partitions.values())
+
+
+def shared_steps(groups: dict[tuple, Points]) -> SharedSteps | None:
+    """``SharedSteps`` with the categorical coordinate of most distinct values as the free one
+    (the position, where there is one), or None when there is no categorical coordinate."""
+    if not groups:
+        return None
+    arity = len(next(iter(groups)))
+    if arity == 0:
+        return None
+    free = max(range(arity), key=lambda k: (len({key[k] for key in groups}), -k))
+    return SharedSteps(groups, free)
+
+
+def step_units(groups: dict[tuple, Points], mags: list[float], dtype: str) -> int | None:
+    """Hidden units of the per-combination step MLP over ``groups`` (a constant and a step pair
+    per change along each merged group's projection); None where no projection separates."""
+    total = 0
+    for _, pts in merge_groups(groups):
+        coef = projection(pts, mags, dtype)
+        if coef is None:
+            return None
+        total += 1 + 2 * len(changes(sorted_by_projection(coef, pts)[1]))
+    return total
