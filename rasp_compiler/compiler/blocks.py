@@ -301,6 +301,12 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
     ins = [layout.features[f] for f in op.inputs]
     num = [j for j, f in enumerate(ins) if f.encoding == "numerical"]
     cat = [j for j, f in enumerate(ins) if f.encoding == "categorical"]
+    shared = getattr(op, "shared_steps", None)   # lowering found shared steps cheaper
+    if shared is not None and len(num) == 1 and cat and out.categorical:
+        xs = np.array([float(v) for v in ins[num[0]].values], dtype=np.float64)
+        _shared_step_units(op, layout, acc, out, cat, shared,
+                           np.array([layout.dim(op.inputs[num[0]])], dtype=int), xs)
+        return
     rows = _sorted_rows(op.rows)
     fit = affine(rows) if len(num) >= 2 and not out.categorical and not cat and rows else None
     if getattr(op, "linear", None) is not None:
@@ -372,10 +378,6 @@ def _step_mlp(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: lis
             acc.bias(np.array([out.tdim()]), np.array([c + lo]))
             return
 
-    free = getattr(op, "shared_free", None)   # lowering found shared steps cheaper
-    if free is not None and len(num) == 1 and cat and out.categorical:
-        _shared_step_units(op, layout, acc, out, cat, SharedSteps(groups, free), xdims, xs_all[0])
-        return
 
     def set_gate(sets: tuple[tuple, ...]) -> np.ndarray:
         """Dims whose sum is 1 when every categorical input holds a value of its set, else 0."""
@@ -423,9 +425,9 @@ def _shared_step_units(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output,
     lo, hi = float(xs.min()), float(xs.max())
     for rest, (members, events) in shared.partitions.items():
         gdims = np.array([layout.dim(op.inputs[j], v) for j, v in zip(gates, rest, strict=True)], dtype=int)
-        for v, (_, ys) in members.items():      # the output at the smallest x
+        for v, y0 in members.items():      # the output at the smallest x
             acc.unit(np.concatenate([[layout.dim(op.inputs[free_in], v)], gdims]),
-                     np.ones(1 + len(gdims)), -float(len(gdims)), *out.enc(ys[0]))
+                     np.ones(1 + len(gdims)), -float(len(gdims)), *out.enc(y0))
         for at in events.values():
             s = max(2.0 / gap for _, gap, _, _ in at.values())
             far = hi + 2.0 / s

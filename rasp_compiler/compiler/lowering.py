@@ -23,6 +23,7 @@ import numpy as np
 from rasp_compiler.compiler import selectors as sl
 from rasp_compiler.compiler.analysis import Analysis, SInfo, is_numeric
 from rasp_compiler.compiler.numeric import (
+    SharedSteps,
     group_points,
     projection,
     shared_steps,
@@ -132,8 +133,8 @@ class Lowering:
         self.features: dict[str, Feature] = {}
         self.ops: dict[str, Op] = {}  # keyed by the feature they write
         self._frontiers: dict[str, list[str]] = {}
-        # rows whose step MLP is cheaper with shared steps -> (the rows, the free coordinate)
-        self._shared: dict[int, tuple[list, int]] = {}
+        # rows whose step MLP is cheaper with shared steps -> (the rows, their SharedSteps)
+        self._shared: dict[int, tuple[list, SharedSteps]] = {}
         self.output = self.need(an.program.output)
 
     # ------------------------------------------------------------------ features
@@ -272,7 +273,7 @@ class Lowering:
             shared = shared_steps(groups)
             if shared is not None and shared.units() < total:
                 # the MLP op made from these rows shares its steps (see ``_mlp_op``)
-                self._shared[id(rows)] = (rows, shared.free)
+                self._shared[id(rows)] = (rows, shared)
                 total = shared.units()
         return total
 
@@ -280,7 +281,7 @@ class Lowering:
         """``op``, marked to share its steps where ``_units`` found that cheaper for its rows."""
         held = self._shared.get(id(op.rows))
         if held is not None and held[0] is op.rows:
-            op.shared_free = held[1]  # type: ignore[attr-defined]
+            op.shared_steps = held[1]  # type: ignore[attr-defined]
         return op
 
     def _map(self, sid: str, info: SInfo) -> None:

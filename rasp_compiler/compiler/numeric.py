@@ -173,6 +173,10 @@ def merge_groups(groups: dict[tuple, Points]) -> list[tuple[tuple[tuple, ...], P
     return best  # type: ignore[return-value]
 
 
+def _first_x(p: tuple) -> float:
+    return p[0][0]
+
+
 class SharedSteps:
     """The step events of a one-number MLP with categorical context, shared across contexts.
 
@@ -183,22 +187,28 @@ class SharedSteps:
     its threshold set by that value's one-hot weight (a bias that depends on the value); values
     without the event get a threshold beyond every x.  The other coordinates gate, as before.
 
-    ``partitions``: per combination of the non-free coordinates, (the groups: free value -> sorted
-    (xs, ys)), and the events: key (a, b, occurrence) -> {free value: (threshold, gap)}."""
+    ``partitions``: per combination of the non-free coordinates, (the groups: free value -> the
+    output at the smallest x), and the events: key (a, b, occurrence) -> {free value: (threshold,
+    gap, a, b)}."""
 
     def __init__(self, groups: dict[tuple, Points], free: int) -> None:
         from rasp_compiler.compiler.values import value_key
+
+        def key_of(y: Any) -> Any:   # equal outputs of one type share a key (as ``_same``)
+            return (type(y), y) if type(y) in (str, int, float, bool) else value_key(y)
 
         self.free = free
         self.partitions: dict[tuple, tuple[dict, dict]] = {}
         for key, pts in groups.items():
             rest = key[:free] + key[free + 1:]
             members, events = self.partitions.setdefault(rest, ({}, {}))
-            zs, ys = sorted_by_projection(np.ones(1), pts)
-            members[key[free]] = (zs, ys)
+            ordered = sorted(pts, key=_first_x)   # stable: as sorted_by_projection with coef 1
+            zs = [p[0][0] for p in ordered]
+            ys = [p[1] for p in ordered]
+            members[key[free]] = ys[0]
             seen: dict[tuple, int] = {}
             for i in changes(ys):
-                ab = (value_key(ys[i]), value_key(ys[i + 1]))
+                ab = (key_of(ys[i]), key_of(ys[i + 1]))
                 n = seen[ab] = seen.get(ab, -1) + 1
                 events.setdefault((ab, n), {})[key[free]] = ((zs[i] + zs[i + 1]) / 2.0, zs[i + 1] - zs[i],
                                                              ys[i], ys[i + 1])
