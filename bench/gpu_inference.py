@@ -96,7 +96,7 @@ def time_on_device(name: str, n: int, count: int, device: str) -> dict:
     model.to(device)
     model.module.chunk_elements = 1 << 28 if device.startswith("cuda") else model.module.chunk_elements
     xs = batch_inputs(vocab, n, count)
-    ids, lengths, values = model._on_device(*model.encode_inputs(xs))
+    ids, lengths, values = model.inputs_on_device(*model.encode_inputs(xs))
     with torch.inference_mode():
         model.module(ids, lengths, values=values)     # warm-up (kernel selection, allocator)
         module_s = _timed(lambda: model.module(ids, lengths, values=values), 5, device)

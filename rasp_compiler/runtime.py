@@ -364,12 +364,13 @@ class RaspModel:
 
     def forward(self, batch: list[Any]) -> torch.Tensor:
         """Logits [batch, longest input, outputs] (BOS removed; rows past an input's end are padding)."""
-        ids, lengths, values = self._on_device(*self.encode_inputs(batch))
+        ids, lengths, values = self.inputs_on_device(*self.encode_inputs(batch))
         with torch.no_grad():
             return self.module(ids, lengths, values=values)[:, 1:].cpu()
 
-    def _on_device(self, ids: torch.Tensor, lengths: torch.Tensor,
-                   values: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    def inputs_on_device(self, ids: torch.Tensor, lengths: torch.Tensor, values: torch.Tensor | None
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """``encode_inputs``'s tensors moved to the network's device (see ``to``)."""
         if self.device.type == "cpu":
             return ids, lengths, values
         return (ids.to(self.device), lengths.to(self.device),
@@ -435,7 +436,7 @@ class RaspModel:
         """Logits, the residual stream after the embedding and after every sublayer
         ([batch, 1 + positions, d_model], BOS at position 0) and each layer's attention pattern,
         with the residual labels from the config."""
-        ids, lengths, values = self._on_device(*self.encode_inputs(batch))
+        ids, lengths, values = self.inputs_on_device(*self.encode_inputs(batch))
         with torch.no_grad():
             logits, residuals, patterns = self.module(ids, lengths, trace=True, values=values)
         residuals = [r.cpu() for r in residuals]
