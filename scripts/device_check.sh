@@ -15,7 +15,7 @@ OUT=${OUT:-runs/device}
 TOTAL=${TOTAL:-560}
 TAIL=${TAIL:-150}
 JOBS=${JOBS:-14}
-ONLY=${ONLY:-_s20000_b256_|_w256_L[2-5]_H4_s6000_}
+ONLY=${ONLY:-.}            # a regular expression over run names: by default every missing run
 PY=${PYTHON:-python3}
 START=$(date +%s)
 mkdir -p "$OUT"
