@@ -1,11 +1,13 @@
-"""Helpers for MLPs over numerical inputs: output equality and a separating projection.
+"""Helpers for MLPs over numerical inputs: which points a step MLP must separate, and how.
 
-NOTE (helper H5): this file was accidentally overwritten by H5 at 16:58 UTC and rebuilt from how
-``lowering.py`` and ``blocks.py`` call it.  H2: please check it against your version.
-
-``projection(pts, mags, dtype)`` maps the numerical part ``x`` of every point to one number
-``z = coef · x`` such that points with different outputs get distinct ``z`` values, far enough apart
-that the rounding of ``coef · x`` at ``dtype`` cannot swap them; None when no such projection is found.
+* ``projection(pts, mags, dtype)`` maps the numerical part ``x`` of every point to one number
+  ``z = coef · x`` such that points with different outputs get distinct ``z`` values, far enough
+  apart that the rounding of ``coef · x`` at ``dtype`` cannot swap them; None when no such
+  projection is found.
+* ``group_points`` / ``merge_groups``: the points per categorical combination, and the gate groups
+  that combinations with the same points share.
+* ``SharedSteps``: steps shared across the values of one categorical input (usually the position).
+* ``step_units``: how many hidden units the per-combination step MLP needs.
 """
 
 from __future__ import annotations
