@@ -166,6 +166,46 @@ def test_sparse_backbone_is_the_universal_construction():
     assert torch.equal(w["wk"][0, 48:60], torch.eye(12))
 
 
+def test_paths_backbone_is_the_universal_paths_construction():
+    from rasp_compiler.universal import fixed_backbone
+
+    # one head, residual, 2 layers: (2 + 4) key/query blocks + 4 output blocks = 10 blocks of d = 3
+    ours = sparse_backbone("attn-res-ln", 2, 1, 32, construction="paths")
+    ut = fixed_backbone("paths", layers=2, heads=1, dim=3, residual=True, causal=True)
+    t = ut.backbone_tensors()
+    assert t["R_Q"].shape[2] == 30
+    for layer, w in enumerate(ours):
+        assert w["wq"].shape == (1, 32, 3) and w["vmask"].shape == (1, 32)
+        assert torch.equal(w["wq"][:, :30], t["R_Q"][layer].float())
+        assert torch.equal(w["wk"][:, :30], t["R_K"][layer].float())
+        assert torch.equal(w["vmask"][:, :30], t["R_V"][layer].float())
+        assert not w["wq"][:, 30:].any() and not w["vmask"][:, 30:].any()   # unused columns
+        assert set(w["vmask"].unique().tolist()) <= {0.0, 1.0}
+    # a head writes only into the blocks of the paths that take it at its layer: layer 1 into the
+    # layer-2 key and query blocks and the output blocks of paths (1, *), layer 2 into (*, 1)
+    assert ours[0]["vmask"].sum() == 4 * 3 and ours[1]["vmask"].sum() == 2 * 3
+
+
+def test_paths_attention_matches_naive_reference():
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab=4, classes=2, seq_len=6, width=42, layers=2, heads=2,
+                      arch="attn-res-ln", backbone="sparse", construction="paths")
+    m = EmbeddingProgrammedTransformer(cfg)
+    layer = m.layers[0]
+    x = torch.randn(2, 6, 42, dtype=torch.float64)
+    wq, wk, mask = layer.wq.double(), layer.wk.double(), layer.vmask.double()
+    d = wq.shape[1] // 2
+    expect = torch.zeros_like(x)
+    for h in range(2):
+        q, k = x @ wq[:, h * d:(h + 1) * d], x @ wk[:, h * d:(h + 1) * d]
+        for i in range(6):
+            a = torch.softmax(torch.einsum("bd,bjd->bj", q[:, i], k[:, :i + 1]), dim=-1)
+            expect[:, i] += torch.einsum("bj,bjm->bm", a, x[:, :i + 1]) * mask[h]
+    layer_f64 = layer.double()
+    got = layer_f64.attention(x, m.mask.double())
+    assert torch.allclose(got, expect, atol=1e-12)
+
+
 def test_attention_matches_naive_reference():
     torch.manual_seed(0)
     cfg = ModelConfig(vocab=4, classes=2, seq_len=10, width=8, layers=1, heads=2, arch="attn",
@@ -187,16 +227,17 @@ def test_attention_matches_naive_reference():
     assert torch.allclose(m(tok), expect, atol=1e-4)
 
 
-@pytest.mark.parametrize("backbone,arch", [("sparse", "attn"), ("sparse", "attn-res-ln-mlp"),
-                                           ("random", "attn"), ("random", "attn-res-ln"),
-                                           ("random", "attn-res-ln-mlp")])
-def test_frozen_backbone_is_bit_identical_after_training(backbone, arch, tmp_path):
-    cfg = RunConfig(task="khop", k=1, backbone=backbone, arch=arch, width=16, layers=2, heads=2,
-                    steps=30, batch=8, lr=3e-2, test_size=16, curve_points=2)
+@pytest.mark.parametrize("backbone,arch,construction", [
+    ("sparse", "attn", "auto"), ("sparse", "attn-res-ln-mlp", "auto"), ("sparse", "attn-res-ln", "paths"),
+    ("random", "attn", "auto"), ("random", "attn-res-ln", "auto"), ("random", "attn-res-ln-mlp", "auto")])
+def test_frozen_backbone_is_bit_identical_after_training(backbone, arch, construction, tmp_path):
+    width = 42 if construction == "paths" else 16
+    cfg = RunConfig(task="khop", k=1, backbone=backbone, arch=arch, width=width, layers=2, heads=2,
+                    steps=30, batch=8, lr=3e-2, test_size=16, curve_points=2, construction=construction)
     from rasp_compiler.experiments.models import ModelConfig as MC
     spec = task_spec("khop", 1)
-    before = EmbeddingProgrammedTransformer(MC(spec.vocab, spec.classes, spec.seq_len, 16, 2, 2, arch,
-                                                backbone, 0, cfg.emb_std))
+    before = EmbeddingProgrammedTransformer(MC(spec.vocab, spec.classes, spec.seq_len, width, 2, 2, arch,
+                                                backbone, 0, cfg.emb_std, construction))
     frozen_before = {n: p.detach().clone() for n, p in before.named_parameters() if not p.requires_grad}
     trained_before = {n: p.detach().clone() for n, p in before.named_parameters() if p.requires_grad}
     assert set(trained_before) == {"tok", "pos", "unembed.weight", "unembed.bias"}
@@ -243,6 +284,24 @@ def test_cli_user_errors(capsys):
     assert cli_main(["experiment", "dyck1", "--width", "30", "--heads", "4", "--steps", "1"]) == 1
     assert "multiple" in capsys.readouterr().err
     assert cli_main(["experiment", "dyck1", "--device", "cuda", "--steps", "1"]) in (0, 1)
+    assert cli_main(["experiment", "khop", "--k", "1", "--construction", "paths", "--steps", "1"]) == 1
+    assert "sparse backbone only" in capsys.readouterr().err
+    assert cli_main(["experiment", "khop", "--k", "3", "--backbone", "sparse", "--construction", "paths",
+                     "--layers", "4", "--heads", "2", "--width", "100", "--steps", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "too small for sparse construction paths" in err and "needs at least 201" in err  # 3+9+27+81+81
+
+
+def test_cli_paths_construction_runs_and_names_itself(tmp_path, capsys):
+    rc = cli_main(["experiment", "khop", "--k", "1", "--backbone", "sparse", "--construction", "paths",
+                   "--width", "40", "--layers", "2", "--heads", "1", "--steps", "5", "--batch", "4",
+                   "--out", str(tmp_path / "ck"), "--no-progress"])
+    assert rc == 0
+    assert "backbone=sparse (paths)" in capsys.readouterr().out
+    meta = json.loads((tmp_path / "ck" / "config.json").read_text())
+    assert meta["model"]["construction"] == "paths" and "layers.0.vmask" in meta["frozen"]
+    cfg = RunConfig(task="khop", k=1, backbone="sparse", arch="attn-res-ln", construction="paths")
+    assert cfg.name().startswith("khop1_sparse-paths_attn-res-ln_")
 
 
 def test_grid_pipeline_tiny(tmp_path):

@@ -24,6 +24,10 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
     p.add_argument("--arch", choices=ARCHES, default=None,
                    help="attn (attention only), attn-res-ln (+ residual, layer norm), attn-res-ln-mlp "
                         "(+ frozen random MLP); default: attn for dyck1, attn-res-ln for khop")
+    p.add_argument("--construction", choices=("auto", "A", "C", "paths"), default="auto",
+                   help="sparse backbone only: A (one head, no residual), C (H heads, residual, "
+                        "identity values) or paths (H heads, residual, 0/1 value masks, one block "
+                        "per path of heads); auto: A for attn, C otherwise")
     p.add_argument("--width", type=int, default=None, help="embedding width m (default: per task)")
     p.add_argument("--layers", type=int, default=None, help="layers L (default: per task)")
     p.add_argument("--heads", type=int, default=None, help="heads H (default: per task)")
@@ -85,6 +89,8 @@ def _run(args) -> int:
     arch = args.arch or ("attn" if args.task == "dyck1" else "attn-res-ln")
     overrides = {name: getattr(args, name) for name in ("width", "layers", "heads", "steps", "batch", "lr")
                  if getattr(args, name) is not None}
+    if args.construction != "auto":
+        overrides["construction"] = args.construction
     cfg = run_config(args.task, getattr(args, "k", None), args.backbone, arch, args.seed,
                      device=args.device, threads=args.threads, **overrides)
     out = args.out or f"runs/experiments/{cfg.name()}"
@@ -93,7 +99,8 @@ def _run(args) -> int:
         print(json.dumps(result))
     else:
         k = f" k={cfg.k}" if cfg.k else ""
-        print(f"{cfg.task}{k} backbone={cfg.backbone} arch={cfg.arch} width={cfg.width} "
+        backbone = cfg.backbone + (f" ({cfg.construction})" if cfg.construction != "auto" else "")
+        print(f"{cfg.task}{k} backbone={backbone} arch={cfg.arch} width={cfg.width} "
               f"L={cfg.layers} H={cfg.heads} steps={cfg.steps} lr={cfg.lr} seed={cfg.seed}")
         print(f"test accuracy {result['test_accuracy']:.4f}  (majority baseline "
               f"{result['majority_baseline']:.4f})")

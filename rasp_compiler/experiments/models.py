@@ -11,8 +11,11 @@ Backbones (``backbone``):
 
 * ``sparse``  the sparse 0/1 universal transformer.  ``attn`` uses construction A (one head, value
   = identity, no residual; the target width is d = m // (2L+1)); the residual architectures use
-  construction C (H heads, residual, value = identity; d = m // (HL+1)).  The query/key maps select
-  blocks of the embedding; softmax is unscaled, as in the construction.
+  construction C (H heads, residual, value = identity; d = m // (HL+1)).  ``construction="paths"``
+  selects the paths construction instead (H heads, residual, per-head 0/1 value masks; one block
+  per path of head choices, so d = m // (sum_l (H+1)^l + (H+1)^L) with a residual).  The
+  query/key maps select (sums of) blocks of the embedding; softmax is unscaled, as in the
+  constructions.
 * ``random``  Gaussian query/key/value/output maps (H heads of width m/H, scale 1/sqrt(m/H)).
 * ``trained`` the same shape as ``random``, every weight trained (the reference).
 
@@ -48,13 +51,22 @@ class ModelConfig:
     backbone: str = "random"
     seed: int = 0
     emb_std: float = 0.5
+    construction: str = "auto"      # sparse backbone: auto (A for attn, C otherwise), A, C or paths
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
-def sparse_construction(arch: str) -> str:
-    """Which sparse construction a given architecture uses (see the module docstring)."""
+SPARSE_CONSTRUCTIONS = ("auto", "A", "C", "paths")
+
+
+def sparse_construction(arch: str, construction: str = "auto") -> str:
+    """Which sparse construction a run uses: the one asked for, or by architecture (``auto``)."""
+    if construction not in SPARSE_CONSTRUCTIONS:
+        raise ValueError(f"unknown sparse construction {construction!r}; choose one of "
+                         f"{', '.join(SPARSE_CONSTRUCTIONS)}")
+    if construction != "auto":
+        return construction
     return "A" if arch == "attn" else "C"
 
 
@@ -95,37 +107,61 @@ def local_sparse_backbone(construction: str, layers: int, heads: int, width: int
     return out
 
 
-def sparse_dim(arch: str, layers: int, heads: int, width: int) -> int:
+def sparse_blocks(arch: str, layers: int, heads: int, construction: str = "auto") -> int:
+    """How many d-wide blocks the sparse backbone's embedding is made of."""
+    from rasp_compiler.universal.classes import width_formula
+
+    c = sparse_construction(arch, construction)
+    if c == "A":
+        return 2 * layers + 1
+    if c == "C":
+        return heads * layers + 1
+    return width_formula("paths", layers, heads, 1, residual=arch != "attn")
+
+
+def sparse_dim(arch: str, layers: int, heads: int, width: int, construction: str = "auto") -> int:
     """The target width d the sparse backbone of a given embedding width simulates."""
-    blocks = 2 * layers + 1 if sparse_construction(arch) == "A" else heads * layers + 1
-    return width // blocks
+    return width // sparse_blocks(arch, layers, heads, construction)
 
 
-def sparse_backbone(arch: str, layers: int, heads: int, width: int) -> list[dict]:
+def sparse_backbone(arch: str, layers: int, heads: int, width: int,
+                    construction: str = "auto") -> list[dict]:
     """Sparse backbone weights from ``rasp_compiler.universal.fixed_backbone``.
 
-    ``attn`` -> construction A (``fixed_backbone("sparse", heads=1, residual=False)``);
-    residual arches -> construction C (``fixed_backbone("multihead", heads=H, residual=True)``).
-    The UT's width (blocks x d) may be below ``width``; the extra embedding columns get zero rows in
-    every selector (the backbone ignores them).
+    A -> ``fixed_backbone("sparse", heads=1, residual=False)``; C -> ``fixed_backbone("multihead",
+    heads=H, residual=True)``; paths -> ``fixed_backbone("paths", heads=H, residual=arch != attn)``.
+    Each layer's dict has ``wq``, ``wk`` (H, m, d) and, for paths, ``vmask`` (H, m): the 0/1
+    diagonal of each head's value map.  The UT's width (blocks x d) may be below ``width``; the
+    extra embedding columns get zero rows everywhere (the backbone ignores them).
     """
     from rasp_compiler.universal import fixed_backbone
 
-    d = sparse_dim(arch, layers, heads, width)
-    if sparse_construction(arch) == "A":
+    c = sparse_construction(arch, construction)
+    d = sparse_dim(arch, layers, heads, width, construction)
+    if d < 1:
+        raise ValueError(f"width {width} is too small for sparse construction {c} with {layers} "
+                         f"layers and {heads} heads (it needs {sparse_blocks(arch, layers, heads, c)} "
+                         "blocks of at least one column)")
+    if c == "A":
         ut = fixed_backbone("sparse", layers=layers, heads=1, dim=d, residual=False, causal=True)
-    else:
+    elif c == "C":
         ut = fixed_backbone("multihead", layers=layers, heads=heads, dim=d, residual=True, causal=True)
+    else:
+        ut = fixed_backbone("paths", layers=layers, heads=heads, dim=d, residual=arch != "attn",
+                            causal=True)
     t = ut.backbone_tensors()
-    if "R_V" in t and not bool((t["R_V"] == 1).all()) or t["R_Q"].shape[2] > width:
+    if c != "paths" and "R_V" in t and not bool((t["R_V"] == 1).all()) or t["R_Q"].shape[2] > width:
         raise ValueError("unexpected sparse backbone layout (values must be the identity)")
+    pad = width - t["R_Q"].shape[2]
     out = []
     for layer in range(layers):
         w = {}
         for name, key in (("wq", "R_Q"), ("wk", "R_K")):
             r = t[key][layer].float()                        # (H, m_ut, d)
-            pad = torch.zeros(r.shape[0], width - r.shape[1], r.shape[2])
-            w[name] = torch.cat([r, pad], dim=1)
+            w[name] = torch.cat([r, torch.zeros(r.shape[0], pad, r.shape[2])], dim=1)
+        if c == "paths":
+            v = t["R_V"][layer].float()                      # (H, m_ut): diagonal value masks
+            w["vmask"] = torch.cat([v, torch.zeros(v.shape[0], pad)], dim=1)
         out.append(w)
     return out
 
@@ -162,6 +198,7 @@ class Layer(nn.Module):
         self.wq = par(weights["wq"].permute(1, 0, 2).reshape(m, -1))
         self.wk = par(weights["wk"].permute(1, 0, 2).reshape(m, -1))
         self.has_values = "wv" in weights and weights["wv"] is not None
+        self.vmask = par(weights["vmask"]) if "vmask" in weights else None
         if self.has_values:
             self.dv = weights["wv"].shape[2]
             self.wv = par(weights["wv"].permute(1, 0, 2).reshape(m, -1))
@@ -191,6 +228,8 @@ class Layer(nn.Module):
             s = s * self.scale
         m = mask[:t, :t] if rows is None else mask[rows, :t].view(b, 1, 1, t)
         a = torch.softmax(s + m, dim=-1)
+        if self.vmask is not None:       # 0/1 diagonal values: sum_h (A_h X) * mask_h
+            return torch.einsum("bhqt,btm,hm->bqm", a, x, self.vmask)
         if self.has_values:
             v = (x @ self.wv).view(b, t, h, self.dv).transpose(1, 2)
             o = torch.matmul(a, v).transpose(1, 2).reshape(b, tq, h * self.dv)
@@ -221,7 +260,8 @@ class EmbeddingProgrammedTransformer(nn.Module):
         m = cfg.width
         if backbone_weights is None:
             if cfg.backbone == "sparse":
-                backbone_weights = sparse_backbone(cfg.arch, cfg.layers, cfg.heads, m)
+                backbone_weights = sparse_backbone(cfg.arch, cfg.layers, cfg.heads, m,
+                                                   cfg.construction)
             else:
                 backbone_weights = random_backbone(cfg.layers, cfg.heads, m, g)
         if len(backbone_weights) != cfg.layers:

@@ -20,7 +20,15 @@ import torch.nn.functional as F
 
 from rasp_compiler.errors import UserError
 from rasp_compiler.experiments.data import IGNORE, Batch, Stream, majority_baseline, task_spec, test_set
-from rasp_compiler.experiments.models import ARCHES, BACKBONES, EmbeddingProgrammedTransformer, ModelConfig
+from rasp_compiler.experiments.models import (
+    ARCHES,
+    BACKBONES,
+    SPARSE_CONSTRUCTIONS,
+    EmbeddingProgrammedTransformer,
+    ModelConfig,
+    sparse_blocks,
+    sparse_construction,
+)
 
 RESULT_KEYS = ("task", "k", "backbone", "arch", "seed", "width", "steps", "test_accuracy",
                "majority_baseline", "trainable_params", "frozen_params", "seconds")
@@ -49,11 +57,15 @@ class RunConfig:
     khop_vocab: int = 4
     bucket: bool = True             # Dyck-1: batches of similar length (less padding)
     emb_std: float = 0.5
+    construction: str = "auto"      # sparse backbone only: auto, A, C or paths (see models.py)
     extra: dict = field(default_factory=dict)
 
     def name(self) -> str:
         task = self.task if self.task == "dyck1" else f"khop{self.k}"
-        return (f"{task}_{self.backbone}_{self.arch}_w{self.width}_L{self.layers}_H{self.heads}"
+        backbone = self.backbone
+        if backbone == "sparse" and self.construction != "auto":
+            backbone = f"sparse-{self.construction}"
+        return (f"{task}_{backbone}_{self.arch}_w{self.width}_L{self.layers}_H{self.heads}"
                 f"_s{self.steps}_b{self.batch}_lr{self.lr:g}_seed{self.seed}")
 
 
@@ -71,11 +83,19 @@ def validate(cfg: RunConfig) -> None:
             raise UserError(f"--{name} must be at least 1")
     if cfg.backbone != "sparse" and cfg.width % cfg.heads:
         raise UserError(f"--width {cfg.width} must be a multiple of --heads {cfg.heads}")
+    if cfg.construction not in SPARSE_CONSTRUCTIONS:
+        raise UserError(f"unknown sparse construction {cfg.construction!r}",
+                        "use " + " | ".join(SPARSE_CONSTRUCTIONS))
+    if cfg.construction != "auto" and cfg.backbone != "sparse":
+        raise UserError("--construction applies to the sparse backbone only",
+                        "drop --construction or use --backbone sparse")
     if cfg.backbone == "sparse":
-        blocks = 2 * cfg.layers + 1 if cfg.arch == "attn" else cfg.heads * cfg.layers + 1
+        construction = sparse_construction(cfg.arch, cfg.construction)
+        blocks = sparse_blocks(cfg.arch, cfg.layers, cfg.heads, cfg.construction)
         if cfg.width < blocks:
-            raise UserError(f"--width {cfg.width} is too small for the sparse backbone: it needs "
-                            f"at least {blocks} (one column per block)")
+            raise UserError(f"--width {cfg.width} is too small for sparse construction "
+                            f"{construction} with {cfg.layers} layers and {cfg.heads} heads: it "
+                            f"needs at least {blocks} (one column per block)")
     if not cfg.lr > 0:
         raise UserError("--lr must be positive")
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
@@ -132,7 +152,7 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
     device = torch.device(cfg.device)
     spec = task_spec(cfg.task, cfg.k, cfg.khop_len, cfg.khop_vocab)
     mcfg = ModelConfig(spec.vocab, spec.classes, spec.seq_len, cfg.width, cfg.layers, cfg.heads,
-                       cfg.arch, cfg.backbone, cfg.seed, cfg.emb_std)
+                       cfg.arch, cfg.backbone, cfg.seed, cfg.emb_std, cfg.construction)
     model = EmbeddingProgrammedTransformer(mcfg, backbone_weights).to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
