@@ -19,6 +19,7 @@ from rasp_compiler.experiments.models import (
     ModelConfig,
     local_sparse_backbone,
     sparse_backbone,
+    sparse_blocks,
 )
 from rasp_compiler.experiments.train import RESULT_KEYS, RunConfig, load_checkpoint, train
 
@@ -385,6 +386,13 @@ def test_the_scale_grid_is_part_of_the_resumable_grid():
     assert scale and all(c.name() in names for c in scale)
     # k-hop at depth k + 1: one layer to look one token back, one per hop
     assert {(c.k, c.layers) for c in scale if c.task == "khop"} == {(k, k + 1) for k in grid.KS}
+    paths = grid.paths_grid()
+    assert paths and all(c.name() in names for c in paths)
+    assert {c.construction for c in paths} == {"paths"} and {c.backbone for c in paths} == {"sparse"}
+    # every paths run's width is a whole number of blocks of the d it was sized for
+    for c in paths:
+        blocks = sparse_blocks(c.arch, c.layers, c.heads, "paths")
+        assert c.width % blocks == 0 and c.width // blocks >= 8
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

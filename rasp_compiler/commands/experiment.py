@@ -26,8 +26,9 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
                         "(+ frozen random MLP); default: attn for dyck1, attn-res-ln for khop")
     p.add_argument("--construction", choices=("auto", "A", "C", "paths"), default="auto",
                    help="sparse backbone only: A (one head, no residual), C (H heads, residual, "
-                        "identity values) or paths (H heads, residual, 0/1 value masks, one block "
-                        "per path of heads); auto: A for attn, C otherwise")
+                        "identity values) or paths (H heads with 0/1 value masks, one block per "
+                        "path of head choices, so the width grows as (H+1)^L: use 1 or 2 heads); "
+                        "auto: A for attn, C otherwise")
     p.add_argument("--width", type=int, default=None, help="embedding width m (default: per task)")
     p.add_argument("--layers", type=int, default=None, help="layers L (default: per task)")
     p.add_argument("--heads", type=int, default=None, help="heads H (default: per task)")
