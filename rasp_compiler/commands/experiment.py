@@ -15,7 +15,7 @@ TASK_HELP = {
 
 
 def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
-    from rasp_compiler.experiments.names import ARCHES, BACKBONES
+    from rasp_compiler.experiments.names import ARCHES, BACKBONES, SPARSE_CONSTRUCTIONS
 
     if task == "khop":
         p.add_argument("--k", type=int, required=True, choices=(1, 2, 3, 4), help="number of hops")
@@ -24,7 +24,7 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
     p.add_argument("--arch", choices=ARCHES, default=None,
                    help="attn (attention only), attn-res-ln (+ residual, layer norm), attn-res-ln-mlp "
                         "(+ frozen random MLP); default: attn for dyck1, attn-res-ln for khop")
-    p.add_argument("--construction", choices=("auto", "A", "C", "paths"), default="auto",
+    p.add_argument("--construction", choices=SPARSE_CONSTRUCTIONS, default="auto",
                    help="sparse backbone only: A (one head, no residual), C (H heads, residual, "
                         "identity values) or paths (H heads with 0/1 value masks, one block per "
                         "path of head choices, so the width grows as (H+1)^L: use 1 or 2 heads); "

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rasp_compiler.experiments.names import ARCHES, BACKBONES
+from rasp_compiler.experiments.names import ARCHES, BACKBONES, SPARSE_CONSTRUCTIONS
 
 
 @dataclass
@@ -55,9 +55,6 @@ class ModelConfig:
 
     def to_json(self) -> dict:
         return asdict(self)
-
-
-SPARSE_CONSTRUCTIONS = ("auto", "A", "C", "paths")
 
 
 def sparse_construction(arch: str, construction: str = "auto") -> str:

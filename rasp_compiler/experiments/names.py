@@ -2,3 +2,4 @@
 
 BACKBONES = ("sparse", "random", "trained")
 ARCHES = ("attn", "attn-res-ln", "attn-res-ln-mlp")
+SPARSE_CONSTRUCTIONS = ("auto", "A", "C", "paths")   # auto: A for attn, C otherwise

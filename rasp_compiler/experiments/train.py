@@ -21,14 +21,12 @@ import torch.nn.functional as F
 from rasp_compiler.errors import UserError
 from rasp_compiler.experiments.data import IGNORE, Batch, Stream, majority_baseline, task_spec, test_set
 from rasp_compiler.experiments.models import (
-    ARCHES,
-    BACKBONES,
-    SPARSE_CONSTRUCTIONS,
     EmbeddingProgrammedTransformer,
     ModelConfig,
     sparse_blocks,
     sparse_construction,
 )
+from rasp_compiler.experiments.names import ARCHES, BACKBONES, SPARSE_CONSTRUCTIONS
 
 RESULT_KEYS = ("task", "k", "backbone", "arch", "seed", "width", "steps", "test_accuracy",
                "majority_baseline", "trainable_params", "frozen_params", "seconds")
