@@ -410,3 +410,75 @@ def test_training_on_cuda_keeps_the_backbone_frozen_and_learns(tmp_path):
             assert torch.equal(state[n], p), n
     assert curve["device"] != "cpu"
     assert result["test_accuracy"] > result["majority_baseline"] + 0.1
+
+
+# ---------------------------------------------------------------------------------------------
+# the hop curriculum
+
+def test_curriculum_trains_each_hop_in_turn(monkeypatch, tmp_path):
+    from rasp_compiler.experiments import train as train_mod
+
+    seen = []
+    real = train_mod.khop_targets
+
+    def spy(x, k, vocab):
+        seen.append(k)
+        return real(x, k, vocab)
+
+    monkeypatch.setattr(train_mod, "khop_targets", spy)
+    cfg = RunConfig(task="khop", k=3, backbone="sparse", arch="attn-res-ln", construction="paths",
+                    width=46, layers=4, heads=1, steps=7, curriculum=5, batch=4, test_size=8,
+                    curve_points=100)
+    assert cfg.stages() == [(1, 5), (2, 5), (3, 7)] and cfg.total_steps() == 17
+    assert "_s7_cur5_" in cfg.name()
+    result, curve = train(cfg, out=tmp_path, progress=False)
+    # relabelled batches: 5 per earlier stage (+1 call per stage for its curve's test targets)
+    assert seen.count(1) == 5 + 1 and seen.count(2) == 5 + 1 and 3 not in seen
+    assert result["steps"] == 17 and curve["step"][-1] == 17
+    assert curve["hop"] == [1] * 5 + [2] * 5 + [3] * 7
+    meta = json.loads((tmp_path / "config.json").read_text())
+    assert meta["run"]["curriculum"] == 5
+    # without a curriculum nothing is relabelled and the curve has no stages
+    seen.clear()
+    _, plain = train(RunConfig(task="khop", k=2, width=16, layers=1, heads=2, steps=3, batch=4,
+                               test_size=8), progress=False)
+    assert seen == [] and "hop" not in plain
+
+
+def test_curriculum_user_errors(capsys):
+    assert cli_main(["experiment", "khop", "--k", "1", "--curriculum", "10", "--steps", "1"]) == 1
+    assert "k >= 2" in capsys.readouterr().err
+    assert cli_main(["experiment", "khop", "--k", "2", "--curriculum", "-1", "--steps", "1"]) == 1
+    assert "at least 0" in capsys.readouterr().err
+    with pytest.raises(Exception, match="k-hop"):
+        from rasp_compiler.experiments.train import validate
+        validate(RunConfig(task="dyck1", curriculum=5))
+
+
+def test_report_shows_curriculum_cells_and_probes(tmp_path):
+    """The report reads the curriculum cells and the probe files it is given, and nothing else."""
+    from rasp_compiler.experiments import grid
+    from rasp_compiler.experiments.probe import probe, save_probe
+
+    res = tmp_path / "results"
+    res.mkdir()
+    cur = [c for c in grid.full_grid() if c.curriculum and c.k == 2 and c.steps == 12000]
+    assert [c.seed for c in cur] == [0, 1, 2]
+    accs = [0.91, 0.97, 0.95]                 # made-up numbers: the report must carry them over
+    for c, a in zip(cur, accs, strict=True):
+        r = dict.fromkeys(RESULT_KEYS, 0)
+        r.update(task="khop", k=2, backbone="sparse", arch="attn-res-ln", seed=c.seed, width=c.width,
+                 steps=c.total_steps(), test_accuracy=a, majority_baseline=0.2, seconds=1.0)
+        (res / f"{c.name()}.json").write_text(json.dumps(r))
+    cfg = RunConfig(task="khop", k=2, backbone="sparse", arch="attn-res-ln", construction="paths",
+                    width=22, layers=3, heads=1, steps=4, batch=4, test_size=8, curve_points=1)
+    train(cfg, out=tmp_path / "ck", progress=False)
+    model, meta = load_checkpoint(tmp_path / "ck")
+    p = probe(model, meta, samples=8)
+    save_probe(p, res / "probes" / f"{cfg.name()}.json")
+    doc = tmp_path / "experiments.md"
+    grid.write_report(res, doc, tmp_path / "img")
+    text = doc.read_text()
+    cell = cur[0].name().rsplit("_seed", 1)[0]
+    assert f"| 2 | `{cell}` | 95.0 % (3) | 91.0 %, 97.0 %, 95.0 % | not run |" in text
+    assert "## Inside the runs" in text and f"`{cfg.name()}` | {100 * p['accuracy']:.1f} %" in text

@@ -5,8 +5,35 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from textwrap import fill
 
 from rasp_compiler.errors import UserError
+
+EXAMPLES = {
+    "experiment": """examples:
+  rasp experiment dyck1 --backbone random --width 64 --steps 6000
+  rasp experiment khop --k 2 --backbone sparse --construction paths --heads 1 --layers 3 \\
+      --width 176 --steps 12000 --curriculum 2000 --batch 32
+  rasp experiment probe runs/experiments/NAME     # where the trained run's heads attend
+  rasp experiment table --jobs 2                  # the resumable grid, then docs/experiments.md
+""",
+    "dyck1": """examples:
+  rasp experiment dyck1 --backbone random --width 64 --steps 6000 --json
+  rasp experiment dyck1 --backbone sparse --construction paths --heads 2 --layers 2 --width 130
+""",
+    "khop": """examples:
+  rasp experiment khop --k 1 --backbone sparse --construction paths --heads 1 --layers 2 \\
+      --width 80 --steps 6000 --batch 32
+  # 2-hop: train hop_1 for 2,000 steps first, then hop_2 for 12,000 (test accuracy on hop_2)
+  rasp experiment khop --k 2 --backbone sparse --construction paths --heads 1 --layers 3 \\
+      --width 176 --steps 12000 --curriculum 2000 --batch 32
+""",
+    "probe": """examples:
+  rasp experiment probe runs/experiments/khop1_sparse-paths_attn-res-ln_w80_L2_H1_s6000_b32_lr0.01_seed0
+  rasp experiment probe RUN_DIR --samples 512 --json
+  rasp experiment probe RUN_DIR --save docs/results/experiments/probes/NAME.json
+""",
+}
 
 TASK_HELP = {
     "dyck1": "Dyck-1: is a parenthesis string balanced? (Zhong & Andreas' generator, label at '?')",
@@ -19,6 +46,9 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
 
     if task == "khop":
         p.add_argument("--k", type=int, required=True, choices=(1, 2, 3, 4), help="number of hops")
+        p.add_argument("--curriculum", type=int, default=0, metavar="STEPS",
+                       help="train on hop_1, ..., hop_{k-1} for STEPS steps each (a fresh schedule "
+                            "per stage) before the --steps on hop_k; k >= 2; default 0: none")
     p.add_argument("--backbone", choices=BACKBONES, default="random",
                    help="sparse {0,1} UT, random Gaussian UT (both frozen), or trained (all weights)")
     p.add_argument("--arch", choices=ARCHES, default=None,
@@ -50,11 +80,15 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "experiment", help="train embeddings of a frozen universal transformer (Dyck-1, k-hop)",
-        description="Program a frozen transformer by training only its token/position embeddings "
-                    "and unembedding, on Dyck-1 or k-hop induction heads; or run the whole grid.")
+        description=fill("Program a frozen transformer by training only its token/position "
+                         "embeddings and unembedding, on Dyck-1 or k-hop induction heads; or run "
+                         "the whole grid."),
+        epilog=EXAMPLES["experiment"], formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="experiment_command", metavar="TASK")
     for task in ("dyck1", "khop"):
-        _add_run_options(sub.add_parser(task, help=TASK_HELP[task], description=TASK_HELP[task]), task)
+        _add_run_options(sub.add_parser(task, help=TASK_HELP[task], description=TASK_HELP[task],
+                                        epilog=EXAMPLES[task],
+                                        formatter_class=argparse.RawDescriptionHelpFormatter), task)
     t = sub.add_parser("table", help="run the grid (resumable) and write docs/experiments.md + plots",
                        description="Run every configuration of the grid whose result file is missing, "
                                    "then write the report and the plots from all result files.")
@@ -77,6 +111,21 @@ def register(subparsers) -> None:
     t.add_argument("--dry-run", action="store_true", help="list the missing runs and stop")
     t.set_defaults(func=_table)
 
+    pr = sub.add_parser(
+        "probe", help="where a trained run's frozen heads attend, and where it errs",
+        description=fill("Load a run's checkpoint (a directory with model.safetensors and config.json, "
+                    "as `rasp experiment dyck1|khop` writes) and measure, on fresh test-split "
+                    "inputs, the share of positions whose strongest attention lands on each role: "
+                    "self, previous, first and, for k-hop, each hop pointer sigma_j and the "
+                    "occurrence before it. For k-hop it also gives the accuracy by pointer distance."),
+        epilog=EXAMPLES["probe"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    pr.add_argument("run", help="checkpoint directory (e.g. runs/experiments/NAME)")
+    pr.add_argument("--samples", type=int, default=256, help="test-split inputs (default 256)")
+    pr.add_argument("--seed", type=int, default=7, help="seed of the probe inputs (default 7)")
+    pr.add_argument("--json", action="store_true", help="print the probe as JSON")
+    pr.add_argument("--save", default=None, metavar="FILE", help="also write the JSON to FILE")
+    pr.set_defaults(func=_probe)
+
     def _no_task(args) -> int:
         p.print_help()
         return 2
@@ -92,6 +141,8 @@ def _run(args) -> int:
                  if getattr(args, name) is not None}
     if args.construction != "auto":
         overrides["construction"] = args.construction
+    if getattr(args, "curriculum", 0):
+        overrides["curriculum"] = args.curriculum
     cfg = run_config(args.task, getattr(args, "k", None), args.backbone, arch, args.seed,
                      device=args.device, threads=args.threads, **overrides)
     out = args.out or f"runs/experiments/{cfg.name()}"
@@ -101,8 +152,9 @@ def _run(args) -> int:
     else:
         k = f" k={cfg.k}" if cfg.k else ""
         backbone = cfg.backbone + (f" ({cfg.construction})" if cfg.construction != "auto" else "")
+        cur = f" curriculum={cfg.curriculum}/hop" if cfg.curriculum else ""
         print(f"{cfg.task}{k} backbone={backbone} arch={cfg.arch} width={cfg.width} "
-              f"L={cfg.layers} H={cfg.heads} steps={cfg.steps} lr={cfg.lr} seed={cfg.seed}")
+              f"L={cfg.layers} H={cfg.heads} steps={cfg.steps}{cur} lr={cfg.lr} seed={cfg.seed}")
         print(f"test accuracy {result['test_accuracy']:.4f}  (majority baseline "
               f"{result['majority_baseline']:.4f})")
         print(f"trainable parameters {result['trainable_params']}, frozen {result['frozen_params']}; "
@@ -149,4 +201,22 @@ def _table(args) -> int:
                       time_budget=args.time_budget)
     grid.write_report(results, doc, img, quick=args.quick)
     print(f"wrote {doc} and plots in {img}")
+    return 0
+
+
+def _probe(args) -> int:
+    from pathlib import Path
+
+    from rasp_compiler.experiments.probe import format_probe, probe_checkpoint, save_probe
+
+    if args.samples < 1:
+        raise UserError("--samples must be at least 1")
+    run = Path(args.run)
+    if not (run / "config.json").is_file() or not (run / "model.safetensors").is_file():
+        raise UserError(f"{run} is not a run checkpoint (no config.json and model.safetensors)",
+                        "pass the directory a `rasp experiment dyck1|khop` run wrote (its --out)")
+    result = probe_checkpoint(run, samples=args.samples, seed=args.seed)
+    if args.save:
+        save_probe(result, args.save)
+    print(json.dumps(result) if args.json else format_probe(result))
     return 0

@@ -177,8 +177,12 @@ def dyck_batch(rng: np.random.Generator, n: int, split: str = "train",
 # ----------------------------------------------------------------------------------------------
 # k-hop induction heads
 
-def khop_targets(x: np.ndarray, k: int, vocab: int) -> np.ndarray:
-    """hop_k at every position (``vocab`` = no occurrence), by the definition, batched."""
+def khop_pointers(x: np.ndarray, k: int, vocab: int) -> np.ndarray:
+    """The hop pointers sigma_0 .. sigma_k at every position, batched: shape (k+1, B, T).
+
+    sigma_0(i) = i; sigma_{j+1}(i) = 1 + the last position before sigma_j(i) holding the token
+    x[sigma_j(i)], or -1 once no such position exists (the no-occurrence case, which stays dead).
+    """
     b, t = x.shape
     prev = np.full((b, t), -1, dtype=np.int64)
     last = np.full((b, vocab), -1, dtype=np.int64)
@@ -186,14 +190,20 @@ def khop_targets(x: np.ndarray, k: int, vocab: int) -> np.ndarray:
     for i in range(t):                                   # a loop over positions, not samples
         prev[:, i] = last[rows, x[:, i]]
         last[rows, x[:, i]] = i
-    p = np.broadcast_to(np.arange(t), (b, t)).copy()
-    alive = np.ones((b, t), dtype=bool)
-    for _ in range(k):
-        f = np.take_along_axis(prev, np.clip(p, 0, t - 1), axis=1)
-        alive &= f >= 0
-        p = np.where(alive, f + 1, 0)
-    out = np.take_along_axis(x, np.clip(p, 0, t - 1), axis=1)
-    return np.where(alive, out, vocab).astype(np.int64)
+    out = np.empty((k + 1, b, t), dtype=np.int64)
+    out[0] = np.arange(t)
+    for j in range(k):
+        alive = out[j] >= 0
+        f = np.take_along_axis(prev, np.clip(out[j], 0, t - 1), axis=1)
+        out[j + 1] = np.where(alive & (f >= 0), f + 1, -1)
+    return out
+
+
+def khop_targets(x: np.ndarray, k: int, vocab: int) -> np.ndarray:
+    """hop_k at every position (``vocab`` = no occurrence), by the definition, batched."""
+    p = khop_pointers(x, k, vocab)[k]
+    out = np.take_along_axis(x, np.clip(p, 0, x.shape[1] - 1), axis=1)
+    return np.where(p >= 0, out, vocab).astype(np.int64)
 
 
 def _khop_raw(rng: np.random.Generator, n: int, length: int, vocab: int) -> np.ndarray:

@@ -210,10 +210,10 @@ class Layer(nn.Module):
             self.w2 = par(torch.randn(4 * m, m, generator=generator) / math.sqrt(4 * m))
             self.ln2.requires_grad_(trainable)
 
-    def attention(self, x: torch.Tensor, mask: torch.Tensor,
-                  rows: torch.Tensor | None = None) -> torch.Tensor:
-        """Causal attention of every position (``rows`` None: (B, T, m)) or of one query position
-        per sequence (``rows`` (B,): (B, 1, m)); keys and values always cover every position."""
+    def pattern(self, x: torch.Tensor, mask: torch.Tensor,
+                rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The attention weights (B, H, T_q, T) of the heads on input ``x`` (already layer-normed
+        where the architecture has LN); T_q is T, or 1 with ``rows``."""
         b, t, _ = x.shape
         h, dk = self.heads, self.dk
         xq = x if rows is None else x[torch.arange(b, device=x.device), rows].unsqueeze(1)
@@ -224,7 +224,16 @@ class Layer(nn.Module):
         if self.scale != 1.0:
             s = s * self.scale
         m = mask[:t, :t] if rows is None else mask[rows, :t].view(b, 1, 1, t)
-        a = torch.softmax(s + m, dim=-1)
+        return torch.softmax(s + m, dim=-1)
+
+    def attention(self, x: torch.Tensor, mask: torch.Tensor,
+                  rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Causal attention of every position (``rows`` None: (B, T, m)) or of one query position
+        per sequence (``rows`` (B,): (B, 1, m)); keys and values always cover every position."""
+        b, t, _ = x.shape
+        h = self.heads
+        a = self.pattern(x, mask, rows)
+        tq = a.shape[2]
         if self.vmask is not None:       # 0/1 diagonal values: sum_h (A_h X) * mask_h
             return torch.einsum("bhqt,btm,hm->bqm", a, x, self.vmask)
         if self.has_values:
@@ -233,6 +242,10 @@ class Layer(nn.Module):
             return o @ self.wo
         a = a.sum(dim=1) if h > 1 else a[:, 0]
         return torch.matmul(a, x)        # identity values: (sum_h A_h) X
+
+    def attention_input(self, x: torch.Tensor) -> torch.Tensor:
+        """What the heads read: the stream itself, or its layer norm (pre-LN architectures)."""
+        return self.ln1(x) if self.residual else x
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor,
                 rows: torch.Tensor | None = None) -> torch.Tensor:
@@ -298,6 +311,17 @@ class EmbeddingProgrammedTransformer(nn.Module):
             x = self.final_ln(x)
         out = self.unembed(x)
         return out if rows is None else out[:, 0]
+
+    @torch.no_grad()
+    def attention_maps(self, tokens: torch.Tensor) -> list[torch.Tensor]:
+        """Every layer's attention weights on ``tokens``: a list of L tensors (B, H, T, T)."""
+        t = tokens.shape[1]
+        x = self.tok[tokens] + self.pos[:t]
+        maps = []
+        for layer in self.layers:
+            maps.append(layer.pattern(layer.attention_input(x), self.mask))
+            x = layer(x, self.mask)
+        return maps
 
     def param_counts(self) -> tuple[int, int]:
         trainable = sum(p.numel() for p in self.parameters() if p.requires_grad)

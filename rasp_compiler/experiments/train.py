@@ -19,7 +19,15 @@ import torch
 import torch.nn.functional as F
 
 from rasp_compiler.errors import UserError
-from rasp_compiler.experiments.data import IGNORE, Batch, Stream, majority_baseline, task_spec, test_set
+from rasp_compiler.experiments.data import (
+    IGNORE,
+    Batch,
+    Stream,
+    khop_targets,
+    majority_baseline,
+    task_spec,
+    test_set,
+)
 from rasp_compiler.experiments.models import (
     EmbeddingProgrammedTransformer,
     ModelConfig,
@@ -56,15 +64,26 @@ class RunConfig:
     bucket: bool = True             # Dyck-1: batches of similar length (less padding)
     emb_std: float = 0.5
     construction: str = "auto"      # sparse backbone only: auto, A, C or paths (see models.py)
+    curriculum: int = 0             # k-hop: steps on each of hop_1 .. hop_{k-1} before hop_k
     extra: dict = field(default_factory=dict)
+
+    def stages(self) -> list[tuple[int | None, int]]:
+        """(hop count or None for Dyck-1, steps) of each training stage, in order."""
+        if self.task != "khop":
+            return [(None, self.steps)]
+        return [(j, self.curriculum) for j in range(1, self.k) if self.curriculum] + [(self.k, self.steps)]
+
+    def total_steps(self) -> int:
+        return sum(n for _, n in self.stages())
 
     def name(self) -> str:
         task = self.task if self.task == "dyck1" else f"khop{self.k}"
         backbone = self.backbone
         if backbone == "sparse" and self.construction != "auto":
             backbone = f"sparse-{self.construction}"
+        cur = f"_cur{self.curriculum}" if self.curriculum else ""
         return (f"{task}_{backbone}_{self.arch}_w{self.width}_L{self.layers}_H{self.heads}"
-                f"_s{self.steps}_b{self.batch}_lr{self.lr:g}_seed{self.seed}")
+                f"_s{self.steps}{cur}_b{self.batch}_lr{self.lr:g}_seed{self.seed}")
 
 
 def validate(cfg: RunConfig) -> None:
@@ -94,6 +113,11 @@ def validate(cfg: RunConfig) -> None:
             raise UserError(f"--width {cfg.width} is too small for sparse construction "
                             f"{construction} with {cfg.layers} layers and {cfg.heads} heads: it "
                             f"needs at least {blocks} (one column per block)")
+    if cfg.curriculum < 0:
+        raise UserError("--curriculum must be at least 0")
+    if cfg.curriculum and (cfg.task != "khop" or cfg.k < 2):
+        raise UserError("--curriculum applies to k-hop with k >= 2 (it trains hop_1 .. hop_{k-1} "
+                        "first)", "drop --curriculum")
     if not cfg.lr > 0:
         raise UserError("--lr must be positive")
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
@@ -102,11 +126,12 @@ def validate(cfg: RunConfig) -> None:
         raise UserError(f"unknown device {cfg.device!r}", "use cpu or cuda")
 
 
-def lr_at(step: int, cfg: RunConfig) -> float:
-    warm = max(1, int(cfg.warmup * cfg.steps))
+def lr_at(step: int, steps: int, cfg: RunConfig) -> float:
+    """Step ``step`` of a stage of ``steps`` steps: linear warm-up, then cosine decay to 0."""
+    warm = max(1, int(cfg.warmup * steps))
     if step < warm:
         return cfg.lr * (step + 1) / warm
-    p = (step - warm) / max(1, cfg.steps - warm)
+    p = (step - warm) / max(1, steps - warm)
     return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * p))
 
 
@@ -143,7 +168,13 @@ def default_test_size(task: str) -> int:
 
 def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool = True,
           backbone_weights: list[dict] | None = None) -> tuple[dict, dict]:
-    """Train one configuration. Returns (result, curve); writes the checkpoint to ``out`` if given."""
+    """Train one configuration. Returns (result, curve); writes the checkpoint to ``out`` if given.
+
+    With a k-hop curriculum the run trains on hop_1, ..., hop_{k-1} targets (``cfg.curriculum``
+    steps each) and then on hop_k (``cfg.steps``), each stage with a fresh optimiser and its own
+    warm-up and cosine schedule; the inputs are the same k-hop sequences throughout.  The result's
+    ``steps`` counts every stage, and its test accuracy is always on hop_k.
+    """
     validate(cfg)
     t0, c0 = time.time(), time.process_time()
     torch.set_num_threads(max(1, cfg.threads))    # on cuda too: parallel runs share the host's cores
@@ -153,26 +184,62 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
                        cfg.arch, cfg.backbone, cfg.seed, cfg.emb_std, cfg.construction)
     model = EmbeddingProgrammedTransformer(mcfg, backbone_weights).to(device)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     stream = Stream(spec, cfg.batch, cfg.seed, bucket=cfg.bucket, khop_len=cfg.khop_len)
     test = test_set(spec, cfg.test_size or default_test_size(cfg.task), khop_len=cfg.khop_len)
     n_probe = 1024 if cfg.task == "dyck1" else 128    # curve points: 1,024 / 8,192 labels
-    probe = Batch(test.tokens[:n_probe], test.targets[:n_probe])
-    classes = spec.classes
-    every = max(1, cfg.steps // max(1, cfg.curve_points))
+    total = cfg.total_steps()
     curve = {"step": [], "train_accuracy": [], "loss": [], "test_accuracy": [], "seconds": [],
              "cpu_seconds": []}
-    run_acc, run_loss = None, None
+    if len(cfg.stages()) > 1:
+        curve["hop"] = []      # which targets each curve point trains and tests on
     bar = None
     if progress:
         from tqdm import tqdm
-        bar = tqdm(total=cfg.steps, desc=cfg.name(), unit="step", dynamic_ncols=True, leave=False)
+        bar = tqdm(total=total, desc=cfg.name(), unit="step", dynamic_ncols=True, leave=False)
+    done = 0
+    for hop, steps in cfg.stages():
+        probe = Batch(test.tokens[:n_probe], test.targets[:n_probe])
+        if hop is not None and hop != cfg.k:
+            probe = Batch(probe.tokens, khop_targets(probe.tokens, hop, spec.vocab))
+        _train_stage(model, params, stream, cfg, spec.classes, hop, steps, done, total, probe,
+                     device, curve, bar, t0, c0)
+        done += steps
+    if bar is not None:
+        bar.close()
+    test_acc = evaluate(model, test, device)
+    trainable, frozen = model.param_counts()
+    result = {
+        "task": cfg.task, "k": cfg.k if cfg.task == "khop" else None, "backbone": cfg.backbone,
+        "arch": cfg.arch, "seed": cfg.seed, "width": cfg.width, "steps": total,
+        "test_accuracy": round(test_acc, 6), "majority_baseline": round(majority_baseline(test), 6),
+        "trainable_params": trainable, "frozen_params": frozen,
+        "seconds": round(time.time() - t0, 2),
+    }
+    curve["total_seconds"] = result["seconds"]
+    curve["device"] = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    curve["total_cpu_seconds"] = round(time.process_time() - c0, 2)   # this process, all threads
+    if out is not None:
+        save_checkpoint(model, cfg, result, curve, out)
+    return result, curve
+
+
+def _train_stage(model, params, stream: Stream, cfg: RunConfig, classes: int, hop: int | None,
+                 steps: int, done: int, total: int, probe: Batch, device: torch.device, curve: dict,
+                 bar, t0: float, c0: float) -> None:
+    """``steps`` optimiser steps on one target (hop_``hop``, or Dyck-1 when None); appends to
+    ``curve`` at global step ``done + step``."""
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    every = max(1, total // max(1, cfg.curve_points))
+    relabel = hop is not None and hop != cfg.k
     single = cfg.task == "dyck1"
+    run_acc, run_loss = None, None
     model.train()
-    for step in range(cfg.steps):
+    for step in range(steps):
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, cfg)
+            group["lr"] = lr_at(step, steps, cfg)
         tok_np, tgt_np = stream.next()
+        if relabel:
+            tgt_np = khop_targets(tok_np, hop, model.cfg.vocab)
         tok = torch.from_numpy(tok_np).to(device, non_blocking=True)
         tgt = torch.from_numpy(tgt_np).to(device, non_blocking=True)
         if single:    # Dyck-1: one label per string, the last layer only at the query position
@@ -187,41 +254,28 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        if step % 10 == 0 or step == cfg.steps - 1:
+        if step % 10 == 0 or step == steps - 1:
             with torch.no_grad():
                 scored = tgt != IGNORE
                 acc = float((logits.argmax(-1)[scored] == tgt[scored]).float().mean())
             lv = float(loss.detach())
             run_acc = acc if run_acc is None else 0.9 * run_acc + 0.1 * acc
             run_loss = lv if run_loss is None else 0.9 * run_loss + 0.1 * lv
-        if (step + 1) % every == 0 or step == cfg.steps - 1:
-            curve["step"].append(step + 1)
+        g = done + step + 1
+        if g % every == 0 or step == steps - 1:
+            curve["step"].append(g)
             curve["train_accuracy"].append(round(run_acc, 5))
             curve["loss"].append(round(run_loss, 5))
             curve["test_accuracy"].append(round(evaluate(model, probe, device), 5))
             curve["seconds"].append(round(time.time() - t0, 2))
             curve["cpu_seconds"].append(round(time.process_time() - c0, 2))
+            if "hop" in curve:
+                curve["hop"].append(hop)
         if bar is not None:
             bar.update(1)
             if step % 10 == 0:
-                bar.set_postfix(acc=f"{run_acc:.3f}", loss=f"{run_loss:.3f}")
-    if bar is not None:
-        bar.close()
-    test_acc = evaluate(model, test, device)
-    trainable, frozen = model.param_counts()
-    result = {
-        "task": cfg.task, "k": cfg.k if cfg.task == "khop" else None, "backbone": cfg.backbone,
-        "arch": cfg.arch, "seed": cfg.seed, "width": cfg.width, "steps": cfg.steps,
-        "test_accuracy": round(test_acc, 6), "majority_baseline": round(majority_baseline(test), 6),
-        "trainable_params": trainable, "frozen_params": frozen,
-        "seconds": round(time.time() - t0, 2),
-    }
-    curve["total_seconds"] = result["seconds"]
-    curve["device"] = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    curve["total_cpu_seconds"] = round(time.process_time() - c0, 2)   # this process, all threads
-    if out is not None:
-        save_checkpoint(model, cfg, result, curve, out)
-    return result, curve
+                stage = {"hop": hop} if "hop" in curve else {}
+                bar.set_postfix(acc=f"{run_acc:.3f}", loss=f"{run_loss:.3f}", **stage)
 
 
 def save_checkpoint(model: torch.nn.Module, cfg: RunConfig, result: dict, curve: dict,
@@ -240,15 +294,23 @@ def save_checkpoint(model: torch.nn.Module, cfg: RunConfig, result: dict, curve:
 
 def load_checkpoint(path: str | os.PathLike) -> tuple[EmbeddingProgrammedTransformer, dict]:
     """Rebuild a saved model (no pickle): the config from JSON, the weights from safetensors."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
+
+    from rasp_compiler.errors import ArtifactError
     path = Path(path)
     try:
         meta = json.loads((path / "config.json").read_text())
         tensors = load_file(str(path / "model.safetensors"))
-    except (OSError, ValueError) as err:
-        from rasp_compiler.errors import ArtifactError
+    except (SafetensorError, OSError, ValueError) as err:
         raise ArtifactError(f"cannot read checkpoint {path}: {err}") from None
-    mcfg = ModelConfig(**meta["model"])
-    model = EmbeddingProgrammedTransformer(mcfg)
-    model.load_state_dict(tensors)
+    try:
+        mcfg = ModelConfig(**meta["model"])
+        model = EmbeddingProgrammedTransformer(mcfg)
+        model.load_state_dict(tensors)
+        meta["run"]["task"]
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ArtifactError(f"checkpoint {path} does not match its config.json: {first}",
+                            "re-run the experiment to rewrite it") from None
     return model, meta

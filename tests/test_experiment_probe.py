@@ -1,0 +1,138 @@
+"""`rasp experiment probe`: hop pointers against the definition, attention maps against the forward
+pass, role shares on patterns whose answer is known, and the command's errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from rasp_compiler.cli import main as cli_main
+from rasp_compiler.experiments import probe as probe_mod
+from rasp_compiler.experiments.data import khop_batch, khop_pointers
+from rasp_compiler.experiments.models import EmbeddingProgrammedTransformer, ModelConfig
+from rasp_compiler.experiments.train import RunConfig, load_checkpoint, train
+
+
+def ref_pointers(x: list[int], k: int) -> list[list[int]]:
+    """sigma_0..sigma_k per position, by the definition (-1 once there is no earlier occurrence)."""
+    rows = [list(range(len(x)))]
+    for _ in range(k):
+        nxt = []
+        for p in rows[-1]:
+            js = [j for j in range(p) if x[j] == x[p]] if p >= 0 else []
+            nxt.append(js[-1] + 1 if js else -1)
+        rows.append(nxt)
+    return rows
+
+
+def test_khop_pointers_match_definition():
+    b = khop_batch(np.random.default_rng(4), 40, 1, "train", length=20, vocab=4)
+    got = khop_pointers(b.tokens, 4, 4)
+    for n, x in enumerate(b.tokens):
+        ref = ref_pointers(list(x), 4)
+        assert [list(got[j, n]) for j in range(5)] == ref
+
+
+@pytest.mark.parametrize("arch,backbone,construction", [
+    ("attn-res-ln", "sparse", "paths"), ("attn", "random", "auto"), ("attn-res-ln-mlp", "random", "auto")])
+def test_attention_maps_are_the_forward_pass_weights(arch, backbone, construction):
+    cfg = ModelConfig(vocab=4, classes=5, seq_len=12, width=40 if backbone == "sparse" else 16, layers=2,
+                      heads=1 if backbone == "sparse" else 2, arch=arch, backbone=backbone,
+                      construction=construction)
+    model = EmbeddingProgrammedTransformer(cfg).double()
+    tokens = torch.randint(0, 4, (3, 12), generator=torch.Generator().manual_seed(0))
+    maps = model.attention_maps(tokens)
+    assert len(maps) == 2 and maps[0].shape == (3, cfg.heads, 12, 12)
+    for a in maps:
+        assert torch.allclose(a.sum(-1), torch.ones_like(a.sum(-1)))
+        assert float(a.triu(diagonal=1).abs().max()) == 0.0          # causal
+    # recompute layer 2's attention output from its map by hand and compare with the layer
+    x = model.tok[tokens] + model.pos[:12]
+    x1 = model.layers[0](x, model.mask)
+    layer = model.layers[1]
+    xin = layer.attention_input(x1)
+    a = maps[1]
+    if layer.vmask is not None:
+        by_hand = torch.einsum("bhqt,btm,hm->bqm", a, xin, layer.vmask.double())
+    else:
+        v = (xin @ layer.wv).view(3, 12, layer.heads, -1).transpose(1, 2)
+        by_hand = (a @ v).transpose(1, 2).reshape(3, 12, -1) @ layer.wo
+    assert torch.allclose(by_hand, layer.attention(xin, model.mask), atol=1e-12)
+
+
+def test_role_shares_on_known_patterns(monkeypatch):
+    """A head that always attends to i-1 and one that always attends to sigma_1(i)."""
+    cfg = ModelConfig(vocab=4, classes=5, seq_len=64, width=16, layers=2, heads=1, arch="attn-res-ln")
+    model = EmbeddingProgrammedTransformer(cfg)
+    meta = {"run": {"task": "khop", "k": 2, "backbone": "random", "arch": "attn-res-ln", "width": 16,
+                    "layers": 2, "heads": 1}}
+    seen = {}
+
+    def fake_maps(tokens):
+        x = tokens.numpy()
+        b, t = x.shape
+        sigma1 = khop_pointers(x, 1, 4)[1]
+        prev = np.zeros((b, 1, t, t))
+        ind = np.zeros((b, 1, t, t))
+        for i in range(t):
+            prev[:, 0, i, max(i - 1, 0)] = 1
+            ind[np.arange(b), 0, i, np.where(sigma1[:, i] >= 0, sigma1[:, i], 0)] = 1
+        seen["tokens"] = x
+        return [torch.from_numpy(prev), torch.from_numpy(ind)]
+
+    monkeypatch.setattr(model, "attention_maps", fake_maps)
+    p = probe_mod.probe(model, meta, samples=32)
+    first, second = p["heads"]
+    assert first["roles"]["previous"] == 1.0 and probe_mod.main_role(first) == ("previous", 1.0)
+    assert second["roles"]["hop 1"] == 1.0 and second["roles"]["self"] == 0.0
+    # the hop 2 share of the induction head is how often sigma_2 == sigma_1, measured independently
+    x = seen["tokens"]
+    ptr = np.array([ref_pointers(list(row), 2) for row in x]).transpose(1, 0, 2)
+    defined = ptr[2][:, probe_mod.SKIP:] >= 0
+    same = (ptr[2] == ptr[1])[:, probe_mod.SKIP:][defined].mean()
+    assert second["roles"]["hop 2"] == pytest.approx(same, abs=1e-4)
+    assert sum(r["positions"] for r in p["by_distance"]) == 32 * 64      # every position once
+
+
+def test_probe_command_on_a_trained_run(tmp_path, capsys):
+    cfg = RunConfig(task="khop", k=1, backbone="sparse", arch="attn-res-ln", construction="paths",
+                    width=40, layers=2, heads=1, steps=10, batch=8, test_size=16, curve_points=1)
+    train(cfg, out=tmp_path / "ck", progress=False)
+    assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", "16",
+                     "--save", str(tmp_path / "p.json")]) == 0
+    out = capsys.readouterr().out
+    assert "main role" in out and "accuracy by pointer distance" in out
+    saved = json.loads((tmp_path / "p.json").read_text())
+    assert saved["run"] == cfg.name() and len(saved["heads"]) == 2
+    model, meta = load_checkpoint(tmp_path / "ck")
+    assert probe_mod.probe(model, meta, samples=16)["accuracy"] == saved["accuracy"]    # seeded
+    assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", "8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["samples"] == 8
+    # Dyck-1 runs have the generic roles only
+    dy = RunConfig(task="dyck1", backbone="random", width=8, layers=1, heads=2, steps=3, batch=4,
+                   test_size=16, curve_points=1)
+    train(dy, out=tmp_path / "dy", progress=False)
+    assert cli_main(["experiment", "probe", str(tmp_path / "dy"), "--samples", "16", "--json"]) == 0
+    roles = json.loads(capsys.readouterr().out)["heads"][0]["roles"]
+    assert set(roles) == {"self", "previous", "first"}
+
+
+def test_probe_command_errors(tmp_path, capsys):
+    assert cli_main(["experiment", "probe", str(tmp_path)]) == 1
+    assert "not a run checkpoint" in capsys.readouterr().err
+    cfg = RunConfig(task="khop", k=1, backbone="random", arch="attn-res-ln", width=16, layers=1,
+                    heads=2, steps=2, batch=4, test_size=8, curve_points=1)
+    train(cfg, out=tmp_path / "ck", progress=False)
+    meta = json.loads((tmp_path / "ck" / "config.json").read_text())
+    meta["model"]["width"] = 32                                        # tampered: shapes disagree
+    (tmp_path / "ck" / "config.json").write_text(json.dumps(meta))
+    assert cli_main(["experiment", "probe", str(tmp_path / "ck")]) == 1
+    err = capsys.readouterr().err
+    assert "does not match its config.json" in err and "Traceback" not in err
+    (tmp_path / "ck" / "model.safetensors").write_bytes(b"\x00" * 10)    # truncated
+    assert cli_main(["experiment", "probe", str(tmp_path / "ck")]) == 1
+    assert "cannot read checkpoint" in capsys.readouterr().err
+    assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", "0"]) == 1
