@@ -480,5 +480,58 @@ def test_report_shows_curriculum_cells_and_probes(tmp_path):
     grid.write_report(res, doc, tmp_path / "img")
     text = doc.read_text()
     cell = cur[0].name().rsplit("_seed", 1)[0]
-    assert f"| 2 | `{cell}` | 95.0 % (3) | 91.0 %, 97.0 %, 95.0 % | not run |" in text
+    assert f"| 2 | curriculum 2,000/hop | `{cell}` | 95.0 % (3) | 91.0 %, 97.0 %, 95.0 % | not run |" in text
     assert "## Inside the runs" in text and f"`{cfg.name()}` | {100 * p['accuracy']:.1f} %" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# auxiliary hop unembeddings
+
+def test_aux_heads_leave_the_model_and_its_output_alone():
+    base = ModelConfig(vocab=4, classes=5, seq_len=16, width=22, layers=3, heads=1, arch="attn-res-ln",
+                       backbone="sparse", construction="paths")
+    plain = EmbeddingProgrammedTransformer(base)
+    with_aux = EmbeddingProgrammedTransformer(ModelConfig(**{**base.to_json(), "aux": 2}))
+    tokens = torch.randint(0, 4, (3, 16), generator=torch.Generator().manual_seed(1))
+    assert len(with_aux.aux_unembed) == 2 and len(plain.aux_unembed) == 0
+    assert torch.equal(plain(tokens), with_aux(tokens))            # forward never reads them
+    assert torch.equal(with_aux.unembed(with_aux.hidden(tokens)), with_aux(tokens))
+
+
+def test_aux_training_adds_one_loss_per_earlier_hop(monkeypatch, tmp_path):
+    from rasp_compiler.experiments import train as train_mod
+
+    seen = []
+    real = train_mod.khop_targets
+
+    def spy(x, k, vocab):
+        seen.append(k)
+        return real(x, k, vocab)
+
+    monkeypatch.setattr(train_mod, "khop_targets", spy)
+    cfg = RunConfig(task="khop", k=3, backbone="sparse", arch="attn-res-ln", construction="paths",
+                    width=46, layers=4, heads=1, steps=6, aux=True, batch=4, test_size=8,
+                    curve_points=1)
+    assert cfg.name().endswith("_s6_aux_b4_lr0.01_seed0")
+    before = EmbeddingProgrammedTransformer(ModelConfig(4, 5, 64, 46, 4, 1, "attn-res-ln", "sparse", 0,
+                                                        0.5, "paths", aux=2))
+    result, _ = train(cfg, out=tmp_path, progress=False)
+    assert seen.count(1) == 6 and seen.count(2) == 6 and 3 not in seen
+    model, meta = load_checkpoint(tmp_path)
+    assert meta["model"]["aux"] == 2 and len(model.aux_unembed) == 2
+    for name, p in model.named_parameters():                 # the backbone stays frozen
+        if not p.requires_grad:
+            assert torch.equal(p, dict(before.named_parameters())[name]), name
+    moved = [not torch.equal(model.aux_unembed[i].weight, before.aux_unembed[i].weight) for i in range(2)]
+    assert all(moved)                                        # both auxiliary heads were trained
+    n_aux = sum(p.numel() for p in model.aux_unembed.parameters())
+    assert result["trainable_params"] == sum(p.numel() for p in before.parameters() if p.requires_grad)
+    assert n_aux == 2 * (46 * 5 + 5)
+
+
+def test_aux_user_errors(capsys):
+    assert cli_main(["experiment", "khop", "--k", "1", "--aux-hops", "--steps", "1"]) == 1
+    assert "k >= 2" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as err:                   # a k-hop-only option: argparse says so
+        cli_main(["experiment", "dyck1", "--aux-hops", "--steps", "1"])
+    assert err.value.code == 2 and "unrecognized arguments: --aux-hops" in capsys.readouterr().err

@@ -24,7 +24,10 @@ EXAMPLES = {
     "khop": """examples:
   rasp experiment khop --k 1 --backbone sparse --construction paths --heads 1 --layers 2 \\
       --width 80 --steps 6000 --batch 32
-  # 2-hop: train hop_1 for 2,000 steps first, then hop_2 for 12,000 (test accuracy on hop_2)
+  # 2-hop with an auxiliary hop_1 unembedding trained alongside (test accuracy on hop_2)
+  rasp experiment khop --k 2 --backbone sparse --construction paths --heads 1 --layers 3 \\
+      --width 176 --steps 6000 --aux-hops --batch 32
+  # or: train hop_1 for 2,000 steps first, then hop_2 for 12,000
   rasp experiment khop --k 2 --backbone sparse --construction paths --heads 1 --layers 3 \\
       --width 176 --steps 12000 --curriculum 2000 --batch 32
 """,
@@ -49,6 +52,10 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
         p.add_argument("--curriculum", type=int, default=0, metavar="STEPS",
                        help="train on hop_1, ..., hop_{k-1} for STEPS steps each (a fresh schedule "
                             "per stage) before the --steps on hop_k; k >= 2; default 0: none")
+        p.add_argument("--aux-hops", action="store_true", dest="aux",
+                       help="train k-1 auxiliary unembeddings on hop_1, ..., hop_{k-1} alongside "
+                            "hop_k (extra losses on the same stream; the test reads hop_k's "
+                            "unembedding only); k >= 2")
     p.add_argument("--backbone", choices=BACKBONES, default="random",
                    help="sparse {0,1} UT, random Gaussian UT (both frozen), or trained (all weights)")
     p.add_argument("--arch", choices=ARCHES, default=None,
@@ -143,6 +150,8 @@ def _run(args) -> int:
         overrides["construction"] = args.construction
     if getattr(args, "curriculum", 0):
         overrides["curriculum"] = args.curriculum
+    if getattr(args, "aux", False):
+        overrides["aux"] = True
     cfg = run_config(args.task, getattr(args, "k", None), args.backbone, arch, args.seed,
                      device=args.device, threads=args.threads, **overrides)
     out = args.out or f"runs/experiments/{cfg.name()}"
@@ -152,7 +161,8 @@ def _run(args) -> int:
     else:
         k = f" k={cfg.k}" if cfg.k else ""
         backbone = cfg.backbone + (f" ({cfg.construction})" if cfg.construction != "auto" else "")
-        cur = f" curriculum={cfg.curriculum}/hop" if cfg.curriculum else ""
+        cur = (f" curriculum={cfg.curriculum}/hop" if cfg.curriculum else "") + \
+            (f" aux-hops=1..{cfg.k - 1}" if cfg.aux else "")
         print(f"{cfg.task}{k} backbone={backbone} arch={cfg.arch} width={cfg.width} "
               f"L={cfg.layers} H={cfg.heads} steps={cfg.steps}{cur} lr={cfg.lr} seed={cfg.seed}")
         print(f"test accuracy {result['test_accuracy']:.4f}  (majority baseline "

@@ -132,9 +132,14 @@ PATHS_KHOP_LONG = {2: dict(dim=16, steps=24000), 3: dict(dim=8, steps=12000)}
 # The hop curriculum: 2,000 steps on each of hop_1 .. hop_{k-1}, then (k, steps on hop_k).
 # A 2-hop tuning run (d = 8, seed 0) went from 53-66 % without it to 95.5 % after 2,000 + 4,000
 # steps and 99.97 % after 2,000 + 12,000; `rasp experiment probe` shows why (docs/experiments.md).
-# With 6,000 steps on hop_2 a slow seed was still climbing when the cosine schedule ended.
+# Each seed sits on the 53 % plateau for a while after the switch to hop_2 (500 to 9,000 steps
+# in the grid's runs), so the hop_2 stage gets longer schedules; 4-hop's 2,000-step stages were
+# too short to leave the plateau at hop_2 (docs/experiments.md).  Entries: (k, hop_k steps, d).
 CURRICULUM_STEPS = 2000
-CURRICULUM_RUNS = ((2, 6000), (2, 12000), (3, 6000), (4, 6000))
+CURRICULUM_RUNS = ((2, 6000, 8), (2, 12000, 8), (4, 6000, 8))
+# Auxiliary hop heads (--aux-hops): one unembedding per hop_j < k trained alongside hop_k, which
+# keeps the earlier hops' circuit in place while the last step is learnt.  (k, steps, d).
+AUX_RUNS = ((2, 6000, 16), (2, 12000, 16), (2, 6000, 8))
 
 
 def paths_width(task: str, layers: int, heads: int, dim: int | None = None) -> int:
@@ -148,8 +153,8 @@ def paths_grid(device: str = "cpu", seeds=SEEDS) -> list[RunConfig]:
     * Dyck-1, attention-only: 2 heads, 2 layers, d = 10 (13 blocks: width 130).
     * k-hop with residual + LN: one head per layer at depth k + 1, d = 8 (10, 22, 46, 94 blocks);
       2-hop again at d = 16 with 4x the steps, 3-hop again with 2x the steps;
-      k = 2, 3, 4 again with the hop curriculum (hop_1 .. hop_{k-1} first, 2,000 steps each;
-      2-hop with 6,000 and 12,000 steps on hop_2).
+      k = 2 and 4 again with the hop curriculum (hop_1 .. hop_{k-1} first, 2,000 steps each;
+      2-hop with 6,000 and 12,000 steps on hop_2), and with auxiliary hop heads.
     Constructions A and C have identity values; a head then writes what it attends to into the
     coordinates it reads from, which the paths construction's value masks keep apart.
     """
@@ -167,12 +172,17 @@ def paths_grid(device: str = "cpu", seeds=SEEDS) -> list[RunConfig]:
                                   construction="paths", heads=1, layers=k + 1,
                                   width=paths_width("khop", k + 1, 1, long["dim"]),
                                   steps=long["steps"]))
-    for k, hop_k_steps in CURRICULUM_RUNS:               # the hop curriculum (train.py)
+    for k, hop_k_steps, dim in CURRICULUM_RUNS:          # the hop curriculum (train.py)
         for seed in seeds:
             out.append(run_config("khop", k, "sparse", "attn-res-ln", seed, device=device,
                                   construction="paths", heads=1, layers=k + 1,
-                                  width=paths_width("khop", k + 1, 1), steps=hop_k_steps,
+                                  width=paths_width("khop", k + 1, 1, dim), steps=hop_k_steps,
                                   curriculum=CURRICULUM_STEPS))
+    for k, steps, dim in AUX_RUNS:
+        for seed in seeds:
+            out.append(run_config("khop", k, "sparse", "attn-res-ln", seed, device=device,
+                                  construction="paths", heads=1, layers=k + 1,
+                                  width=paths_width("khop", k + 1, 1, dim), steps=steps, aux=True))
     return out
 
 
@@ -568,7 +578,10 @@ def _bars(main, got, cells) -> list[str]:
         if not found:
             return ""
         x, cell = max(found)
-        return f"; best settings: {verdict(x, 3, floor)} with `{cell}`"
+        c = cells[cell][0]
+        aid = (" (with auxiliary hop heads)" if c.aux else "") + \
+            (f" (with a {c.curriculum:,}-step hop curriculum)" if c.curriculum else "")
+        return f"; best settings: {verdict(x, 3, floor)} with `{cell}`{aid}"
 
     x, n = med("dyck1", None, "sparse", "attn")
     L.append(f"* Dyck-1, attention-only, sparse UT ≥ 99 %: at the defaults {verdict(x, n, 0.99)}"
@@ -630,7 +643,7 @@ def _scale_section(cells, got, results) -> list[str]:
                  + ", ".join(_pct(r["test_accuracy"]) for r in rs)
                  + f" | {statistics.median(r['seconds'] for r in rs):.0f} | {', '.join(devices) or '—'} |")
     L += [""] + _depth_findings(cells, got) + [""] + _paths_steps(results)
-    L += _curriculum_findings(cells, got)
+    L += _training_aids(cells, got)
     L += _dyck_findings(cells, got, results)
     return L
 
@@ -652,36 +665,48 @@ def _paths_steps(results) -> list[str]:
             "gets there in fewer steps.", ""]
 
 
-def _curriculum_findings(cells, got) -> list[str]:
-    """The hop curriculum against direct training at the same width, depth and hop_k steps."""
+def _training_aids(cells, got) -> list[str]:
+    """The hop curriculum and the auxiliary hop heads against direct training of the same shape."""
     rows = []
     for cell, cfgs in cells.items():
         c = cfgs[0]
-        if not c.curriculum or not got.get(cell):
+        if not (c.curriculum or c.aux) or not got.get(cell):
             continue
-        direct = _cell(replace(c, curriculum=0).name())
-        d = got.get(direct, [])
-        rows.append(f"| {c.k} | `{cell}` | {_pct(_median(got[cell]))} ({len(got[cell])}) | "
-                    + ", ".join(_pct(r["test_accuracy"]) for r in got[cell])
-                    + f" | {_pct(_median(d)) + f' ({len(d)})' if d else 'not run'} |")
+        aid = (f"curriculum {c.curriculum:,}/hop" if c.curriculum else "") + \
+            ("auxiliary hop heads" if c.aux else "")
+        d = got.get(_cell(replace(c, curriculum=0, aux=False).name()), [])
+        direct = f"{_pct(_median(d))} ({len(d)})" if d else "not run"
+        if not d:       # the same shape trained directly for another number of steps, if any
+            others = sorted((o.steps, _median(got[n]), len(got[n])) for n, cs in cells.items()
+                            for o in cs[:1] if got.get(n) and not (o.curriculum or o.aux)
+                            and (o.task, o.k, o.backbone, o.construction, o.width, o.layers, o.heads)
+                            == (c.task, c.k, c.backbone, c.construction, c.width, c.layers, c.heads))
+            if others:
+                steps, x, n = others[-1]
+                direct = f"{_pct(x)} ({n}) at {steps:,} steps"
+        rows.append(f"| {c.k} | {aid} | `{cell}` | {_pct(_median(got[cell]))} ({len(got[cell])}) | "
+                    + ", ".join(_pct(r["test_accuracy"]) for r in got[cell]) + f" | {direct} |")
     if not rows:
         return []
     from rasp_compiler.experiments.data import khop_targets, task_spec, test_set
     test = test_set(task_spec("khop", 2), 1024)
     same = float((khop_targets(test.tokens, 2, 4) == test.tokens).mean())
-    return ["### The hop curriculum", "",
-            "`--curriculum N` trains on hop_1, ..., hop_{k−1} targets for N steps each (the same "
+    return ["### Training aids: the hop curriculum and auxiliary hop heads", "",
+            "Both keep the backbone frozen and train only embeddings and unembeddings; the test "
+            "accuracy is always the hop_k unembedding's on hop_k.", "",
+            "* `--curriculum N` trains on hop_1, ..., hop_{k−1} targets for N steps each (the same "
             "k-hop sequences, a fresh optimiser and schedule per stage), then on hop_k for the "
-            "run's `--steps`; only embeddings and unembedding train, as always, and the test "
-            "accuracy is on hop_k. The last column is the same backbone, width and hop_k steps "
-            "trained directly.", "",
-            "| k | cell | median | per seed | direct training |", "|---|---|---|---|---|",
+            "run's `--steps`.",
+            "* `--aux-hops` adds k − 1 unembeddings that read the same final stream, each trained "
+            "on one hop_j (j < k) at every step next to the hop_k loss; nothing reads them at test "
+            "time.", "",
+            "The last column is the same backbone and width trained directly, for the same number "
+            "of hop_k steps (or, where that cell is not in the grid, the longest that is).", "",
+            "| k | aid | cell | median | per seed | direct training |", "|---|---|---|---|---|---|",
             *rows, "",
-            "Why it helps (the probe table below): a run that learns hop_1 first builds the "
-            "previous-token head and an induction head, and hop_2 then only has to add one more "
-            "induction step on top; trained directly, 2-hop runs settle on predicting the current "
-            f"token (on the test set hop_2 equals it at {_pct(same)} of the positions) and leave "
-            "that plateau slowly, if at all.", ""]
+            "Trained directly, 2-hop runs settle on predicting the current token (on the test set "
+            f"hop_2 equals it at {_pct(same)} of the positions) and leave that plateau slowly, if at "
+            "all. The probe table below shows what the aids change inside.", ""]
 
 
 def _probe_section(results) -> list[str]:

@@ -52,6 +52,7 @@ class ModelConfig:
     seed: int = 0
     emb_std: float = 0.5
     construction: str = "auto"      # sparse backbone: auto (A for attn, C otherwise), A, C or paths
+    aux: int = 0                    # auxiliary unembeddings (k-hop: hop_1 .. hop_{k-1}; training only)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -292,6 +293,12 @@ class EmbeddingProgrammedTransformer(nn.Module):
         with torch.no_grad():
             self.unembed.weight.copy_(torch.randn(cfg.classes, m, generator=g) / math.sqrt(m))
             self.unembed.bias.zero_()
+        # training aids (train.py): unembeddings read by auxiliary losses only, never by forward()
+        self.aux_unembed = nn.ModuleList(nn.Linear(m, cfg.classes) for _ in range(cfg.aux))
+        with torch.no_grad():
+            for head in self.aux_unembed:
+                head.weight.copy_(torch.randn(cfg.classes, m, generator=g) / math.sqrt(m))
+                head.bias.zero_()
         self.register_buffer("mask", torch.triu(torch.full((cfg.seq_len, cfg.seq_len),
                                                            float("-inf")), diagonal=1),
                              persistent=False)
@@ -302,15 +309,17 @@ class EmbeddingProgrammedTransformer(nn.Module):
         With ``rows`` the last layer is computed for those positions only (Dyck-1 reads one label per
         string); the result equals the full forward at those positions.
         """
+        out = self.unembed(self.hidden(tokens, rows))
+        return out if rows is None else out[:, 0]
+
+    def hidden(self, tokens: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The stream the unembeddings read: after the last layer (and the final LN, if any)."""
         t = tokens.shape[1]
         x = self.tok[tokens] + self.pos[:t]
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             x = layer(x, self.mask, rows if i == last else None)
-        if self.final_ln is not None:
-            x = self.final_ln(x)
-        out = self.unembed(x)
-        return out if rows is None else out[:, 0]
+        return x if self.final_ln is None else self.final_ln(x)
 
     @torch.no_grad()
     def attention_maps(self, tokens: torch.Tensor) -> list[torch.Tensor]:

@@ -65,6 +65,7 @@ class RunConfig:
     emb_std: float = 0.5
     construction: str = "auto"      # sparse backbone only: auto, A, C or paths (see models.py)
     curriculum: int = 0             # k-hop: steps on each of hop_1 .. hop_{k-1} before hop_k
+    aux: bool = False               # k-hop: auxiliary unembeddings trained on hop_1 .. hop_{k-1}
     extra: dict = field(default_factory=dict)
 
     def stages(self) -> list[tuple[int | None, int]]:
@@ -81,7 +82,7 @@ class RunConfig:
         backbone = self.backbone
         if backbone == "sparse" and self.construction != "auto":
             backbone = f"sparse-{self.construction}"
-        cur = f"_cur{self.curriculum}" if self.curriculum else ""
+        cur = (f"_cur{self.curriculum}" if self.curriculum else "") + ("_aux" if self.aux else "")
         return (f"{task}_{backbone}_{self.arch}_w{self.width}_L{self.layers}_H{self.heads}"
                 f"_s{self.steps}{cur}_b{self.batch}_lr{self.lr:g}_seed{self.seed}")
 
@@ -118,6 +119,9 @@ def validate(cfg: RunConfig) -> None:
     if cfg.curriculum and (cfg.task != "khop" or cfg.k < 2):
         raise UserError("--curriculum applies to k-hop with k >= 2 (it trains hop_1 .. hop_{k-1} "
                         "first)", "drop --curriculum")
+    if cfg.aux and (cfg.task != "khop" or cfg.k < 2):
+        raise UserError("--aux-hops applies to k-hop with k >= 2 (it adds heads for hop_1 .. "
+                        "hop_{k-1})", "drop --aux-hops")
     if not cfg.lr > 0:
         raise UserError("--lr must be positive")
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
@@ -174,6 +178,11 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
     steps each) and then on hop_k (``cfg.steps``), each stage with a fresh optimiser and its own
     warm-up and cosine schedule; the inputs are the same k-hop sequences throughout.  The result's
     ``steps`` counts every stage, and its test accuracy is always on hop_k.
+
+    With ``cfg.aux`` (k-hop) the model has k - 1 more unembeddings, read by nothing but extra
+    losses: head j is trained on hop_j at every step, next to the hop_k loss.  They are trained
+    parameters (counted in ``trainable_params``, saved with the checkpoint); the backbone stays
+    frozen, and the test accuracy is the hop_k unembedding's.
     """
     validate(cfg)
     t0, c0 = time.time(), time.process_time()
@@ -181,7 +190,8 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
     device = torch.device(cfg.device)
     spec = task_spec(cfg.task, cfg.k, cfg.khop_len, cfg.khop_vocab)
     mcfg = ModelConfig(spec.vocab, spec.classes, spec.seq_len, cfg.width, cfg.layers, cfg.heads,
-                       cfg.arch, cfg.backbone, cfg.seed, cfg.emb_std, cfg.construction)
+                       cfg.arch, cfg.backbone, cfg.seed, cfg.emb_std, cfg.construction,
+                       aux=cfg.k - 1 if cfg.aux else 0)
     model = EmbeddingProgrammedTransformer(mcfg, backbone_weights).to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     stream = Stream(spec, cfg.batch, cfg.seed, bucket=cfg.bucket, khop_len=cfg.khop_len)
@@ -247,6 +257,13 @@ def _train_stage(model, params, stream: Stream, cfg: RunConfig, classes: int, ho
             logits = model(tok, rows)
             tgt = tgt[torch.arange(tgt.shape[0], device=device), rows]
             loss = F.cross_entropy(logits, tgt)
+        elif model.aux_unembed:   # one stream, read by the hop_k head and one head per hop_j
+            h = model.hidden(tok)
+            logits = model.unembed(h)
+            loss = F.cross_entropy(logits.reshape(-1, classes), tgt.reshape(-1), ignore_index=IGNORE)
+            for j, head in enumerate(model.aux_unembed, start=1):
+                tj = torch.from_numpy(khop_targets(tok_np, j, model.cfg.vocab)).to(device)
+                loss = loss + F.cross_entropy(head(h).reshape(-1, classes), tj.reshape(-1))
         else:
             logits = model(tok)
             loss = F.cross_entropy(logits.reshape(-1, classes), tgt.reshape(-1), ignore_index=IGNORE)
