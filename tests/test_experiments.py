@@ -415,10 +415,12 @@ def test_training_on_cuda_keeps_the_backbone_frozen_and_learns(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # the hop curriculum
 
-def test_curriculum_trains_each_hop_in_turn(monkeypatch, tmp_path):
+@pytest.fixture
+def hop_calls(monkeypatch) -> list[int]:
+    """The hop count of every khop_targets call the training loop makes (targets relabelled)."""
     from rasp_compiler.experiments import train as train_mod
 
-    seen = []
+    seen: list[int] = []
     real = train_mod.khop_targets
 
     def spy(x, k, vocab):
@@ -426,6 +428,11 @@ def test_curriculum_trains_each_hop_in_turn(monkeypatch, tmp_path):
         return real(x, k, vocab)
 
     monkeypatch.setattr(train_mod, "khop_targets", spy)
+    return seen
+
+
+def test_curriculum_trains_each_hop_in_turn(hop_calls, tmp_path):
+    seen = hop_calls
     cfg = RunConfig(task="khop", k=3, backbone="sparse", arch="attn-res-ln", construction="paths",
                     width=46, layers=4, heads=1, steps=7, curriculum=5, batch=4, test_size=8,
                     curve_points=100)
@@ -498,17 +505,8 @@ def test_aux_heads_leave_the_model_and_its_output_alone():
     assert torch.equal(with_aux.unembed(with_aux.hidden(tokens)), with_aux(tokens))
 
 
-def test_aux_training_adds_one_loss_per_earlier_hop(monkeypatch, tmp_path):
-    from rasp_compiler.experiments import train as train_mod
-
-    seen = []
-    real = train_mod.khop_targets
-
-    def spy(x, k, vocab):
-        seen.append(k)
-        return real(x, k, vocab)
-
-    monkeypatch.setattr(train_mod, "khop_targets", spy)
+def test_aux_training_adds_one_loss_per_earlier_hop(hop_calls, tmp_path):
+    seen = hop_calls
     cfg = RunConfig(task="khop", k=3, backbone="sparse", arch="attn-res-ln", construction="paths",
                     width=46, layers=4, heads=1, steps=6, aux=True, batch=4, test_size=8,
                     curve_points=1)

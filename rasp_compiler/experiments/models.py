@@ -253,7 +253,7 @@ class Layer(nn.Module):
         if not self.residual:
             return self.attention(x, mask, rows)
         xr = x if rows is None else x[torch.arange(x.shape[0], device=x.device), rows].unsqueeze(1)
-        x = xr + self.attention(self.ln1(x), mask, rows)
+        x = xr + self.attention(self.attention_input(x), mask, rows)
         if self.mlp:
             x = x + F.gelu(self.ln2(x) @ self.w1) @ self.w2
         return x
