@@ -458,12 +458,15 @@ def _markdown(cells, got, runs, plots, rel, quick, results=None) -> list[str]:
           f"--width {paths_width('dyck1', 2, 2)} --seed 0",
           f"rasp experiment khop --k 1 --backbone sparse --construction paths --heads 1 --layers 2 "
           f"--width {paths_width('khop', 2, 1)} --steps {SCALE_KHOP_STEPS} --batch 32 --seed 0",
-          "# 2-hop with the hop curriculum (hop_1 first), then where its heads attend:",
+          "# 2-hop with auxiliary hop heads (d = 16), then where its heads attend:",
           f"rasp experiment khop --k 2 --backbone sparse --construction paths --heads 1 --layers 3 "
-          f"--width {paths_width('khop', 3, 1)} --steps {SCALE_KHOP_STEPS} "
-          f"--curriculum {CURRICULUM_STEPS} --batch 32 --seed 0",
+          f"--width {paths_width('khop', 3, 1, 16)} --steps 12000 --aux-hops --batch 32 --seed 0",
           "rasp experiment probe runs/experiments/khop2_sparse-paths_attn-res-ln_w"
-          f"{paths_width('khop', 3, 1)}_L3_H1_s{SCALE_KHOP_STEPS}_cur{CURRICULUM_STEPS}_b32_lr0.01_seed0"]
+          f"{paths_width('khop', 3, 1, 16)}_L3_H1_s12000_aux_b32_lr0.01_seed0",
+          "# 2-hop with the hop curriculum (hop_1 for 2,000 steps first):",
+          f"rasp experiment khop --k 2 --backbone sparse --construction paths --heads 1 --layers 3 "
+          f"--width {paths_width('khop', 3, 1)} --steps 12000 --curriculum {CURRICULUM_STEPS} "
+          "--batch 32 --seed 0"]
     L += ["```", ""]
     # runs
     cpu = _cpu_seconds(results, runs) if results is not None else {}
