@@ -740,9 +740,13 @@ def _probe_section(results) -> list[str]:
         return _pct(sum(r["accuracy"] * r["positions"] for r in rows) / n) if n else "—"
 
     for name, p in sorted(probes.items(), key=lambda kv: (kv[1].get("k") or 0, kv[0])):
-        heads = "; ".join(f"L{h['layer']}" + (f".{h['head']}" if len(p["heads"]) > p["heads"][-1]["layer"]
-                                              else "")
-                          + f": {main_role(h)[0]} {main_role(h)[1]:.0%}" for h in p["heads"])
+        several = len(p["heads"]) > p["heads"][-1]["layer"]      # more than one head per layer
+
+        def label(h: dict, several: bool = several) -> str:
+            role, share = main_role(h)
+            return f"L{h['layer']}" + (f".{h['head']}" if several else "") + f": {role} {share:.0%}"
+
+        heads = "; ".join(label(h) for h in p["heads"])
         L.append(f"| `{name}` | {_pct(p['accuracy'])} | {heads} | {bins(p, 1, 8)} | {bins(p, 8, 64)} |")
     L += ["", "Re-measure one with `rasp experiment probe runs/experiments/NAME --save "
           f"{Path(results).as_posix()}/probes/NAME.json` (the checkpoints stay in `runs/`, which is "
