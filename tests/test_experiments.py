@@ -386,6 +386,8 @@ def test_the_scale_grid_is_part_of_the_resumable_grid():
     assert scale and all(c.name() in names for c in scale)
     # k-hop at depth k + 1: one layer to look one token back, one per hop
     assert {(c.k, c.layers) for c in scale if c.task == "khop"} == {(k, k + 1) for k in grid.KS}
+    assert {c.k for c in scale if c.aux} == set(grid.RANDOM_AUX_KS)
+    assert all(c.backbone == "random" and c.aux == c.name().count("_aux") for c in scale if c.aux)
     paths = grid.paths_grid()
     assert paths and all(c.name() in names for c in paths)
     assert {c.construction for c in paths} == {"paths"} and {c.backbone for c in paths} == {"sparse"}
