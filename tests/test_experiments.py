@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from rasp_compiler.cli import main as cli_main
+from rasp_compiler.errors import UserError
 from rasp_compiler.experiments import data
 from rasp_compiler.experiments.data import IGNORE, dyck_batch, khop_batch, task_spec
 from rasp_compiler.experiments.models import (
@@ -388,6 +389,9 @@ def test_the_scale_grid_is_part_of_the_resumable_grid():
     assert {(c.k, c.layers) for c in scale if c.task == "khop"} == {(k, k + 1) for k in grid.KS}
     assert {c.k for c in scale if c.aux} == set(grid.RANDOM_AUX_KS)
     assert all(c.backbone == "random" and c.aux == c.name().count("_aux") for c in scale if c.aux)
+    wide = [c for c in scale if c.precision == "bf16"]
+    assert {(c.k, c.width, c.layers) for c in wide} == set(grid.RANDOM_AUX_WIDE)
+    assert all(c.aux and c.name().endswith(f"_bf16_seed{c.seed}") for c in wide)
     paths = grid.paths_grid()
     assert paths and all(c.name() in names for c in paths)
     assert {c.construction for c in paths} == {"paths"} and {c.backbone for c in paths} == {"sparse"}
@@ -535,3 +539,34 @@ def test_aux_user_errors(capsys):
     with pytest.raises(SystemExit) as err:                   # a k-hop-only option: argparse says so
         cli_main(["experiment", "dyck1", "--aux-hops", "--steps", "1"])
     assert err.value.code == 2 and "unrecognized arguments: --aux-hops" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# bf16 training matmuls
+
+def test_bf16_training_keeps_fp32_weights_and_a_frozen_backbone(tmp_path):
+    common = dict(task="khop", k=2, backbone="random", arch="attn-res-ln", width=16, layers=2,
+                  heads=2, steps=4, batch=4, aux=True, test_size=8, curve_points=1)
+    fp32 = RunConfig(**common)
+    bf16 = RunConfig(**common, precision="bf16")
+    assert bf16.name() == fp32.name().replace("_seed0", "_bf16_seed0")
+    train(fp32, out=tmp_path / "fp32", progress=False)
+    train(bf16, out=tmp_path / "bf16", progress=False)
+    a, _ = load_checkpoint(tmp_path / "fp32")
+    b, meta = load_checkpoint(tmp_path / "bf16")
+    assert meta["run"]["precision"] == "bf16"
+    assert all(p.dtype == torch.float32 for p in b.parameters())     # the saved model is fp32
+    pa, pb = dict(a.named_parameters()), dict(b.named_parameters())
+    for name, p in pb.items():
+        if p.requires_grad:
+            assert not torch.equal(p, pa[name]), name    # same seed and data: bf16 rounding shows
+        else:
+            assert torch.equal(p, pa[name]), name        # the backbone is the same, untouched
+
+
+def test_precision_user_errors(capsys):
+    with pytest.raises(SystemExit) as err:
+        cli_main(["experiment", "dyck1", "--precision", "fp16", "--steps", "1"])
+    assert err.value.code == 2 and "invalid choice: 'fp16'" in capsys.readouterr().err
+    with pytest.raises(UserError, match="unknown precision"):
+        train(RunConfig(steps=1, precision="fp8"), progress=False)

@@ -75,6 +75,9 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
                    help="peak learning rate (default: per task and backbone)")
     p.add_argument("--seed", type=int, default=0, help="seed of data, embeddings and random backbone")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="training matmuls in fp32 (default) or bf16 autocast: about 2x faster on "
+                        "CPUs with AVX512-BF16 or AMX; weights and evaluation stay fp32")
     p.add_argument("--threads", type=int, default=1,
                    help="CPU threads (default 1: these models are too small to gain from more)")
     p.add_argument("--out", default=None,
@@ -152,6 +155,8 @@ def _run(args) -> int:
         overrides["curriculum"] = args.curriculum
     if getattr(args, "aux", False):
         overrides["aux"] = True
+    if args.precision != "fp32":
+        overrides["precision"] = args.precision
     cfg = run_config(args.task, getattr(args, "k", None), args.backbone, arch, args.seed,
                      device=args.device, threads=args.threads, **overrides)
     out = args.out or f"runs/experiments/{cfg.name()}"
@@ -164,7 +169,8 @@ def _run(args) -> int:
         cur = (f" curriculum={cfg.curriculum}/hop" if cfg.curriculum else "") + \
             (f" aux-hops=1..{cfg.k - 1}" if cfg.aux else "")
         print(f"{cfg.task}{k} backbone={backbone} arch={cfg.arch} width={cfg.width} "
-              f"L={cfg.layers} H={cfg.heads} steps={cfg.steps}{cur} lr={cfg.lr} seed={cfg.seed}")
+              f"L={cfg.layers} H={cfg.heads} steps={cfg.steps}{cur} lr={cfg.lr} "
+              f"precision={cfg.precision} seed={cfg.seed}")
         print(f"test accuracy {result['test_accuracy']:.4f}  (majority baseline "
               f"{result['majority_baseline']:.4f})")
         print(f"trainable parameters {result['trainable_params']}, frozen {result['frozen_params']}; "

@@ -126,6 +126,11 @@ def scale_grid(device: str = "cpu", seeds=SEEDS) -> list[RunConfig]:
         for seed in seeds:
             out.append(run_config("khop", k, "random", "attn-res-ln", seed, device=device, width=256,
                                   layers=k + 1, steps=SCALE_KHOP_STEPS, aux=True))
+    for k, width, layers in RANDOM_AUX_WIDE:             # wider, with bf16 training matmuls
+        for seed in seeds:
+            out.append(run_config("khop", k, "random", "attn-res-ln", seed, device=device,
+                                  width=width, layers=layers, steps=SCALE_KHOP_STEPS, aux=True,
+                                  precision="bf16"))
     return out
 
 
@@ -158,6 +163,9 @@ AUX_RUNS = ((2, 6000, 16, 3), (2, 12000, 16, 3), (2, 6000, 8, 3), (4, 4000, 8, 6
 # induction heads on sigma_1 in layers 2-4 (depth 5) and 2-3 (depth 6), and none above them.
 # Eight heads of width 32 at depth 5 did worse (59.5 %, sigma_1 heads in layers 2-3 only).
 RANDOM_AUX_KS = (3, 4)
+# Width is the lever left for random 4-hop: (k, width, layers), trained with bf16 autocast (half
+# the step time of fp32 on this CPU's AVX512-BF16; evaluation stays fp32).
+RANDOM_AUX_WIDE = ((4, 512, 5),)
 
 
 def paths_width(task: str, layers: int, heads: int, dim: int | None = None) -> int:
@@ -650,7 +658,9 @@ def _scale_section(cells, got, results) -> list[str]:
          "Longer schedules, larger batches, deeper and wider backbones (`scale_grid` in "
          "`rasp_compiler/experiments/grid.py`), sized for a GPU, and the sparse UT with value masks "
          "(`paths_grid`, runs named `sparse-paths`); both are part of the resumable grid. "
-         "The run name gives the settings (w width, L layers, H heads, s steps, b batch, lr).", "",
+         "The run name gives the settings (w width, L layers, H heads, s steps, b batch, lr); "
+         "runs named `_bf16` trained with bf16 autocast matmuls (`--precision bf16`, about half "
+         "the step time on this CPU), their weights and every evaluation in fp32.", "",
          "| cell | median | seeds | per seed | wall seconds per run | device |", "|---|---|---|---|---|---|"]
     for cell, cfgs in cells.items():
         if cell not in names:
@@ -694,7 +704,7 @@ def _training_aids(cells, got) -> list[str]:
         if not (c.curriculum or c.aux) or not got.get(cell):
             continue
         aid = (f"curriculum {c.curriculum:,}/hop" if c.curriculum else "") + \
-            ("auxiliary hop heads" if c.aux else "")
+            ("auxiliary hop heads" if c.aux else "") + (", bf16" if c.precision == "bf16" else "")
         d = got.get(_cell(replace(c, curriculum=0, aux=False).name()), [])
         direct = f"{_pct(_median(d))} ({len(d)})" if d else "not run"
         if not d:       # the same shape trained directly for another number of steps, if any

@@ -36,6 +36,7 @@ from rasp_compiler.experiments.models import (
 )
 from rasp_compiler.experiments.names import ARCHES, BACKBONES, SPARSE_CONSTRUCTIONS
 
+PRECISIONS = ("fp32", "bf16")
 RESULT_KEYS = ("task", "k", "backbone", "arch", "seed", "width", "steps", "test_accuracy",
                "majority_baseline", "trainable_params", "frozen_params", "seconds")
 
@@ -66,6 +67,7 @@ class RunConfig:
     construction: str = "auto"      # sparse backbone only: auto, A, C or paths (see models.py)
     curriculum: int = 0             # k-hop: steps on each of hop_1 .. hop_{k-1} before hop_k
     aux: bool = False               # k-hop: auxiliary unembeddings trained on hop_1 .. hop_{k-1}
+    precision: str = "fp32"         # training matmuls: fp32, or bf16 autocast (weights stay fp32)
     extra: dict = field(default_factory=dict)
 
     def stages(self) -> list[tuple[int | None, int]]:
@@ -83,8 +85,9 @@ class RunConfig:
         if backbone == "sparse" and self.construction != "auto":
             backbone = f"sparse-{self.construction}"
         cur = (f"_cur{self.curriculum}" if self.curriculum else "") + ("_aux" if self.aux else "")
+        prec = "" if self.precision == "fp32" else f"_{self.precision}"
         return (f"{task}_{backbone}_{self.arch}_w{self.width}_L{self.layers}_H{self.heads}"
-                f"_s{self.steps}{cur}_b{self.batch}_lr{self.lr:g}_seed{self.seed}")
+                f"_s{self.steps}{cur}_b{self.batch}_lr{self.lr:g}{prec}_seed{self.seed}")
 
 
 def validate(cfg: RunConfig) -> None:
@@ -124,6 +127,8 @@ def validate(cfg: RunConfig) -> None:
                         "hop_{k-1})", "drop --aux-hops")
     if not cfg.lr > 0:
         raise UserError("--lr must be positive")
+    if cfg.precision not in PRECISIONS:
+        raise UserError(f"unknown precision {cfg.precision!r}", "use " + " | ".join(PRECISIONS))
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise UserError("--device cuda: no CUDA device is available", "use --device cpu")
     if not (cfg.device == "cpu" or cfg.device.startswith("cuda")):
@@ -243,6 +248,9 @@ def _train_stage(model, params, stream: Stream, cfg: RunConfig, classes: int, ho
     relabel = hop is not None and hop != cfg.k
     single = cfg.task == "dyck1"
     run_acc, run_loss = None, None
+    # bf16 autocast halves a step on CPUs with AVX512-BF16 or AMX; the weights, the optimiser and
+    # every evaluation stay in fp32, so test accuracies are those of the fp32 model that is saved
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16")
     model.train()
     for step in range(steps):
         for group in opt.param_groups:
@@ -252,21 +260,24 @@ def _train_stage(model, params, stream: Stream, cfg: RunConfig, classes: int, ho
             tgt_np = khop_targets(tok_np, hop, model.cfg.vocab)
         tok = torch.from_numpy(tok_np).to(device, non_blocking=True)
         tgt = torch.from_numpy(tgt_np).to(device, non_blocking=True)
-        if single:    # Dyck-1: one label per string, the last layer only at the query position
-            rows = (tgt != IGNORE).int().argmax(dim=1)
-            logits = model(tok, rows)
-            tgt = tgt[torch.arange(tgt.shape[0], device=device), rows]
-            loss = F.cross_entropy(logits, tgt)
-        elif model.aux_unembed:   # one stream, read by the hop_k head and one head per hop_j
-            h = model.hidden(tok)
-            logits = model.unembed(h)
-            loss = F.cross_entropy(logits.reshape(-1, classes), tgt.reshape(-1), ignore_index=IGNORE)
-            for j, head in enumerate(model.aux_unembed, start=1):
-                tj = torch.from_numpy(khop_targets(tok_np, j, model.cfg.vocab)).to(device)
-                loss = loss + F.cross_entropy(head(h).reshape(-1, classes), tj.reshape(-1))
-        else:
-            logits = model(tok)
-            loss = F.cross_entropy(logits.reshape(-1, classes), tgt.reshape(-1), ignore_index=IGNORE)
+        with autocast:
+            if single:    # Dyck-1: one label per string, the last layer only at the query position
+                rows = (tgt != IGNORE).int().argmax(dim=1)
+                logits = model(tok, rows)
+                tgt = tgt[torch.arange(tgt.shape[0], device=device), rows]
+                loss = F.cross_entropy(logits, tgt)
+            elif model.aux_unembed:   # one stream, read by the hop_k head and one head per hop_j
+                h = model.hidden(tok)
+                logits = model.unembed(h)
+                loss = F.cross_entropy(logits.reshape(-1, classes), tgt.reshape(-1),
+                                       ignore_index=IGNORE)
+                for j, head in enumerate(model.aux_unembed, start=1):
+                    tj = torch.from_numpy(khop_targets(tok_np, j, model.cfg.vocab)).to(device)
+                    loss = loss + F.cross_entropy(head(h).reshape(-1, classes), tj.reshape(-1))
+            else:
+                logits = model(tok)
+                loss = F.cross_entropy(logits.reshape(-1, classes), tgt.reshape(-1),
+                                       ignore_index=IGNORE)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
