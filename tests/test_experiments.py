@@ -570,3 +570,26 @@ def test_precision_user_errors(capsys):
     assert err.value.code == 2 and "invalid choice: 'fp16'" in capsys.readouterr().err
     with pytest.raises(UserError, match="unknown precision"):
         train(RunConfig(steps=1, precision="fp8"), progress=False)
+
+
+def test_report_shows_random_4hop_against_width(tmp_path):
+    """Grid cells and tuning runs of the depth-5 random 4-hop shape become one width table."""
+    from rasp_compiler.experiments import grid
+
+    res = tmp_path / "results"
+    (res / "tuning").mkdir(parents=True)
+    runs = {(256, "fp32", 0, res): 0.61, (256, "bf16", 0, res / "tuning"): 0.62,
+            (512, "bf16", 0, res): 0.93, (512, "bf16", 1, res): 0.85, (512, "bf16", 2, res): 0.91}
+    for (width, precision, seed, where), acc in runs.items():   # made-up numbers, carried over
+        c = grid.run_config("khop", 4, "random", "attn-res-ln", seed, width=width, layers=5,
+                            steps=6000, aux=True, precision=precision)
+        r = dict.fromkeys(RESULT_KEYS, 0)
+        r.update(task="khop", k=4, backbone="random", arch="attn-res-ln", seed=seed, width=width,
+                 steps=6000, test_accuracy=acc, majority_baseline=0.2, seconds=1.0)
+        (where / f"{c.name()}.json").write_text(json.dumps(r))
+    doc = tmp_path / "experiments.md"
+    grid.write_report(res, doc, tmp_path / "img")
+    text = doc.read_text()
+    assert "| 256 | bf16 | 1 | 62.0 % (seed 0) | 62.0 % |" in text
+    assert "| 256 | fp32 | 1 | 61.0 % (seed 0) | 61.0 % |" in text
+    assert "| 512 | bf16 | 3 | 93.0 % (seed 0), 85.0 % (seed 1), 91.0 % (seed 2) | 91.0 % |" in text

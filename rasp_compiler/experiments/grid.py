@@ -422,6 +422,7 @@ def _markdown(cells, got, runs, plots, rel, quick, results=None) -> list[str]:
     # width sweep
     if not quick:
         L += _width_section(cells, got, _cpu_seconds(results, runs) if results is not None else {})
+        L += _random_khop4_width(results)
         L += _scale_section(cells, got, results)
         L += _probe_section(results)
     # tuning runs
@@ -935,6 +936,29 @@ def _width_section(cells, got, cpu) -> list[str]:
                          " per run and seed; whether they reach the floor is not known until they run.")
         L.append("")
     return L
+
+
+def _random_khop4_width(results) -> list[str]:
+    """Random 4-hop with auxiliary hop heads at depth 5 against width: grid cells and tuning runs."""
+    if results is None:
+        return []
+    runs = {**_load(Path(results) / "tuning"), **_load(Path(results))}
+    shape = re.compile(r"khop4_random_attn-res-ln_w(\d+)_L5_H4_s6000_aux_b32_lr0\.01(_bf16)?_seed(\d+)")
+    found = defaultdict(list)
+    for name, r in runs.items():
+        if m := shape.fullmatch(name):
+            found[(int(m[1]), "bf16" if m[2] else "fp32")].append((int(m[3]), r["test_accuracy"]))
+    if len({w for w, _ in found}) < 2:
+        return []
+    L = ["4-hop, attn-res-ln with auxiliary hop heads, depth 5, 4 heads, 6,000 steps (grid cells and "
+         "one-seed tuning runs; floor 90.0 %):", "",
+         "| width | training matmuls | seeds | per seed | median |", "|---|---|---|---|---|"]
+    for (w, prec), rs in sorted(found.items()):
+        rs.sort()
+        L.append(f"| {w} | {prec} | {len(rs)} | "
+                 + ", ".join(f"{_pct(a)} (seed {s})" for s, a in rs)
+                 + f" | {_pct(_median([{'test_accuracy': a} for _, a in rs]))} |")
+    return L + [""]
 
 
 def _plots(results: Path, cells, got, runs, img: Path, stem: str,
