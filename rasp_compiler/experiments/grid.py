@@ -496,7 +496,10 @@ def _markdown(cells, got, runs, plots, rel, quick, results=None) -> list[str]:
           "# 2-hop with the hop curriculum (hop_1 for 2,000 steps first):",
           f"rasp experiment khop --k 2 --backbone sparse --construction paths --heads 1 --layers 3 "
           f"--width {paths_width('khop', 3, 1)} --steps 12000 --curriculum {CURRICULUM_STEPS} "
-          "--batch 32 --seed 0"]
+          "--batch 32 --seed 0",
+          "# 4-hop on the random UT at width 512, with bf16 training matmuls (half the CPU time):",
+          "rasp experiment khop --k 4 --backbone random --width 512 --layers 5 --aux-hops "
+          "--steps 6000 --batch 32 --precision bf16 --seed 0"]
     L += ["```", ""]
     # runs
     cpu = _cpu_seconds(results, runs) if results is not None else {}
@@ -613,7 +616,8 @@ def _bars(main, got, cells) -> list[str]:
         x, cell = max(found)
         c = cells[cell][0]
         aid = (" (with auxiliary hop heads)" if c.aux else "") + \
-            (f" (with a {c.curriculum:,}-step hop curriculum)" if c.curriculum else "")
+            (f" (with a {c.curriculum:,}-step hop curriculum)" if c.curriculum else "") + \
+            (" (bf16 training matmuls)" if c.precision == "bf16" else "")
         return f"; best settings: {verdict(x, 3, floor)} with `{cell}`{aid}"
 
     x, n = med("dyck1", None, "sparse", "attn")
