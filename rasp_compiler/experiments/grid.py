@@ -441,7 +441,12 @@ def _markdown(cells, got, runs, plots, rel, quick, results=None) -> list[str]:
                 L.append(f"| {_task_label(task, k)} | {arch} | " + " | ".join(row) +
                          f" | {_pct(maj)} | {'; '.join(paper)} |")
     L += ["", "(n/m): seeds run / seeds in the grid. The paper's numbers are those condensed in "
-          "`shared/design/fixed-universal-transformers.md`.", ""]
+          "`shared/design/fixed-universal-transformers.md`."
+          + ("" if quick else " This table is the grid's base settings (" +
+             ", ".join(f"{t}: width {d['width']}, {d['layers']} layers, {d['heads']} heads, "
+                       f"{d['steps']:,} steps" for t, d in DEFAULTS.items()) +
+             "), sized for this machine; the settings that reach the paper's floors, and what they "
+             "reach, are in the next two sections."), ""]
     # bars
     if quick:
         L += ["The quick grid checks that the pipeline works end to end (each run should beat the "
