@@ -1001,16 +1001,23 @@ def _floor_settings_section(got) -> list[str]:
     return L + [""]
 
 
-def _random_khop4_width(results) -> list[str]:
-    """Random 4-hop with auxiliary hop heads at depth 5 against width: grid cells and tuning runs."""
+def _random_khop4_runs(results) -> dict[tuple[int, str], list[tuple[int, float]]]:
+    """(width, precision) -> [(seed, accuracy)] of random 4-hop with auxiliary hop heads at depth
+    5, 4 heads, 6,000 steps: grid cells and tuning runs alike."""
     if results is None:
-        return []
+        return {}
     runs = {**_load(Path(results) / "tuning"), **_load(Path(results))}
     shape = re.compile(r"khop4_random_attn-res-ln_w(\d+)_L5_H4_s6000_aux_b32_lr0\.01(_bf16)?_seed(\d+)")
     found = defaultdict(list)
     for name, r in runs.items():
         if m := shape.fullmatch(name):
             found[(int(m[1]), "bf16" if m[2] else "fp32")].append((int(m[3]), r["test_accuracy"]))
+    return found
+
+
+def _random_khop4_width(results) -> list[str]:
+    """Random 4-hop with auxiliary hop heads at depth 5 against width: grid cells and tuning runs."""
+    found = _random_khop4_runs(results)
     if len({w for w, _ in found}) < 2:
         return []
     L = ["4-hop, attn-res-ln with auxiliary hop heads, depth 5, 4 heads, 6,000 steps (grid cells and "
@@ -1103,6 +1110,11 @@ def _plots(results: Path, cells, got, runs, img: Path, stem: str,
             series[f"{_task_label(c.task, c.k)} {c.arch}"].append(
                 (c.width, _median(rs), min(r["test_accuracy"] for r in rs),
                  max(r["test_accuracy"] for r in rs)))
+    deep = _random_khop4_runs(results)       # bf16 runs where a width has them, else fp32
+    for w in sorted({w for w, _ in deep}):
+        accs = [a for _, a in deep.get((w, "bf16")) or deep[(w, "fp32")]]
+        series["4-hop attn-res-ln, depth 5, aux heads"].append(
+            (w, statistics.median(accs), min(accs), max(accs)))
     series = {k: sorted(v) for k, v in series.items() if len(v) >= 2}
     if series:
         fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -1110,11 +1122,11 @@ def _plots(results: Path, cells, got, runs, img: Path, stem: str,
             w = [p[0] for p in pts]
             ax.plot(w, [p[1] for p in pts], marker="o", label=label)
             ax.fill_between(w, [p[2] for p in pts], [p[3] for p in pts], alpha=0.2)
+        ax.set_xscale("log", base=2)      # before the floor labels, which are placed by xlim
         ax.axhline(0.944, ls="--", color="gray", lw=0.8)
         ax.text(ax.get_xlim()[0], 0.944, " Dyck-1 floor 94.4 %", fontsize=7, va="bottom")
         ax.axhline(0.90, ls=":", color="gray", lw=0.8)
         ax.text(ax.get_xlim()[0], 0.90, " k-hop floor 90 %", fontsize=7, va="top")
-        ax.set_xscale("log", base=2)
         ax.set_xlabel("embedding width m")
         ax.set_ylabel("test accuracy")
         ax.set_ylim(0, 1)
