@@ -72,11 +72,12 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
                         "identity values) or paths (H heads with 0/1 value masks, one block per "
                         "path of head choices, so the width grows as (H+1)^L: use 1 or 2 heads); "
                         "auto: A for attn, C otherwise")
-    p.add_argument("--width", type=int, default=None, help="embedding width m (default: per task)")
-    p.add_argument("--layers", type=int, default=None, help="layers L (default: per task)")
-    p.add_argument("--heads", type=int, default=None, help="heads H (default: per task)")
-    p.add_argument("--steps", type=int, default=None, help="training steps (default: per task)")
-    p.add_argument("--batch", type=int, default=None, help="batch size (default: 64)")
+    p.add_argument("--width", type=int, default=None, help="embedding width m (default: from --settings)")
+    p.add_argument("--layers", type=int, default=None, help="layers L (default: from --settings)")
+    p.add_argument("--heads", type=int, default=None, help="heads H (default: from --settings)")
+    p.add_argument("--steps", type=int, default=None, help="training steps (default: from --settings)")
+    p.add_argument("--batch", type=int, default=None,
+                   help="batch size (default: from --settings; 64 for Dyck-1, 32 for k-hop)")
     p.add_argument("--lr", type=float, default=None,
                    help="peak learning rate (default: per task and backbone)")
     p.add_argument("--seed", type=int, default=0, help="seed of data, embeddings and random backbone")
