@@ -51,7 +51,7 @@ TASK_HELP = {
 
 
 def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
-    from rasp_compiler.experiments.names import ARCHES, BACKBONES, SPARSE_CONSTRUCTIONS
+    from rasp_compiler.experiments.names import ARCHES, BACKBONES, PRECISIONS, SPARSE_CONSTRUCTIONS
 
     if task == "khop":
         p.add_argument("--k", type=int, required=True, choices=(1, 2, 3, 4), help="number of hops")
@@ -91,7 +91,7 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
                         "where there are none (the trained backbone, other architectures), base. "
                         "base: the grid's small settings (width 64, 2 layers, 4 heads), minutes "
                         "on a CPU")
-    p.add_argument("--precision", choices=("fp32", "bf16"), default=None,
+    p.add_argument("--precision", choices=PRECISIONS, default=None,
                    help="training matmuls in fp32 or bf16 autocast: about 2x faster on CPUs with "
                         "AVX512-BF16 or AMX; weights and evaluation stay fp32 (default: fp32, "
                         "or what --settings floor gives)")

@@ -1028,7 +1028,7 @@ def _random_khop4_width(results) -> list[str]:
         rs.sort()
         L.append(f"| {w} | {prec} | {len(rs)} | "
                  + ", ".join(f"{_pct(a)} (seed {s})" for s, a in rs)
-                 + f" | {_pct(_median([{'test_accuracy': a} for _, a in rs]))} |")
+                 + f" | {_pct(statistics.median(a for _, a in rs))} |")
     return L + [""]
 
 

@@ -34,9 +34,8 @@ from rasp_compiler.experiments.models import (
     sparse_blocks,
     sparse_construction,
 )
-from rasp_compiler.experiments.names import ARCHES, BACKBONES, SPARSE_CONSTRUCTIONS
+from rasp_compiler.experiments.names import ARCHES, BACKBONES, PRECISIONS, SPARSE_CONSTRUCTIONS
 
-PRECISIONS = ("fp32", "bf16")
 RESULT_KEYS = ("task", "k", "backbone", "arch", "seed", "width", "steps", "test_accuracy",
                "majority_baseline", "trainable_params", "frozen_params", "seconds")
 
