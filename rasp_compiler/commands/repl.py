@@ -10,13 +10,20 @@ stdin (no prompts are printed then), which is how the tests drive it.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import Any, TextIO
 
 from lark.exceptions import UnexpectedCharacters, UnexpectedToken
 
 from rasp_compiler.errors import UserError
+from rasp_compiler.lang.repl_commands import (
+    DRAW,
+    EXAMPLES_SWITCH,
+    EXIT,
+    SEQ_DISPLAY,
+    SET_EXAMPLE,
+    SHOW_EXAMPLE,
+)
 
 HELP = """commands (besides RASP statements):
   set example "hello"     the input s-ops and selectors are shown on (also: set example [1, 2, 3])
@@ -25,11 +32,7 @@ HELP = """commands (besides RASP statements):
   help                    this text
   exit | quit             leave (so does end of input)"""
 
-SET_EXAMPLE = re.compile(r"^\s*set\s+(?:(s-op|selector)\s+)?example\s+(.*?);?\s*$", re.S)
-SHOW_EXAMPLE = re.compile(r"^\s*show\s+(?:(s-op|selector)\s+)?example\s*;?\s*$")
-EXAMPLES_SWITCH = re.compile(r"^\s*(?:(s-op|selector)\s+)?examples\s+(on|off)\s*;?\s*$")
-DRAW = re.compile(r"^\s*draw\s*\(")
-EXIT = re.compile(r"^\s*(exit|quit)(\(\))?\s*;?\s*$")
+
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -130,6 +133,8 @@ class Repl:
             return True
         if DRAW.match(line):
             self.say("draw(...) (the original's computation-flow picture) is not available in this REPL")
+            return True
+        if SEQ_DISPLAY.match(line):  # the original's long/short s-op display: one display here
             return True
         m = EXAMPLES_SWITCH.match(line)
         if m:

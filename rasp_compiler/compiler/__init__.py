@@ -71,8 +71,10 @@ class CompiledModel(RaspModel):
         for lp in self.plan:
             parts = []
             for h in lp["heads"]:
-                parts.append(f"head {h['head']}: {h['kind']} {h['node']}"
-                             + (f" ({h['source']})" if h.get("source") else ""))
+                nodes = ", ".join(h.get("nodes", [h["node"]]))
+                sources = [src for src in h.get("sources", [h.get("source")]) if src]
+                parts.append(f"head {h['head']}: {h['kind']} {nodes}"
+                             + (f" ({', '.join(_short_sources(sources))})" if sources else ""))
             if lp["mlp"]:
                 names = ", ".join(o["writes"] for o in lp["mlp"]["ops"])
                 parts.append(f"mlp[{lp['mlp']['hidden']}]: {names}")
@@ -83,6 +85,16 @@ class CompiledModel(RaspModel):
         for note in self.config.get("notes", []):
             lines.append(f"  note: {note}")
         return "\n".join(lines)
+
+
+def _short_sources(sources: list[str]) -> list[str]:
+    """``a.rasp:3, a.rasp:4`` → ``a.rasp:3, 4`` (a shared head's lines, usually in one file)."""
+    out, last_file = [], None
+    for src in sources:
+        file, _, line = src.rpartition(":")
+        out.append(line if file == last_file else src)
+        last_file = file
+    return out
 
 
 def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, output: str | None = None,

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from rasp_compiler.compiler.analysis import Analysis, convert_token
-from rasp_compiler.compiler.blocks import Layout, MLPWeights, head_weights, mlp_weights
+from rasp_compiler.compiler.blocks import Layout, MLPWeights, mlp_weights, shared_head_weights
 from rasp_compiler.compiler.lowering import EmbedOp, HeadOp, Lowering, MLPOp
 from rasp_compiler.compiler.schedule import Schedule
 from rasp_compiler.compiler.values import json_value
@@ -68,6 +68,25 @@ def _scatter_units(shape: tuple[int, int], blocks: list[tuple[np.ndarray, np.nda
     return np.bincount(index, weights=w_, minlength=n_dims * n_units).reshape(shape)
 
 
+def _head_plan(an: Analysis, ops: list[HeadOp], h: int) -> dict[str, Any]:
+    """The plan entry of head ``h``: what it computes and from which source line.  A head shared
+    by several aggregates names the first in ``node`` / ``source`` and lists all in ``nodes``."""
+    places = []
+    for op in ops:
+        node = an.node(op.node) if op.node in an.graph else None
+        places.append(node.pos if node else op.pos)
+    first = ops[0]
+    entry: dict[str, Any] = {
+        "head": h, "kind": first.kind, "node": first.node, "writes": ", ".join(op.target for op in ops),
+        "blocks": [{"query": b.query, "key": b.key, "shape": list(b.matrix.shape)} for b in first.blocks],
+        "value": ", ".join(str(op.value) for op in ops) if len(ops) > 1 else first.value,
+        "source": _src(places[0]), "text": _text(places[0])}
+    if len(ops) > 1:
+        entry["nodes"] = [op.node for op in ops]
+        entry["sources"] = [_src(p) for p in places]
+    return entry
+
+
 # The most dense weights one model may have (about 2 GiB while it is built in float64): beyond it
 # compilation stops with the s-ops to blame instead of exhausting the machine's memory.
 MAX_PARAMS = 1 << 28
@@ -79,7 +98,7 @@ def _check_size(an: Analysis, low: Lowering, sched: Schedule, layout: Layout) ->
     def estimate(units_of) -> int:
         total = 0
         for li in range(sched.n_layers):
-            widths = [sum(min(b.matrix.shape) for b in low.ops[h].blocks) + 2  # type: ignore[union-attr]
+            widths = [sum(min(b.matrix.shape) for b in low.ops[h[0]].blocks) + 2  # type: ignore[union-attr]
                       for h in sched.heads[li]]
             total += 4 * len(widths) * d * max(widths, default=0)
             total += 2 * d * sum(units_of(low.ops[m]) for m in sched.mlps[li])
@@ -162,8 +181,9 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
     gap = GAP[dtype]
     layers_cfg, plan = [], []
     for li in range(sched.n_layers):
-        head_ids = sched.heads[li]
-        hws = [head_weights(low.ops[h], layout, r_bos) for h in head_ids]  # type: ignore[arg-type]
+        groups = sched.heads[li]
+        hws = [shared_head_weights([low.ops[h] for h in g], layout, r_bos)  # type: ignore[misc]
+               for g in groups]
         d_head = max([max(hw.W_Q.shape[1], hw.W_V.shape[1]) for hw in hws], default=0)
         n_heads = len(hws)
         layer_plan: dict[str, Any] = {"layer": li, "heads": [], "mlp": None}
@@ -172,8 +192,8 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
             wk, wv = np.zeros_like(wq), np.zeros_like(wq)
             wo = np.zeros((n_heads, d_head, d))
             out_bos = np.zeros(d)
-            for h, (hid, hw) in enumerate(zip(head_ids, hws, strict=False)):
-                op: HeadOp = low.ops[hid]  # type: ignore[assignment]
+            for h, (group, hw) in enumerate(zip(groups, hws, strict=True)):
+                op: HeadOp = low.ops[group[0]]  # type: ignore[assignment]
                 # Hard heads (at most one key, or BOS) get the underflow gap: their off-target
                 # weights are exactly 0.  Heads that average several keys (means, widths) get the
                 # smallest gap that makes off-target weight negligible (N·e^-gap below the dtype's
@@ -188,13 +208,7 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
                 wv[h, :, : hw.W_V.shape[1]] = hw.W_V
                 wo[h, : hw.W_O.shape[0], :] = hw.W_O
                 out_bos += (r_bos @ hw.W_V) @ hw.W_O
-                node = an.node(op.node) if op.node in an.graph else None
-                layer_plan["heads"].append({
-                    "head": h, "kind": op.kind, "node": op.node, "writes": op.target,
-                    "blocks": [{"query": b.query, "key": b.key, "shape": list(b.matrix.shape)}
-                               for b in op.blocks],
-                    "value": op.value, "source": _src(node.pos if node else op.pos),
-                    "text": _text(node.pos if node else op.pos)})
+                layer_plan["heads"].append(_head_plan(an, [low.ops[f] for f in group], h))  # type: ignore[misc]
             tensors[f"layers.{li}.attn.W_Q"] = wq
             tensors[f"layers.{li}.attn.W_K"] = wk
             tensors[f"layers.{li}.attn.W_V"] = wv

@@ -170,6 +170,22 @@ def head_weights(op: HeadOp, layout: Layout, r_bos: np.ndarray) -> HeadWeights:
     return hw
 
 
+def shared_head_weights(ops: list[HeadOp], layout: Layout, r_bos: np.ndarray) -> HeadWeights:
+    """One head computing several aggregates with the same attention pattern (``schedule.
+    shared_heads``): the first op's Q/K, and each op's V/O columns side by side."""
+    parts = [head_weights(op, layout, r_bos) for op in ops]
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    for p in parts[1:]:
+        assert np.array_equal(p.W_Q, first.W_Q) and np.array_equal(p.W_K, first.W_K)
+    hw = HeadWeights(first.W_Q.shape[1], sum(p.W_V.shape[1] for p in parts), layout.d_model)
+    hw.W_Q, hw.W_K = first.W_Q, first.W_K
+    hw.W_V = np.concatenate([p.W_V for p in parts], axis=1)
+    hw.W_O = np.concatenate([p.W_O for p in parts], axis=0)
+    return hw
+
+
 class MLPWeights:
     """The hidden units of one MLP layer, in blocks: a block holds u units that read (and write)
     the same number of residual dimensions, so a step MLP's thousands of units are a few arrays

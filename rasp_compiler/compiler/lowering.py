@@ -44,8 +44,13 @@ from rasp_compiler.graph.nodes import (
 
 # Most hidden units one fused map may use before it falls back to reading its direct inputs.
 UNIT_CAP = 40_000
-# Fusing a function of several numerical inputs is only tried over this many joint assignments.
+# Fusing a function of several numerical inputs is tried first over this many joint assignments,
 MULTI_NUMERIC_CAP = 6_000
+# and, when nothing else avoids reading the direct inputs (which costs a layer), over this many
+# (the analysis has tabulated them already, up to its DOMAIN_CAP).  The original paper's Dyck-1,
+# with separate means of openers and closers, has 87,000 at max_len 64: fused, it keeps 2 layers
+# (127,657 parameters); unfused, its balance and sign cost three more layers (12.3M parameters).
+MULTI_NUMERIC_LAST_CAP = 120_000
 # Most values a joint (tuple) one-hot read by a selector may have.
 MAX_TUPLE = 1 << 14
 # Largest query x key score table of one selector block (a bool matrix, then W_Q / W_K).
@@ -314,16 +319,9 @@ class Lowering:
                 self.ops[sid] = EmbedOp(sid, sid, kind, token_type=getattr(node, "type", "str"),
                                         value={k[0]: v for k, v in self._rows(sid, front)})
                 return
-            n_num = sum(self.an.info[u].encoding == "numerical" for u in front)
-            bases = tuple(sorted({b for u in front for b in self.an.info[u].bases}))
-            if n_num < 2 or self.an.domain_size(bases) <= MULTI_NUMERIC_CAP:
-                rows = self._rows(sid, front)
-                units = self._units(front, rows, out_numeric)
-                sep = self._separable(front, rows) if out_numeric and len(front) >= 2 else None
-                if sep is not None and sep[0] <= UNIT_CAP and (units is None or sep[0] < units):
-                    choice, parts = front, sep[1]  # y = c + sum_j g_j(x_j): O(values) units
-                elif units is not None and units <= UNIT_CAP:
-                    choice = front
+            fused = self._fused(sid, front, out_numeric, MULTI_NUMERIC_CAP)
+            if fused is not None:
+                choice, rows, parts = fused
             if any(self.an.info[u].base_kind is not None and self.an.info[u].kind in ("map", "sequence_map")
                    for u in front) and parts is None:
                 product = self._product_inputs(sid, info, front)  # see through the opaque map
@@ -331,6 +329,14 @@ class Lowering:
                     choice, rows = product
         if choice is None and sid == self.an.program.output and self._priority(sid, info):
             return
+        if choice is None and not opaque and not any(
+                self.an.info[u].kind in ("map", "sequence_map") for u in self.frontier(sid)):
+            # a frontier of attention outputs and embeddings: fusing saves the layers the direct
+            # inputs would cost, so a larger table is worth enumerating
+            fused = self._fused(sid, self.frontier(sid), out_numeric, MULTI_NUMERIC_LAST_CAP,
+                                only_above=MULTI_NUMERIC_CAP)
+            if fused is not None:
+                choice, rows, parts = fused
         if choice is None:
             product = self._product_inputs(sid, info)
             if product is not None:
@@ -360,6 +366,27 @@ class Lowering:
             info.kind if info.kind in ("convert", "tuple") else "map"))
         if parts is not None:
             self.ops[sid].separable = parts  # type: ignore[attr-defined]
+
+    def _fused(self, sid: str, front: list[str], out_numeric: bool, cap: int, only_above: int = -1
+               ) -> tuple[list[str], list[tuple[tuple, Any]], Any] | None:
+        """The map fused over its frontier: (inputs, rows, separable parts or None), or None when
+        that needs too many units, or when it reads two or more numbers whose joint assignments
+        number more than ``cap`` (or at most ``only_above``: that size was tried already)."""
+        n_num = sum(self.an.info[u].encoding == "numerical" for u in front)
+        if n_num >= 2:
+            size = self.an.domain_size(tuple(sorted({b for u in front for b in self.an.info[u].bases})))
+            if size > cap or size <= only_above:
+                return None
+        elif only_above >= 0:
+            return None
+        rows = self._rows(sid, front)
+        units = self._units(front, rows, out_numeric)
+        sep = self._separable(front, rows) if out_numeric and len(front) >= 2 else None
+        if sep is not None and sep[0] <= UNIT_CAP and (units is None or sep[0] < units):
+            return front, rows, sep[1]  # y = c + sum_j g_j(x_j): O(values) units
+        if units is not None and units <= UNIT_CAP:
+            return front, rows, None
+        return None
 
     def _product_inputs(self, sid: str, info: SInfo, start: list[str] | None = None
                         ) -> tuple[list[str], list[tuple[tuple, Any]]] | None:

@@ -5,6 +5,11 @@ the embeddings are slot -1.  Each op goes to the first slot of its kind after al
 write its inputs (as-soon-as-possible on the dependency DAG), which gives the fewest layers the
 dependencies allow; independent ops land in the same layer.  ``reason`` records, for each op, the
 input that forced its slot, so the plan can say why a program needs the layers it has.
+
+Aggregates of one layer whose attention patterns are identical (the same selector blocks, BOS
+treatment and sharpness) share one head: the pattern is computed once and the value/output
+circuit carries each aggregate in its own columns.  This is the original RASP analysis's count
+(a head per distinct selector per layer): Dyck-1's counts of openers and closers are one head.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ class Schedule:
     slot: dict[str, int]
     reason: dict[str, str | None]
     n_layers: int
-    heads: list[list[str]] = field(default_factory=list)  # per layer: op ids, in head order
+    # per layer, per head: the ids of the ops that head computes (several when they share a pattern)
+    heads: list[list[list[str]]] = field(default_factory=list)
     mlps: list[list[str]] = field(default_factory=list)  # per layer: op ids
 
     def critical_path(self) -> list[str]:
@@ -59,9 +65,32 @@ def schedule(low: Lowering) -> Schedule:
         reason[fid] = deps[-1] if deps and slot[deps[-1]] >= 0 else None
     compute = [f for f in slot if slot[f] >= 0]
     n_layers = max((slot[f] // 2 for f in compute), default=-1) + 1
-    heads: list[list[str]] = [[] for _ in range(n_layers)]
+    head_ops: list[list[str]] = [[] for _ in range(n_layers)]
     mlps: list[list[str]] = [[] for _ in range(n_layers)]
     for f in sorted(compute, key=lambda f: (slot[f], f)):
-        (heads if isinstance(low.ops[f], HeadOp) else mlps)[slot[f] // 2].append(f)
+        (head_ops if isinstance(low.ops[f], HeadOp) else mlps)[slot[f] // 2].append(f)
     assert all(isinstance(low.ops[f], MLPOp) for layer in mlps for f in layer)
+    heads = [shared_heads(low, ids) for ids in head_ops]
     return Schedule(slot, reason, n_layers, heads, mlps)
+
+
+def shared_heads(low: Lowering, op_ids: list[str]) -> list[list[str]]:
+    """``op_ids`` (one layer's head ops) grouped into heads: aggregates with the same attention
+    pattern share one; every other op has a head of its own.  Groups keep the order of their
+    first op."""
+    groups: dict[object, list[str]] = {}
+    for fid in op_ids:
+        op = low.ops[fid]
+        assert isinstance(op, HeadOp)
+        key = pattern_key(op) if op.kind == "aggregate" else ("own", fid)
+        groups.setdefault(key, []).append(fid)
+    return list(groups.values())
+
+
+def pattern_key(op: HeadOp) -> tuple:
+    """Everything that decides a head's attention weights (see ``blocks.head_weights`` and the
+    scale in ``assemble``): two aggregates with equal keys attend identically on every input."""
+    blocks = tuple((b.query, b.key, b.matrix.shape, str(b.matrix.dtype), b.matrix.tobytes(),
+                    None if b.quad is None else (tuple(b.quad[0]), b.quad[1], b.quad[2]))
+                   for b in op.blocks)
+    return (blocks, op.bos, op.bos_score, op.bos_log, op.mean)

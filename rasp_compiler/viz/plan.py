@@ -41,8 +41,9 @@ def place_nodes(program: Program, plan: list[dict]) -> dict[str, Placement]:
     for lp in plan:
         layer = lp["layer"]
         for h in lp["heads"]:
-            if h["node"] in program.graph and h["node"] not in place:
-                place[h["node"]] = Placement(1 + 2 * layer, f"L{layer} head {h['head']}")
+            for nid in h.get("nodes", [h["node"]]):   # a shared head computes several nodes
+                if nid in program.graph and nid not in place:
+                    place[nid] = Placement(1 + 2 * layer, f"L{layer} head {h['head']}")
         for op in (lp.get("mlp") or {}).get("ops", []):
             # helper ops (a product encoding, a numerical-to-one-hot conversion) name a node
             # they read; only the op that writes the node itself computes it

@@ -49,7 +49,7 @@ def head_descriptions(model: RaspModel) -> list[list[str]]:
                     sel = program.node(node.inputs[0])
                     text = sel.pos.text if sel.pos is not None and sel.pos.text else sel.id
             kind = {"width": "selector_width"}.get(h["kind"], h["kind"])
-            row.append(f"{kind} → {h['node']}\n{_short(text, 44)}")
+            row.append(f"{kind} → {', '.join(h.get('nodes', [h['node']]))}\n{_short(text, 44)}")
         out.append(row)
     return out
 

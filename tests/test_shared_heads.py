@@ -1,0 +1,152 @@
+"""Aggregates with the same attention pattern share one head (``schedule.shared_heads``), and
+program files may hold the original REPL's commands (``lang.repl_commands``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rasp_compiler.compiler import compile_program
+from rasp_compiler.compiler.checking import check_model, edge_inputs, exhaustive_inputs, random_inputs
+from rasp_compiler.errors import RaspError
+from rasp_compiler.interpreter import run
+from rasp_compiler.lang import program_from_source
+from rasp_compiler.viz import place_nodes
+
+# The original paper's Dyck programs (tech-srl/RASP paper_examples.rasp, as published): the counts
+# of openers and closers are two means over one selector.
+PAPER_DYCK = '''
+def _dyck1_ptf() {
+    up_to_self = select(indices,indices,<=);
+    n_opens = (indices+1)*aggregate(up_to_self,indicator(tokens_str=="("));
+    n_closes = (indices+1)*aggregate(up_to_self,indicator(tokens_str==")"));
+    balance = n_opens - n_closes;
+    prev_imbalances = aggregate(up_to_self,indicator(balance<0));
+    return "F" if prev_imbalances>0 else
+            ("T" if balance==0 else "P");
+}
+dyck1_ptf = _dyck1_ptf();
+
+def dyckk_ptf(paren_pairs) {
+    openers = [p[0] for p in paren_pairs];
+    closers = [p[1] for p in paren_pairs];
+    opens = indicator(tokens_str in openers);
+    closes = indicator(tokens_str in closers);
+    up_to_self = select(indices,indices,<=);
+    n_opens = (indices+1)*aggregate(up_to_self,opens);
+    n_closes = (indices+1)*aggregate(up_to_self,closes);
+    depth = n_opens - n_closes;
+    delay_closer = depth + closes;
+    depth_index = selector_width(select(delay_closer,delay_closer,==) and up_to_self);
+    open_for_close = select(opens,True,==) and
+                     select(delay_closer,delay_closer,==) and
+                     select(depth_index,depth_index-1,==);
+    matched_opener = aggregate(open_for_close,tokens_str,"-");
+    opener_matches = matched_opener+tokens_str in paren_pairs;
+    mismatch = closes and not opener_matches;
+    had_problem = aggregate(up_to_self,indicator(mismatch or (depth<0)))>0;
+    return "F" if had_problem else ("T" if depth==0 else "P");
+}
+dyck2_ptf = dyckk_ptf(["()","{}"]);
+'''
+
+
+def _shared(model) -> list[dict]:
+    return [h for lp in model.plan for h in lp["heads"] if "nodes" in h]
+
+
+def test_paper_dyck1_is_two_layers_one_head_and_exact() -> None:
+    program = program_from_source(PAPER_DYCK, "paper.rasp", output="dyck1_ptf")
+    model = compile_program(program, list("()"), 8)
+    assert model.n_layers == 2 and model.heads_per_layer == [1, 1]
+    (head,) = _shared(model)
+    assert len(head["nodes"]) == 2 and len(head["sources"]) == 2
+    assert {src.rsplit(":", 1)[1] for src in head["sources"]} == {"4", "5"}  # the two aggregates' lines
+    res = check_model(model, program, exhaustive_inputs(list("()"), 8))
+    assert res.ok and res.inputs_checked == 510, res.failures[:1]
+    # both nodes are drawn in the head that computes them
+    place = place_nodes(program, model.plan)
+    assert {place[n].unit for n in head["nodes"]} == {"L0 head 0"}
+    assert "paper.rasp:4, 5" in model.summary()
+
+
+@pytest.mark.parametrize("max_len", [12, 24])
+def test_paper_dyck2_needs_no_more_than_the_original_analysis(max_len: int) -> None:
+    """The original's own comment: 'this function creates dyck2 with 4 layers and 2 heads'.  At
+    max_len 16 and more its `delay_closer` reads more than 6,000 joint assignments of two means,
+    the index and the token: fused anyway (``MULTI_NUMERIC_LAST_CAP``), it keeps 4 layers."""
+    program = program_from_source(PAPER_DYCK, "paper.rasp", output="dyck2_ptf")
+    vocab = list("(){}")
+    model = compile_program(program, vocab, max_len)
+    assert model.n_layers <= 4 and max(model.heads_per_layer) <= 2, model.config["critical_path"]
+    inputs = random_inputs(vocab, max_len, 200, seed=5) + edge_inputs(vocab, max_len)
+    res = check_model(model, program, inputs)
+    assert res.ok, res.failures[:1]
+
+
+def test_categorical_and_numerical_aggregates_share_a_hard_head() -> None:
+    """A categorical copy and a numerical copy through one at-most-one selector: one head whose
+    value/output circuit writes a one-hot and a number."""
+    src = '''prev = select(indices, indices - 1, ==);
+a = aggregate(prev, tokens, "z");
+b = numerical(aggregate(prev, indicator(tokens == "a"), 0));
+out_ = a + "" if b == 1 else "n";
+out_;'''
+    program = program_from_source(src)
+    model = compile_program(program, list("abc"), 6)
+    (head,) = _shared(model)
+    assert sorted(head["nodes"]) == ["a", "b"]
+    assert model.heads_per_layer[0] == 1
+    res = check_model(model, program, exhaustive_inputs(list("abc"), 6))
+    assert res.ok, res.failures[:1]
+
+
+def test_different_patterns_keep_their_own_heads() -> None:
+    src = '''a = numerical(aggregate(select(indices, indices, <=), indicator(tokens == "a"), 0));
+b = numerical(aggregate(select(indices, indices, >=), indicator(tokens == "a"), 0));
+a + b;'''
+    program = program_from_source(src)
+    model = compile_program(program, list("ab"), 6)
+    assert model.heads_per_layer == [2] and not _shared(model)
+    res = check_model(model, program, exhaustive_inputs(list("ab"), 6))
+    assert res.ok and res.max_abs_error < 1e-4, (res.failures[:1], res.max_abs_error)
+
+
+@pytest.mark.parametrize("max_len", [16, 64])
+def test_shared_means_stay_exact_at_length(max_len: int) -> None:
+    program = program_from_source(PAPER_DYCK, "paper.rasp", output="dyck1_ptf")
+    model = compile_program(program, list("()"), max_len)
+    assert model.heads_per_layer == [1, 1]
+    inputs = random_inputs(list("()"), max_len, 200, seed=1) + edge_inputs(list("()"), max_len)
+    res = check_model(model, program, inputs)
+    assert res.ok, res.failures[:1]
+
+
+# -- the original REPL's commands inside a program file -------------------------------------------------
+
+PLAIN = 'reverse = aggregate(select(indices, length - indices - 1, ==), tokens);\nreverse;\n'
+
+
+def test_repl_commands_in_a_file_are_skipped() -> None:
+    body = PLAIN.replace("reverse;", 'draw(reverse,\n  "abc");\nreverse;')
+    text = ('# saved from a REPL session\nset example "hello"\nexamples off\nset s-op example [1, 2]\n'
+            'full seq display on\nshow example\n' + body + "quit()\nnot a program line\n")
+    program = program_from_source(text, "session.rasp")
+    assert run(program, "abc") == ["c", "b", "a"]
+    # positions are kept: the reverse aggregate is still on line 7
+    assert program.node("reverse").pos.line == 7
+
+
+def test_exit_ends_the_file_and_later_errors_are_not_reported() -> None:
+    program = program_from_source(PLAIN + "exit\nx = = ;\n")
+    assert run(program, "ab") == ["b", "a"]
+
+
+def test_repl_command_inside_a_def_is_still_an_error() -> None:
+    with pytest.raises(RaspError) as err:
+        program_from_source('def f() {\n    set example "x"\n    return tokens;\n}\nf();\n', "bad.rasp")
+    assert "bad.rasp:2" in str(err.value.render())
+
+
+def test_command_words_stay_usable_as_names() -> None:
+    program = program_from_source('set = tokens;\nshow = set + "!";\nexample = show;\nexample;\n')
+    assert run(program, "ab") == ["a!", "b!"]
