@@ -1,6 +1,8 @@
 """Elaboration + interpretation against hand-worked cases and the original REPL's recorded outputs
 (tech-srl/RASP tests/ and .github/workflows/tests/ in/tgt pairs, where they apply to files)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -52,58 +54,7 @@ def test_forloop_from_the_original():
     assert value(src) == [9, 10, 11, 12, 13]
 
 
-PAPER = '''
-def _with_bos_selector_width(s) {
-    s = s or select(indices,0,==);
-    return (1/aggregate(s,indicator(indices==0)))-1;
-}
-hist_bos = _with_bos_selector_width( select(tokens_str,tokens_str,==));
-hist_nobos = selector_width(select(tokens_str,tokens_str,==));
-_flip_s = select(indices,length-1-indices,==);
-reverse = aggregate(_flip_s,tokens_str);
-def _sort_bos(seq,key) {
-    should_be_earlier = select(key,key,<) or (select(key,key,==) and select(indices,indices,<));
-    num_before = _with_bos_selector_width(should_be_earlier);
-    num_before = -1 if indices==0 else num_before;
-    main_seq_grab_output = select(num_before,indices-1,==);
-    bos_grab_self = select(indices,0,==) and select(indices,indices,==);
-    grab_output = main_seq_grab_output or bos_grab_self;
-    return aggregate(grab_output,seq);
-}
-sort_bos = _sort_bos(tokens_str,tokens_str);
-def _dyck1_ptf() {
-    up_to_self = select(indices,indices,<=);
-    n_opens = (indices+1)*aggregate(up_to_self,indicator(tokens_str=="("));
-    n_closes = (indices+1)*aggregate(up_to_self,indicator(tokens_str==")"));
-    balance = n_opens - n_closes;
-    prev_imbalances = aggregate(up_to_self,indicator(balance<0));
-    return "F" if prev_imbalances>0 else
-            ("T" if balance==0 else "P");
-}
-dyck1_ptf = _dyck1_ptf();
-def dyckk_ptf(paren_pairs) {
-    openers = [p[0] for p in paren_pairs];
-    closers = [p[1] for p in paren_pairs];
-    opens = indicator(tokens_str in openers);
-    closes = indicator(tokens_str in closers);
-    up_to_self = select(indices,indices,<=);
-    n_opens = (indices+1)*aggregate(up_to_self,opens);
-    n_closes = (indices+1)*aggregate(up_to_self,closes);
-    depth = n_opens - n_closes;
-    delay_closer = depth + closes;
-    depth_index = selector_width(select(delay_closer,delay_closer,==) and up_to_self);
-    open_for_close = select(opens,True,==) and
-                     select(delay_closer,delay_closer,==) and
-                     select(depth_index,depth_index-1,==);
-    matched_opener = aggregate(open_for_close,tokens_str,"-");
-    opener_matches = matched_opener+tokens_str in paren_pairs;
-    mismatch = closes and not opener_matches;
-    had_problem = aggregate(up_to_self,indicator(mismatch or (depth<0)))>0;
-    return "F" if had_problem else ("T" if depth==0 else "P");
-}
-dyck2_ptf = dyckk_ptf(["()","{}"]);
-dyck3_ptf = dyckk_ptf(["()","{}","[]"]);
-'''
+PAPER = (Path(__file__).parent / "data" / "paper_examples.rasp").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("name, text, expected", [
@@ -345,8 +296,6 @@ def test_api_doc_example_prints_what_the_doc_shows(monkeypatch):
     import contextlib
     import io
     import re
-    from pathlib import Path
-
     root = Path(__file__).resolve().parents[1]
     monkeypatch.chdir(root)
     doc = (root / "docs" / "api.md").read_text()

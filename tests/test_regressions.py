@@ -203,14 +203,14 @@ def test_huge_joint_one_hot_is_refused_before_it_is_tabulated(monkeypatch: pytes
     """bench/correctness.py: most_frequent at max_len 256 ran out of an 8 GiB cap building a
     66,048 x 66,048 score table for its (indices, key) one-hot.  Such a one-hot is now refused up
     front (most_frequent itself now compiles at 256 through the numerical split width).  The cap is
-    lowered here so that the three-way `or` above, whose (tokens, v1, v2) one-hot has 4,212 values,
-    hits it."""
+    lowered here so that the three-way `or` above hits it: its one-hot over (tokens, v1, v2 <= 5)
+    has up to 936 values (over (tokens, v1, v2) before ``Lowering._narrowed``: 4,212)."""
     import importlib
 
     from rasp_compiler.errors import CompileError
 
     lowering = importlib.import_module("rasp_compiler.compiler.lowering")
-    monkeypatch.setattr(lowering, "MAX_TUPLE", 1000)
+    monkeypatch.setattr(lowering, "MAX_TUPLE", 500)
     with pytest.raises(CompileError, match="one-hot over the joint values of"):
         compile_program(program_from_source(OR3_WIDTH), list("abc"), 8)
 

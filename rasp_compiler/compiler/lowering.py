@@ -30,7 +30,7 @@ from rasp_compiler.compiler.numeric import (
     step_units,
 )
 from rasp_compiler.compiler.tables import affine, priority_split, separable
-from rasp_compiler.compiler.values import sorted_values, value_key
+from rasp_compiler.compiler.values import label, sorted_values, value_key
 from rasp_compiler.graph.nodes import (
     Aggregate,
     Indices,
@@ -524,6 +524,7 @@ class Lowering:
         an = self.an
         groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[sl.Formula]] = {}
         for c in sl.conjuncts(formula if formula is not None else an.formula(sel_id)):
+            c = self._narrowed(c, sel_id)
             ats = sl.atoms(c)
             ks = tuple(sorted({a.key for a in ats if an.info[a.key].base_kind != "const"}))
             qs = tuple(sorted({a.query for a in ats if an.info[a.query].base_kind != "const"}))
@@ -558,6 +559,47 @@ class Lowering:
                 continue  # always true: contributes nothing
             out.append(Block(qfeat, kfeat, matrix))
         return out
+
+    def _narrowed(self, c: sl.Formula, sel_id: str) -> sl.Formula:
+        """The conjunct ``c`` with each atom that compares an s-op with a constant (e.g.
+        ``select(indices, 0, ==)``) rewritten over that comparison's truth value, where ``c``
+        reads several s-ops on that side.  The product one-hot then holds (truth value, other
+        s-ops): the original paper's hand-made BOS, ``s or select(indices, 0, ==)`` with
+        ``s = select(tokens, tokens, ==)``, needs 2·|vocab| values instead of max_len·|vocab|."""
+        an = self.an
+        ats = sl.atoms(c)
+
+        def const(x: str) -> bool:
+            return an.info[x].base_kind == "const"
+        keys = {a.key for a in ats if not const(a.key)}
+        queries = {a.query for a in ats if not const(a.query)}
+
+        def narrow(a: sl.Atom) -> sl.Formula:
+            if len(keys) > 1 and const(a.query) and not const(a.key) and len(an.info[a.key].values) > 2:
+                c_ = an.info[a.query].values[0]
+                pred = self._predicate(a.key, f"{a.op}{label(c_)}", sel_id,
+                                       lambda v: sl.compare(a.op, v, c_))
+                return sl.Atom(a.select, pred, self._true(), "==", a.negated)
+            if len(queries) > 1 and const(a.key) and not const(a.query) and len(an.info[a.query].values) > 2:
+                c_ = an.info[a.key].values[0]
+                pred = self._predicate(a.query, f"{label(c_)}{a.op}", sel_id,
+                                       lambda v: sl.compare(a.op, c_, v))
+                return sl.Atom(a.select, self._true(), pred, "==", a.negated)
+            return a
+        return sl.substitute(c, narrow) if len(keys) > 1 or len(queries) > 1 else c
+
+    def _predicate(self, sid: str, text: str, sel_id: str, fn: Any) -> str:
+        """A boolean map of ``sid`` (fused into whatever reads it, like any map)."""
+        pid = f"[{sid}{text}]"
+        if pid not in self.an.info:
+            pos = self.an.node(sel_id).pos
+            self.an.info[pid] = self.an.map_info(pid, "map", (sid,), fn, "categorical", pos)
+        return pid
+
+    def _true(self) -> str:
+        if "const:True" not in self.an.info:
+            self.an.info["const:True"] = self.an._const("const:True", "constant", True, None, "categorical")
+        return "const:True"
 
     def _side(self, sids: tuple[str, ...], sel_id: str) -> tuple[str, list[dict]]:
         if not sids:

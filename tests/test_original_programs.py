@@ -1,7 +1,10 @@
-"""Aggregates with the same attention pattern share one head (``schedule.shared_heads``), and
-program files may hold the original REPL's commands (``lang.repl_commands``)."""
+"""Programs written for the original RASP REPL (tech-srl/RASP), compiled: aggregates with the same
+attention pattern share one head (``schedule.shared_heads``), a hand-made BOS selector stays small
+(``Lowering._narrowed``), and program files may hold the REPL's commands (``lang.repl_commands``)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -14,40 +17,7 @@ from rasp_compiler.viz import place_nodes
 
 # The original paper's Dyck programs (tech-srl/RASP paper_examples.rasp, as published): the counts
 # of openers and closers are two means over one selector.
-PAPER_DYCK = '''
-def _dyck1_ptf() {
-    up_to_self = select(indices,indices,<=);
-    n_opens = (indices+1)*aggregate(up_to_self,indicator(tokens_str=="("));
-    n_closes = (indices+1)*aggregate(up_to_self,indicator(tokens_str==")"));
-    balance = n_opens - n_closes;
-    prev_imbalances = aggregate(up_to_self,indicator(balance<0));
-    return "F" if prev_imbalances>0 else
-            ("T" if balance==0 else "P");
-}
-dyck1_ptf = _dyck1_ptf();
-
-def dyckk_ptf(paren_pairs) {
-    openers = [p[0] for p in paren_pairs];
-    closers = [p[1] for p in paren_pairs];
-    opens = indicator(tokens_str in openers);
-    closes = indicator(tokens_str in closers);
-    up_to_self = select(indices,indices,<=);
-    n_opens = (indices+1)*aggregate(up_to_self,opens);
-    n_closes = (indices+1)*aggregate(up_to_self,closes);
-    depth = n_opens - n_closes;
-    delay_closer = depth + closes;
-    depth_index = selector_width(select(delay_closer,delay_closer,==) and up_to_self);
-    open_for_close = select(opens,True,==) and
-                     select(delay_closer,delay_closer,==) and
-                     select(depth_index,depth_index-1,==);
-    matched_opener = aggregate(open_for_close,tokens_str,"-");
-    opener_matches = matched_opener+tokens_str in paren_pairs;
-    mismatch = closes and not opener_matches;
-    had_problem = aggregate(up_to_self,indicator(mismatch or (depth<0)))>0;
-    return "F" if had_problem else ("T" if depth==0 else "P");
-}
-dyck2_ptf = dyckk_ptf(["()","{}"]);
-'''
+PAPER_DYCK = (Path(__file__).parent / "data" / "paper_examples.rasp").read_text(encoding="utf-8")
 
 
 def _shared(model) -> list[dict]:
@@ -60,13 +30,15 @@ def test_paper_dyck1_is_two_layers_one_head_and_exact() -> None:
     assert model.n_layers == 2 and model.heads_per_layer == [1, 1]
     (head,) = _shared(model)
     assert len(head["nodes"]) == 2 and len(head["sources"]) == 2
-    assert {src.rsplit(":", 1)[1] for src in head["sources"]} == {"4", "5"}  # the two aggregates' lines
+    lines = [n for n, text in enumerate(PAPER_DYCK.splitlines(), 1)
+             if "aggregate(up_to_self,indicator(tokens_str" in text]
+    assert sorted(int(src.rsplit(":", 1)[1]) for src in head["sources"]) == lines  # the two means' lines
     res = check_model(model, program, exhaustive_inputs(list("()"), 8))
     assert res.ok and res.inputs_checked == 510, res.failures[:1]
     # both nodes are drawn in the head that computes them
     place = place_nodes(program, model.plan)
     assert {place[n].unit for n in head["nodes"]} == {"L0 head 0"}
-    assert "paper.rasp:4, 5" in model.summary()
+    assert f"paper.rasp:{lines[0]}, {lines[1]}" in model.summary()
 
 
 @pytest.mark.parametrize("max_len", [12, 24])
@@ -118,6 +90,19 @@ def test_shared_means_stay_exact_at_length(max_len: int) -> None:
     assert model.heads_per_layer == [1, 1]
     inputs = random_inputs(list("()"), max_len, 200, seed=1) + edge_inputs(list("()"), max_len)
     res = check_model(model, program, inputs)
+    assert res.ok, res.failures[:1]
+
+
+def test_hand_made_bos_reads_a_small_product_one_hot() -> None:
+    """``s or select(indices, 0, ==)`` (the paper's BOS at position 0): the product one-hot that the
+    joint key needs holds (indices == 0, tokens), 2·|vocab| values, not max_len·|vocab|."""
+    program = program_from_source(PAPER_DYCK, "paper.rasp", output="hist_bos")
+    model = compile_program(program, list("abc"), 16)
+    sizes = {r["feature"]: r["size"] for r in model.config["residual"]}
+    joint = [f for f in sizes if f.startswith("(") and "tokens" in f]
+    assert joint and all(sizes[f] == 6 for f in joint), sizes
+    res = check_model(model, program, list(exhaustive_inputs(list("abc"), 6))
+                      + random_inputs(list("abc"), 16, 100, seed=2))
     assert res.ok, res.failures[:1]
 
 
