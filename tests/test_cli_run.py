@@ -164,6 +164,20 @@ def test_repl_multiline_examples_and_errors():
     assert "Traceback" not in out + r.stderr
 
 
+def test_repl_draw_writes_the_plan_on_the_example(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    session = ("reverse = aggregate(select(indices, length - indices - 1, ==), tokens);\n"
+               "draw(reverse);\n"
+               'draw(reverse, "abcd")\n'
+               "draw(1)\n")
+    r = rasp("repl", stdin=session)
+    assert r.returncode == 0
+    assert r.stdout.count("wrote draw-") == 2 and "2 layers, heads per layer [1, 1]" in r.stdout
+    assert "draw takes an s-op" in r.stdout
+    for name in ("draw-1.png", "draw-2.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_repl_reports_an_unfinished_statement_at_end_of_input():
     r = rasp("repl", stdin="x = (tokens\n")
     assert r.returncode == 0

@@ -13,7 +13,7 @@ from rasp_compiler.compiler.checking import check_model, edge_inputs, exhaustive
 from rasp_compiler.errors import RaspError
 from rasp_compiler.interpreter import run
 from rasp_compiler.lang import program_from_source
-from rasp_compiler.viz import place_nodes
+from rasp_compiler.viz import draw_plan, place_nodes
 
 # The original paper's Dyck programs (tech-srl/RASP paper_examples.rasp, as published): the counts
 # of openers and closers are two means over one selector.
@@ -39,6 +39,18 @@ def test_paper_dyck1_is_two_layers_one_head_and_exact() -> None:
     place = place_nodes(program, model.plan)
     assert {place[n].unit for n in head["nodes"]} == {"L0 head 0"}
     assert f"paper.rasp:{lines[0]}, {lines[1]}" in model.summary()
+
+
+def test_plan_picture_of_one_program_in_a_file_of_many(tmp_path) -> None:
+    """paper_examples.rasp defines seven programs: the picture of one holds only its own nodes."""
+    import networkx as nx
+
+    program = program_from_source(PAPER_DYCK, "paper.rasp", output="dyck1_ptf")
+    model = compile_program(program, list("()"), 8)
+    pic = draw_plan(program, model.plan, str(tmp_path / "plan.png"))
+    wanted = nx.ancestors(program.graph, "dyck1_ptf") | {"dyck1_ptf"}
+    assert set(pic.labels) == wanted and "reverse" in program.graph
+    assert pic.size_px[1] < 2000
 
 
 @pytest.mark.parametrize("max_len", [12, 24])

@@ -267,3 +267,14 @@ def test_size_guard_counts_the_steps_of_a_numeric_map(monkeypatch: pytest.Monkey
     assert model.params < 20_000
     res = check_model(model, program, random_inputs(list("ab"), 40, 200, 0))
     assert res.inputs_checked == 200 and res.ok, res.failures
+
+
+@pytest.mark.parametrize("seed", [400224, 400999, 401511])
+def test_narrowed_predicate_read_directly_compiles(seed: int) -> None:
+    """bench/differential.py seeds 400000+: a selector atom against a constant, narrowed to its
+    truth value (``Lowering._narrowed``), was refused with "cannot compile '[v2!=-2]'" when the
+    product one-hot fell back to reading its inputs directly (the predicate is no graph node)."""
+    from rasp_compiler.compiler.random_source import check_generated, generate
+
+    out = check_generated(generate(seed, max_len=8), max_len=8, inputs=20)
+    assert out.status == "agree", (out.status, out.detail)

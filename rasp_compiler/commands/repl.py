@@ -29,6 +29,8 @@ HELP = """commands (besides RASP statements):
   set example "hello"     the input s-ops and selectors are shown on (also: set example [1, 2, 3])
   show example            print the running example
   examples on | off       show / hide the example values after each statement
+  draw(sop[, example])    compile the s-op over the example's tokens and length and draw its
+                          layers, heads and MLPs to draw-N.png
   help                    this text
   exit | quit             leave (so does end of input)"""
 
@@ -132,7 +134,7 @@ class Repl:
             self.say(HELP)
             return True
         if DRAW.match(line):
-            self.say("draw(...) (the original's computation-flow picture) is not available in this REPL")
+            self.draw(line)
             return True
         if SEQ_DISPLAY.match(line):  # the original's long/short s-op display: one display here
             return True
@@ -156,6 +158,43 @@ class Repl:
             self.example = value
             return True
         return False
+
+    def draw(self, line: str) -> None:
+        """``draw(sop)`` or ``draw(sop, example)``: the s-op's program compiled over the example's
+        tokens and length, drawn as scheduled (layers, heads, MLPs) to ``draw-N.png``."""
+        from rasp_compiler.compiler import compile_program
+        from rasp_compiler.lang.values import SOp
+        from rasp_compiler.viz import draw_plan
+
+        text = line.strip().rstrip(";").strip()
+        inner = text[text.index("(") + 1: text.rindex(")")] if text.endswith(")") else ""
+        try:
+            args = self.session.eval_expression(f"[{inner}]", f"<repl:{self.count + 1}>")
+        except UserError as err:
+            self.say(err.render())
+            return
+        if not 1 <= len(args) <= 2 or not isinstance(args[0], SOp):
+            self.say("error: draw takes an s-op and, optionally, an example: draw(reverse) or "
+                     'draw(reverse, "abc")')
+            return
+        example = args[1] if len(args) == 2 else self.example
+        tokens = list(example) if isinstance(example, (str, list)) else []
+        if not tokens:
+            self.say("error: the example to draw on is a string or a non-empty list of atoms")
+            return
+        self.drawn = getattr(self, "drawn", 0) + 1
+        path = f"draw-{self.drawn}.png"
+        try:
+            program = self.session.program_for(args[0])
+            vocab = sorted(set(tokens), key=lambda t: (type(t).__name__, str(t)))
+            model = compile_program(program, vocab, len(tokens))
+            draw_plan(program, model.plan, path, title=f"{inner} on {self.quoted(example)}: "
+                      f"{model.n_layers} layers, heads {model.heads_per_layer}")
+        except UserError as err:
+            self.say(err.render())
+            return
+        self.say(f"wrote {path}: compiled over the example's tokens and length, {model.n_layers} layers, "
+                 f"heads per layer {model.heads_per_layer}")
 
     # ------------------------------------------------------------------ statements
     def run_statements(self, text: str) -> None:

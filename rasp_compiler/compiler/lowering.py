@@ -172,7 +172,8 @@ class Lowering:
             self._aggregate(sid, node, info)
         elif isinstance(node, SelectorWidth):
             self._width(sid, node.inputs[0], info)
-        elif isinstance(node, (Map, SequenceMap)) or info.kind in ("convert", "tuple"):
+        elif isinstance(node, (Map, SequenceMap)) or info.kind in ("convert", "tuple") or \
+                (node is None and info.kind == "map"):  # a selector's predicate (``_predicate``)
             self._map(sid, info)
         else:
             raise an.error(sid, f"cannot compile {an.describe(sid)}")
@@ -561,32 +562,47 @@ class Lowering:
         return out
 
     def _narrowed(self, c: sl.Formula, sel_id: str) -> sl.Formula:
-        """The conjunct ``c`` with each atom that compares an s-op with a constant (e.g.
+        """The conjunct ``c`` with the atoms that compare an s-op with a constant (e.g.
         ``select(indices, 0, ==)``) rewritten over that comparison's truth value, where ``c``
-        reads several s-ops on that side.  The product one-hot then holds (truth value, other
-        s-ops): the original paper's hand-made BOS, ``s or select(indices, 0, ==)`` with
-        ``s = select(tokens, tokens, ==)``, needs 2·|vocab| values instead of max_len·|vocab|."""
+        reads several s-ops on that side and this s-op only in such atoms.  The product one-hot
+        then holds (truth values, other s-ops): the original paper's hand-made BOS,
+        ``s or select(indices, 0, ==)`` with ``s = select(tokens, tokens, ==)``, needs 2·|vocab|
+        values instead of max_len·|vocab|."""
         an = self.an
         ats = sl.atoms(c)
 
         def const(x: str) -> bool:
             return an.info[x].base_kind == "const"
-        keys = {a.key for a in ats if not const(a.key)}
-        queries = {a.query for a in ats if not const(a.query)}
+
+        def narrowable(side: str, other: str) -> set[str]:
+            """The s-ops on ``side`` ("key" / "query") read only against constants, by fewer atoms
+            than it takes to tell their values apart."""
+            sids = {getattr(a, side) for a in ats if not const(getattr(a, side))}
+            if len(sids) < 2:
+                return set()
+            out = set()
+            for x in sids:
+                mine = [a for a in ats if getattr(a, side) == x]
+                if all(const(getattr(a, other)) for a in mine) and 2 ** len(mine) < len(an.info[x].values):
+                    out.add(x)
+            return out
+        keys, queries = narrowable("key", "query"), narrowable("query", "key")
+        if not keys and not queries:
+            return c
 
         def narrow(a: sl.Atom) -> sl.Formula:
-            if len(keys) > 1 and const(a.query) and not const(a.key) and len(an.info[a.key].values) > 2:
+            if a.key in keys:
                 c_ = an.info[a.query].values[0]
                 pred = self._predicate(a.key, f"{a.op}{label(c_)}", sel_id,
                                        lambda v: sl.compare(a.op, v, c_))
                 return sl.Atom(a.select, pred, self._true(), "==", a.negated)
-            if len(queries) > 1 and const(a.key) and not const(a.query) and len(an.info[a.query].values) > 2:
+            if a.query in queries:
                 c_ = an.info[a.key].values[0]
                 pred = self._predicate(a.query, f"{label(c_)}{a.op}", sel_id,
                                        lambda v: sl.compare(a.op, c_, v))
                 return sl.Atom(a.select, self._true(), pred, "==", a.negated)
             return a
-        return sl.substitute(c, narrow) if len(keys) > 1 or len(queries) > 1 else c
+        return sl.substitute(c, narrow)
 
     def _predicate(self, sid: str, text: str, sel_id: str, fn: Any) -> str:
         """A boolean map of ``sid`` (fused into whatever reads it, like any map)."""

@@ -134,8 +134,13 @@ class Session(Expressions):
             value = self._lookup_user(output)
             if value is None:
                 if output == "out":
+                    public = sorted(n for n in names if not n.startswith("_"))
+                    hint = "end the file with the s-op to compute, e.g. `reverse;`"
+                    if public:
+                        shown = ", ".join(public[:8]) + (", …" if len(public) > 8 else "")
+                        hint += f", or choose one with --output NAME (this file defines {shown})"
                     raise RaspError("the program has no result: no expression statement binds 'out'",
-                                    file, hint="end the file with the s-op to compute, e.g. `reverse;`")
+                                    file, hint=hint)
                 hint = self.user.suggest(output)
                 raise RaspError(f"no s-op or selector named '{output}' in the program", file,
                                 hint=f"did you mean '{hint}'?" if hint else None)

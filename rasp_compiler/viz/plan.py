@@ -38,6 +38,7 @@ class PlanPicture:
 def place_nodes(program: Program, plan: list[dict]) -> dict[str, Placement]:
     """Where each node of ``program`` is computed, from a compiled model's plan."""
     place: dict[str, Placement] = {}
+    helped: dict[str, Placement] = {}  # node -> the first MLP writing another form of it
     for lp in plan:
         layer = lp["layer"]
         for h in lp["heads"]:
@@ -48,6 +49,7 @@ def place_nodes(program: Program, plan: list[dict]) -> dict[str, Placement]:
             # helper ops (a product encoding, a numerical-to-one-hot conversion) name a node
             # they read; only the op that writes the node itself computes it
             if op.get("writes") != op["node"]:
+                helped.setdefault(op["node"], Placement(2 + 2 * layer, f"L{layer} MLP"))
                 continue
             if op["node"] in program.graph and op["node"] not in place:
                 place[op["node"]] = Placement(2 + 2 * layer, f"L{layer} MLP")
@@ -60,7 +62,9 @@ def place_nodes(program: Program, plan: list[dict]) -> dict[str, Placement]:
             continue
         node = graph.nodes[nid]["node"]
         readers = [place[s] for s in graph.successors(nid) if s in place]
-        if node.is_selector and readers:
+        if nid in helped and node.kind in ("map", "sequence_map"):
+            place[nid] = helped[nid]  # held in another encoding (e.g. `map_1:num`, a query)
+        elif node.is_selector and readers:
             first = min(readers, key=lambda p: p.column)
             place[nid] = Placement(first.column, first.unit)
         elif readers and any(p.column > 0 and p.unit.endswith("MLP") for p in readers) and \
@@ -108,19 +112,22 @@ def draw_plan(program: Program, plan: list[dict], path: str, title: str | None =
     place = place_nodes(program, plan)
     n_layers = len(plan)
     n_cols = 1 + 2 * n_layers
+    # only what the output depends on: a file may define several programs (paper_examples.rasp)
+    graph = program.graph.subgraph(nx.ancestors(program.graph, program.output) | {program.output})
     columns: dict[int, list[str]] = {}
-    for nid in nx.lexicographical_topological_sort(program.graph):
+    for nid in nx.lexicographical_topological_sort(graph):
         columns.setdefault(place[nid].column, []).append(nid)
     tallest = max(len(v) for v in columns.values())
     pos = {}
     for col, nids in columns.items():
         for k, nid in enumerate(nids):
             pos[nid] = (float(col), -(k - (len(nids) - 1) / 2) * 1.0)
-    units = sorted({p.unit for p in place.values()},
-                   key=lambda u: (min(p.column for p in place.values() if p.unit == u), u))
+    shown = {nid: place[nid] for nid in graph}
+    units = sorted({p.unit for p in shown.values()},
+                   key=lambda u: (min(p.column for p in shown.values() if p.unit == u), u))
     cmap = plt.get_cmap("tab20")
     colour = {u: ((0.85, 0.85, 0.85, 1.0) if u == EMBED else cmap(i % 20)) for i, u in enumerate(units)}
-    labels = {nid: node_label(program, nid, place[nid].fused) for nid in program.graph}
+    labels = {nid: node_label(program, nid, place[nid].fused) for nid in graph}
 
     fig_w = max(8.0, 2.5 * n_cols + 2.6)
     fig_h = max(4.5, 0.95 * tallest + 2.0)
@@ -142,7 +149,7 @@ def draw_plan(program: Program, plan: list[dict], path: str, title: str | None =
                              bbox={"boxstyle": shape, "fc": colour[place[nid].unit], "ec": "0.25",
                                    "lw": 1.6 if program.node(nid).is_selector else 1.0})
     fig.canvas.draw()  # box sizes are known only after a draw; arrows attach to the boxes
-    for src, dst in program.graph.edges():
+    for src, dst in graph.edges():
         a, b = boxes[src], boxes[dst]
         ax.annotate("", xy=(0.5, 0.5), xycoords=b, xytext=(0.5, 0.5), textcoords=a, zorder=2,
                     arrowprops={"arrowstyle": "-|>", "color": "0.4", "lw": 1.0, "shrinkA": 2, "shrinkB": 2,
