@@ -1,0 +1,60 @@
+"""docs/tutorial.md shows real runs: its `rasp run` / `rasp compile` transcript and its Python API
+output are recomputed here, so the page cannot fall behind the compiler."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shutil
+from pathlib import Path
+
+from rasp_compiler.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+TUTORIAL = (ROOT / "docs" / "tutorial.md").read_text(encoding="utf-8")
+
+
+def _transcript(command: str) -> list[str]:
+    """The lines the tutorial shows after ``$ COMMAND`` (up to the next ``$`` or the block's end)."""
+    block = TUTORIAL[TUTORIAL.index(f"$ {command}\n") + len(command) + 3:]
+    block = block[: block.index("```")]
+    return [ln for ln in block.splitlines() if ln][: next(
+        (i for i, ln in enumerate(block.splitlines()) if ln.startswith("$ ")), None)]
+
+
+def _run(args: list[str]) -> list[str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(args) == 0
+    return out.getvalue().splitlines()
+
+
+def _masked(lines: list[str]) -> list[str]:
+    return [re.sub(r"compile time: [0-9.]+ s", "compile time: T s", ln) for ln in lines]
+
+
+def test_tutorial_run_and_compile_transcripts(tmp_path: Path, monkeypatch) -> None:
+    shutil.copy(ROOT / "programs" / "sort.rasp", tmp_path / "sort.rasp")
+    monkeypatch.chdir(tmp_path)
+    assert _run(["run", "sort.rasp", "--input", "banana"]) == _transcript("rasp run sort.rasp --input banana")
+    shown = _transcript("rasp compile sort.rasp --vocab abn --max-len 8 -o sort_model/")
+    got = _run(["compile", "sort.rasp", "--vocab", "abn", "--max-len", "8", "-o", "sort_model/"])
+    assert _masked(got) == _masked(shown)
+
+
+def test_tutorial_python_api_output(tmp_path: Path, monkeypatch) -> None:
+    section = TUTORIAL[TUTORIAL.index("## 6. The same program from Python"):]
+    start = section.index("```python\n") + 10
+    end = section.index("```", start)
+    code = section[start:end]
+    after = section[end + 3:]                        # the output block follows the code block
+    printed = after[after.index("```\n") + 4:].splitlines()[0]
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "tutorial.md", "exec"), {})
+    assert out.getvalue().splitlines()[0] == printed
+    shown = section[section.index("$ cat sort_api.rasp\n") + len("$ cat sort_api.rasp\n"):]
+    shown = shown[: shown.index("$ rasp run")]
+    assert (tmp_path / "sort_api.rasp").read_text(encoding="utf-8") == shown
