@@ -58,3 +58,31 @@ def test_tutorial_python_api_output(tmp_path: Path, monkeypatch) -> None:
     shown = section[section.index("$ cat sort_api.rasp\n") + len("$ cat sort_api.rasp\n"):]
     shown = shown[: shown.index("$ rasp run")]
     assert (tmp_path / "sort_api.rasp").read_text(encoding="utf-8") == shown
+
+
+def test_python_api_page_shows_what_its_example_prints(monkeypatch) -> None:
+    """docs/python-api.md pastes the output of docs/python_api_example.py."""
+    doc = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
+    marker = "`.venv/bin/python docs/python_api_example.py` printed:\n\n```\n"
+    shown = doc[doc.index(marker) + len(marker):]
+    shown = shown[: shown.index("```")]
+    monkeypatch.chdir(ROOT)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        script = ROOT / "docs" / "python_api_example.py"
+        exec(compile(script.read_text(encoding="utf-8"), str(script), "exec"), {"__name__": "__main__"})
+
+    def masked(text: str) -> str:
+        text = re.sub(r"compile time: [0-9.]+ s", "compile time: T s", text)
+        return re.sub(r"\([^()\s]*python_api_example\.py:", "(python_api_example.py:", text)
+    assert masked(out.getvalue()) == masked(shown)
+
+
+def test_readme_first_session_compile_transcript(tmp_path: Path, monkeypatch) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = "rasp compile programs/reverse.rasp --vocab abcdefghijklmnopqrstuvwxyz --max-len 16 -o out/"
+    shown = readme[readme.index(f"$ {command}\n") + len(command) + 3:]
+    shown = shown[: shown.index("\n\n")].splitlines()
+    shutil.copytree(ROOT / "programs", tmp_path / "programs")
+    monkeypatch.chdir(tmp_path)
+    assert _masked(_run(command.split()[1:])) == _masked(shown)
