@@ -222,3 +222,19 @@ def test_run_help_examples_are_true(monkeypatch):
         assert r.stdout.strip() == shown.split("  (")[0].strip()
         checked += 1
     assert checked >= 3
+
+
+def test_check_shows_progress_on_a_terminal_only(tmp_path):
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    prog = tmp_path / "p.rasp"
+    prog.write_text("aggregate(select(indices, indices, <=), indicator(tokens == \"a\"));\n")
+    args = ["check", str(prog), "--vocab", "ab", "--max-len", "11", "--exhaustive"]   # 4,094 inputs
+    err = Terminal()
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(err):
+        assert main(args) == 0
+    assert "checking (exhaustive)" in err.getvalue() and "/4094" in err.getvalue()
+    assert "exhaustive: 4094/4094 inputs agree" in out.getvalue()
+    assert "checking" not in rasp(*args).stderr      # not a terminal: no progress bar

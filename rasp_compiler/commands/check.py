@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from rasp_compiler.errors import UserError
 
@@ -14,7 +15,13 @@ EPILOG = """examples:
 Without --exhaustive or --samples, every input is checked when there are at most 50,000 of them,
 else 1,000 random inputs; edge inputs (all-equal tokens at every length) are always added.
 Numerical outputs agree within 1e-4 (float32) / 1e-9 (float64) times max(1, |value|).
+On a terminal, a check of more than 2,000 inputs shows a progress bar on stderr.
 Exit status 0 only if every input agrees."""
+
+
+# Inputs from which `rasp check` shows a progress bar on a terminal (the interpreter takes about
+# 1 ms an input, so a few seconds' work).
+PROGRESS_FROM = 2_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -69,7 +76,16 @@ def main(args: argparse.Namespace) -> int:
         inputs = random_inputs(vocab, args.max_len, args.samples or 1000, args.seed)
         inputs += edge_inputs(vocab, args.max_len)
     model.to(args.device)
-    res = check_model(model, program, inputs)
+    bar = None
+    if sys.stderr.isatty() and len(inputs) > PROGRESS_FROM:  # about 2 s and more: show progress
+        from tqdm import tqdm
+        bar = tqdm(total=len(inputs), desc=f"checking ({mode})", unit="input", leave=False,
+                   dynamic_ncols=True)
+    try:
+        res = check_model(model, program, inputs, progress=bar.update if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
     stats = model.stats()
     report = {"layers": stats["layers"], "heads_per_layer": stats["heads_per_layer"],
               "residual_width": stats["residual_width"], "mlp_hidden": stats["mlp_hidden"],

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import random
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from rasp_compiler.errors import UserError
 from rasp_compiler.graph.nodes import Program
@@ -77,7 +77,8 @@ def agree(got: list[Any], want: list[Any], numerical: bool, tol: float) -> tuple
 
 
 def check_model(model: RaspModel, program: Program, inputs: Iterable[list[Any]], *,
-                batch_size: int = 256, max_failures: int = 5) -> CheckResult:
+                batch_size: int = 256, max_failures: int = 5,
+                progress: Callable[[int], None] | None = None) -> CheckResult:
     from rasp_compiler.interpreter import run
 
     res = CheckResult()
@@ -108,6 +109,8 @@ def check_model(model: RaspModel, program: Program, inputs: Iterable[list[Any]],
                     res.max_abs_error = max(res.max_abs_error, err)
                 if not ok and len(res.failures) < max_failures:
                     res.failures.append({"input": x, "model": g, "interpreter": w})
+        if progress is not None:
+            progress(len(batch))  # inputs done in this batch, checked or skipped
         batch.clear()
 
     for x in inputs:
