@@ -147,3 +147,16 @@ def test_repl_command_inside_a_def_is_still_an_error() -> None:
 def test_command_words_stay_usable_as_names() -> None:
     program = program_from_source('set = tokens;\nshow = set + "!";\nexample = show;\nexample;\n')
     assert run(program, "ab") == ["a!", "b!"]
+
+
+def test_one_program_of_a_file_compiles_without_the_others() -> None:
+    """A file may define several programs (paper_examples.rasp): compiling one analyses only the
+    s-ops it depends on, so another's error, size or notes do not reach it."""
+    src = ('odd = numerical(tokens + "x");\n'          # not compilable: a numerical string
+           'other = aggregate(select(indices, indices, <=), tokens);\n'   # a note when analysed
+           'good = aggregate(select(indices, length - indices - 1, ==), tokens);\n')
+    with pytest.raises(RaspError, match="numerical"):
+        compile_program(program_from_source(src, output="odd"), list("ab"), 4)
+    model = compile_program(program_from_source(src, output="good"), list("ab"), 4)
+    assert model.run([list("ab")]) == [["b", "a"]]
+    assert not model.config["notes"] and "other" not in model.summary()

@@ -21,6 +21,7 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
+import networkx as nx
 import numpy as np
 
 from rasp_compiler.compiler import selectors as sl
@@ -103,7 +104,11 @@ class Analysis:
     """Value sets, encodings and joint domains of every s-op of ``program``."""
 
     def __init__(self, program: Program, vocab: list[Any], max_len: int, *,
-                 fixed_length: int | None = None, causal: bool = False, dtype: str = "float32") -> None:
+                 fixed_length: int | None = None, causal: bool = False, dtype: str = "float32",
+                 whole_program: bool = False) -> None:
+        """Analyses the s-ops the output depends on (a file may define several programs: the
+        others are not compiled, so their value sets, size limits and notes do not matter), or
+        every s-op with ``whole_program``."""
         self.program = program
         self.dtype = dtype
         self.graph = program.graph
@@ -123,8 +128,11 @@ class Analysis:
         self._formulas: dict[str, sl.Formula] = {}
         self._lex_cache: dict[str, tuple[str, str, bool, bool] | None] = {}
         self._width_cache: dict[str, dict[tuple[int, int], int] | None] = {}
+        wanted = None
+        if not whole_program and program.output in self.graph:
+            wanted = nx.ancestors(self.graph, program.output) | {program.output}
         for node in program.nodes():
-            if not node.is_selector:
+            if not node.is_selector and (wanted is None or node.id in wanted):
                 self.info[node.id] = self._analyse(node)
 
     # ------------------------------------------------------------------ helpers

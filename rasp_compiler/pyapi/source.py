@@ -209,7 +209,7 @@ def to_source(program: Program, vocab: list[Any] | str | None = None, max_len: i
                             hint="pass vocab= and max_len= (the inputs the program will see)")
         from rasp_compiler.compiler.analysis import Analysis
 
-        analysis = Analysis(program, list(vocab), max_len)
+        analysis = Analysis(program, list(vocab), max_len, whole_program=True)
     names: dict[str, str] = {}
     taken = set(RESERVED)
     lines = [f"# {line}" for line in (header or "written by rasp_compiler.pyapi.to_source").splitlines()]
