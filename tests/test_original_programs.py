@@ -160,3 +160,20 @@ def test_one_program_of_a_file_compiles_without_the_others() -> None:
     model = compile_program(program_from_source(src, output="good"), list("ab"), 4)
     assert model.run([list("ab")]) == [["b", "a"]]
     assert not model.config["notes"] and "other" not in model.summary()
+
+
+def test_rasp_run_uses_the_files_example_when_no_input_is_given(tmp_path, capsys) -> None:
+    from rasp_compiler.cli import main
+
+    session = tmp_path / "session.rasp"
+    session.write_text('set example "hello"\nset selector example "ab"\n' + PLAIN)
+    assert main(["run", str(session)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == "[o, l, l, e, h] (strings)"
+    assert 'example "hello"' in captured.err
+    assert main(["run", str(session), "--input", "ab"]) == 0      # an explicit input wins
+    assert capsys.readouterr().out.strip() == "[b, a] (strings)"
+    plain = tmp_path / "plain.rasp"
+    plain.write_text(PLAIN)
+    assert main(["run", str(plain)]) == 1
+    assert "no input: give --input TEXT or --input-json JSON" in capsys.readouterr().err

@@ -17,11 +17,13 @@ EPILOG = """examples:
   rasp run programs/matmul.rasp --input-json '[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]' --json
       {"output": [21.0, 24.0, 27.0, 47.0, 54.0, 61.0, 0.0, 0.0, 0.0, 0.0]}
   rasp run prog.rasp --input abc --output hist     (print another named s-op)
+  rasp run session.rasp     (a file that sets `set example "hello"`, as the original REPL's do)
 
 The input is one list: --input gives a string's characters, --input-json a JSON list of
 strings / numbers / booleans.  tokens_str, tokens_int, tokens_float and tokens_bool read it
 converted to their type; `tokens` starts as tokens_str.  The printed s-op is `out` (the last
-expression statement) unless --output names another."""
+expression statement) unless --output names another.  Without --input, a file written for the
+original REPL runs on the example it sets (`set example "hello"`)."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "on one input and print the resulting s-op.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", metavar="FILE", help="the .rasp program")
-    src = p.add_mutually_exclusive_group(required=True)
+    src = p.add_mutually_exclusive_group()
     src.add_argument("--input", metavar="TEXT", help="input string; its characters are the tokens")
     src.add_argument("--input-json", metavar="JSON", help="input as a JSON list, e.g. '[1, 2.5, -3]'")
     p.add_argument("--output", metavar="NAME", default=None,
@@ -58,14 +60,38 @@ def parse_input_json(text: str) -> list[Any]:
     return value
 
 
+def file_example_input(path: str) -> list[Any]:
+    """The input a file sets with the original REPL's ``set example …`` (refused if none)."""
+    import sys
+
+    from rasp_compiler.lang.elaborator import Session
+    from rasp_compiler.lang.repl_commands import file_example
+
+    with open(path, encoding="utf-8") as fh:   # load_program has read it already
+        example = file_example(fh.read())
+    if example is None:
+        raise InputError("no input: give --input TEXT or --input-json JSON",
+                         hint='a file written for the original REPL may set one: set example "hello"')
+    value = Session().eval_expression(example, f"{path} (set example)")
+    if not (isinstance(value, str) or isinstance(value, list)) or not value:
+        raise InputError(f"the file's example {example} is not a string or a non-empty list")
+    print(f"(input: the file's example {example})", file=sys.stderr)
+    return list(value)
+
+
 def main(args: argparse.Namespace) -> int:
     from rasp_compiler.interpreter import run
     from rasp_compiler.lang.elaborator import load_program
     from rasp_compiler.lang.format import format_value, json_value
 
-    inputs = list(args.input) if args.input is not None else parse_input_json(args.input_json)
     output = args.output or "out"
     program = load_program(args.file, output=output)
+    if args.input is not None:
+        inputs = list(args.input)
+    elif args.input_json is not None:
+        inputs = parse_input_json(args.input_json)
+    else:
+        inputs = file_example_input(args.file)
     value = run(program, inputs)
     if args.json:
         print(json.dumps({"output": json_value(value)}))

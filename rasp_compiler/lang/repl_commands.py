@@ -23,11 +23,19 @@ EXIT = re.compile(r"^\s*(exit|quit)(\(\))?\s*;?\s*$")
 _ONE_LINE = (SET_EXAMPLE, SHOW_EXAMPLE, EXAMPLES_SWITCH, SEQ_DISPLAY)
 
 
-def blank_repl_commands(text: str) -> str:
+def file_example(text: str) -> str | None:
+    """The expression of the file's last ``set example …`` (or ``set s-op example …``) before any
+    ``exit``: the input the original REPL would show the file's s-ops on."""
+    examples: list[str] = []
+    blank_repl_commands(text, examples)
+    return examples[-1] if examples else None
+
+
+def blank_repl_commands(text: str, examples: list[str] | None = None) -> str:
     """``text`` with every top-level REPL command replaced by spaces, and everything after an
     ``exit`` / ``quit`` line too.  A command is recognised only where a statement may start (at
     bracket depth 0, after a ``;`` or ``}``), so the same words inside an expression are left for
-    the parser to judge."""
+    the parser to judge.  The expressions of s-op examples set on the way go to ``examples``."""
     lines = text.splitlines(keepends=True)
     out: list[str] = []
     depth, at_start = 0, True
@@ -39,6 +47,9 @@ def blank_repl_commands(text: str) -> str:
             if EXIT.match(code):
                 out.extend(_blank(rest) for rest in lines[i:])
                 break
+            m = SET_EXAMPLE.match(code)
+            if m and examples is not None and m.group(1) != "selector":
+                examples.append(m.group(2).strip())
             if any(p.match(code) for p in _ONE_LINE):
                 out.append(_blank(line))
                 i += 1
