@@ -35,8 +35,6 @@ HELP = """commands (besides RASP statements):
   exit | quit             leave (so does end of input)"""
 
 
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "repl", help="interactive RASP prompt",
@@ -62,6 +60,7 @@ class Repl:
         self.example: Any = example
         self.show_examples = True
         self.count = 0
+        self.drawn = 0  # pictures written by draw(...): draw-1.png, draw-2.png, …
         self.out: TextIO = sys.stdout
 
     # ------------------------------------------------------------------ the loop
@@ -182,7 +181,7 @@ class Repl:
         if not tokens:
             self.say("error: the example to draw on is a string or a non-empty list of atoms")
             return
-        self.drawn = getattr(self, "drawn", 0) + 1
+        self.drawn += 1
         path = f"draw-{self.drawn}.png"
         try:
             program = self.session.program_for(args[0])
