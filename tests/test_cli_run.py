@@ -238,3 +238,31 @@ def test_check_shows_progress_on_a_terminal_only(tmp_path):
     assert "checking (exhaustive)" in err.getvalue() and "/4094" in err.getvalue()
     assert "exhaustive: 4094/4094 inputs agree" in out.getvalue()
     assert "checking" not in rasp(*args).stderr      # not a terminal: no progress bar
+
+
+def test_compile_status_names_the_stage_on_a_terminal_only(monkeypatch):
+    import time as _time
+
+    from rasp_compiler.commands.compile import CompileStatus
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    status = CompileStatus(delay=0.0)
+    for _ in range(100):                      # the timer thread shows the line
+        if status.shown:
+            break
+        _time.sleep(0.01)
+    status("weights")
+    status.close()
+    assert "compiling: starting" in term.getvalue() and "compiling: weights" in term.getvalue()
+    assert term.getvalue().endswith("\r\033[K")   # the line is cleared for the summary
+    plain = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", plain)
+    quiet = CompileStatus(delay=0.0)
+    quiet("weights")
+    quiet.close()
+    assert plain.getvalue() == ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import Any
 
 from rasp_compiler.errors import UserError
@@ -13,7 +14,8 @@ EPILOG = """examples:
   rasp compile prog.rasp --vocab '["1","2","3"]' --max-len 8 -o out/ --output hist --dtype float64
 
 --vocab is a string of one-character tokens or a JSON list of tokens.  The model reads a BOS
-token, then up to --max-len tokens; `rasp eval out/ --input abca` runs it."""
+token, then up to --max-len tokens; `rasp eval out/ --input abca` runs it.  On a terminal, a
+compile that takes more than a second names its stage on stderr."""
 
 
 def parse_vocab(text: str) -> list[Any]:
@@ -59,6 +61,49 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
+class CompileStatus:
+    """On a terminal, the stage of a compile that has run for more than a second, on one line of
+    stderr that is cleared when the compile ends; nothing at all for a fast compile or off a
+    terminal."""
+
+    def __init__(self, delay: float = 1.0) -> None:
+        import sys
+        import threading
+
+        self.stream = sys.stderr
+        self.stage = "starting"
+        self.shown = False
+        self.start = time.monotonic()
+        self.lock = threading.Lock()
+        self.timer = threading.Timer(delay, self._show)
+        self.timer.daemon = True
+        if self.stream.isatty():
+            self.timer.start()
+
+    def __call__(self, stage: str) -> None:
+        with self.lock:
+            self.stage = stage
+            if self.shown:
+                self._write()
+
+    def _show(self) -> None:
+        with self.lock:
+            self.shown = True
+            self._write()
+
+    def _write(self) -> None:
+        self.stream.write(f"\r\033[Kcompiling: {self.stage} ({time.monotonic() - self.start:.0f} s)")
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.timer.cancel()
+        with self.lock:
+            if self.shown:
+                self.stream.write("\r\033[K")
+                self.stream.flush()
+            self.shown = False
+
+
 def compile_from_args(args: argparse.Namespace):
     from rasp_compiler.compiler import compile_program
     from rasp_compiler.lang import load_program
@@ -81,8 +126,13 @@ def compile_from_args(args: argparse.Namespace):
                                fixed_length=args.fixed_length, input_range=range_from_args(args))
     if args.vocab is None:
         raise UserError("--vocab is required (or --input-range LO HI for real-valued tokens)")
-    return compile_program(program, parse_vocab(args.vocab), args.max_len, dtype=args.dtype,
-                           causal=args.causal, fixed_length=getattr(args, "fixed_length", None))
+    status = CompileStatus()
+    try:
+        return compile_program(program, parse_vocab(args.vocab), args.max_len, dtype=args.dtype,
+                               causal=args.causal, fixed_length=getattr(args, "fixed_length", None),
+                               progress=status)
+    finally:
+        status.close()
 
 
 def main(args: argparse.Namespace) -> int:

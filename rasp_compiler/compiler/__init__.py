@@ -17,7 +17,7 @@ each head / MLP) → ``assemble`` (tensors + config).  The model itself is
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from rasp_compiler.compiler.analysis import Analysis
 from rasp_compiler.compiler.assemble import DTYPES, assemble
@@ -100,10 +100,13 @@ def _short_sources(sources: list[str]) -> list[str]:
 def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, output: str | None = None,
                     dtype: str = "float32", causal: bool = False,
                     fixed_length: int | None = None,
-                    input_range: tuple[float, float] | None = None) -> CompiledModel:
+                    input_range: tuple[float, float] | None = None,
+                    progress: Callable[[str], None] | None = None) -> CompiledModel:
     """Compile ``program`` for inputs over ``vocab`` of length 1..``max_len``.  With
     ``input_range=(lo, hi)`` the program reads real numbers in [lo, hi] (``tokens_float``) and is
-    compiled numerically (``compiler/real.py``; ``vocab`` is ignored)."""
+    compiled numerically (``compiler/real.py``; ``vocab`` is ignored).  ``progress`` is called
+    with the name of each stage as it starts."""
+    stage = progress or (lambda name: None)
     start = time.perf_counter()
     if input_range is not None:  # integer / string tokens: the range's integers are the vocabulary
         from rasp_compiler.compiler.real import integer_vocab
@@ -137,9 +140,13 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
         config, tensors = compile_numeric(program, input_range, max_len, dtype=dtype, causal=causal,
                                           fixed_length=fixed_length)
     else:
+        stage("value sets")
         an = Analysis(program, vocab, max_len, fixed_length=fixed_length, causal=causal, dtype=dtype)
+        stage("heads and MLPs")
         low = Lowering(an)
+        stage("layers")
         sched = schedule(low)
+        stage("weights")
         config, tensors = assemble(an, low, sched, dtype=dtype, causal=causal)
     from rasp_compiler.runtime import config_digest, weights_digest
     config["weights_sha256"] = weights_digest(tensors)
