@@ -52,3 +52,17 @@ def test_model_with_mlp_is_refused_by_name_and_its_attention_layer_runs():
     ut = build_universal("paths", 1, target.heads, target.dim, residual=True)
     res = run_sublayer_through_ut(model, 0, ut, _all_inputs("abc", 4))
     assert res.max_logit_error <= 1e-10 and res.attention_max_diff <= 1e-10
+
+
+def test_cli_program_output_picks_one_program_of_a_file(capsys) -> None:
+    """`rasp universal --program FILE --output NAME`: a file of several programs (the original
+    repository's paper_examples.rasp) runs the named one through the UT."""
+    import json
+
+    from rasp_compiler.cli import main
+
+    paper = str(ROOT / "tests" / "data" / "paper_examples.rasp")
+    code = main(["universal", "--program", paper, "--output", "hist_nobos", "--vocab", "abc",
+                 "--max-len", "3", "--attention-layer", "0", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["max_abs_error"] == 0.0, report

@@ -75,6 +75,8 @@ def register(subparsers) -> None:
     r.add_argument("--program", metavar="FILE", help="compile this RASP program and run it through a UT "
                                                      "(default construction: paths)")
     r.add_argument("--vocab", help="tokens for --program: a string of characters or a JSON list")
+    r.add_argument("--output", metavar="NAME", default=None,
+                   help="the s-op of --program to compile (default: out, its last expression statement)")
     r.add_argument("--max-len", type=int, default=5, help="longest input for --program (default 5)")
     r.add_argument("--attention-layer", type=int, metavar="N",
                    help="simulate only attention sublayer N of the compiled model (MLPs elsewhere allowed)")
@@ -245,7 +247,7 @@ def _program(args: argparse.Namespace) -> int:
 
     if not args.vocab:
         raise UserError("--program needs --vocab (the tokens the model is compiled for)")
-    program = load_program(args.program)
+    program = load_program(args.program, output=args.output or "out")
     model = compile_program(program, parse_vocab(args.vocab), args.max_len, dtype="float64",
                             causal=args.causal)
     layers = None if args.attention_layer is None else [args.attention_layer]
