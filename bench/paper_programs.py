@@ -35,6 +35,8 @@ PROGRAMS = [
     ("hist_nobos", "abc", 1),
     ("hist_bos", "abc", 1),
     ("sort_bos", "abc", 2),
+    ("hist2_bos", "abc", 2),
+    ("sort_by_most_freq", "abc", 3),
     ("dyck1_ptf", "()", 2),
     ("dyck2_ptf", "(){}", 4),
 ]
@@ -67,7 +69,7 @@ def main() -> int:
     source = SOURCE.read_text(encoding="utf-8")
     chosen = [p for p in PROGRAMS if args.programs is None or p[0] in args.programs]
     rows = []
-    print(f"{'program':12}{'N':>4}{'layers':>8}{'RASP':>6}  {'heads':18}{'params':>12}{'compile s':>11}"
+    print(f"{'program':18}{'N':>4}{'layers':>8}{'RASP':>6}  {'heads':18}{'params':>12}{'compile s':>11}"
           f"{'agree':>12}")
     for name, vocab, rasp_layers in chosen:
         for n in args.lengths:
@@ -75,9 +77,9 @@ def main() -> int:
             row["rasp_layers"] = rasp_layers
             rows.append(row)
             if "refused" in row:
-                print(f"{name:12}{n:>4}  refused: {row['refused'][:90]}", flush=True)
+                print(f"{name:18}{n:>4}  refused: {row['refused'][:90]}", flush=True)
                 continue
-            print(f"{name:12}{n:>4}{row['layers']:>8}{rasp_layers:>6}  {str(row['heads_per_layer']):18}"
+            print(f"{name:18}{n:>4}{row['layers']:>8}{rasp_layers:>6}  {str(row['heads_per_layer']):18}"
                   f"{row['params']:>12,}{row['compile_s']:>11.2f}"
                   f"{row['inputs_agreeing']:>6}/{row['inputs_checked']}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
