@@ -53,7 +53,8 @@ _NP_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": oper
 
 def convert_input(values: Iterable[Any], type_name: str) -> list[Any]:
     """The input list read as ``tokens_<type_name>`` (the original's str/int/float/bool maps)."""
-    convert: Callable[[Any], Any] = {"str": _to_str, "int": int, "float": float, "bool": bool}[type_name]
+    convert: Callable[[Any], Any] = {"str": _to_str, "int": int, "float": float, "bool": bool,
+                                     "value": _as_given}[type_name]
     out = []
     for i, v in enumerate(values):
         try:
@@ -62,6 +63,10 @@ def convert_input(values: Iterable[Any], type_name: str) -> list[Any]:
             raise InputError(f"tokens_{type_name} cannot read input position {i} ({v!r}) as {type_name}",
                              hint="give --input-json with numbers for a numeric program") from None
     return out
+
+
+def _as_given(v: Any) -> Any:
+    return v
 
 
 def _to_str(v: Any) -> str:
@@ -142,6 +147,8 @@ def _evaluate_node(node: Node, args: list[Any], data: list[Any], n: int, convert
     if isinstance(node, (Map, SequenceMap)):
         return _map(node, args, n)
     if isinstance(node, Select):
+        if node.fn is not None:
+            return _select_by(node, args[0], args[1])
         return _select(node.op, args[0], args[1])
     if isinstance(node, Aggregate):
         return _aggregate(node, args[0], args[1])
@@ -245,6 +252,20 @@ def _select(op: str, keys: list[Any], queries: list[Any]) -> np.ndarray:
     for qi, q in enumerate(queries):
         for ki, k in enumerate(keys):
             out[qi, ki] = bool(apply_binary(op, k, q))
+    return out
+
+
+def _select_by(node: Select, keys: list[Any], queries: list[Any]) -> np.ndarray:
+    """sel[q, k] = fn(keys[k], queries[q]) for a Python predicate (tracr's lambda predicates)."""
+    fn = node.fn.fn  # type: ignore[union-attr]
+    out = np.zeros((len(queries), len(keys)), dtype=bool)
+    for qi, q in enumerate(queries):
+        for ki, k in enumerate(keys):
+            try:
+                out[qi, ki] = bool(fn(k, q))
+            except Exception as e:
+                raise OperatorError(f"the selector's predicate failed on key {k!r} and query {q!r}: "
+                                    f"{type(e).__name__}: {e}") from None
     return out
 
 

@@ -99,13 +99,16 @@ def test_residual_width_at_most_tracr(name: str) -> None:
 
 def signature(program) -> nx.DiGraph:
     """The graph with constants duplicated per use (RASP text writes a constant at each use, and
-    the elaborator makes one node per use) and nodes labelled by what they compute."""
+    the elaborator makes one node per use) and nodes labelled by what they compute.  The Python
+    API's ``tokens`` (the input as given) is written as ``tokens`` for the string vocabularies
+    used here, so it is labelled as that."""
     g = nx.DiGraph()
     for node in program.nodes():
         if node.kind == "constant":
             continue
         label = (node.kind, getattr(node, "op", None), getattr(node, "encoding", None),
-                 getattr(node, "type", None), repr(getattr(node, "default", None)))
+                 {"value": "str"}.get(getattr(node, "type", None), getattr(node, "type", None)),
+                 repr(getattr(node, "default", None)))
         g.add_node(node.id, label=label)
         for arg, src in enumerate(node.inputs):
             s = program.node(src)

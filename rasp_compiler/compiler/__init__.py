@@ -23,6 +23,7 @@ from rasp_compiler.compiler.analysis import Analysis
 from rasp_compiler.compiler.assemble import DTYPES, assemble
 from rasp_compiler.compiler.lowering import Lowering
 from rasp_compiler.compiler.schedule import schedule
+from rasp_compiler.compiler.values import vocab_list
 from rasp_compiler.errors import CompileError, UserError
 from rasp_compiler.graph.nodes import Program
 from rasp_compiler.runtime import RaspModel
@@ -113,9 +114,7 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
         ints = integer_vocab(program, input_range)
         if ints is not None:
             vocab, input_range = ints, None
-    if isinstance(vocab, str):
-        vocab = list(vocab)
-    vocab = list(dict.fromkeys(vocab or [])) if input_range is None else ["<number>"]
+    vocab = vocab_list(vocab) if input_range is None else ["<number>"]
     if not vocab:
         raise UserError("the vocabulary is empty", hint="give --vocab abc or --vocab '[\"a\",\"b\"]'")
     if dtype not in DTYPES:

@@ -94,7 +94,7 @@ def is_numeric(values: list[Any]) -> bool:
 def convert_token(v: Any, type_name: str) -> Any:
     """A vocabulary entry read as ``tokens_<type>`` (as the interpreter's ``convert_input``)."""
     try:
-        return {"str": str, "int": int, "float": float, "bool": bool}[type_name](v)
+        return {"str": str, "int": int, "float": float, "bool": bool, "value": lambda x: x}[type_name](v)
     except (TypeError, ValueError) as err:
         raise CompileError(f"vocabulary entry {v!r} cannot be read as {type_name} (tokens_{type_name})",
                            hint="give the vocabulary as a JSON list of numbers") from err

@@ -591,15 +591,17 @@ class Lowering:
             return c
 
         def narrow(a: sl.Atom) -> sl.Formula:
+            # a Python predicate has no operator text: name it by its select, which is unique
+            op = a.op if a.fn is None else f" {a.select} "
             if a.key in keys:
                 c_ = an.info[a.query].values[0]
-                pred = self._predicate(a.key, f"{a.op}{label(c_)}", sel_id,
-                                       lambda v: sl.compare(a.op, v, c_))
+                pred = self._predicate(a.key, f"{op}{label(c_)}", sel_id,
+                                       lambda v: sl.holds(a, v, c_))
                 return sl.Atom(a.select, pred, self._true(), "==", a.negated)
             if a.query in queries:
                 c_ = an.info[a.key].values[0]
-                pred = self._predicate(a.query, f"{label(c_)}{a.op}", sel_id,
-                                       lambda v: sl.compare(a.op, c_, v))
+                pred = self._predicate(a.query, f"{label(c_)}{op}", sel_id,
+                                       lambda v: sl.holds(a, c_, v))
                 return sl.Atom(a.select, self._true(), pred, "==", a.negated)
             return a
         return sl.substitute(c, narrow)
@@ -649,7 +651,7 @@ class Lowering:
                    for s in (a.key, a.query)):
                 kv = [an._positional_value(a.key, j, n) for j in range(n)]
                 qv = [an._positional_value(a.query, i, n) for i in range(n)]
-                m = np.array([[sl.compare(a.op, k, q) for k in kv] for q in qv], dtype=bool)
+                m = np.array([[sl.holds(a, k, q) for k in kv] for q in qv], dtype=bool)
                 known[a] = ~m if a.negated else m
         can_true, _ = sl.tri_evaluate(f, known, (n, n))
         if np.triu(can_true, 1).any():

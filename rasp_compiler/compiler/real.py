@@ -163,7 +163,7 @@ class NumericCompiler:
         positional = set()
         for node in order:
             if isinstance(node, Tokens):
-                if node.type not in ("float", "int"):
+                if node.type not in ("float", "int", "value"):
                     raise self.error(node.id, f"numerical compilation reads real-valued tokens, but "
                                      f"the program reads tokens_{node.type}",
                                      hint="write tokens = tokens_float; or compile without --input-range")
@@ -431,7 +431,7 @@ class NumericCompiler:
             return self._digit_blocks([int(v) for v in kv], qv, label)
         kvals = _distinct(kv)
         qvals = _distinct(qv)
-        small = np.array([[sl.compare(a.op, k, q) for k in kvals] for q in qvals], dtype=bool)
+        small = np.array([[sl.holds(a, k, q) for k in kvals] for q in qvals], dtype=bool)
         if a.negated:
             small = ~small
         kidx = np.array([_index(kvals, v) for v in kv])
@@ -600,7 +600,7 @@ class NumericCompiler:
 def integer_vocab(program: Program, input_range: tuple[float, float]) -> list[int] | None:
     """For a program that reads no real-valued tokens (tokens_int, tokens_str, ...), the integers
     of ``input_range``: such a program is compiled categorically over that vocabulary."""
-    if any(isinstance(n, Tokens) and n.type == "float" for n in program.nodes()):
+    if any(isinstance(n, Tokens) and n.type in ("float", "value") for n in program.nodes()):
         return None
     lo, hi = math.ceil(input_range[0]), math.floor(input_range[1])
     if hi < lo:

@@ -27,6 +27,7 @@ class Atom:
     query: str  # query s-op id
     op: str
     negated: bool = False
+    fn: Any = None  # op "fn": the Select's PyFn of (key, query)
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def formula(graph: Any, sel_id: str, negated: bool = False) -> Formula:
     node = graph.nodes[sel_id]["node"]
     if isinstance(node, Select):
         keys, queries = node.inputs
-        return Atom(sel_id, keys, queries, node.op, negated)
+        return Atom(sel_id, keys, queries, node.op, negated, node.fn)
     if isinstance(node, SelectorNot):
         return formula(graph, node.inputs[0], not negated)
     if isinstance(node, (SelectorAnd, SelectorOr)):
@@ -78,6 +79,16 @@ def compare(op: str, key: Any, query: Any) -> bool:
         return False
 
 
+def holds(atom: Atom, key: Any, query: Any) -> bool:
+    """The atom's predicate (before its negation) on one key and query value."""
+    if atom.fn is None:
+        return compare(atom.op, key, query)
+    try:
+        return bool(atom.fn.fn(key, query))
+    except Exception:  # as in ``compare``: the interpreter raises on such a pair
+        return False
+
+
 _RANK_OPS = {"==": np.equal, "!=": np.not_equal, "<": np.less, ">": np.greater,
              "<=": np.less_equal, ">=": np.greater_equal}
 
@@ -101,7 +112,7 @@ def atom_matrix(atom: Atom, qvalues: list, kvalues: list) -> np.ndarray:
         qr = np.array([ranks[v] for v in qvalues], dtype=np.int64)
         m = op(kr[None, :], qr[:, None]).reshape(len(qvalues), len(kvalues))
     else:
-        m = np.array([[compare(atom.op, k, q) for k in kvalues] for q in qvalues], dtype=bool)
+        m = np.array([[holds(atom, k, q) for k in kvalues] for q in qvalues], dtype=bool)
         m = m.reshape(len(qvalues), len(kvalues))
     return ~m if atom.negated else m
 

@@ -20,6 +20,16 @@ def is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not (isinstance(v, float) and not math.isfinite(v))
 
 
+def vocab_list(vocab: Any) -> list[Any]:
+    """The vocabulary as a list without repeats: a string is its characters, and a set (tracr
+    passes sets) is sorted, so that every process sees one order and compiles the same weights."""
+    if isinstance(vocab, str):
+        return list(vocab)
+    if isinstance(vocab, (set, frozenset)):
+        vocab = sorted(vocab, key=value_key)
+    return list(dict.fromkeys(vocab or []))
+
+
 def value_key(v: Any) -> tuple:
     """A total order over the values RASP programs produce (numbers by value, then strings, …)."""
     # Exact-type fast paths first: this is called once per table row when MLPs are built.

@@ -11,13 +11,16 @@ Values flowing along the graph:
 * a selector is a boolean matrix ``sel[q][k]`` (rows = query positions, columns = key positions).
 
 Semantics of each kind (the contract of the interpreter, which the compiler must reproduce):
-* ``Tokens(type)``       — the input list converted to ``type`` (str / int / float / bool).
+* ``Tokens(type)``       — the input list converted to ``type`` (str / int / float / bool), or as
+                           given (``value``: the Python API's ``tokens``, as tracr's).
 * ``Indices``            — 0, 1, …, n-1.
 * ``Length``             — n at every position.
 * ``Constant(value)``    — ``value`` at every position (an atom broadcast to an s-op).
 * ``Map(fn)``            — ``fn`` applied positionwise to one input s-op.
 * ``SequenceMap(fn)``    — ``fn`` applied positionwise to several input s-ops.
-* ``Select(op)``         — inputs (keys, queries); ``sel[q][k] = keys[k] op queries[q]``.
+* ``Select(op)``         — inputs (keys, queries); ``sel[q][k] = keys[k] op queries[q]``; with
+                           ``op == "fn"`` the predicate is ``fn`` (a Python callable of key and
+                           query, from the Python API, as tracr's lambda predicates).
 * ``Aggregate(default)`` — inputs (selector, sop); per query row: nothing selected → default;
                            one key → its value; several → the mean (numbers only).
 * ``SoftmaxAggregate(default, width)`` — inputs (selector, q_1..q_m, k_1..k_m, value); per query
@@ -76,7 +79,7 @@ class SOpNode(Node):
 
 @dataclass(frozen=True)
 class Tokens(SOpNode):
-    type: str = "str"  # str | int | float | bool
+    type: str = "str"  # str | int | float | bool | value (the input as given: the Python API's tokens, as tracr's)
     kind = "tokens"
 
 
@@ -132,6 +135,7 @@ class SelectorWidth(SOpNode):
 @dataclass(frozen=True)
 class Select(Node):
     op: str = "=="
+    fn: Expr | None = None  # op "fn": a PyFn of (key, query)
     kind = "select"
     is_selector = True
 

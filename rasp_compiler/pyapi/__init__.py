@@ -41,6 +41,7 @@ from rasp_compiler.pyapi.builder import (
     tokens_bool,
     tokens_float,
     tokens_int,
+    tokens_str,
 )
 from rasp_compiler.pyapi.source import to_source
 
@@ -71,5 +72,5 @@ __all__ = [
     "Selector", "SelectorAnd", "SelectorNot", "SelectorOr", "SelectorWidth", "SequenceMap", "SOp",
     "aggregate", "as_program", "build_program", "categorical", "compile_program", "indicator", "indices",
     "length", "numerical", "rasp_round", "run", "select", "selector_width", "to_source", "tokens",
-    "tokens_bool", "tokens_float", "tokens_int",
+    "tokens_bool", "tokens_float", "tokens_int", "tokens_str",
 ]

@@ -229,13 +229,14 @@ def _primitive(cls: type[Node], label: str, **fields: Any) -> SOp:
     return sop
 
 
-tokens = _primitive(Tokens, "tokens", type="str")
+tokens = _primitive(Tokens, "tokens", type="value")  # the input as given (tracr's tokens)
+tokens_str = _primitive(Tokens, "tokens_str", type="str")
 tokens_int = _primitive(Tokens, "tokens_int", type="int")
 tokens_float = _primitive(Tokens, "tokens_float", type="float")
 tokens_bool = _primitive(Tokens, "tokens_bool", type="bool")
 indices = _primitive(Indices, "indices")
 length = _primitive(Length, "length")
-PRIMITIVES = (tokens, tokens_int, tokens_float, tokens_bool, indices, length)
+PRIMITIVES = (tokens, tokens_str, tokens_int, tokens_float, tokens_bool, indices, length)
 
 
 def Full(value: Any) -> SOp:  # noqa: N802 - tracr's name
@@ -247,9 +248,15 @@ ConstantSOp = Full
 
 
 # --------------------------------------------------------------------------- operations
-def select(keys: Any, queries: Any, predicate: Comparison | str) -> Selector:
-    """``sel[q][k] = keys[k] predicate queries[q]``; ``predicate`` is a ``Comparison`` or one of
-    ``== != < <= > >=`` (``Comparison.TRUE`` / ``FALSE`` select all / no keys)."""
+def select(keys: Any, queries: Any, predicate: Comparison | str | Callable[[Any, Any], Any]) -> Selector:
+    """``sel[q][k] = keys[k] predicate queries[q]``; ``predicate`` is a ``Comparison``, one of
+    ``== != < <= > >=`` (``Comparison.TRUE`` / ``FALSE`` select all / no keys), or a Python
+    function ``predicate(key, query)`` (tracr's lambda predicates; the compiler tabulates it over
+    the key and query value sets)."""
+    if callable(predicate) and not isinstance(predicate, (Comparison, str)):
+        fn = PyFn(predicate, getattr(predicate, "__name__", "fn"), 2)
+        return Selector(SelectNode, (_sop(keys, "select's keys"), _sop(queries, "select's queries")),
+                        op="fn", fn=fn)
     op = predicate.value if isinstance(predicate, Comparison) else predicate
     if op in ("true", "false"):
         # Constant keys and queries: the predicate no longer depends on the s-ops (tracr's TRUE).

@@ -8,9 +8,12 @@ select on constants (``select(0, 0, ==)``), which selects every key.
 
 from __future__ import annotations
 
+from typing import Any, Callable, Sequence
+
 from rasp_compiler.pyapi.builder import (
     Comparison,
     LinearSequenceMap,
+    Map,
     SequenceMap,
     SOp,
     aggregate,
@@ -112,6 +115,57 @@ def make_shuffle_dyck2() -> SOp:
     return make_shuffle_dyck(pairs=["()", "{}"]).named("shuffle_dyck2")
 
 
+def shift_by(offset: int, /, sop: SOp) -> SOp:
+    """``sop`` moved ``offset`` positions right; the first ``offset`` positions select nothing and
+    hold the default (tracr's ``None``, RASP's 0)."""
+    select_off_by_offset = select(indices, indices, lambda k, q: q == k + offset)
+    out = aggregate(select_off_by_offset, sop, default=None)
+    return out.named(f"shift_by_{offset}")
+
+
+def detect_pattern(sop: SOp, pattern: Sequence[Any]) -> SOp:
+    """True at the last position of each occurrence of ``pattern`` in ``sop``.  The first
+    ``len(pattern) - 1`` positions compare with the shifts' default (tracr's ``None``)."""
+    if len(pattern) < 1:
+        raise ValueError(f"Length of `pattern` must be at least 1. Got {pattern}")
+    # detectors[i]: the i-th element from the end of the pattern, seen i positions back
+    detectors = []
+    for i, element in enumerate(reversed(pattern)):
+        detector = sop == element
+        if i != 0:
+            detector = shift_by(i, detector)
+        detectors.append(detector)
+    pattern_detected = detectors.pop()
+    while detectors:
+        pattern_detected = pattern_detected & detectors.pop()
+    name = "".join(c if c.isalnum() else "_" for c in "".join(map(str, pattern)))
+    return pattern_detected.named(f"detect_pattern_{name}")
+
+
+def make_count_less_freq(n: int) -> SOp:
+    """How many positions hold a token that occurs at most ``n`` times (tracr's predicate is
+    ``<=``, whatever the name says)."""
+    hist = make_hist()
+    select_less = select(hist, hist, lambda x, y: x <= n).named("select_less")
+    return selector_width(select_less).named("count_less_freq")
+
+
+def make_count(sop: SOp, token: Any) -> SOp:
+    """How often ``token`` occurs in ``sop``, at every position."""
+    name = "".join(c if c.isalnum() else "_" for c in str(token))
+    return selector_width(select(sop, sop, lambda k, q: k == token)).named(f"count_{name}")
+
+
+def make_nary_sequencemap(f: Callable[..., Any], *sops: SOp) -> SOp:
+    """``f`` of several s-ops, built as tracr builds it: binary SequenceMaps that collect the
+    arguments into tuples, then one Map that applies ``f``.  (``SequenceMap(f, *sops)`` here takes
+    any number of s-ops directly, and gives a smaller model.)"""
+    values, *rest = sops
+    for sop in rest:
+        values = SequenceMap(lambda x, y: (*x, y) if isinstance(x, tuple) else (x, y), values, sop)
+    return Map(lambda args: f(*args), values)
+
+
 # name -> (builder taking max_len, a vocabulary of size 5 for the size table)
 LIBRARY = {
     "length": (lambda max_len: make_length(), list("abcde")),
@@ -125,4 +179,8 @@ LIBRARY = {
     "pair_balance": (lambda max_len: make_pair_balance(tokens, "(", ")"), list("()abc")),
     "shuffle_dyck": (lambda max_len: make_shuffle_dyck(["()"]), list("()abc")),
     "shuffle_dyck2": (lambda max_len: make_shuffle_dyck2(), list("(){}a")),
+    "shift_by": (lambda max_len: shift_by(1, tokens), list("abcde")),
+    "detect_pattern": (lambda max_len: detect_pattern(tokens, "abc"), list("abcde")),
+    "count": (lambda max_len: make_count(tokens, "a"), list("abcde")),
+    "count_less_freq": (lambda max_len: make_count_less_freq(2), list("abcde")),
 }

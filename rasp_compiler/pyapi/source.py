@@ -137,7 +137,7 @@ def node_text(node: Node, names: dict[str, str], constants: dict[str, Any] | Non
     if isinstance(node, (Map, SequenceMap)):
         return _strip(expr_text(node.fn, args))  # type: ignore[arg-type]
     if isinstance(node, Select):
-        return f"select({args[0]}, {args[1]}, {node.op})"
+        return f"select({args[0]}, {args[1]}, {node.fn.label if node.fn is not None else node.op})"
     if isinstance(node, Aggregate):
         return f"aggregate({args[0]}, {args[1]}, {literal(node.default)})"
     if isinstance(node, SelectorWidth):
@@ -164,11 +164,60 @@ def _has_pyfn(expr: Expr | None) -> bool:
     return isinstance(expr, PyFn) or any(_has_pyfn(c) for c in children(expr))
 
 
+def _tokens_word(vocab: list[Any] | str | None) -> str:
+    """The RASP name that reads the input as the Python API's ``tokens`` (the values as given)
+    does, for inputs over ``vocab``."""
+    values = list(vocab) if vocab is not None else []
+    if all(isinstance(v, str) for v in values):
+        return "tokens"
+    if all(isinstance(v, bool) for v in values):
+        return "tokens_bool"
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return "tokens_int"
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return "tokens_float"
+    raise UserError("the vocabulary mixes strings, numbers and booleans; RASP reads the input as one "
+                    "type (tokens, tokens_int, tokens_float or tokens_bool)",
+                    hint="use tokens_str / tokens_int / ... in the program instead of tokens")
+
+
+def _tabulated_select(node: Select, args: list[str], analysis: Any) -> str:
+    """A select with a Python predicate as ``or`` of terms, one per group of query values that
+    select the same keys: ``select(k in [..], True, ==) and select(True, q in [..], ==)``."""
+    from rasp_compiler.compiler import selectors as sl
+
+    kvals = list(analysis.info[node.inputs[0]].values)
+    qvals = list(analysis.info[node.inputs[1]].values)
+    atom = sl.Atom(node.id, node.inputs[0], node.inputs[1], node.op, False, node.fn)
+    rows: dict[tuple[bool, ...], list[Any]] = {}
+    for q in qvals:
+        rows.setdefault(tuple(sl.holds(atom, k, q) for k in kvals), []).append(q)
+    terms = []
+    for row, qs in rows.items():
+        ks = [k for k, hit in zip(kvals, row, strict=True) if hit]
+        if not ks:
+            continue
+        parts = []
+        if len(ks) < len(kvals):
+            parts.append(f"select({args[0]} in [{', '.join(literal(k) for k in ks)}], True, ==)")
+        if len(qs) < len(qvals):
+            parts.append(f"select(True, {args[1]} in [{', '.join(literal(q) for q in qs)}], ==)")
+        terms.append(" and ".join(parts) or "select(True, True, ==)")
+    if not terms:
+        return "select(True, True, !=)"
+    return " or ".join(f"({t})" if " and " in t and len(terms) > 1 else t for t in terms)
+
+
 def _tabulated(node: Node, args: list[str], analysis: Any) -> str:
     """An opaque function as dict lookups over the input value sets."""
     from rasp_compiler.graph.expr import evaluate
 
-    value_sets = [list(analysis.info[i].values) for i in node.inputs]
+    value_sets = [list(analysis.info[i].values) for i in node.inputs + (node.id,)]
+    shown = next((v for vs in value_sets for v in vs if isinstance(v, (tuple, list))), None)
+    if shown is not None:
+        raise UserError(f"'{node.id}' reads or makes tuples such as {shown!r}, which a RASP value cannot be",
+                        hint="compute the function of several s-ops as one SequenceMap(f, a, b, c)")
+    value_sets.pop()
 
     def table(fixed: tuple) -> list[tuple[Any, Any]]:
         rows, fallback = [], None
@@ -198,24 +247,28 @@ def _tabulated(node: Node, args: list[str], analysis: Any) -> str:
 def to_source(program: Program, vocab: list[Any] | str | None = None, max_len: int | None = None,
               header: str | None = None) -> str:
     """``program`` as ``.rasp`` text; ``vocab``/``max_len`` are needed only to tabulate opaque
-    Python functions (see the module docstring)."""
+    Python functions (see the module docstring).  ``program`` may also be a Python-API s-op."""
+    if not isinstance(program, Program) and callable(getattr(program, "program", None)):
+        program = program.program()
     nodes = list(program.nodes())
     constants = {n.id: n.value for n in nodes if isinstance(n, Constant)}
     analysis = None
     if any(_has_pyfn(getattr(n, "fn", None)) for n in nodes):
         if vocab is None or max_len is None:
-            raise UserError("the program has Python functions (Map/SequenceMap of a lambda); to_source "
+            raise UserError("the program has Python functions (Map/SequenceMap of a lambda, or a "
+                            "Select with a lambda predicate); to_source "
                             "writes them as lookup tables over their value sets",
                             hint="pass vocab= and max_len= (the inputs the program will see)")
         from rasp_compiler.compiler.analysis import Analysis
+        from rasp_compiler.compiler.values import vocab_list
 
-        analysis = Analysis(program, list(vocab), max_len, whole_program=True)
+        analysis = Analysis(program, vocab_list(vocab), max_len, whole_program=True)
     names: dict[str, str] = {}
     taken = set(RESERVED)
     lines = [f"# {line}" for line in (header or "written by rasp_compiler.pyapi.to_source").splitlines()]
     for n in nodes:
         if isinstance(n, (Tokens, Indices, Length)):
-            names[n.id] = node_text(n, {})
+            names[n.id] = _tokens_word(vocab) if getattr(n, "type", None) == "value" else node_text(n, {})
             if n.encoding:
                 lines.append(f"{n.encoding}({names[n.id]});")
             continue
@@ -238,7 +291,9 @@ def to_source(program: Program, vocab: list[Any] | str | None = None, max_len: i
             if not isinstance(fn, PyFn):
                 raise UserError(f"'{n.id}' mixes a Python function into an expression; to_source cannot "
                                 "tabulate that part alone")
-            text = _tabulated(n, [names[i] for i in n.inputs], analysis)
+            args = [names.get(i, literal(constants[i]) if i in constants else i) for i in n.inputs]
+            text = _tabulated_select(n, args, analysis) if isinstance(n, Select) else \
+                _tabulated(n, [names[i] for i in n.inputs], analysis)
         else:
             text = node_text(n, names, constants)
         encoding = getattr(n, "encoding", None)

@@ -1,0 +1,289 @@
+"""tracr's own test cases, written in this Python API: its library programs (including the ones
+with lambda predicates: ``shift_by``, ``detect_pattern``, ``make_count``, ``make_count_less_freq``)
+on tracr's vocabularies (sets, integer tokens read by ``rasp.tokens``) and maximum lengths.
+
+The programs are built here with ``rasp_compiler.pyapi.lib``.  The expected outputs are the ones
+tracr's ``compiler/test_cases.py`` records, compared as tracr compares them (a ``None`` it expects
+is not checked: tracr's shifts pad with ``None``, ours with RASP's default 0).  Beyond tracr's
+single input per case, every compiled model is checked against the interpreter on every input up
+to the maximum length (or on edge and random inputs where that is too many).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+from rasp_compiler import pyapi as rasp
+from rasp_compiler.compiler.checking import check_model, count_inputs, edge_inputs, exhaustive_inputs, random_inputs
+from rasp_compiler.errors import CompileError, RaspError
+from rasp_compiler.pyapi import lib
+
+ROOT = Path(__file__).resolve().parents[1]
+
+ABCD = {"a", "b", "c", "d"}
+PARENS = {"a", "b", "c", "(", ")"}
+
+# name: (program builder, vocabulary, max_seq_len, tracr runs it causally too,
+#        [(input, tracr's expected output), ...])
+CASES = {
+    "frac_prevs": (lambda: lib.make_frac_prevs(rasp.indicator(rasp.tokens == "l")), {"h", "e", "l", "o"}, 5, True,
+                   [("hello", [0.0, 0.0, 1 / 3, 1 / 2, 2 / 5])]),
+    "frac_prevs_open": (lambda: lib.make_frac_prevs(rasp.indicator(rasp.tokens == "(")), PARENS, 10, True,
+                        [("a()b(c))", [0.0, 1 / 2, 1 / 3, 1 / 4, 2 / 5, 2 / 6, 2 / 7, 2 / 8])]),
+    "frac_prevs_close": (lambda: lib.make_frac_prevs(rasp.indicator(rasp.tokens == ")")), PARENS, 10, True,
+                         [("a()b(c))", [0.0, 0.0, 1 / 3, 1 / 4, 1 / 5, 1 / 6, 2 / 7, 3 / 8])]),
+    "shift_by_one": (lambda: lib.shift_by(1, rasp.tokens), ABCD, 5, True, [("abcd", [None, "a", "b", "c"])]),
+    "shift_by_two": (lambda: lib.shift_by(2, rasp.tokens), ABCD, 5, True, [("abcd", [None, None, "a", "b"])]),
+    "detect_pattern_a": (lambda: lib.detect_pattern(rasp.tokens, "a"), ABCD, 5, True,
+                         [("bacd", [False, True, False, False])]),
+    "detect_pattern_ab": (lambda: lib.detect_pattern(rasp.tokens, "ab"), {"a", "b"}, 5, True,
+                          [("aaba", [None, False, True, False]), ("abaa", [None, True, False, False]),
+                           ("aaaa", [None, False, False, False])]),
+    "detect_pattern_abc": (lambda: lib.detect_pattern(rasp.tokens, "abc"), {"a", "b", "c"}, 6, True,
+                           [("abcabc", [None, None, True, False, False, True])]),
+    "reverse": (lambda: lib.make_reverse(rasp.tokens), ABCD, 5, False,
+                [("abcd", list("dcba")), ("abc", list("cba")), ("ad", list("da")), ("c", ["c"])]),
+    "length_categorical": (lambda: rasp.categorical(lib.make_length()), ABCD, 3, False,
+                           [("abc", [3, 3, 3]), ("ad", [2, 2]), ("c", [1])]),
+    "length_numerical": (lambda: rasp.numerical(lib.make_length()), ABCD, 3, False,
+                         [("abc", [3, 3, 3]), ("ad", [2, 2]), ("c", [1])]),
+    "pair_balance": (lambda: lib.make_pair_balance(rasp.tokens, "(", ")"), PARENS, 10, False,
+                     [("a()b(c))", [0.0, 1 / 2, 0.0, 0.0, 1 / 5, 1 / 6, 0.0, -1 / 8])]),
+    "shuffle_dyck2": (lambda: lib.make_shuffle_dyck(["()", "{}"]), {"(", ")", "{", "}"}, 5, False,
+                      [("({)}", [1, 1, 1, 1]), ("(){)}", [0, 0, 0, 0, 0]), ("{}(", [0, 0, 0])]),
+    "shuffle_dyck3": (lambda: lib.make_shuffle_dyck(["()", "{}", "[]"]), set("(){}[]"), 6, False,
+                      [("({)[}]", [1, 1, 1, 1, 1, 1]), ("(){)}", [0, 0, 0, 0, 0]), ("{}[(]", [0, 0, 0, 0, 0])]),
+    "hist": (lambda: lib.make_hist(), ABCD, 5, False, [("abac", [2, 1, 2, 1])]),
+    "sort_unique_tokens": (lambda: lib.make_sort_unique(rasp.tokens, rasp.tokens), {1, 2, 3, 4}, 5, False,
+                           [([2, 4, 3, 1], [1, 2, 3, 4])]),
+    "sort_unique_indices": (lambda: lib.make_sort_unique(rasp.tokens, 1 - rasp.indices), ABCD, 5, False,
+                            [("abcd", list("dcba"))]),
+    "sort_tokens": (lambda: lib.make_sort(rasp.tokens, rasp.tokens, max_seq_len=5, min_key=1), {1, 2, 3, 4}, 5,
+                    False, [([2, 4, 3, 1], [1, 2, 3, 4]), ([2, 4, 1, 2], [1, 2, 2, 4])]),
+    "sort_indices": (lambda: lib.make_sort(rasp.tokens, 1 - rasp.indices, max_seq_len=5, min_key=1), ABCD, 5,
+                     False, [("abcd", list("dcba"))]),
+    "sort_freq": (lambda: lib.make_sort_freq(max_seq_len=5), {1, 2, 3, 4}, 5, False, [([2, 4, 2, 1], [2, 2, 4, 1])]),
+    "count_less_freq_categorical": (lambda: lib.make_count_less_freq(2), ABCD, 6, False,
+                                    [("aaabbc", [3] * 6), ("aacbbc", [6] * 6)]),
+    "count_less_freq_numerical": (lambda: rasp.numerical(lib.make_count_less_freq(2)), ABCD, 6, False,
+                                  [("aaabbc", [3] * 6), ("aacbbc", [6] * 6)]),
+    "count": (lambda: lib.make_count(rasp.tokens, "a"), {"a", "b", "c"}, 8, False,
+              [("aaabbc", [3] * 6), ("cabc", [1] * 4), ("bbc", [0] * 3)]),
+    "nary_sequencemap_sum": (lambda: lib.make_nary_sequencemap(lambda x, y, z: x + y - z, rasp.tokens,
+                                                               rasp.tokens, rasp.indices),
+                             {1, 2, 3}, 5, False, [([1, 2, 3], [2, 3, 4])]),
+    "nary_sequencemap_ratio": (lambda: lib.make_nary_sequencemap(lambda x, y, z: x * y / z, rasp.indices,
+                                                                 rasp.indices, rasp.tokens),
+                               {1, 2, 3}, 3, False, [([1, 2, 3], [0, 1 / 2, 4 / 3])]),
+}
+
+# Programs tracr refuses (its UNSUPPORTED_TEST_CASES): here they compile, and agree.
+_ident = rasp.numerical(rasp.Map(lambda x: x, rasp.tokens))
+UNSUPPORTED_BY_TRACR = {
+    "numerical_categorical_aggregate": lambda: rasp.Aggregate(
+        rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.TRUE), rasp.numerical(rasp.Map(lambda x: x, rasp.tokens))),
+    "categorical_numerical_aggregate": lambda: rasp.numerical(rasp.Aggregate(
+        rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.TRUE), rasp.tokens)),
+    "numerical_numerical_aggregate": lambda: rasp.numerical(rasp.Aggregate(
+        rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.TRUE),
+        rasp.numerical(rasp.Map(lambda x: x, rasp.tokens)), default=0)),
+    "aggregate_with_not_None_default": lambda: rasp.numerical(rasp.Aggregate(
+        rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.EQ), rasp.tokens, default=1)),
+    "numerical_selector": lambda: rasp.SelectorWidth(rasp.Select(
+        rasp.numerical(rasp.Map(lambda x: x, rasp.tokens)), rasp.numerical(rasp.Map(lambda x: x, rasp.tokens)),
+        rasp.Comparison.LT)),
+    "numerical_SequenceMap": lambda: rasp.numerical(rasp.SequenceMap(
+        lambda x, y: x + y, rasp.numerical(rasp.Map(lambda x: x, rasp.indices)),
+        rasp.numerical(rasp.Map(lambda x: x, rasp.tokens)))),
+    "categorical_LinearSequenceMap": lambda: rasp.categorical(rasp.LinearSequenceMap(
+        rasp.categorical(rasp.indices), rasp.categorical(rasp.tokens), 1, 1)),
+    "numerical_tokens": lambda: rasp.numerical(rasp.tokens),
+    "numerical_indices": lambda: rasp.numerical(rasp.indices),
+}
+
+
+def as_expected(got: list, expected: list) -> bool:
+    """tracr's comparison: numbers to a tolerance, and a ``None`` it expects is not checked."""
+    if len(got) != len(expected):
+        return False
+    for g, e in zip(got, expected, strict=True):
+        if e is None:
+            continue
+        if isinstance(e, float) or isinstance(g, float):
+            if not math.isclose(float(g), float(e), rel_tol=0.005, abs_tol=1e-7):
+                return False
+        elif g != e:
+            return False
+    return True
+
+
+def inputs_for(vocab: list, max_len: int) -> list[list]:
+    if count_inputs(len(vocab), max_len) <= 3_000:
+        return list(exhaustive_inputs(vocab, max_len))
+    return edge_inputs(vocab, max_len) + random_inputs(vocab, max_len, 600, seed=11)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_interpreter_gives_tracr_outputs(name: str) -> None:
+    build, _vocab, _max_len, _causal, examples = CASES[name]
+    program = build()
+    for x, expected in examples:
+        assert as_expected(rasp.run(program, list(x)), expected), x
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_compiled_case_agrees_with_interpreter_everywhere(name: str) -> None:
+    build, vocab, max_len, _causal, examples = CASES[name]
+    program = build()
+    model = rasp.compile_program(program, vocab, max_len)
+    for (x, expected), got in zip(examples, model.run([list(x) for x, _ in examples]), strict=True):
+        assert as_expected(got, expected), x
+    inputs = inputs_for(sorted(vocab, key=str), max_len)
+    result = check_model(model, program.program(), inputs)
+    assert result.inputs_checked == len(inputs) - result.inputs_undefined > 0
+    assert result.ok, result.failures
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in CASES.items() if c[3]))
+def test_causal_compile_of_tracr_universal_cases(name: str) -> None:
+    """tracr runs these cases in a causal model too: their selectors look only backwards."""
+    build, vocab, max_len, _causal, examples = CASES[name]
+    program = build()
+    model = rasp.compile_program(program, vocab, max_len, causal=True)
+    for (x, expected), got in zip(examples, model.run([list(x) for x, _ in examples]), strict=True):
+        assert as_expected(got, expected), x
+    inputs = inputs_for(sorted(vocab, key=str), max_len)
+    assert check_model(model, program.program(), inputs).ok
+
+
+@pytest.mark.parametrize("name", sorted(UNSUPPORTED_BY_TRACR))
+def test_what_tracr_refuses_compiles_here(name: str) -> None:
+    program = UNSUPPORTED_BY_TRACR[name]()
+    vocab = [1, 2, 3]
+    model = rasp.compile_program(program, set(vocab), 5)
+    result = check_model(model, program.program(), list(exhaustive_inputs(vocab, 5)))
+    assert result.inputs_checked == 363 and result.ok, result.failures
+
+
+# ------------------------------------------------------------------ lambda predicates
+def test_predicate_of_the_query_only_and_of_the_key_only() -> None:
+    evens = rasp.Select(rasp.tokens, rasp.indices, lambda k, q: q % 2 == 0)
+    firsts = rasp.Select(rasp.indices, rasp.indices, lambda k, q: k < 2)
+    program = rasp.SelectorWidth(evens) + rasp.SelectorWidth(firsts)
+    assert rasp.run(program, "abcab") == [7, 2, 7, 2, 7]  # 5 keys at even queries, + keys 0 and 1
+    model = rasp.compile_program(program, "abc", 7)
+    assert check_model(model, program.program(), list(exhaustive_inputs(list("abc"), 6))).ok
+
+
+def test_predicate_combined_with_comparisons() -> None:
+    near = rasp.Select(rasp.indices, rasp.indices, lambda k, q: abs(k - q) <= 1)
+    same = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ)
+    program = rasp.numerical(rasp.Aggregate((near & same) | ~near, rasp.indicator(rasp.tokens == "a"), default=0))
+    model = rasp.compile_program(program, "ab", 8)
+    result = check_model(model, program.program(), list(exhaustive_inputs(list("ab"), 8)))
+    assert result.inputs_checked == 510 and result.ok, result.failures
+
+
+def test_predicate_over_a_mean() -> None:
+    """The keys are a numerical mean: the compiler tabulates the predicate over its value set."""
+    frac = lib.make_frac_prevs(rasp.indicator(rasp.tokens == "a"))
+    above = rasp.Select(frac, frac, lambda k, q: k > q + 0.25)
+    program = rasp.SelectorWidth(above)
+    model = rasp.compile_program(program, "ab", 6)
+    assert check_model(model, program.program(), list(exhaustive_inputs(list("ab"), 6))).ok
+
+
+def test_predicate_that_raises_is_an_error_at_its_line() -> None:
+    bad = rasp.Select(rasp.tokens, rasp.tokens, lambda k, q: {"a": 1}[k] == 1)
+    with pytest.raises(RaspError) as err:
+        rasp.run(rasp.SelectorWidth(bad), "ab")
+    shown = err.value.render()
+    assert "predicate failed on key 'b'" in shown
+    assert f"test_tracr_cases.py:{bad.where[1]}:" in shown  # the line that built the select
+
+
+def test_to_source_writes_a_predicate_as_selects_over_value_sets() -> None:
+    from rasp_compiler.interpreter import run as interpret
+    from rasp_compiler.lang import program_from_source
+
+    program = lib.detect_pattern(rasp.tokens, "abc")
+    text = rasp.to_source(program, vocab="abc", max_len=6)
+    assert "<lambda>" not in text and "select(indices in [0], True, ==)" in text
+    parsed = program_from_source(text)
+    for x in exhaustive_inputs(list("abc"), 6):
+        assert interpret(parsed, x) == rasp.run(program, x)
+    ints = rasp.to_source(lib.make_sort_unique(rasp.tokens, rasp.tokens), vocab={1, 2, 3}, max_len=3)
+    assert "tokens_int" in ints
+
+
+def test_vocabulary_sets_compile_to_the_same_bytes_in_every_process(tmp_path: Path) -> None:
+    """A set of strings iterates in a different order under each hash seed."""
+    script = ("import sys; from rasp_compiler import pyapi as rasp; from rasp_compiler.pyapi import lib; "
+              "rasp.compile_program(lib.make_sort_freq(6), {'x', 'y', 'z', 'w'}, 6).save(sys.argv[1])")
+    blobs = []
+    for seed in ("1", "2"):
+        out = tmp_path / seed
+        subprocess.run([sys.executable, "-c", script, str(out)], check=True, cwd=ROOT,
+                       env={"PYTHONHASHSEED": seed, "PATH": "/usr/bin:/bin"})
+        blobs.append((out / "model.safetensors").read_bytes())
+    assert blobs[0] == blobs[1]
+
+
+def _random_predicate(salt: int, percent: int):
+    """An arbitrary relation: a hash of the pair decides, the same in every process.  Equal values
+    hash alike (0, 0.0 and False; 1/3 from any sum), as any function of the values would."""
+    def text(v: object) -> str:
+        return f"{float(v):.9g}" if isinstance(v, (bool, int, float)) else str(v)
+    return lambda k, q: zlib.crc32(f"{salt}|{text(k)}|{text(q)}".encode()) % 100 < percent
+
+
+def _random_predicate_program(seed: int):
+    rng = random.Random(seed)
+    hist = rasp.SelectorWidth(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ))
+    pool = [rasp.tokens, rasp.indices, rasp.tokens == "a", rasp.indices % 3, rasp.length - rasp.indices, hist,
+            lib.make_frac_prevs(rasp.indicator(rasp.tokens == "b"))]
+
+    def one_select() -> rasp.Selector:
+        keys, queries = rng.choice(pool), rng.choice(pool)
+        if rng.random() < 0.7:
+            return rasp.Select(keys, queries, _random_predicate(rng.randrange(10**6), rng.choice((20, 50, 80))))
+        return rasp.Select(keys, queries, rng.choice(list(rasp.Comparison)[:6]))
+
+    sel = one_select()
+    for _ in range(rng.choice((0, 1, 2))):
+        kind = rng.random()
+        sel = ~sel if kind < 0.25 else (sel & one_select()) if kind < 0.65 else (sel | one_select())
+    kind = rng.random()
+    if kind < 0.35:
+        return rasp.SelectorWidth(sel)
+    if kind < 0.7:
+        return rasp.numerical(rasp.Aggregate(sel, rasp.indicator(rasp.tokens == "a"), default=0))
+    # a categorical aggregate: pin one key so that at most one is selected
+    return rasp.Aggregate(sel & rasp.Select(rasp.indices, rng.choice(pool[1:2] + pool[3:5]), rasp.Comparison.EQ),
+                          rasp.tokens, default="-")
+
+
+def test_random_python_predicates_agree_with_the_interpreter() -> None:
+    """Selectors of random relations (and/or/not with comparisons), over tokens, indices, maps, a
+    selector width and a mean: every compiled model agrees on every input up to length 5."""
+    inputs = list(exhaustive_inputs(list("abc"), 5))
+    refused, checked = [], 0
+    for seed in range(120):
+        program = _random_predicate_program(seed)
+        try:
+            model = rasp.compile_program(program, "abc", 5)
+        except CompileError as err:
+            refused.append((seed, err.message))
+            continue
+        result = check_model(model, program.program(), inputs)
+        assert result.ok, (seed, result.failures)
+        checked += result.inputs_checked
+    assert len(refused) <= 6, refused
+    assert checked >= 100 * 300
