@@ -204,8 +204,11 @@ def test_bad_uses_are_clear() -> None:
         tokens + [1, 2]
     with pytest.raises(ValueError, match="comparison"):
         select(tokens, tokens, "<>")
-    with pytest.raises(ValueError, match="valid name"):
-        tokens.named("2x")
+    with pytest.raises(ValueError, match="not a name"):
+        (tokens + 1).named("()")
+    odd = (tokens + 1).named("shift_by(1)")  # tracr's names need not be identifiers
+    assert odd.name == "shift_by(1)" and odd.program().output == "shift_by_1"
+    assert tokens.named("x").program().output == "tokens"  # the shared primitive keeps its name
     with pytest.raises(TypeError, match="truth value"):
         bool(tokens == "a")
     from rasp_compiler.errors import UserError

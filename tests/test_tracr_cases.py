@@ -21,19 +21,26 @@ from pathlib import Path
 import pytest
 
 from rasp_compiler import pyapi as rasp
-from rasp_compiler.compiler.checking import check_model, count_inputs, edge_inputs, exhaustive_inputs, random_inputs
-from rasp_compiler.errors import CompileError, RaspError
+from rasp_compiler.compiler.checking import (
+    check_model,
+    count_inputs,
+    edge_inputs,
+    exhaustive_inputs,
+    random_inputs,
+)
+from rasp_compiler.errors import CompileError, RaspError, UserError
 from rasp_compiler.pyapi import lib
 
 ROOT = Path(__file__).resolve().parents[1]
 
 ABCD = {"a", "b", "c", "d"}
 PARENS = {"a", "b", "c", "(", ")"}
+INTS = {1, 2, 3, 4}
 
 # name: (program builder, vocabulary, max_seq_len, tracr runs it causally too,
 #        [(input, tracr's expected output), ...])
 CASES = {
-    "frac_prevs": (lambda: lib.make_frac_prevs(rasp.indicator(rasp.tokens == "l")), {"h", "e", "l", "o"}, 5, True,
+    "frac_prevs": (lambda: lib.make_frac_prevs(rasp.indicator(rasp.tokens == "l")), set("helo"), 5, True,
                    [("hello", [0.0, 0.0, 1 / 3, 1 / 2, 2 / 5])]),
     "frac_prevs_open": (lambda: lib.make_frac_prevs(rasp.indicator(rasp.tokens == "(")), PARENS, 10, True,
                         [("a()b(c))", [0.0, 1 / 2, 1 / 3, 1 / 4, 2 / 5, 2 / 6, 2 / 7, 2 / 8])]),
@@ -59,17 +66,17 @@ CASES = {
     "shuffle_dyck2": (lambda: lib.make_shuffle_dyck(["()", "{}"]), {"(", ")", "{", "}"}, 5, False,
                       [("({)}", [1, 1, 1, 1]), ("(){)}", [0, 0, 0, 0, 0]), ("{}(", [0, 0, 0])]),
     "shuffle_dyck3": (lambda: lib.make_shuffle_dyck(["()", "{}", "[]"]), set("(){}[]"), 6, False,
-                      [("({)[}]", [1, 1, 1, 1, 1, 1]), ("(){)}", [0, 0, 0, 0, 0]), ("{}[(]", [0, 0, 0, 0, 0])]),
+                      [("({)[}]", [1] * 6), ("(){)}", [0] * 5), ("{}[(]", [0] * 5)]),
     "hist": (lambda: lib.make_hist(), ABCD, 5, False, [("abac", [2, 1, 2, 1])]),
-    "sort_unique_tokens": (lambda: lib.make_sort_unique(rasp.tokens, rasp.tokens), {1, 2, 3, 4}, 5, False,
+    "sort_unique_tokens": (lambda: lib.make_sort_unique(rasp.tokens, rasp.tokens), INTS, 5, False,
                            [([2, 4, 3, 1], [1, 2, 3, 4])]),
     "sort_unique_indices": (lambda: lib.make_sort_unique(rasp.tokens, 1 - rasp.indices), ABCD, 5, False,
                             [("abcd", list("dcba"))]),
-    "sort_tokens": (lambda: lib.make_sort(rasp.tokens, rasp.tokens, max_seq_len=5, min_key=1), {1, 2, 3, 4}, 5,
+    "sort_tokens": (lambda: lib.make_sort(rasp.tokens, rasp.tokens, max_seq_len=5, min_key=1), INTS, 5,
                     False, [([2, 4, 3, 1], [1, 2, 3, 4]), ([2, 4, 1, 2], [1, 2, 2, 4])]),
     "sort_indices": (lambda: lib.make_sort(rasp.tokens, 1 - rasp.indices, max_seq_len=5, min_key=1), ABCD, 5,
                      False, [("abcd", list("dcba"))]),
-    "sort_freq": (lambda: lib.make_sort_freq(max_seq_len=5), {1, 2, 3, 4}, 5, False, [([2, 4, 2, 1], [2, 2, 4, 1])]),
+    "sort_freq": (lambda: lib.make_sort_freq(max_seq_len=5), INTS, 5, False, [([2, 4, 2, 1], [2, 2, 4, 1])]),
     "count_less_freq_categorical": (lambda: lib.make_count_less_freq(2), ABCD, 6, False,
                                     [("aaabbc", [3] * 6), ("aacbbc", [6] * 6)]),
     "count_less_freq_numerical": (lambda: rasp.numerical(lib.make_count_less_freq(2)), ABCD, 6, False,
@@ -85,10 +92,13 @@ CASES = {
 }
 
 # Programs tracr refuses (its UNSUPPORTED_TEST_CASES): here they compile, and agree.
-_ident = rasp.numerical(rasp.Map(lambda x: x, rasp.tokens))
+def _identity() -> rasp.SOp:
+    return rasp.numerical(rasp.Map(lambda x: x, rasp.tokens))
+
+
 UNSUPPORTED_BY_TRACR = {
     "numerical_categorical_aggregate": lambda: rasp.Aggregate(
-        rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.TRUE), rasp.numerical(rasp.Map(lambda x: x, rasp.tokens))),
+        rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.TRUE), _identity()),
     "categorical_numerical_aggregate": lambda: rasp.numerical(rasp.Aggregate(
         rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.TRUE), rasp.tokens)),
     "numerical_numerical_aggregate": lambda: rasp.numerical(rasp.Aggregate(
@@ -97,7 +107,7 @@ UNSUPPORTED_BY_TRACR = {
     "aggregate_with_not_None_default": lambda: rasp.numerical(rasp.Aggregate(
         rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.EQ), rasp.tokens, default=1)),
     "numerical_selector": lambda: rasp.SelectorWidth(rasp.Select(
-        rasp.numerical(rasp.Map(lambda x: x, rasp.tokens)), rasp.numerical(rasp.Map(lambda x: x, rasp.tokens)),
+        _identity(), _identity(),
         rasp.Comparison.LT)),
     "numerical_SequenceMap": lambda: rasp.numerical(rasp.SequenceMap(
         lambda x, y: x + y, rasp.numerical(rasp.Map(lambda x: x, rasp.indices)),
@@ -185,7 +195,8 @@ def test_predicate_of_the_query_only_and_of_the_key_only() -> None:
 def test_predicate_combined_with_comparisons() -> None:
     near = rasp.Select(rasp.indices, rasp.indices, lambda k, q: abs(k - q) <= 1)
     same = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ)
-    program = rasp.numerical(rasp.Aggregate((near & same) | ~near, rasp.indicator(rasp.tokens == "a"), default=0))
+    is_a = rasp.indicator(rasp.tokens == "a")
+    program = rasp.numerical(rasp.Aggregate((near & same) | ~near, is_a, default=0))
     model = rasp.compile_program(program, "ab", 8)
     result = check_model(model, program.program(), list(exhaustive_inputs(list("ab"), 8)))
     assert result.inputs_checked == 510 and result.ok, result.failures
@@ -253,7 +264,8 @@ def _random_predicate_program(seed: int):
     def one_select() -> rasp.Selector:
         keys, queries = rng.choice(pool), rng.choice(pool)
         if rng.random() < 0.7:
-            return rasp.Select(keys, queries, _random_predicate(rng.randrange(10**6), rng.choice((20, 50, 80))))
+            relation = _random_predicate(rng.randrange(10**6), rng.choice((20, 50, 80)))
+            return rasp.Select(keys, queries, relation)
         return rasp.Select(keys, queries, rng.choice(list(rasp.Comparison)[:6]))
 
     sel = one_select()
@@ -266,7 +278,8 @@ def _random_predicate_program(seed: int):
     if kind < 0.7:
         return rasp.numerical(rasp.Aggregate(sel, rasp.indicator(rasp.tokens == "a"), default=0))
     # a categorical aggregate: pin one key so that at most one is selected
-    return rasp.Aggregate(sel & rasp.Select(rasp.indices, rng.choice(pool[1:2] + pool[3:5]), rasp.Comparison.EQ),
+    pin = rasp.Select(rasp.indices, rng.choice(pool[1:2] + pool[3:5]), rasp.Comparison.EQ)
+    return rasp.Aggregate(sel & pin,
                           rasp.tokens, default="-")
 
 
@@ -287,3 +300,20 @@ def test_random_python_predicates_agree_with_the_interpreter() -> None:
         checked += result.inputs_checked
     assert len(refused) <= 6, refused
     assert checked >= 100 * 300
+
+
+def test_tracr_compile_entry_point_and_calls() -> None:
+    """Code written against tracr's ``compiling.compile_rasp_to_model`` / ``model.apply`` /
+    ``program(xs)`` runs with only its imports changed."""
+    from rasp_compiler.pyapi import compiling
+
+    program = lib.make_reverse(rasp.tokens)
+    assert program("abc") == list("cba") and rasp.evaluate(program, "ab") == list("ba")
+    model = compiling.compile_rasp_to_model(program, set("abc"), 5, compiler_bos="BOS", compiler_pad="PAD")
+    out = model.apply(["BOS", "a", "b", "c", "PAD", "PAD"])
+    assert out.decoded == ["BOS", "c", "b", "a", "PAD", "PAD"]
+    assert len(out.trace["residuals"]) == 1 + 2 * model.model.n_layers
+    with pytest.raises(UserError, match="must start with the BOS"):
+        model.apply(["a", "b"])
+    frac = compiling.compile_rasp_to_model(CASES["frac_prevs"][0](), {"h", "e", "l", "o"}, 5)
+    assert as_expected(frac.apply(["compiler_bos", *"hello"]).decoded[1:], CASES["frac_prevs"][4][0][1])

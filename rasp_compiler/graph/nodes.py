@@ -79,7 +79,7 @@ class SOpNode(Node):
 
 @dataclass(frozen=True)
 class Tokens(SOpNode):
-    type: str = "str"  # str | int | float | bool | value (the input as given: the Python API's tokens, as tracr's)
+    type: str = "str"  # str | int | float | bool | value (the input as given: the Python API's tokens)
     kind = "tokens"
 
 

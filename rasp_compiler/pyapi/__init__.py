@@ -67,10 +67,14 @@ def run(program_or_sop: Any, inputs: Any) -> Any:
     return interpret(as_program(program_or_sop), inputs)
 
 
+evaluate = run  # tracr's rasp.evaluate(expr, xs)
+
+
 __all__ = [
     "Aggregate", "Comparison", "ConstantSOp", "Full", "LinearSequenceMap", "Map", "RASPExpr", "Select",
     "Selector", "SelectorAnd", "SelectorNot", "SelectorOr", "SelectorWidth", "SequenceMap", "SOp",
-    "aggregate", "as_program", "build_program", "categorical", "compile_program", "indicator", "indices",
+    "aggregate", "as_program", "build_program", "categorical", "compile_program", "evaluate", "indicator",
+    "indices",
     "length", "numerical", "rasp_round", "run", "select", "selector_width", "to_source", "tokens",
     "tokens_bool", "tokens_float", "tokens_int", "tokens_str",
 ]

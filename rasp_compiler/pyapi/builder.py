@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import itertools
 import keyword
+import re
 import sys
 from typing import Any, Callable
 
@@ -103,15 +104,28 @@ class RASPExpr:
         self.where = _caller()
 
     def named(self, name: str) -> "RASPExpr":
-        """Give the node an id (and a variable name in ``to_source``); returns the node itself."""
-        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
-            raise ValueError(f"{name!r} is not a valid name (letters, digits, _; not starting with a digit)")
-        self.label = name
+        """Give the node an id (and a variable name in ``to_source``); returns the node itself.
+        A name that is not an identifier (tracr's ``shift_by(1)``) is kept as ``.name``, and its
+        id replaces each run of other characters with ``_`` (``shift_by_1``)."""
+        if not isinstance(name, str) or not re.search(r"\w", name):
+            raise ValueError(f"{name!r} is not a name: give a string with letters or digits")
+        label = re.sub(r"\W+", "_", name).strip("_") or "node"
+        if label[0].isdigit() or keyword.iskeyword(label):
+            label = f"n_{label}"
+        if any(self is p for p in PRIMITIVES):
+            return self  # shared by every program (tokens, indices, length): they keep their names
+        self.label, self.given_name = label, name
         return self
 
     @property
     def name(self) -> str | None:
-        return self.label
+        return getattr(self, "given_name", self.label)
+
+    def __call__(self, xs: Any) -> Any:
+        """The interpreter's output on one input (tracr's ``program(xs)``)."""
+        from rasp_compiler.interpreter import run as interpret
+
+        return interpret(self.program(), xs)
 
     def program(self, source_file: str = PYTHON_FILE) -> Program:
         """The program graph computing this node."""

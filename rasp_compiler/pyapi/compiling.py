@@ -1,0 +1,71 @@
+"""tracr's compile entry point, for code written against ``tracr.compiler.compiling``.
+
+    from rasp_compiler import pyapi as rasp                 # tracr: from tracr.rasp import rasp
+    from rasp_compiler.pyapi import compiling, lib          # tracr: from tracr.compiler import compiling, lib
+
+    model = compiling.compile_rasp_to_model(lib.make_reverse(rasp.tokens), {"a", "b"}, 5,
+                                            compiler_bos="BOS")
+    model.apply(["BOS", "a", "b"]).decoded                  # ["BOS", "b", "a"]
+
+The model is this compiler's (``CompiledModel``: BOS, padding and decoding are built in); ``apply``
+takes and gives sequences the way tracr's ``AssembledTransformerModel.apply`` does, with the BOS
+token first and optional padding tokens after the input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rasp_compiler.errors import UserError
+
+COMPILER_BOS = "compiler_bos"
+COMPILER_PAD = "compiler_pad"
+
+
+@dataclass
+class ModelOutput:
+    """What ``apply`` returns: ``decoded`` has tracr's layout (BOS, one value per input token,
+    the pad token at padded positions); ``trace`` holds this compiler's logits, residual streams
+    and attention patterns (see ``RaspModel.trace``)."""
+
+    decoded: list[Any]
+    trace: dict[str, Any] = field(repr=False, default_factory=dict)
+
+
+class AssembledModel:
+    """A compiled model behind tracr's ``apply`` interface; ``.model`` is the ``CompiledModel``."""
+
+    def __init__(self, model: Any, compiler_bos: Any, compiler_pad: Any) -> None:
+        self.model = model
+        self.compiler_bos = compiler_bos
+        self.compiler_pad = compiler_pad
+
+    def apply(self, tokens: list[Any]) -> ModelOutput:
+        tokens = list(tokens)
+        if not tokens or tokens[0] != self.compiler_bos:
+            raise UserError(f"the input must start with the BOS token {self.compiler_bos!r}, as in tracr",
+                            hint=f"call apply([{self.compiler_bos!r}, ...tokens])")
+        body = tokens[1:]
+        n = len(body)
+        while n and body[n - 1] == self.compiler_pad:
+            n -= 1
+        if any(t == self.compiler_pad for t in body[:n]):
+            raise UserError("padding tokens may only follow the input")
+        trace = self.model.trace([body[:n]])
+        out = self.model.decode(trace["logits"], [n])[0]
+        return ModelOutput([self.compiler_bos, *out] + [self.compiler_pad] * (len(body) - n), trace)
+
+
+def compile_rasp_to_model(program: Any, vocab: Any, max_seq_len: int, causal: bool = False,
+                          compiler_bos: Any = COMPILER_BOS, compiler_pad: Any = COMPILER_PAD,
+                          mlp_exactness: int = 100) -> AssembledModel:
+    """tracr's signature.  ``mlp_exactness`` is accepted and ignored: every MLP here is exact on
+    the value sets the compiler derives, with margins computed from their gaps."""
+    del mlp_exactness
+    from rasp_compiler.pyapi import compile_program
+
+    if compiler_bos in vocab or compiler_pad in vocab:
+        raise UserError("the BOS and padding tokens must not be in the vocabulary")
+    model = compile_program(program, vocab, max_seq_len, causal=causal)
+    return AssembledModel(model, compiler_bos, compiler_pad)
