@@ -105,16 +105,45 @@ def test_shared_means_stay_exact_at_length(max_len: int) -> None:
     assert res.ok, res.failures[:1]
 
 
-def test_hand_made_bos_reads_a_small_product_one_hot() -> None:
-    """``s or select(indices, 0, ==)`` (the paper's BOS at position 0): the product one-hot that the
-    joint key needs holds (indices == 0, tokens), 2·|vocab| values, not max_len·|vocab|."""
+def test_hand_made_bos_count_is_one_width_head() -> None:
+    """The paper's ``(1/aggregate(s or select(indices, 0, ==), indicator(indices == 0))) - 1``
+    counts the keys of s other than 0 (``rewrites.bos_counts``): one width head in the first
+    layer, no joint key, as the original analysis counts it."""
     program = program_from_source(PAPER_DYCK, "paper.rasp", output="hist_bos")
+    model = compile_program(program, list("abc"), 16)
+    assert model.heads_per_layer == [1]
+    sizes = {r["feature"]: r["size"] for r in model.config["residual"]}
+    assert not [f for f in sizes if f.startswith("(")], sizes
+    res = check_model(model, program, list(exhaustive_inputs(list("abc"), 6))
+                      + random_inputs(list("abc"), 16, 100, seed=2))
+    assert res.ok, res.failures[:1]
+
+
+def test_hand_made_bos_mean_reads_a_small_product_one_hot() -> None:
+    """A mean over ``s or select(indices, 0, ==)`` of a value that is not a count (it reads the
+    tokens) needs the joint key: the product one-hot holds (indices == 0, tokens), 2·|vocab|
+    values, not max_len·|vocab|."""
+    src = ('s = select(tokens, tokens, ==) or select(indices, 0, ==);\n'
+           'm = numerical(aggregate(s, indicator(tokens == "a"), 0));\nm;\n')
+    program = program_from_source(src)
     model = compile_program(program, list("abc"), 16)
     sizes = {r["feature"]: r["size"] for r in model.config["residual"]}
     joint = [f for f in sizes if f.startswith("(") and "tokens" in f]
     assert joint and all(sizes[f] == 6 for f in joint), sizes
     res = check_model(model, program, list(exhaustive_inputs(list("abc"), 6))
                       + random_inputs(list("abc"), 16, 100, seed=2))
+    assert res.ok, res.failures[:1]
+
+
+@pytest.mark.parametrize("name, layers", [("hist_bos", 1), ("sort_bos", 2), ("hist2_bos", 2),
+                                          ("sort_by_most_freq", 3)])
+def test_hand_made_bos_programs_keep_the_original_depth(name: str, layers: int) -> None:
+    """The original analysis' layer counts (the paper's Table 1) for its own BOS programs."""
+    program = program_from_source(PAPER_DYCK, "paper.rasp", output=name)
+    model = compile_program(program, list("abc"), 10)
+    assert model.n_layers == layers, model.summary()
+    res = check_model(model, program, list(exhaustive_inputs(list("abc"), 5))
+                      + random_inputs(list("abc"), 10, 200, seed=3) + edge_inputs(list("abc"), 10))
     assert res.ok, res.failures[:1]
 
 
@@ -177,3 +206,59 @@ def test_rasp_run_uses_the_files_example_when_no_input_is_given(tmp_path, capsys
     plain.write_text(PLAIN)
     assert main(["run", str(plain)]) == 1
     assert "no input: give --input TEXT or --input-json JSON" in capsys.readouterr().err
+
+
+def test_the_original_library_selector_width_is_one_layer() -> None:
+    """The original REPL's own selector_width is library code built on the BOS trick (a mean
+    over ``s or select(indices, 0, ==)`` plus a lookup at key 0); a file that defines it that
+    way compiles to the original's 1 layer with 2 heads."""
+    src = '''def bos_width(sel) {
+    first = select(indices, 0, ==);
+    share = aggregate(sel or first, indicator(indices == 0));
+    at_first = aggregate(sel and first, 1, 0);
+    return round((1 / share) - 1 + at_first);
+}
+hist = bos_width(select(tokens, tokens, ==));
+hist;'''
+    program = program_from_source(src)
+    model = compile_program(program, list("abc"), 12)
+    assert model.heads_per_layer == [2], model.summary()
+    res = check_model(model, program, list(exhaustive_inputs(list("abc"), 6))
+                      + random_inputs(list("abc"), 12, 200, seed=4) + edge_inputs(list("abc"), 12))
+    assert res.ok, res.failures[:1]
+
+
+@pytest.mark.parametrize("value, rewritten", [
+    ("indicator(indices == 0)", True),           # 1 at key 0, 0 elsewhere: a count
+    ("3 * indicator(indices == 0)", True),
+    ("indicator(indices == 1)", False),          # not zero away from key 0
+    ("indicator(tokens == \"a\")", False),       # reads the input
+])
+def test_bos_count_rewrite_applies_only_where_values_are_kept(value: str, rewritten: bool) -> None:
+    from rasp_compiler.compiler.rewrites import bos_counts
+
+    src = f"m = numerical(aggregate(select(tokens, tokens, <) or select(indices, 0, ==), {value}, 0));\nm;\n"
+    program = program_from_source(src)
+    after = bos_counts(program, 8)
+    assert (after.node("m").kind == "map") == rewritten
+    inputs = list(exhaustive_inputs(list("abc"), 5)) + random_inputs(list("abc"), 8, 100, seed=6)
+    for x in inputs:
+        assert run(after, x) == run(program, x)
+    res = check_model(compile_program(program, list("abc"), 8), program, inputs)
+    assert res.ok, res.failures[:1]
+
+
+def test_a_disjunct_of_positions_that_adds_nothing_is_dropped() -> None:
+    """``select(k, indices - 1, ==) or (select(indices, 0, ==) and select(indices, indices, ==))``
+    where k is -1 at index 0: the second disjunct never selects a key the first does not, so the
+    head needs no one-hot of (k, indices)."""
+    src = '''k = -1 if indices == 0 else selector_width(select(tokens, tokens, <));
+grab = select(k, indices - 1, ==) or (select(indices, 0, ==) and select(indices, indices, ==));
+out_ = aggregate(grab, tokens, "-");
+out_;'''
+    program = program_from_source(src)
+    model = compile_program(program, list("abc"), 8)
+    sizes = {r["feature"]: r["size"] for r in model.config["residual"]}
+    assert not [f for f in sizes if f.startswith("(")], sizes
+    res = check_model(model, program, list(exhaustive_inputs(list("abc"), 6)))
+    assert res.ok, res.failures[:1]

@@ -497,8 +497,70 @@ class Analysis:
         lexicographic key with itself (``lexicographic_key``) rewritten over its two parts: the
         same selection on every input, without a one-hot over the key's (X, index) pairs."""
         if sel_id not in self._formulas:
-            self._formulas[sel_id] = sl.substitute(sl.formula(self.graph, sel_id), self._lex_atom)
+            f = sl.substitute(sl.formula(self.graph, sel_id), self._lex_atom)
+            self._formulas[sel_id] = self._absorbed(f)
         return self._formulas[sel_id]
+
+    def _absorbed(self, f: sl.Formula) -> sl.Formula:
+        """``A or B`` as ``A`` where B, a test of positions alone, never holds without A.  The
+        original paper's sort lets the BOS query grab itself with ``select(num_before, indices - 1,
+        ==) or (select(indices, 0, ==) and select(indices, indices, ==))``, where num_before is
+        -1 at index 0: the second disjunct adds nothing, but its indices would need a one-hot of
+        (num_before, indices) on the key side, an MLP layer before the head."""
+        if not isinstance(f, sl.Any_) or len(f.parts) < 2:
+            return f
+        parts = list(f.parts)
+        for b in list(parts):
+            rest = [p for p in parts if p is not b]
+            if rest and self._implies(b, rest[0] if len(rest) == 1 else sl.Any_(tuple(rest))):
+                parts = rest
+        return parts[0] if len(parts) == 1 else sl.Any_(tuple(parts))
+
+    def _implies(self, b: sl.Formula, a: sl.Formula, max_pairs: int = 200_000) -> bool:
+        """Whether ``a`` holds at every (query, key) position pair, on every input, where the
+        positional formula ``b`` holds (``a``'s s-ops judged by the values they can take at the
+        two positions)."""
+        if not all(self.positional(x.key) and self.positional(x.query) for x in sl.atoms(b)):
+            return False
+        pairs = 0
+        for n in self.lengths:
+            for i, j in zip(*np.nonzero(self._selection(b, n)), strict=True):
+                pairs += 1
+                if pairs > max_pairs:
+                    return False
+                known = {}
+                for x in sl.atoms(a):
+                    kv, qv = self._values_at(x.key, int(j), n), self._values_at(x.query, int(i), n)
+                    if kv is None or qv is None:
+                        continue
+                    known[x] = sl.atom_matrix(x, qv, kv)
+                can_true, can_false = _pair_truth(a, known)
+                if can_false:
+                    return False
+        return True
+
+    def _values_at(self, sid: str, i: int, n: int) -> list[Any] | None:
+        """The values ``sid`` can take at position ``i`` of a length-``n`` input (None: unknown)."""
+        cache = self.__dict__.setdefault("_at_cache", {})
+        if sid not in cache:
+            info = self.info[sid]
+            kinds = [self.info[b].base_kind for b in info.bases]
+            by_pos: dict[tuple[int, int], set] | None = None
+            if info.table and ("index" in kinds or "length" in kinds) and len(info.table) <= 200_000:
+                ii = kinds.index("index") if "index" in kinds else None
+                nn = kinds.index("length") if "length" in kinds else None
+                by_pos = {}
+                for key, v in info.table.items():
+                    by_pos.setdefault((key[ii] if ii is not None else -1, key[nn] if nn is not None else -1),
+                                      set()).add(v)
+                cache[sid] = (by_pos, ii is not None, nn is not None)
+            else:
+                cache[sid] = (None, False, False)
+        by_pos, has_i, has_n = cache[sid]
+        if by_pos is None:
+            return list(self.info[sid].values) or None
+        found = by_pos.get((i if has_i else -1, n if has_n else -1))
+        return sorted_values(found) if found else None
 
     def _lex_atom(self, atom: sl.Atom) -> sl.Formula:
         if atom.key != atom.query or atom.op not in ("<", "<=", ">", ">="):
@@ -871,3 +933,16 @@ def _one_hot_ok(values: list[Any], dtype: str, limit: int = 512) -> bool:
 def _preview(values: list[Any], k: int = 4) -> str:
     shown = ", ".join(repr(v) for v in values[:k])
     return shown + (", …" if len(values) > k else "")
+
+
+def _pair_truth(f: sl.Formula, known: dict[sl.Atom, np.ndarray]) -> tuple[bool, bool]:
+    """(can be true, can be false) of ``f`` at one position pair, from each known atom's truth
+    table over the values its s-ops can take there (other atoms: unknown)."""
+    if isinstance(f, sl.Atom):
+        m = known.get(f)
+        return (True, True) if m is None else (bool(m.any()), bool((~m).any()))
+    parts = [_pair_truth(p, known) for p in f.parts]
+    if isinstance(f, sl.All):
+        return all(t for t, _ in parts), any(fl for _, fl in parts)
+    return any(t for t, _ in parts), all(fl for _, fl in parts)
+

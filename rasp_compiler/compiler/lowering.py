@@ -138,6 +138,7 @@ class Lowering:
         self.features: dict[str, Feature] = {}
         self.ops: dict[str, Op] = {}  # keyed by the feature they write
         self._frontiers: dict[str, list[str]] = {}
+        self._part_owner: dict[str, str] = {}  # part head id -> its width (``_width_parts``)
         # rows whose step MLP is cheaper with shared steps -> (the rows, their SharedSteps)
         self._shared: dict[int, tuple[list, SharedSteps]] = {}
         self.output = self.need(an.program.output)
@@ -155,7 +156,9 @@ class Lowering:
         an = self.an
         info = an.info[sid]
         node = an.node(sid) if sid in an.graph else None
-        if sid.endswith(".bos_weight"):
+        if sid in self._part_owner:
+            self._part_heads(self._part_owner[sid])
+        elif sid.endswith(".bos_weight"):
             self._width_head(sid[: -len(".bos_weight")])
         elif info.base_kind == "const":
             self._feature(sid, info, sid)
@@ -320,7 +323,8 @@ class Lowering:
                 self.ops[sid] = EmbedOp(sid, sid, kind, token_type=getattr(node, "type", "str"),
                                         value={k[0]: v for k, v in self._rows(sid, front)})
                 return
-            fused = self._fused(sid, front, out_numeric, MULTI_NUMERIC_CAP)
+            fused = self._through_parts(sid, front, out_numeric) or \
+                self._fused(sid, front, out_numeric, MULTI_NUMERIC_CAP)
             if fused is not None:
                 choice, rows, parts = fused
             if any(self.an.info[u].base_kind is not None and self.an.info[u].kind in ("map", "sequence_map")
@@ -827,6 +831,11 @@ class Lowering:
         result = None
         node = an.node(sid) if sid in an.graph else None
         f = an.formula(node.inputs[0]) if isinstance(node, SelectorWidth) else None
+        if isinstance(f, sl.All) and sum(isinstance(p, sl.Any_) for p in f.parts) == 1:
+            # X and (A or B): width(X and A) + width(X and B) when A and B never hold together
+            either = next(p for p in f.parts if isinstance(p, sl.Any_))
+            rest = tuple(p for p in f.parts if p is not either)
+            f = sl.Any_(tuple(sl.All((d, *rest)) for d in either.parts))
         if isinstance(f, sl.Any_) and self._needs_tuple(f) and not an.causal:
             flat: list[sl.Formula] = []
             todo = list(f.parts)
@@ -866,6 +875,48 @@ class Lowering:
         self._parts_cache[sid] = result
         return result
 
+    def _part_heads(self, sid: str) -> None:
+        """The heads of a width split into parts (``_width_parts``), each writing its BOS weight."""
+        node = self.an.node(sid)
+        numeric = sid in self._numeric_parts
+        for pid, part in zip(self._width_parts(sid) or [], self._part_formulas[sid], strict=True):
+            if pid in self.features:
+                continue
+            self._feature(pid, self.an.info[pid], None, "width_scratch")
+            self.ops[pid] = HeadOp(pid, sid, "width", pid, self.blocks(node.inputs[0], part),
+                                   "always", None, [1.0], 1.0, True, node.pos,
+                                   bos_log=0.0 if numeric else 2 * math.log(max(self.an.lengths) + 1.0))
+
+    def _through_parts(self, sid: str, front: list[str], out_numeric: bool
+                       ) -> tuple[list[str], list[tuple[tuple, Any]], Any] | None:
+        """A map of a width split into part heads (and of embeddings or other features),
+        tabulated on the parts' BOS weights instead of the decoded width: it then runs in the
+        MLP of the heads' own layer, where reading the decoded width costs one more.  The
+        original paper's sort computes ``-1 if indices == 0 else num_before`` this way."""
+        an = self.an
+        widths = [u for u in front if an.info[u].kind == "selector_width"
+                  and self._width_parts(u) is not None and u not in self._numeric_parts]
+        if len(widths) != 1:
+            return None
+        u = widths[0]
+        k = front.index(u)
+        by_width: dict[tuple, list[tuple[tuple, Any]]] = {}
+        for args, y in self._rows(sid, front):
+            by_width.setdefault(value_key(args[k]), []).append((args[:k] + args[k + 1:], y))
+        parts = self._width_parts(u) or []
+        rows = []
+        for weights, w in self._part_rows(u, len(parts)):
+            rows.extend((tuple(weights) + rest, y) for rest, y in by_width.get(value_key(w), []))
+            if len(rows) > MULTI_NUMERIC_LAST_CAP:
+                return None
+        inputs = parts + front[:k] + front[k + 1:]
+        for pid in parts:
+            self._part_owner[pid] = u
+        units = self._units(inputs, rows, out_numeric)
+        if units is None or units > UNIT_CAP:
+            return None
+        return inputs, rows, None
+
     def _part_rows(self, sid: str, k: int) -> list[tuple[tuple, Any]]:
         """(BOS weights of the parts, total width) for every split of a possible width.  The part
         heads weigh BOS as c = (N+1)^2 keys (``bos_log``), so BOS's weight c/(w+c) ~ 1 - w/c and
@@ -886,13 +937,8 @@ class Lowering:
         """The width itself, decoded from the BOS weight by an MLP (only when something reads it)."""
         parts = self._width_parts(sid) if sel_id is not None else None
         if parts is not None:
-            node = self.an.node(sid)
+            self._part_heads(sid)
             numeric = sid in self._numeric_parts
-            for pid, part in zip(parts, self._part_formulas[sid], strict=True):
-                self._feature(pid, self.an.info[pid], None, "width_scratch")
-                self.ops[pid] = HeadOp(pid, sid, "width", pid, self.blocks(node.inputs[0], part),
-                                       "always", None, [1.0], 1.0, True, node.pos,
-                                       bos_log=0.0 if numeric else 2 * math.log(max(self.an.lengths) + 1.0))
             if numeric:
                 self._numeric_width_sum(sid, info, parts)
                 return

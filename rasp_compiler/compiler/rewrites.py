@@ -1,0 +1,137 @@
+"""Rewrites of the program graph that keep every value and save layers (run before the analysis).
+
+The original RASP paper, which has no BOS of its own, counts with one by hand. Position 0 is
+joined to a selector and averaged:
+
+    def _with_bos_selector_width(s) {
+        s = s or select(indices, 0, ==);
+        return (1 / aggregate(s, indicator(indices == 0))) - 1;
+    }
+
+One head cannot score ``s or select(indices, 0, ==)`` from additive token and position
+embeddings. Key 0 must tie with the selected keys whatever its token, so the head would need a
+one-hot of (is key 0, token) built by an MLP first: one more layer than the paper counts. The
+aggregate is a count, though. Key 0 is always selected, and its value c is the only nonzero one,
+so the mean is c/(w+1), where w counts the other selected keys (just c when w = 0, as the
+interpreter returns a single key's own value). ``bos_counts`` rewrites such an aggregate into
+that map of ``selector_width(s and not select(indices, 0, ==))``. That is one width head in the
+first layer whose BOS is the compiler's own. Each condition is checked at every length up to the
+maximum by evaluating the positional parts (which read no tokens), so the rewrite never changes
+a value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from rasp_compiler.graph.expr import Binary, Const, Ternary, Var
+from rasp_compiler.graph.nodes import (
+    Aggregate,
+    Map,
+    Program,
+    SelectorAnd,
+    SelectorNot,
+    SelectorOr,
+    SelectorWidth,
+    Tokens,
+    add_node,
+)
+
+
+def bos_counts(program: Program, max_len: int) -> Program:
+    """``program`` with every count through position 0 (see the module docstring) read from a
+    selector width; the same program when there is none."""
+    found = []
+    for node in program.nodes():
+        if isinstance(node, Aggregate) and node.encoding != "categorical":
+            match = _bos_count(program, node, max_len)
+            if match is not None:
+                found.append(match)
+    if not found:
+        return program
+    graph = program.graph.copy()
+    for agg, others, first, c in found:
+        ids = [_fresh(graph, f"{agg.id}.{part}") for part in ("not_first", "others", "count")]
+        not_first, rest, count = ids
+        add_node(graph, SelectorNot(not_first, (first,), pos=agg.pos))
+        add_node(graph, SelectorAnd(rest, (others, not_first), pos=agg.pos))
+        add_node(graph, SelectorWidth(count, (rest,), pos=agg.pos))
+        # one key (w = 0): the interpreter gives that key's own value, c; else the float mean
+        fn = Ternary(Const(c), Binary("==", Var(0), Const(0)),
+                     Binary("/", Const(c), Binary("+", Var(0), Const(1))))
+        graph.remove_edges_from(list(graph.in_edges(agg.id)))
+        graph.nodes[agg.id]["node"] = Map(agg.id, (count,), pos=agg.pos, name=agg.name,
+                                          encoding=agg.encoding, fn=fn)
+        graph.add_edge(count, agg.id, arg=0)
+    return Program(graph, program.output, program.names, program.source_file, program.sources)
+
+
+def _fresh(graph: nx.DiGraph, base: str) -> str:
+    name, k = base, 1
+    while name in graph:
+        k += 1
+        name = f"{base}_{k}"
+    return name
+
+
+def _bos_count(program: Program, agg: Aggregate, max_len: int) -> tuple[Aggregate, str, str, Any] | None:
+    """(the aggregate, the selector joined to position 0, the position-0 selector, c) when
+    ``agg`` averages ``c`` at key 0 and zeros elsewhere over ``s or <key 0>``."""
+    sel_id, value_id = agg.inputs
+    sel = program.node(sel_id)
+    if not isinstance(sel, SelectorOr):
+        return None
+    a, b = sel.inputs
+    for first, others in ((b, a), (a, b)):
+        if _selects_key_0(program, first, max_len):
+            break
+    else:
+        return None
+    c = _only_at_0(program, value_id, max_len)
+    if c is None:
+        return None
+    return agg, others, first, c
+
+
+def _positional(program: Program, nid: str) -> bool:
+    """Whether ``nid`` depends only on the length (it reads no tokens)."""
+    return not any(isinstance(program.node(a), Tokens) for a in nx.ancestors(program.graph, nid))
+
+
+def _values(program: Program, nid: str, max_len: int) -> list[Any]:
+    """The value of a positional node at every length 1..max_len."""
+    from rasp_compiler.interpreter import evaluate
+
+    return [evaluate(program, [0] * n, [nid])[nid] for n in range(1, max_len + 1)]
+
+
+def _selects_key_0(program: Program, sel_id: str, max_len: int) -> bool:
+    """Whether the selector selects key 0, and only key 0, for every query at every length."""
+    if not program.node(sel_id).is_selector or not _positional(program, sel_id):
+        return False
+    for m in _values(program, sel_id, max_len):
+        want = np.zeros_like(m, dtype=bool)
+        want[:, 0] = True
+        if not np.array_equal(np.asarray(m, dtype=bool), want):
+            return False
+    return True
+
+
+def _only_at_0(program: Program, value_id: str, max_len: int) -> Any:
+    """c when the s-op holds the number c at position 0 and 0 everywhere else, at every length."""
+    if not _positional(program, value_id):
+        return None
+    c = None
+    for vals in _values(program, value_id, max_len):
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+            return None
+        if any(v != 0 for v in vals[1:]):
+            return None
+        if c is None:
+            c = vals[0]
+        elif vals[0] != c or type(vals[0]) is not type(c):
+            return None
+    return c
