@@ -51,6 +51,10 @@ MULTI_NUMERIC_CAP = 6_000
 # with separate means of openers and closers, has 87,000 at max_len 64: fused, it keeps 2 layers
 # (127,657 parameters); unfused, its balance and sign cost three more layers (12.3M parameters).
 MULTI_NUMERIC_LAST_CAP = 120_000
+# Rows of a map tabulated on a split width's part heads and its other inputs (``_through_parts``):
+# (N+1)^2/2 splits times the other inputs' values, e.g. 137k at N = 64 with the index; the step
+# MLP merges the index values that share a table, so the units stay O(N).
+THROUGH_PARTS_CAP = 480_000
 # Most values a joint (tuple) one-hot read by a selector may have.
 MAX_TUPLE = 1 << 14
 # Largest query x key score table of one selector block (a bool matrix, then W_Q / W_K).
@@ -233,6 +237,29 @@ class Lowering:
         self._frontiers[sid] = sorted(out)
         return self._frontiers[sid]
 
+    def _partial_frontiers(self, sid: str) -> list[list[str]]:
+        """The input sets between the direct inputs and the whole frontier, deepest first: the
+        direct inputs with maps expanded into their own inputs k times (k = depth-1 .. 1).  When
+        the whole frontier cannot be fused, a chain of maps then still costs one MLP, not one per
+        map (the paper's sort by frequency: ``-filtered_freq`` beside ``filtered_freq``)."""
+        an = self.an
+        full = set(self.frontier(sid))
+        level = sorted({u for u in an.info[sid].inputs if an.info[u].base_kind != "const"})
+        cuts = []
+        while True:
+            grown: set[str] = set()
+            for u in level:
+                ui = an.info[u]
+                if ui.kind in ("map", "sequence_map") and ui.base_kind is None:
+                    grown |= {x for x in ui.inputs if an.info[x].base_kind != "const"}
+                else:
+                    grown.add(u)
+            if grown == set(level) or grown == full:
+                break
+            level = sorted(grown)
+            cuts.append(level)
+        return cuts[::-1]
+
     def _rows(self, sid: str, inputs: list[str]) -> list[tuple[tuple, Any]]:
         info = self.an.info[sid]
         if info.base_kind is not None:  # an opaque map: tabulate on its direct inputs' values
@@ -346,6 +373,12 @@ class Lowering:
             product = self._product_inputs(sid, info)
             if product is not None:
                 choice, rows = product
+        if choice is None and not opaque:
+            for inputs in self._partial_frontiers(sid):
+                fused = self._fused(sid, inputs, out_numeric, MULTI_NUMERIC_CAP)
+                if fused is not None:
+                    choice, rows, parts = fused
+                    break
         if choice is None:
             direct = [u for u in info.inputs if self.an.info[u].base_kind != "const"]
             direct = sorted(set(direct))
@@ -907,7 +940,7 @@ class Lowering:
         rows = []
         for weights, w in self._part_rows(u, len(parts)):
             rows.extend((tuple(weights) + rest, y) for rest, y in by_width.get(value_key(w), []))
-            if len(rows) > MULTI_NUMERIC_LAST_CAP:
+            if len(rows) > THROUGH_PARTS_CAP:
                 return None
         inputs = parts + front[:k] + front[k + 1:]
         for pid in parts:
