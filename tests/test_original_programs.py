@@ -262,3 +262,24 @@ out_;'''
     assert not [f for f in sizes if f.startswith("(")], sizes
     res = check_model(model, program, list(exhaustive_inputs(list("abc"), 6)))
     assert res.ok, res.failures[:1]
+
+
+@pytest.mark.parametrize("test, rewritten", [
+    ("w > 0", True),
+    ("0 if w == 0 else 5", True),
+    ("w > 1", False),                    # tells 1 from 2: needs the width itself
+    ("(1 / (1 / (w + 1))) - 1 > 0", True),
+])
+def test_a_width_read_only_as_nonzero_becomes_a_0_1_head(test: str, rewritten: bool) -> None:
+    from rasp_compiler.compiler.rewrites import nonzero_widths
+
+    src = f"w = selector_width(select(tokens, tokens, <));\nt = {test};\nt;\n"
+    program = program_from_source(src)
+    after = nonzero_widths(program, 8)
+    reads = [after.node(i).kind for i in after.node("t").inputs] if "t" in after.graph else []
+    assert ("aggregate" in reads) == rewritten, reads
+    inputs = list(exhaustive_inputs(list("abc"), 5)) + random_inputs(list("abc"), 8, 100, seed=7)
+    for x in inputs:
+        assert run(after, x) == run(program, x)
+    res = check_model(compile_program(program, list("abc"), 8), program, inputs)
+    assert res.ok, res.failures[:1]

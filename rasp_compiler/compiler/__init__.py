@@ -22,7 +22,7 @@ from typing import Any, Callable
 from rasp_compiler.compiler.analysis import Analysis
 from rasp_compiler.compiler.assemble import DTYPES, assemble
 from rasp_compiler.compiler.lowering import Lowering
-from rasp_compiler.compiler.rewrites import bos_counts
+from rasp_compiler.compiler.rewrites import bos_counts, nonzero_widths
 from rasp_compiler.compiler.schedule import schedule
 from rasp_compiler.compiler.values import vocab_list
 from rasp_compiler.errors import CompileError, UserError
@@ -141,7 +141,7 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
                                           fixed_length=fixed_length)
     else:
         stage("value sets")
-        an = Analysis(bos_counts(program, max_len), vocab, max_len, fixed_length=fixed_length, causal=causal, dtype=dtype)
+        an = Analysis(nonzero_widths(bos_counts(program, max_len), max_len), vocab, max_len, fixed_length=fixed_length, causal=causal, dtype=dtype)
         stage("heads and MLPs")
         low = Lowering(an)
         stage("layers")

@@ -18,6 +18,12 @@ that map of ``selector_width(s and not select(indices, 0, ==))``. That is one wi
 first layer whose BOS is the compiler's own. Each condition is checked at every length up to the
 maximum by evaluating the positional parts (which read no tokens), so the rewrite never changes
 a value.
+
+A map that reads a selector width only to ask whether it is zero (``num_prev_copies > 0``)
+becomes a map of ``aggregate(s, 1, 0)``, which is 0 or 1 (``nonzero_widths``). The head's output
+then has two values, far apart, instead of the N + 1 BOS weights 1/(w+1) whose gaps shrink as
+1/N². An MLP can combine that 0/1 with another number exactly. The paper's sort by frequency
+subtracts ``indicator(has_earlier) * max_len`` from a histogram in this way.
 """
 
 from __future__ import annotations
@@ -28,8 +34,10 @@ import networkx as nx
 import numpy as np
 
 from rasp_compiler.graph.expr import Binary, Const, Ternary, Var
+from rasp_compiler.graph.expr import evaluate as evaluate_expr
 from rasp_compiler.graph.nodes import (
     Aggregate,
+    Constant,
     Map,
     Program,
     SelectorAnd,
@@ -67,6 +75,59 @@ def bos_counts(program: Program, max_len: int) -> Program:
                                           encoding=agg.encoding, fn=fn)
         graph.add_edge(count, agg.id, arg=0)
     return Program(graph, program.output, program.names, program.source_file, program.sources)
+
+
+def nonzero_widths(program: Program, max_len: int) -> Program:
+    """``program`` with every map that depends on a selector width w only through w > 0 (through
+    a chain of one-input maps) reading ``aggregate(s, 1, 0)`` instead (see the module docstring)."""
+    graph = None
+    for node in program.nodes():
+        if not isinstance(node, Map):
+            continue
+        found = _width_test(program, node, max_len)
+        if found is None:
+            continue
+        sel_id, at_zero, above = found
+        if graph is None:
+            graph = program.graph.copy()
+        one, has = _fresh(graph, f"{node.id}.one"), _fresh(graph, f"{node.id}.any")
+        add_node(graph, Constant(one, (), pos=node.pos, value=1))
+        add_node(graph, Aggregate(has, (sel_id, one), pos=node.pos, default=0, encoding="numerical"))
+        fn = Ternary(Const(at_zero), Binary("==", Var(0), Const(0)), Const(above))
+        graph.remove_edges_from(list(graph.in_edges(node.id)))
+        graph.nodes[node.id]["node"] = Map(node.id, (has,), pos=node.pos, name=node.name,
+                                           encoding=node.encoding, fn=fn)
+        graph.add_edge(has, node.id, arg=0)
+    if graph is None:
+        return program
+    return Program(graph, program.output, program.names, program.source_file, program.sources)
+
+
+def _width_test(program: Program, node: Map, max_len: int) -> tuple[str, Any, Any] | None:
+    """(the width's selector, the map's value at w = 0, its value at every w > 0) when ``node``
+    is a chain of one-input maps over a selector width that takes one value for every w > 0."""
+    chain = [node]
+    src = program.node(node.inputs[0])
+    while isinstance(src, Map) and len(src.inputs) == 1:
+        chain.append(src)
+        src = program.node(src.inputs[0])
+    if not isinstance(src, SelectorWidth) or len(chain) < 1:
+        return None
+    outs = []
+    for w in range(max_len + 1):
+        v: Any = w
+        try:
+            for m in reversed(chain):
+                v = evaluate_expr(m.fn, (v,))  # type: ignore[arg-type]
+        except Exception:
+            return None
+        outs.append(v)
+    above = outs[1:]
+    if not above or any(type(v) is not type(above[0]) or v != above[0] for v in above):
+        return None
+    if type(outs[0]) is type(above[0]) and outs[0] == above[0]:
+        return None  # a constant: nothing to test
+    return src.inputs[0], outs[0], above[0]
 
 
 def _fresh(graph: nx.DiGraph, base: str) -> str:
