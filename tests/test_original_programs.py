@@ -4,6 +4,7 @@ attention pattern share one head (``schedule.shared_heads``), a hand-made BOS se
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from rasp_compiler.compiler import compile_program
 from rasp_compiler.compiler.checking import check_model, edge_inputs, exhaustive_inputs, random_inputs
 from rasp_compiler.errors import RaspError
 from rasp_compiler.interpreter import run
-from rasp_compiler.lang import program_from_source
+from rasp_compiler.lang import load_program, program_from_source
 from rasp_compiler.viz import draw_plan, place_nodes
 
 # The original paper's Dyck programs (tech-srl/RASP paper_examples.rasp, as published): the counts
@@ -282,4 +283,54 @@ def test_a_width_read_only_as_nonzero_becomes_a_0_1_head(test: str, rewritten: b
     for x in inputs:
         assert run(after, x) == run(program, x)
     res = check_model(compile_program(program, list("abc"), 8), program, inputs)
+    assert res.ok, res.failures[:1]
+
+
+LONG_ADDITION = Path(__file__).parent / "data" / "long_addition.rasp"
+
+
+def _sum_input(rng: random.Random, k: int) -> tuple[str, int, int]:
+    a, b = rng.randrange(10 ** k), rng.randrange(10 ** k)
+    return f"{a:0{k}d}+{b:0{k}d}", a, b
+
+
+def test_original_long_addition_adds() -> None:
+    program = load_program(LONG_ADDITION)
+    rng = random.Random(8)
+    for _ in range(60):
+        k = rng.randint(1, 4)
+        text, a, b = _sum_input(rng, k)
+        digits = run(program, text)[-k:]
+        assert int("".join(map(str, digits))) == (a + b) % 10 ** k, text
+
+
+def test_original_long_addition_compiles_small_and_agrees() -> None:
+    """Its "+" position is a mean of indices (hundreds of fractions over all inputs); the
+    position it computes from it is compared with indices only, so the head reads one class of
+    the fractions that match nothing (``Lowering._quotient``), and the copy through it provably
+    picks one key (``Analysis.injective`` with the length and the "+" position, which are the
+    same at every position)."""
+    program = load_program(LONG_ADDITION)
+    vocab = list("0123456789+")
+    model = compile_program(program, vocab, 9)
+    assert model.params < 1_000_000, model.summary()
+    rng = random.Random(9)
+    sums = [list(_sum_input(rng, rng.randint(1, 4))[0]) for _ in range(300)]
+    res = check_model(model, program, sums + random_inputs(vocab, 9, 700, seed=10) + edge_inputs(vocab, 9))
+    assert res.ok and res.inputs_checked > 900, res.failures[:1]
+
+
+def test_a_selector_side_is_read_through_its_classes() -> None:
+    """select(k, indices, ==) with k a mean: the values of k that no index equals form one class."""
+    src = '''plus = aggregate(select(tokens, "+", ==), indices, 0);
+k = indices + plus;
+copy = aggregate(select(k, indices, ==), tokens, "-");
+copy;'''
+    program = program_from_source(src)
+    model = compile_program(program, list("ab+"), 8)
+    sizes = {r["feature"]: r["size"] for r in model.config["residual"]}
+    quotient = [f for f in sizes if f.startswith("k~")]
+    assert quotient and "k" not in sizes and sizes[quotient[0]] <= 2 * 8, sizes
+    inputs = list(exhaustive_inputs(list("ab+"), 6)) + random_inputs(list("ab+"), 8, 300, seed=11)
+    res = check_model(model, program, inputs)
     assert res.ok, res.failures[:1]

@@ -141,7 +141,8 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
                                           fixed_length=fixed_length)
     else:
         stage("value sets")
-        an = Analysis(nonzero_widths(bos_counts(program, max_len), max_len), vocab, max_len, fixed_length=fixed_length, causal=causal, dtype=dtype)
+        rewritten = nonzero_widths(bos_counts(program, max_len), max_len)  # same values, fewer layers
+        an = Analysis(rewritten, vocab, max_len, fixed_length=fixed_length, causal=causal, dtype=dtype)
         stage("heads and MLPs")
         low = Lowering(an)
         stage("layers")

@@ -26,7 +26,7 @@ import numpy as np
 
 from rasp_compiler.compiler import selectors as sl
 from rasp_compiler.compiler.forms import linear_form
-from rasp_compiler.compiler.values import MAX_VALUES, means, sorted_values
+from rasp_compiler.compiler.values import MAX_VALUES, means, sorted_values, value_key
 from rasp_compiler.errors import CompileError
 from rasp_compiler.graph.expr import evaluate as eval_expr
 from rasp_compiler.graph.nodes import (
@@ -707,14 +707,54 @@ class Analysis:
         return info.table.get(key)
 
     def injective(self, sid: str) -> bool:
-        """Whether ``sid`` holds a different value at every position of every input."""
+        """Whether ``sid`` holds a different value at every position of every input: a positional
+        s-op checked at every length, or a function of the index and of s-ops that hold one value
+        across an input (``uniform``) that differs at every index for each of their values, such
+        as ``indices + length - add_index`` with ``add_index`` the position of the "+" token."""
         if not self.positional(sid):
-            return False
+            return self._injective_given_uniform(sid)
         for n in self.lengths:
             vals = [self._positional_value(sid, i, n) for i in range(n)]
             if None in vals or len(set(vals)) != n:
                 return False
         return True
+
+    def _injective_given_uniform(self, sid: str) -> bool:
+        info = self.info[sid]
+        kinds = [self.info[b].base_kind for b in info.bases]
+        if kinds.count("index") != 1 or not info.table:
+            return False
+        if not all(k == "index" or self.uniform(b) for b, k in zip(info.bases, kinds, strict=True)):
+            return False
+        at = kinds.index("index")
+        seen: dict[tuple, dict[tuple, Any]] = {}
+        for key, v in info.table.items():
+            held = seen.setdefault(key[:at] + key[at + 1:], {})
+            if held.setdefault(value_key(v), key[at]) != key[at]:
+                return False
+        return True
+
+    def uniform(self, sid: str) -> bool:
+        """Whether ``sid`` holds one value at every position of an input: the length, constants,
+        and attention outputs whose selector gives every query the same keys (each atom's query
+        side is itself uniform), and maps of those."""
+        cache = self.__dict__.setdefault("_uniform_cache", {})
+        if sid in cache:
+            return cache[sid]
+        cache[sid] = False  # no cycles in a DAG; guards the recursion
+        info = self.info[sid]
+        if info.bases != (sid,):
+            result = all(self.uniform(b) for b in info.bases)
+        elif info.base_kind in ("length", "const"):
+            result = True
+        elif info.base_kind in ("free", "cond") and sid in self.graph:
+            node = self.node(sid)
+            result = isinstance(node, (Aggregate, SelectorWidth)) and all(
+                self.uniform(a.query) for a in sl.atoms(self.formula(node.inputs[0])))
+        else:
+            result = False
+        cache[sid] = result
+        return result
 
     def rank_of(self, sid: str) -> str | None:
         """X when ``sid`` is ``selector_width(select(X, X, ==) and select(indices, indices, op))``

@@ -55,6 +55,9 @@ MULTI_NUMERIC_LAST_CAP = 120_000
 # (N+1)^2/2 splits times the other inputs' values, e.g. 137k at N = 64 with the index; the step
 # MLP merges the index values that share a table, so the units stay O(N).
 THROUGH_PARTS_CAP = 480_000
+# A selector side with at least this many values is read through its classes of values that
+# select alike, when there are at most half as many (``Lowering._quotient``).
+QUOTIENT_MIN = 16
 # Most values a joint (tuple) one-hot read by a selector may have.
 MAX_TUPLE = 1 << 14
 # Largest query x key score table of one selector block (a bool matrix, then W_Q / W_K).
@@ -569,8 +572,11 @@ class Lowering:
             groups.setdefault((ks, qs), []).append(c)
         out = []
         for (ks, qs), conj in sorted(groups.items()):
-            kfeat, kassign = self._side(ks, sel_id)
-            qfeat, qassign = self._side(qs, sel_id)
+            # one s-op on a side: its one-hot (or a quotient of it) is made once the table is known
+            kfeat, kassign = self._side(ks, sel_id) if len(ks) != 1 else \
+                ("", [{ks[0]: v} for v in an.info[ks[0]].values])
+            qfeat, qassign = self._side(qs, sel_id) if len(qs) != 1 else \
+                ("", [{qs[0]: v} for v in an.info[qs[0]].values])
             mats: dict[sl.Atom, np.ndarray] = {}
             for c in conj:
                 for a in sl.atoms(c):
@@ -595,8 +601,38 @@ class Lowering:
                 matrix &= sl.evaluate(c, mats)
             if matrix.all():
                 continue  # always true: contributes nothing
+            if len(ks) == 1:
+                kfeat, matrix = self._quotient(ks[0], matrix.T, sel_id)
+                matrix = matrix.T
+            if len(qs) == 1:
+                qfeat, matrix = self._quotient(qs[0], matrix, sel_id)
             out.append(Block(qfeat, kfeat, matrix))
         return out
+
+    def _quotient(self, sid: str, matrix: np.ndarray, sel_id: str) -> tuple[str, np.ndarray]:
+        """The one-hot feature a score block reads for ``sid`` (rows of ``matrix``: its values),
+        and the block over it: ``sid``'s own one-hot, or a map of ``sid`` onto one representative
+        per class of values that select alike (equal rows), when that saves at least half of the
+        one-hot.  ``select(indices +
+        length - plus_at, indices, ==)`` with ``plus_at`` a mean of indices holds hundreds of
+        fractions that match no query: one class, instead of one dimension each."""
+        n = matrix.shape[0]
+        if n < QUOTIENT_MIN or self.an.info[sid].base_kind == "const":
+            return self.need_categorical(sid), matrix
+        _, first, cls = np.unique(matrix, axis=0, return_index=True, return_inverse=True)
+        if 2 * len(first) > n:
+            return self.need_categorical(sid), matrix
+        values = self.an.info[sid].values
+        rep = {value_key(v): values[first[c]] for v, c in zip(values, cls.ravel().tolist(), strict=True)}
+        qid = f"{sid}~{sel_id}"
+        if qid not in self.an.info:
+            pos = self.an.node(sel_id).pos
+            self.an.info[qid] = self.an.map_info(qid, "map", (sid,), lambda v: rep[value_key(v)],
+                                                 "categorical", pos)
+        self.need(qid)
+        index = {value_key(v): i for i, v in enumerate(values)}
+        rows = [index[value_key(v)] for v in self.features[qid].values]
+        return qid, matrix[rows]
 
     def _narrowed(self, c: sl.Formula, sel_id: str) -> sl.Formula:
         """The conjunct ``c`` with the atoms that compare an s-op with a constant (e.g.

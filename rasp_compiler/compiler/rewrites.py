@@ -146,9 +146,10 @@ def _bos_count(program: Program, agg: Aggregate, max_len: int) -> tuple[Aggregat
     if not isinstance(sel, SelectorOr):
         return None
     a, b = sel.inputs
-    for first, others in ((b, a), (a, b)):
-        if _selects_key_0(program, first, max_len):
-            break
+    if _selects_key_0(program, b, max_len):
+        first, others = b, a
+    elif _selects_key_0(program, a, max_len):
+        first, others = a, b
     else:
         return None
     c = _only_at_0(program, value_id, max_len)
