@@ -266,6 +266,8 @@ def to_source(program: Program, vocab: list[Any] | str | None = None, max_len: i
     names: dict[str, str] = {}
     taken = set(RESERVED)
     lines = [f"# {line}" for line in (header or "written by rasp_compiler.pyapi.to_source").splitlines()]
+    if vocab is None and any(isinstance(n, Tokens) and n.type == "value" for n in nodes):
+        lines.append("# `tokens` reads the input as strings here; for numbers pass to_source(..., vocab=...)")
     for n in nodes:
         if isinstance(n, (Tokens, Indices, Length)):
             names[n.id] = _tokens_word(vocab) if getattr(n, "type", None) == "value" else node_text(n, {})
