@@ -334,3 +334,21 @@ copy;'''
     inputs = list(exhaustive_inputs(list("ab+"), 6)) + random_inputs(list("ab+"), 8, 300, seed=11)
     res = check_model(model, program, inputs)
     assert res.ok, res.failures[:1]
+
+
+def test_one_s_op_read_through_different_classes_by_different_blocks() -> None:
+    """k is compared with indices (==) in one block and with length - 1 (<) in another, and the
+    parts of a split width class it differently again: each block reads its own map of k."""
+    src = '''plus = aggregate(select(tokens, "+", ==), indices, 0);
+k = indices + plus;
+copy = aggregate(select(k, indices, ==) and select(k, length - 1, <), tokens, "-");
+w = selector_width(select(k, indices, <) or (select(k, indices, ==) and select(indices, indices, <)));
+out_ = copy + "" if w > 2 else "x";
+out_;'''
+    program = program_from_source(src)
+    model = compile_program(program, list("ab+"), 8)
+    sizes = {r["feature"]: r["size"] for r in model.config["residual"]}
+    assert len([f for f in sizes if f.startswith("k~")]) >= 2, sizes
+    inputs = list(exhaustive_inputs(list("ab+"), 6)) + random_inputs(list("ab+"), 8, 400, seed=12)
+    res = check_model(model, program, inputs)
+    assert res.ok, res.failures[:1]

@@ -146,6 +146,7 @@ class Lowering:
         self.ops: dict[str, Op] = {}  # keyed by the feature they write
         self._frontiers: dict[str, list[str]] = {}
         self._part_owner: dict[str, str] = {}  # part head id -> its width (``_width_parts``)
+        self._quotients: dict[tuple, str] = {}  # (s-op, its classes) -> the map onto them (``_quotient``)
         # rows whose step MLP is cheaper with shared steps -> (the rows, their SharedSteps)
         self._shared: dict[int, tuple[list, SharedSteps]] = {}
         self.output = self.need(an.program.output)
@@ -623,9 +624,18 @@ class Lowering:
         if 2 * len(first) > n:
             return self.need_categorical(sid), matrix
         values = self.an.info[sid].values
-        rep = {value_key(v): values[first[c]] for v, c in zip(values, cls.ravel().tolist(), strict=True)}
-        qid = f"{sid}~{sel_id}"
-        if qid not in self.an.info:
+        classes = tuple(cls.ravel().tolist())
+        # one map per partition: blocks of one selector (or the parts of a split width) may
+        # class the same s-op differently
+        qid = self._quotients.get((sid, classes))
+        if qid is None:
+            qid = f"{sid}~{sel_id}"
+            k = 1
+            while qid in self.an.info:
+                k += 1
+                qid = f"{sid}~{sel_id}_{k}"
+            self._quotients[(sid, classes)] = qid
+            rep = {value_key(v): values[first[c]] for v, c in zip(values, classes, strict=True)}
             pos = self.an.node(sel_id).pos
             self.an.info[qid] = self.an.map_info(qid, "map", (sid,), lambda v: rep[value_key(v)],
                                                  "categorical", pos)
