@@ -352,3 +352,29 @@ out_;'''
     inputs = list(exhaustive_inputs(list("ab+"), 6)) + random_inputs(list("ab+"), 8, 400, seed=12)
     res = check_model(model, program, inputs)
     assert res.ok, res.failures[:1]
+
+
+ROVER = Path(__file__).parent / "data" / "rover.rasp"
+
+
+def test_original_rover_answers_every_example_as_its_comment_says() -> None:
+    """The original's logic puzzle (loops, nested functions, dicts of s-ops, s-op indexing, REPL
+    commands in the file): each ``exampleN = "..."; # T`` line states the answer."""
+    import re
+
+    text = ROVER.read_text(encoding="utf-8")
+    examples = re.findall(r'^example\d+ = "([^"]+)"; # ([TF?])', text, flags=re.M)
+    assert len(examples) == 22
+    program = load_program(ROVER, output="res")
+    for puzzle, answer in examples:
+        assert run(program, puzzle) == [answer] * len(puzzle), puzzle
+
+
+def test_run_uses_an_example_the_file_names(capsys: pytest.CaptureFixture[str]) -> None:
+    """rover.rasp says ``set example example2``: the name of one of its own strings."""
+    from rasp_compiler.cli import main
+
+    assert main(["run", str(ROVER), "--output", "res"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == "[?]*8 (strings)"   # example2 = "a<A,a<B?"; # ?
+    assert "example2" in captured.err

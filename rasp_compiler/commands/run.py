@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 from rasp_compiler.errors import InputError
@@ -68,11 +69,15 @@ def file_example_input(path: str) -> list[Any]:
     from rasp_compiler.lang.repl_commands import file_example
 
     with open(path, encoding="utf-8") as fh:   # load_program has read it already
-        example = file_example(fh.read())
+        text = fh.read()
+    example = file_example(text)
     if example is None:
         raise InputError("no input: give --input TEXT or --input-json JSON",
                          hint='a file written for the original REPL may set one: set example "hello"')
-    value = Session().eval_expression(example, f"{path} (set example)")
+    # the example may name the file's own values (`set example example2`), as in the original REPL
+    session = Session()
+    session.exec_source(text, path, directory=Path(path).resolve().parent)
+    value = session.eval_expression(example, f"{path} (set example)")
     if not (isinstance(value, str) or isinstance(value, list)) or not value:
         raise InputError(f"the file's example {example} is not a string or a non-empty list")
     print(f"(input: the file's example {example})", file=sys.stderr)
