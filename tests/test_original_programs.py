@@ -378,3 +378,16 @@ def test_run_uses_an_example_the_file_names(capsys: pytest.CaptureFixture[str]) 
     captured = capsys.readouterr()
     assert captured.out.strip() == "[?]*8 (strings)"   # example2 = "a<A,a<B?"; # ?
     assert "example2" in captured.err
+
+
+def test_a_program_too_large_as_a_whole_says_so() -> None:
+    """rover's model would be too large because it is 31 layers deep, not because of one s-op:
+    the error says that, at the output's line, and suggests compiling a part."""
+    from rasp_compiler.errors import CompileError
+
+    program = load_program(ROVER, output="res")
+    with pytest.raises(CompileError) as err:
+        compile_program(program, list("abcxABCX<#:,?"), 8)
+    shown = err.value.render()
+    assert "no single s-op dominates" in shown and " layers, " in shown, shown
+    assert "--output NAME" in shown

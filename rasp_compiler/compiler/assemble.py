@@ -90,6 +90,8 @@ def _head_plan(an: Analysis, ops: list[HeadOp], h: int) -> dict[str, Any]:
 # The most dense weights one model may have (about 2 GiB while it is built in float64): beyond it
 # compilation stops with the s-ops to blame instead of exhausting the machine's memory.
 MAX_PARAMS = 1 << 28
+# A one-hot this large is named as the cause when a model is too big; below it, the program is.
+LARGE_ONE_HOT = 256
 
 
 def _check_size(an: Analysis, low: Lowering, sched: Schedule, layout: Layout) -> None:
@@ -124,11 +126,19 @@ def _check_size(an: Analysis, low: Lowering, sched: Schedule, layout: Layout) ->
         return
     big = sorted(low.features.values(), key=lambda f: -f.size)[:3]
     listing = ", ".join(f"{f.id} ({f.size:,} values)" for f in big)
-    raise an.error(big[0].id, f"the model would need about {total:,} weights (residual width {d:,}); "
-                   f"the largest one-hot encodings are {listing}",
-                   hint="a selector that combines several s-ops with `or` needs a one-hot over their "
-                        "joint values: compare fewer s-ops at once, give them fewer possible values, "
-                        "or use a smaller --max-len")
+    heads = sum(len(h) for h in sched.heads)
+    shape = f"{sched.n_layers} layers, {heads} heads, residual width {d:,}"
+    if big and big[0].size >= LARGE_ONE_HOT:
+        raise an.error(big[0].id, f"the model would need about {total:,} weights ({shape}); "
+                       f"the largest one-hot encodings are {listing}",
+                       hint="a selector that combines several s-ops with `or` needs a one-hot over their "
+                            "joint values: compare fewer s-ops at once, give them fewer possible values, "
+                            "or use a smaller --max-len")
+    # no s-op stands out: the program itself is large (many layers of many features)
+    raise an.error(an.program.output, f"the model would need about {total:,} weights ({shape}); no "
+                   f"single s-op dominates (the largest one-hot encodings are {listing})",
+                   hint="compile a part of the program with --output NAME, or use a smaller --max-len "
+                        "or vocabulary")
 
 
 def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal: bool) -> tuple[dict, dict]:
