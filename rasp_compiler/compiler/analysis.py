@@ -126,6 +126,9 @@ class Analysis:
         self._ctx_cache: dict[str, dict] = {}
         self._ctx_memo: dict[str, dict] = {}  # ctx_values by the identity of each base's choices
         self._formulas: dict[str, sl.Formula] = {}
+        # s-op -> ({(index, length): values there}, keyed by index?, keyed by length?) (``_values_at``)
+        self._at_cache: dict[str, tuple[dict | None, bool, bool]] = {}
+        self._uniform_cache: dict[str, bool] = {}
         self._lex_cache: dict[str, tuple[str, str, bool, bool] | None] = {}
         self._width_cache: dict[str, dict[tuple[int, int], int] | None] = {}
         wanted = None
@@ -541,7 +544,7 @@ class Analysis:
 
     def _values_at(self, sid: str, i: int, n: int) -> list[Any] | None:
         """The values ``sid`` can take at position ``i`` of a length-``n`` input (None: unknown)."""
-        cache = self.__dict__.setdefault("_at_cache", {})
+        cache = self._at_cache
         if sid not in cache:
             info = self.info[sid]
             kinds = [self.info[b].base_kind for b in info.bases]
@@ -738,7 +741,7 @@ class Analysis:
         """Whether ``sid`` holds one value at every position of an input: the length, constants,
         and attention outputs whose selector gives every query the same keys (each atom's query
         side is itself uniform), and maps of those."""
-        cache = self.__dict__.setdefault("_uniform_cache", {})
+        cache = self._uniform_cache
         if sid in cache:
             return cache[sid]
         cache[sid] = False  # no cycles in a DAG; guards the recursion

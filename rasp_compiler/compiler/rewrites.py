@@ -111,7 +111,7 @@ def _width_test(program: Program, node: Map, max_len: int) -> tuple[str, Any, An
     while isinstance(src, Map) and len(src.inputs) == 1:
         chain.append(src)
         src = program.node(src.inputs[0])
-    if not isinstance(src, SelectorWidth) or len(chain) < 1:
+    if not isinstance(src, SelectorWidth):
         return None
     outs = []
     for w in range(max_len + 1):
