@@ -37,12 +37,22 @@ ABCD = {"a", "b", "c", "d"}
 PARENS = {"a", "b", "c", "(", ")"}
 INTS = {1, 2, 3, 4}
 
+
+def _tracr_pair_balance() -> rasp.SOp:
+    """tracr's make_pair_balance line for line: numerical booleans, no indicator."""
+    bools_open = rasp.numerical(rasp.tokens == "(").named("bools_open")
+    opens = rasp.numerical(lib.make_frac_prevs(bools_open)).named("opens")
+    bools_close = rasp.numerical(rasp.tokens == ")").named("bools_close")
+    closes = rasp.numerical(lib.make_frac_prevs(bools_close)).named("closes")
+    return rasp.numerical(rasp.LinearSequenceMap(opens, closes, 1, -1)).named("pair_balance")
+
 # name: (program builder, vocabulary, max_seq_len, tracr runs it causally too,
 #        [(input, tracr's expected output), ...])
 CASES = {
-    "frac_prevs": (lambda: lib.make_frac_prevs(rasp.indicator(rasp.tokens == "l")), set("helo"), 5, True,
+    # tracr's own form: a numerical mean of booleans, averaged as 0/1
+    "frac_prevs": (lambda: lib.make_frac_prevs(rasp.tokens == "l"), set("helo"), 5, True,
                    [("hello", [0.0, 0.0, 1 / 3, 1 / 2, 2 / 5])]),
-    "frac_prevs_open": (lambda: lib.make_frac_prevs(rasp.indicator(rasp.tokens == "(")), PARENS, 10, True,
+    "frac_prevs_open": (lambda: lib.make_frac_prevs(rasp.tokens == "("), PARENS, 10, True,
                         [("a()b(c))", [0.0, 1 / 2, 1 / 3, 1 / 4, 2 / 5, 2 / 6, 2 / 7, 2 / 8])]),
     "frac_prevs_close": (lambda: lib.make_frac_prevs(rasp.indicator(rasp.tokens == ")")), PARENS, 10, True,
                          [("a()b(c))", [0.0, 0.0, 1 / 3, 1 / 4, 1 / 5, 1 / 6, 2 / 7, 3 / 8])]),
@@ -63,6 +73,8 @@ CASES = {
                          [("abc", [3, 3, 3]), ("ad", [2, 2]), ("c", [1])]),
     "pair_balance": (lambda: lib.make_pair_balance(rasp.tokens, "(", ")"), PARENS, 10, False,
                      [("a()b(c))", [0.0, 1 / 2, 0.0, 0.0, 1 / 5, 1 / 6, 0.0, -1 / 8])]),
+    "pair_balance_as_tracr_writes_it": (lambda: _tracr_pair_balance(), PARENS, 10, False,
+                                        [("a()b(c))", [0.0, 1 / 2, 0.0, 0.0, 1 / 5, 1 / 6, 0.0, -1 / 8])]),
     "shuffle_dyck2": (lambda: lib.make_shuffle_dyck(["()", "{}"]), {"(", ")", "{", "}"}, 5, False,
                       [("({)}", [1, 1, 1, 1]), ("(){)}", [0, 0, 0, 0, 0]), ("{}(", [0, 0, 0])]),
     "shuffle_dyck3": (lambda: lib.make_shuffle_dyck(["()", "{}", "[]"]), set("(){}[]"), 6, False,

@@ -295,7 +295,8 @@ class Analysis:
             info = self._selector_width(node)
         else:
             raise self.error(node.id, f"the compiler does not know the node kind {node.kind!r}")
-        if info.encoding == "numerical" and not info.numeric and info.kind not in ("aggregate",):
+        if info.encoding == "numerical" and not info.numeric and info.kind not in ("aggregate",) \
+                and not all(isinstance(v, bool) for v in info.values):  # booleans are held as 0/1
             raise self.error(node.id, f"{self.describe(node.id)} is marked numerical but holds "
                              f"non-numbers ({_preview(info.values)})",
                              hint="remove numerical(...) or make the values numbers (indicator(...))")
@@ -810,7 +811,10 @@ class Analysis:
             info.notes.append("unbounded")
             return info
         unique = self.at_most_one(sel_id)
-        numeric = is_numeric(sinfo.values)
+        # tracr's numerical mean of booleans (``numerical(tokens == "a")``) averages them as 0/1, and
+        # so does the interpreter for an aggregate marked numerical
+        booleans = bool(sinfo.values) and all(isinstance(v, bool) for v in sinfo.values)
+        numeric = is_numeric(sinfo.values) or (node.encoding == "numerical" and booleans)
         if enc is None:
             if numeric and not unique:
                 enc = "numerical"

@@ -1,9 +1,9 @@
 """tracr's library programs (``tracr/compiler/lib.py``), written in this Python API.
 
-Each function keeps tracr's name, arguments and node names.  Two changes, both because tracr
-relies on a Python quirk the compiled model must not: a numerical mean of booleans is written
-as a mean of ``indicator(...)`` (0/1 numbers), and tracr's ``Comparison.TRUE`` selector is a
-select on constants (``select(0, 0, ==)``), which selects every key.
+Each function keeps tracr's name, arguments and node names.  Two changes: a numerical mean of
+booleans is written as a mean of ``indicator(...)`` (0/1 numbers; the booleans themselves would
+give the same values), and tracr's ``Comparison.TRUE`` selector is a select on constants
+(``select(0, 0, ==)``), which selects every key.
 """
 
 from __future__ import annotations
