@@ -614,9 +614,9 @@ class Lowering:
         """The one-hot feature a score block reads for ``sid`` (rows of ``matrix``: its values),
         and the block over it: ``sid``'s own one-hot, or a map of ``sid`` onto one representative
         per class of values that select alike (equal rows), when that saves at least half of the
-        one-hot.  ``select(indices +
-        length - plus_at, indices, ==)`` with ``plus_at`` a mean of indices holds hundreds of
-        fractions that match no query: one class, instead of one dimension each."""
+        one-hot.  In ``select(indices + length - plus_at, indices, ==)``, with ``plus_at`` a mean
+        of indices, the key holds hundreds of fractions that match no query: one class, instead of
+        one dimension each."""
         n = matrix.shape[0]
         if n < QUOTIENT_MIN or self.an.info[sid].base_kind == "const":
             return self.need_categorical(sid), matrix
