@@ -224,7 +224,14 @@ def _compile(expr: Expr | None) -> Callable[[tuple], Any]:
         return lambda a: f(a) in coll
     if isinstance(expr, PyFn):
         fn = expr.fn
-        return lambda a: fn(*a)
+
+        def call(a: tuple) -> Any:
+            try:
+                return fn(*a)
+            except Exception as e:  # the user's Python function: report it as the map's error
+                shown = ", ".join(map(repr, a))
+                raise OperatorError(f"the map's function failed on {shown}: {type(e).__name__}: {e}") from None
+        return call
     raise TypeError(f"not an expression: {expr!r}")
 
 

@@ -239,3 +239,40 @@ def test_to_source_round_trips_every_shipped_program(path: str) -> None:
             except Exception as err:  # the same inputs must fail the same way
                 outcomes.append(type(err).__name__)
         assert outcomes[0] == outcomes[1], (path, x)
+
+
+def test_tracr_annotations_and_constants() -> None:
+    """tracr's annotation functions and constant s-ops / selectors behave as tracr documents them:
+    a constant holds its values position by position, and an input of another length is an
+    error, in the interpreter and (where it reaches the output) in the compiled model."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+
+    frac = rasp.numerical(rasp.Aggregate(rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ),
+                                         rasp.numerical(rasp.Map(lambda t: t == "x", rasp.tokens)),
+                                         default=0))
+    assert rasp.is_numerical(frac) and not rasp.is_categorical(frac)
+    assert rasp.get_encoding(rasp.tokens) is rasp.Encoding.CATEGORICAL
+    named = rasp.Map(lambda t: t, rasp.tokens).annotated(name="same", encoding=rasp.Encoding.NUMERICAL, note=1)
+    assert named.annotations == {"name": "same", "encoding": rasp.Encoding.NUMERICAL, "note": 1}
+    assert rasp.annotate(named, encoding="categorical") is named and rasp.is_categorical(named)
+    assert rasp.Map(lambda t: t, rasp.tokens).name.startswith("map_")
+    assert named.children == (rasp.tokens,)
+    with pytest.raises(TypeError):
+        rasp.get_encoding(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ))
+
+    const = rasp.ConstantSOp([3, 1, 2])
+    assert const("abc") == [3, 1, 2]
+    with pytest.raises(UserError, match="length 3 but the input has length 4"):
+        const("abcd")
+    assert rasp.ConstantSOp([3, 1, 2], check_length=False)("ab") == [3, 1]
+    model = rasp.compile_program(const, list("ab"), 4)
+    assert model.run(["aba"]) == [[3, 1, 2]]
+    with pytest.raises(UserError):
+        model.run(["abab"])
+
+    lower = rasp.ConstantSelector([[1, 0, 0], [1, 1, 0], [1, 1, 1]])
+    assert lower("abc") == [[True, False, False], [True, True, False], [True, True, True]]
+    assert rasp.SelectorWidth(lower)("xyz") == [1, 2, 3]
+    with pytest.raises(ValueError, match="square"):
+        rasp.ConstantSelector([[1, 0], [1]])

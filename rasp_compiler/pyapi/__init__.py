@@ -14,6 +14,7 @@ from typing import Any
 from rasp_compiler.pyapi.builder import (
     Aggregate,
     Comparison,
+    ConstantSelector,
     ConstantSOp,
     Full,
     LinearSequenceMap,
@@ -43,6 +44,7 @@ from rasp_compiler.pyapi.builder import (
     tokens_int,
     tokens_str,
 )
+from rasp_compiler.pyapi.encodings import Encoding, annotate, get_encoding, is_categorical, is_numerical
 from rasp_compiler.pyapi.source import to_source
 
 
@@ -71,7 +73,8 @@ evaluate = run  # tracr's rasp.evaluate(expr, xs)
 
 
 __all__ = [
-    "Aggregate", "Comparison", "ConstantSOp", "Full", "LinearSequenceMap", "Map", "RASPExpr", "Select",
+    "Aggregate", "Comparison", "ConstantSOp", "ConstantSelector", "Encoding", "annotate", "get_encoding",
+    "is_categorical", "is_numerical", "Full", "LinearSequenceMap", "Map", "RASPExpr", "Select",
     "Selector", "SelectorAnd", "SelectorNot", "SelectorOr", "SelectorWidth", "SequenceMap", "SOp",
     "aggregate", "as_program", "build_program", "categorical", "compile_program", "evaluate", "indicator",
     "indices",

@@ -118,8 +118,9 @@ class RASPExpr:
         return self
 
     @property
-    def name(self) -> str | None:
-        return getattr(self, "given_name", self.label)
+    def name(self) -> str:
+        """The given name; unnamed, ``kind_N`` (N counts every expression built), as in tracr."""
+        return getattr(self, "given_name", None) or self.label or f"{self.cls.kind}_{self.uid}"
 
     def __call__(self, xs: Any) -> Any:
         """The interpreter's output on one input (tracr's ``program(xs)``)."""
@@ -133,6 +134,39 @@ class RASPExpr:
 
     def __repr__(self) -> str:
         return f"<{self.cls.kind} {self.label or '#' + str(self.uid)}>"
+
+    @property
+    def children(self) -> tuple["RASPExpr", ...]:
+        """The direct inputs (tracr's ``children``)."""
+        return self.inputs
+
+    @property
+    def unique_id(self) -> int:
+        return self.uid
+
+    @property
+    def annotations(self) -> dict[str, Any]:
+        """tracr's annotations: ``name``, ``encoding`` (s-ops) and any others given to
+        ``annotated``.  A copy: change them with ``annotated(...)`` or ``named(...)``."""
+        out = dict(getattr(self, "extra_annotations", {}))
+        out["name"] = self.name
+        if isinstance(self, SOp):
+            from rasp_compiler.pyapi.encodings import Encoding
+
+            out["encoding"] = Encoding(self.encoding or "categorical")
+        return out
+
+    @annotations.setter
+    def annotations(self, values: dict[str, Any]) -> None:
+        from rasp_compiler.pyapi.encodings import annotate
+
+        annotate(self, **values)
+
+    def annotated(self, **values: Any) -> "RASPExpr":
+        """tracr's ``expr.annotated(name=..., encoding=...)``; see ``encodings.annotate``."""
+        from rasp_compiler.pyapi.encodings import annotate
+
+        return annotate(self, **values)
 
 
 def _atom(value: Any, what: str) -> Any:
@@ -254,11 +288,37 @@ PRIMITIVES = (tokens, tokens_str, tokens_int, tokens_float, tokens_bool, indices
 
 
 def Full(value: Any) -> SOp:  # noqa: N802 - tracr's name
-    """The s-op holding ``value`` at every position (tracr's ``Full`` / ``ConstantSOp``)."""
+    """The s-op holding ``value`` at every position (tracr's ``Full``)."""
     return SOp(Constant, (), value=_atom(value, "Full's value"))
 
 
-ConstantSOp = Full
+def _length_checked(n_values: int) -> SOp:
+    """``indices`` on inputs of length ``n_values``; any other length is an error, as tracr's
+    constant s-ops and selectors raise (compiled, the other lengths have no answer either)."""
+    def position(i: Any, n: Any) -> Any:
+        if n != n_values:
+            raise ValueError(f"the constant has length {n_values} but the input has length {n}")
+        return i
+    return SequenceMap(position, indices, length)
+
+
+def ConstantSOp(value: Any, check_length: bool = True) -> SOp:  # noqa: N802 - tracr's name
+    """tracr's constant s-op: ``value[i]`` at position ``i`` (a sequence of atoms).  With
+    ``check_length`` an input of another length is an error; without it, a longer input is."""
+    values = [_atom(v, "ConstantSOp's values") for v in value]
+    if check_length:
+        return Map(lambda i: values[i], _length_checked(len(values)))
+    return Map(lambda i: values[i], indices)
+
+
+def ConstantSelector(value: Any, check_length: bool = True) -> "Selector":  # noqa: N802 - tracr's name
+    """tracr's constant selector: ``value[q][k]`` selects key ``k`` for query ``q`` (a square
+    matrix of booleans), with the length check of ``ConstantSOp``."""
+    rows = [[bool(x) for x in row] for row in value]
+    if any(len(row) != len(rows) for row in rows):
+        raise ValueError("ConstantSelector's value must be a square matrix (one row per query)")
+    queries = _length_checked(len(rows)) if check_length else indices
+    return select(indices, queries, lambda k, q: rows[q][k])
 
 
 # --------------------------------------------------------------------------- operations

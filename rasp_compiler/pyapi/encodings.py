@@ -1,0 +1,53 @@
+"""tracr's annotation functions: ``Encoding``, ``annotate``, ``get_encoding``, ``is_numerical`` and
+``is_categorical``.
+
+Here an annotation is a request, as ``numerical(...)`` and ``categorical(...)`` are; an s-op
+without one is reported as categorical, tracr's default, though the compiler may hold it another
+way (``model.config["residual"]`` says how each s-op is held).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from rasp_compiler.pyapi.builder import RASPExpr, SOp, categorical, numerical
+
+
+class Encoding(enum.Enum):
+    CATEGORICAL = "categorical"
+    NUMERICAL = "numerical"
+
+
+def annotate(expr: RASPExpr, **annotations: Any) -> RASPExpr:
+    """Set ``name``, ``encoding`` (an ``Encoding`` or its value) and any other annotations; returns
+    the expression (a copy for the shared primitives ``tokens``, ``indices``, ``length`` given an
+    encoding, as ``numerical`` does)."""
+    if not isinstance(expr, RASPExpr):
+        raise TypeError(f"annotate takes a RASP expression, got {type(expr).__name__}")
+    encoding = annotations.pop("encoding", None)
+    name = annotations.pop("name", None)
+    if encoding is not None:
+        if not isinstance(expr, SOp):
+            raise TypeError("only s-ops have an encoding; this is a selector")
+        encoding = Encoding(encoding.value if isinstance(encoding, Encoding) else encoding)
+        expr = numerical(expr) if encoding is Encoding.NUMERICAL else categorical(expr)
+    if name is not None:
+        expr = expr.named(name)
+    if annotations:
+        expr.extra_annotations = {**getattr(expr, "extra_annotations", {}), **annotations}
+    return expr
+
+
+def get_encoding(sop: SOp) -> Encoding:
+    if not isinstance(sop, SOp):
+        raise TypeError(f"only s-ops have an encoding, got {type(sop).__name__}")
+    return sop.annotations["encoding"]
+
+
+def is_numerical(sop: SOp) -> bool:
+    return get_encoding(sop) is Encoding.NUMERICAL
+
+
+def is_categorical(sop: SOp) -> bool:
+    return get_encoding(sop) is Encoding.CATEGORICAL
