@@ -230,7 +230,8 @@ def _compile(expr: Expr | None) -> Callable[[tuple], Any]:
                 return fn(*a)
             except Exception as e:  # the user's Python function: report it as the map's error
                 shown = ", ".join(map(repr, a))
-                raise OperatorError(f"the map's function failed on {shown}: {type(e).__name__}: {e}") from None
+                raise OperatorError(f"the map's function failed on {shown}: "
+                                    f"{type(e).__name__}: {e}") from None
         return call
     raise TypeError(f"not an expression: {expr!r}")
 

@@ -253,7 +253,8 @@ def test_tracr_annotations_and_constants() -> None:
                                          default=0))
     assert rasp.is_numerical(frac) and not rasp.is_categorical(frac)
     assert rasp.get_encoding(rasp.tokens) is rasp.Encoding.CATEGORICAL
-    named = rasp.Map(lambda t: t, rasp.tokens).annotated(name="same", encoding=rasp.Encoding.NUMERICAL, note=1)
+    named = rasp.Map(lambda t: t, rasp.tokens).annotated(name="same", encoding=rasp.Encoding.NUMERICAL,
+                                                         note=1)
     assert named.annotations == {"name": "same", "encoding": rasp.Encoding.NUMERICAL, "note": 1}
     assert rasp.annotate(named, encoding="categorical") is named and rasp.is_categorical(named)
     assert rasp.Map(lambda t: t, rasp.tokens).name.startswith("map_")
