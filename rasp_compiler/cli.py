@@ -45,6 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        print("error: out of memory", file=sys.stderr)
+        print("  hint: a smaller --max-len or vocabulary, or fewer inputs at once", file=sys.stderr)
+        return 1
+    except OSError as err:
+        if err.filename is None:  # not about a file the user named: a bug, shown in full
+            raise
+        print(f"error: {err.filename}: {err.strerror or err}", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         return 0
 

@@ -266,3 +266,18 @@ def test_compile_status_names_the_stage_on_a_terminal_only(monkeypatch):
     quiet("weights")
     quiet.close()
     assert plain.getvalue() == ""
+
+
+@pytest.mark.parametrize("args, words", [
+    # refused at once: before the limit, reverse at max_len 100,000 ran out of memory
+    (["compile", "{file}", "--vocab", "abc", "--max-len", "100000", "-o", "{tmp}/m"],
+     "--max-len 100,000 is more than the compiler takes"),
+    (["compile", "{file}", "--vocab", "abc", "--max-len", "4", "-o", "{tmp}/file/m"], "Not a directory"),
+    (["check", "{file}", "--vocab", "abc", "--max-len", "4", "--samples", "0"],
+     "--samples must be at least 1"),
+])
+def test_option_mistakes_are_one_message(reverse_file, tmp_path, args, words):
+    (tmp_path / "file").write_text("a file where a directory is wanted")
+    r = rasp(*(a.format(file=reverse_file, tmp=tmp_path) for a in args))
+    assert r.returncode == 1 and words in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 2

@@ -56,6 +56,8 @@ def main(args: argparse.Namespace) -> int:
     )
     from rasp_compiler.lang import load_program
 
+    if args.samples is not None and args.samples < 1:
+        raise UserError(f"--samples must be at least 1, got {args.samples}")
     if getattr(args, "input_range", None) is not None:  # real-valued tokens
         from rasp_compiler.compiler.real_check import main_check
         return main_check(args)

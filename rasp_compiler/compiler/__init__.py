@@ -99,6 +99,9 @@ def _short_sources(sources: list[str]) -> list[str]:
     return out
 
 
+MAX_LEN = 2048
+
+
 def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, output: str | None = None,
                     dtype: str = "float32", causal: bool = False,
                     fixed_length: int | None = None,
@@ -124,6 +127,14 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
         raise UserError(f"--max-len must be a positive integer, got {max_len!r}")
     if fixed_length is not None and not 1 <= fixed_length <= max_len:
         raise UserError(f"fixed_length must be between 1 and max_len ({max_len})")
+    if fixed_length is None and max_len > MAX_LEN:
+        # Positions and lengths are one-hot, and the analysis reads every (position, length) pair:
+        # past this a program that reads both takes minutes and gigabytes before it is refused.
+        raise UserError(f"--max-len {max_len:,} is more than the compiler takes ({MAX_LEN:,}): "
+                        "positions and lengths are one-hot, so widths grow with it and tables "
+                        "with its square",
+                        hint="compile for the longest input you need; a model for one input "
+                             "length (--fixed-length) has no such limit")
     if output is not None:
         try:
             program = program.with_output(output)
