@@ -46,9 +46,11 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except MemoryError:
-        print("error: out of memory", file=sys.stderr)
-        print("  hint: a smaller --max-len or vocabulary, or fewer inputs at once", file=sys.stderr)
-        return 1
+        return _out_of_memory()
+    except RuntimeError as err:  # torch reports a failed allocation this way
+        if "allocate" not in str(err):
+            raise
+        return _out_of_memory()
     except OSError as err:
         if err.filename is None:  # not about a file the user named: a bug, shown in full
             raise
@@ -56,6 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return 0
+
+
+def _out_of_memory() -> int:
+    print("error: out of memory", file=sys.stderr)
+    print("  hint: a smaller model (--max-len, vocabulary, layers, width) or fewer inputs at once",
+          file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -51,6 +51,10 @@ def test_all_mismatches_named_at_once():
     (("looped", 2, 1, 2, True), "only without a residual"),
     (("cubic", 2, 1, 2), "unknown construction"),
     (("paths", 0, 1, 2), "at least 1"),
+    # refused before allocating: d = 100,000 asked for 240 GB
+    (("sparse", 1, 1, 100_000), "width m=300,000, above the supported 20,000"),
+    (("paths", 40, 8, 50), r"width m=about 10\^38"),
+    (("random", 50, 50, 50), r"width m=about 10\^86 is above the supported 6,000"),
 ])
 def test_build_errors(args, words):
     construction, L, H, d, *rest = args

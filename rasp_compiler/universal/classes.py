@@ -44,6 +44,11 @@ def width_formula(construction: str, layers: int, heads: int, dim: int, residual
     raise UserError(f"unknown construction {construction!r}; choose one of {', '.join(CONSTRUCTIONS)}")
 
 
+def shown_width(m: int) -> str:
+    """A width for a message: exact, or its order of magnitude when it has too many digits."""
+    return f"{m:,}" if m < 10**12 else f"about 10^{len(str(m)) - 1}"
+
+
 def class_problem(construction: str, heads: int, residual: bool, values: bool) -> str | None:
     """Why a construction cannot be built for this class, or None when it can."""
     if construction not in CONSTRUCTIONS:

@@ -22,11 +22,13 @@ from dataclasses import dataclass
 
 import torch
 
-from rasp_compiler.universal.classes import class_problem, fit_target, width_formula
+from rasp_compiler.errors import UserError
+from rasp_compiler.universal.classes import class_problem, fit_target, shown_width, width_formula
 from rasp_compiler.universal.model import UniversalTransformer, UTConfig
 from rasp_compiler.universal.target import Target
 
 F64 = torch.float64
+MAX_WIDTH = 20_000  # an m x m float64 is 3.2 GB here: beyond this memory, not maths, is the limit
 
 
 def _sel(m: int, d: int, blocks: list[int]) -> torch.Tensor:
@@ -90,9 +92,12 @@ def build_construction(construction: str, layers: int, heads: int, dim: int, res
     values = construction != "multihead"
     problem = class_problem(construction, H, residual, values)
     if problem:
-        from rasp_compiler.errors import UserError
         raise UserError(problem)
     m = width_formula(construction, L, H, d, residual, values)
+    if m > MAX_WIDTH:
+        raise UserError(f"the {construction} UT for L={L}, H={H}, d={d} has width m={shown_width(m)}, "
+                        f"above the supported {MAX_WIDTH:,} (its weights are m x m or L x H x m x d)",
+                        hint="use fewer layers, heads or a smaller --dim")
     kind, r_v, extra = "identity", None, {}
     if construction == "sparse":
         r_q = torch.stack([_sel(m, d, [2 * l - 1]) for l in range(1, L + 1)]).unsqueeze(1)

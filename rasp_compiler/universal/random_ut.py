@@ -24,7 +24,7 @@ import math
 import torch
 
 from rasp_compiler.errors import UserError
-from rasp_compiler.universal.classes import fit_target, width_formula
+from rasp_compiler.universal.classes import fit_target, shown_width, width_formula
 from rasp_compiler.universal.model import UniversalTransformer, UTConfig
 from rasp_compiler.universal.target import Target
 
@@ -41,8 +41,8 @@ def build_random(layers: int, heads: int, dim: int, *, m: int | None = None, hea
     if min(layers, heads, dim, k, m) < 1:
         raise UserError("layers, heads, dim, head dim and width must all be at least 1")
     if m > MAX_RANDOM_WIDTH:
-        raise UserError(f"random UT width m={m} is above the supported {MAX_RANDOM_WIDTH} "
-                        f"(dense {m}x{m} value matrices); use fewer layers/heads or --no-values")
+        raise UserError(f"random UT width m={shown_width(m)} is above the supported {MAX_RANDOM_WIDTH:,} "
+                        "(dense m x m value matrices)", hint="use fewer layers/heads or --no-values")
     gen = torch.Generator().manual_seed(seed)
     scale = 1.0 / math.sqrt(m)
     r_q = torch.randn(layers, heads, m, k, generator=gen, dtype=F64) * scale
