@@ -133,3 +133,18 @@ def test_generating_u_for_n_64_takes_under_a_minute() -> None:
     sim = build_simulator(64, 8, 2)
     assert time.perf_counter() - start < 60
     assert sim.size()["heads_per_layer"] == [8, 17, 1]
+
+
+@pytest.mark.parametrize("n, d, heads, words", [
+    # L = max(2Hd² + nd, nHd), as layout.py documents
+    (1000, 1000, 4, "sequence length is 9,000,000 (at most 4,096); d = 1000 is above 32"),
+    (2000, 4, 1, "sequence length is 8,032 (at most 4,096)"),
+    (8, 33, 1, "d = 33 is above 32"),
+])
+def test_too_large_a_simulator_is_refused_before_it_is_built(n, d, heads, words, capsys):
+    """Before the limit, `rasp simulate --n 1000 --d 1000` computed for minutes with no output."""
+    start = time.perf_counter()
+    assert cli(["simulate", "--n", str(n), "--d", str(d), "--heads", str(heads), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+    assert time.perf_counter() - start < 5

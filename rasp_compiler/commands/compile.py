@@ -66,10 +66,11 @@ class CompileStatus:
     stderr that is cleared when the compile ends; nothing at all for a fast compile or off a
     terminal."""
 
-    def __init__(self, delay: float = 1.0) -> None:
+    def __init__(self, delay: float = 1.0, doing: str = "compiling") -> None:
         import sys
         import threading
 
+        self.doing = doing
         self.stream = sys.stderr
         self.stage = "starting"
         self.shown = False
@@ -92,7 +93,7 @@ class CompileStatus:
             self._write()
 
     def _write(self) -> None:
-        self.stream.write(f"\r\033[Kcompiling: {self.stage} ({time.monotonic() - self.start:.0f} s)")
+        self.stream.write(f"\r\033[K{self.doing}: {self.stage} ({time.monotonic() - self.start:.0f} s)")
         self.stream.flush()
 
     def close(self) -> None:

@@ -92,6 +92,7 @@ def main(args: argparse.Namespace) -> int:
                         hint="use an --input-range that contains [-1, 1]")
     if not (args.check or args.out or args.emit_rasp):
         raise UserError("nothing to do", hint="give -o DIR to save U, --emit-rasp FILE, or --check")
+    from rasp_compiler.commands.compile import CompileStatus
     from rasp_compiler.compiler.real_check import range_from_args
     from rasp_compiler.simulator import build_simulator, check_simulator, generate_source
 
@@ -99,15 +100,24 @@ def main(args: argparse.Namespace) -> int:
         with open(args.emit_rasp, "w", encoding="utf-8") as fh:
             fh.write(generate_source(args.n, args.d, args.heads, args.causal))
     start = time.perf_counter()
-    sim = build_simulator(args.n, args.d, args.heads, causal=args.causal, dtype=args.dtype,
-                          input_range=range_from_args(args))
+    status = CompileStatus(doing="generating U")
+    try:
+        sim = build_simulator(args.n, args.d, args.heads, causal=args.causal, dtype=args.dtype,
+                              input_range=range_from_args(args), progress=status)
+    finally:
+        status.close()
     seconds = time.perf_counter() - start
     if args.out:
         sim.model.save(args.out)
     report = {"n": args.n, "d": args.d, "heads": args.heads, "causal": args.causal, "dtype": args.dtype,
               **sim.size(), "generation_seconds": round(seconds, 3)}
     if args.check:
-        res = check_simulator(sim, trials=args.trials, seed=args.seed, trace=args.trace)
+        status = CompileStatus(doing="checking U")
+        status(f"{args.trials} random layers")
+        try:
+            res = check_simulator(sim, trials=args.trials, seed=args.seed, trace=args.trace)
+        finally:
+            status.close()
         report = {**res, "generation_seconds": round(seconds, 3)}
     if args.json:
         print(json.dumps(report))

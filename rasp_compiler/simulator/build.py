@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
-from rasp_compiler.errors import InputError
+from rasp_compiler.errors import InputError, UserError
 from rasp_compiler.simulator.layout import SequenceLayout
 from rasp_compiler.simulator.source import generate_source
 
 DEFAULT_RANGE = (-1.0, 1.0)
+MAX_D = 32
+MAX_LENGTH = 4096  # attention patterns are L x L per head: U's forward pass at 1,024 takes seconds
 
 
 @dataclass
@@ -74,7 +76,8 @@ class Simulator:
 
 
 def build_simulator(n: int, d: int, heads: int, *, causal: bool = False, dtype: str = "float64",
-                    input_range: tuple[float, float] = DEFAULT_RANGE, plan: str = "windows") -> Simulator:
+                    input_range: tuple[float, float] = DEFAULT_RANGE, plan: str = "windows",
+                    progress: Callable[[str], None] | None = None) -> Simulator:
     """Generate U's RASP source for (n, d, heads) and compile it (fixed length, real inputs).
     ``plan``: "windows" (default, heads [d, 2d+1, 1]) or "direct" (heads [d*d+2d, 1], for comparison)."""
     from rasp_compiler.compiler import compile_program
@@ -82,10 +85,18 @@ def build_simulator(n: int, d: int, heads: int, *, causal: bool = False, dtype: 
 
     start = time.perf_counter()
     layout = SequenceLayout(n, d, heads)
+    too_big = ([f"its sequence length is {layout.length:,} (at most {MAX_LENGTH:,})"]
+               if layout.length > MAX_LENGTH else [])
+    if d > MAX_D:  # measured: d = 32 (n = 8, H = 1) is 84M parameters and 25 s; width grows as d²
+        too_big.append(f"d = {d} is above {MAX_D} (U's width grows with d squared)")
+    if too_big:
+        raise UserError(f"U for n={n}, d={d}, H={heads} is too large to build: " + "; ".join(too_big),
+                        hint="simulate a smaller layer: fewer rows n, a smaller d or fewer heads")
     source = generate_source(n, d, heads, causal, plan)
     program = program_from_source(source, file=f"<U n={n} d={d} H={heads}>")
     L = layout.length
-    model = compile_program(program, None, L, dtype=dtype, fixed_length=L, input_range=input_range)
+    model = compile_program(program, None, L, dtype=dtype, fixed_length=L, input_range=input_range,
+                            progress=progress)
     model.config["simulator"] = {"n": n, "d": d, "heads": heads, "causal": causal, "plan": plan,
                                  "input_range": list(input_range), "sequence_length": L}
     return Simulator(model, layout, causal, source, time.perf_counter() - start)
