@@ -35,6 +35,7 @@ from rasp_compiler.experiments.models import (
     sparse_construction,
 )
 from rasp_compiler.experiments.names import ARCHES, BACKBONES, PRECISIONS, SPARSE_CONSTRUCTIONS
+from rasp_compiler.universal.classes import shown_width
 
 RESULT_KEYS = ("task", "k", "backbone", "arch", "seed", "width", "steps", "test_accuracy",
                "majority_baseline", "trainable_params", "frozen_params", "seconds")
@@ -115,7 +116,7 @@ def validate(cfg: RunConfig) -> None:
         if cfg.width < blocks:
             raise UserError(f"--width {cfg.width} is too small for sparse construction "
                             f"{construction} with {cfg.layers} layers and {cfg.heads} heads: it "
-                            f"needs at least {blocks} (one column per block)")
+                            f"needs at least {shown_width(blocks)} (one column per block)")
     if cfg.curriculum < 0:
         raise UserError("--curriculum must be at least 0")
     if cfg.curriculum and (cfg.task != "khop" or cfg.k < 2):
