@@ -289,7 +289,10 @@ class RaspModel:
         """Token ids [batch, 1 + longest] (BOS, tokens, PAD) and the lengths."""
         seqs = []
         for b, item in enumerate(batch):
-            toks = list(item) if isinstance(item, str) else list(item)
+            if not isinstance(item, (str, list, tuple)):
+                raise ModelInputError(f"input {b} is not a string or a list of tokens (got "
+                                      f"{type(item).__name__})")
+            toks = list(item)
             if not toks:
                 raise ModelInputError(f"input {b} is empty: a RASP program runs on at least one token")
             if len(toks) > self.max_len:
@@ -304,8 +307,11 @@ class RaspModel:
                     pass                           # the careful loop below names the bad token
             ids = []
             for p, tok in enumerate(toks):
-                i = self._ids.get(_token_key(tok))
-                if i is None:
+                try:
+                    i = self._ids.get(_token_key(tok))
+                except TypeError:  # unhashable: a list where a token should be
+                    i = None
+                if i is None and isinstance(tok, (int, float)):
                     i = self._ids.get(_token_key(str(tok)))
                 if i is None:
                     shown = ", ".join(repr(v) for v in self.vocab[:12])

@@ -70,6 +70,24 @@ def test_out_of_vocabulary_and_too_long(saved: Path) -> None:
         model.run(["a" * 9])
     with pytest.raises(InputError, match="empty"):
         model.run([""])
+    with pytest.raises(InputError, match=r"token \['b'\] at position 1 of input 0 is not in the vocabulary"):
+        model.run([["a", ["b"]]])  # was a TypeError: unhashable type
+    with pytest.raises(InputError, match="input 1 is not a string or a list of tokens"):
+        model.run(["ab", 5])
+
+
+@pytest.mark.parametrize("vocab, max_len, words", [
+    (5, 4, "a string or a list of tokens, not int"),
+    ({"a": 1}, 4, "not dict"),
+    ([["a"]], 4, r"holds \['a'\]"),
+    ([1.0, float("nan")], 4, "holds nan"),
+    ("abc", True, "--max-len must be a positive integer, got True"),
+])
+def test_compile_program_names_a_bad_vocabulary_or_length(vocab, max_len, words) -> None:
+    from rasp_compiler.errors import UserError
+
+    with pytest.raises(UserError, match=words):
+        compile_program(load_program(REVERSE), vocab, max_len)
 
 
 def test_truncated_weights(saved: Path) -> None:

@@ -123,7 +123,7 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
         raise UserError("the vocabulary is empty", hint="give --vocab abc or --vocab '[\"a\",\"b\"]'")
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r}", hint="use float32 or float64")
-    if not isinstance(max_len, int) or max_len < 1:
+    if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 1:
         raise UserError(f"--max-len must be a positive integer, got {max_len!r}")
     if fixed_length is not None and not 1 <= fixed_length <= max_len:
         raise UserError(f"fixed_length must be between 1 and max_len ({max_len})")

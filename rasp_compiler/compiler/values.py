@@ -12,6 +12,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from rasp_compiler.errors import UserError
+
 # Above this many distinct values a numerical value set is not enumerated (see ``mean_values``).
 MAX_VALUES = 200_000
 
@@ -25,9 +27,17 @@ def vocab_list(vocab: Any) -> list[Any]:
     passes sets) is sorted, so that every process sees one order and compiles the same weights."""
     if isinstance(vocab, str):
         return list(vocab)
+    if vocab is None:
+        return []
+    if not isinstance(vocab, (list, tuple, set, frozenset)):
+        raise UserError(f"the vocabulary is a string or a list of tokens, not {type(vocab).__name__}",
+                        hint="e.g. vocab='abc' or vocab=[1, 2, 3]")
+    for tok in vocab:
+        if not isinstance(tok, (str, int, float)) or isinstance(tok, float) and not math.isfinite(tok):
+            raise UserError(f"the vocabulary holds {tok!r}: tokens are strings, numbers or booleans")
     if isinstance(vocab, (set, frozenset)):
         vocab = sorted(vocab, key=value_key)
-    return list(dict.fromkeys(vocab or []))
+    return list(dict.fromkeys(vocab))
 
 
 def value_key(v: Any) -> tuple:
