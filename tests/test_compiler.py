@@ -272,3 +272,23 @@ def test_regression_opaque_map_argument_order() -> None:
     assert model.run([list("ab)(")]) == [["T", "T", "F", "F"]]
     res = check_model(model, program, random_inputs(vocab, 40, 40, seed=5) + edge_inputs(vocab, 40))
     assert res.ok, res.failures
+
+
+def test_a_length_where_the_program_has_no_answer_is_refused_not_answered() -> None:
+    """`6 / (indices - 2)` divides by zero at position 2: the interpreter raises on every input of
+    length 3 or more.  The model used to print numbers for them; now it refuses, and the compile
+    summary says which lengths and why."""
+    from rasp_compiler.errors import UserError
+
+    program, model = compile_src("x = 6 / (indices - 2);\nx + 1;", max_len=4)
+    assert any("inputs of length 3, 4 have no answer: x has no value at position 2" in note
+               for note in model.config["notes"])
+    for text in ("ab", "a"):
+        assert model.run([text]) == [run(program, list(text))]
+    for text in ("abc", "abca"):
+        with pytest.raises(UserError):
+            run(program, list(text))
+        with pytest.raises(UserError, match=f"at length {len(text)}, x has no value at position 2"):
+            model.run([text])
+    # a program that fails only on some inputs of a length is not refused as a whole
+    assert "undefined" not in compile_src("6 / (tokens_int - 2);", vocab=[1, 2, 3])[1].config["output"]

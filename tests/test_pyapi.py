@@ -275,5 +275,9 @@ def test_tracr_annotations_and_constants() -> None:
     lower = rasp.ConstantSelector([[1, 0, 0], [1, 1, 0], [1, 1, 1]])
     assert lower("abc") == [[True, False, False], [True, True, False], [True, True, True]]
     assert rasp.SelectorWidth(lower)("xyz") == [1, 2, 3]
+    model = rasp.compile_program(rasp.SelectorWidth(lower), list("ab"), 4)
+    assert model.run(["aba"]) == [[1, 2, 3]]
+    with pytest.raises(UserError, match="input 0 has no answer: at length 2"):
+        model.run(["ab"])  # was [1, 2]: the interpreter raises on it
     with pytest.raises(ValueError, match="square"):
         rasp.ConstantSelector([[1, 0], [1]])

@@ -131,6 +131,7 @@ class Analysis:
         self._uniform_cache: dict[str, bool] = {}
         self._lex_cache: dict[str, tuple[str, str, bool, bool] | None] = {}
         self._width_cache: dict[str, dict[tuple[int, int], int] | None] = {}
+        self.partial: set[str] = set()  # maps whose function raised on some value (``undefined``)
         wanted = None
         if not whole_program and program.output in self.graph:
             wanted = nx.ancestors(self.graph, program.output) | {program.output}
@@ -282,8 +283,12 @@ class Analysis:
         elif isinstance(node, (Map, SequenceMap)):
             fn = node.fn
 
-            def call(*args: Any, _fn=fn) -> Any:
-                return eval_expr(_fn, args)
+            def call(*args: Any, _fn=fn, _id=node.id) -> Any:
+                try:
+                    return eval_expr(_fn, args)
+                except Exception:
+                    self.partial.add(_id)
+                    raise
             info = None
             if enc == "numerical":
                 info = self._linear_map(node, call)
@@ -542,6 +547,17 @@ class Analysis:
                 if can_false:
                     return False
         return True
+
+    def undefined(self) -> dict[int, tuple[str, int]]:
+        """Input length -> (an s-op, a position) where that s-op has no value for any input of that
+        length (``6 / indices`` at 0).  The interpreter evaluates every s-op at every position, so
+        it raises on every input of those lengths."""
+        out: dict[int, tuple[str, int]] = {}
+        for sid in sorted(self.partial):
+            for i, n in self.ctx_all:
+                if n not in out and not self.ctx_values(sid, (i, n)):
+                    out[n] = (sid, i)
+        return dict(sorted(out.items()))
 
     def _values_at(self, sid: str, i: int, n: int) -> list[Any] | None:
         """The values ``sid`` can take at position ``i`` of a length-``n`` input (None: unknown)."""

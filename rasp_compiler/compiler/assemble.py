@@ -286,6 +286,13 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
         for note in an.info[sid].notes:
             if note != "opaque":
                 notes.append(f"{sid}: {note}")
+    undefined = an.undefined()
+    if undefined:
+        lengths = list(undefined)
+        sid, i = undefined[lengths[0]]
+        shown = ", ".join(map(str, lengths[:8])) + (", …" if len(lengths) > 8 else "")
+        notes.append(f"inputs of length {shown} have no answer: {sid} has no value at position {i} "
+                     f"of length {lengths[0]} (the interpreter raises there; so does the model)")
     config = {
         "format": FORMAT,
         "program": an.program.source_file,
@@ -306,4 +313,6 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
         "output": out_cfg,
         "notes": notes,
     }
+    if undefined:  # only then: every other config stays byte-identical
+        config["output"]["undefined"] = {str(n): [sid, i] for n, (sid, i) in undefined.items()}
     return config, out_tensors
