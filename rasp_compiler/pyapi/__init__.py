@@ -9,7 +9,7 @@
 See ``docs/python-api.md``; ``rasp_compiler.pyapi.lib`` has tracr's library programs.
 """
 
-from typing import Any
+from typing import Any, Union
 
 from rasp_compiler.pyapi.builder import (
     Aggregate,
@@ -47,6 +47,11 @@ from rasp_compiler.pyapi.builder import (
 from rasp_compiler.pyapi.encodings import Encoding, annotate, get_encoding, is_categorical, is_numerical
 from rasp_compiler.pyapi.source import to_source
 
+# tracr's type aliases, for code that annotates with them
+Value = Union[None, int, float, str, bool]
+NumericValue = Union[int, float]
+SelectorValue = list[list[bool]]
+
 
 def as_program(program_or_sop: Any):
     """A ``Program`` from a Python-API s-op (or a Program, unchanged)."""
@@ -79,5 +84,5 @@ __all__ = [
     "aggregate", "as_program", "build_program", "categorical", "compile_program", "evaluate", "indicator",
     "indices",
     "length", "numerical", "rasp_round", "run", "select", "selector_width", "to_source", "tokens",
-    "tokens_bool", "tokens_float", "tokens_int", "tokens_str",
+    "tokens_bool", "tokens_float", "tokens_int", "tokens_str", "Value", "NumericValue", "SelectorValue",
 ]
