@@ -189,6 +189,13 @@ def test_causal_refuses_lookahead_and_accepts_prefix_programs() -> None:
     with pytest.raises(CompileError):
         compile_src("aggregate(select(tokens, tokens, ==), numerical(indicator(tokens == \"a\")), 0);",
                     causal=True)
+    # a key that is its own index or -1 is never selected by an earlier query (InterpBench's
+    # unique-token extractor; it used to be refused), but one shifted by +1 is
+    src = "own = indices if tokens == \"a\" else -1;\naggregate(select(own{}, indices, ==), tokens, \"-\");"
+    program, model = compile_src(src.format(""), causal=True)
+    assert check_model(model, program, list(exhaustive_inputs(list("abc"), 6))).ok
+    with pytest.raises(CompileError, match="may select a key after its query position"):
+        compile_src(src.format(" - 1"), causal=True)
 
 
 def test_fixed_length_makes_length_a_constant() -> None:

@@ -208,6 +208,7 @@ def test_bad_uses_are_clear() -> None:
         (tokens + 1).named("()")
     odd = (tokens + 1).named("shift_by(1)")  # tracr's names need not be identifiers
     assert odd.name == "shift_by(1)" and odd.program().output == "shift_by_1"
+    assert (tokens + 1).named("shift_by(-1)").program().output == "shift_by_neg1"
     assert tokens.named("x").program().output == "tokens"  # the shared primitive keeps its name
     with pytest.raises(TypeError, match="truth value"):
         bool(tokens == "a")
@@ -281,3 +282,18 @@ def test_tracr_annotations_and_constants() -> None:
         model.run(["ab"])  # was [1, 2]: the interpreter raises on it
     with pytest.raises(ValueError, match="square"):
         rasp.ConstantSelector([[1, 0], [1]])
+
+
+def test_a_size_refusal_names_the_means_that_cause_it() -> None:
+    """InterpBench's median (a sort whose selector may pick several keys, then a mean of two of
+    its outputs) is refused for size; the hint used to blame an `or` selector it does not have."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import CompileError
+
+    width = rasp.SelectorWidth(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.LT))
+    sort = rasp.Aggregate(rasp.Select(width, rasp.indices, rasp.Comparison.EQ), rasp.tokens).named("sorted")
+    first = rasp.Aggregate(rasp.Select(rasp.indices, rasp.Map(lambda x: 0, rasp.indices),
+                                       rasp.Comparison.EQ), sort)
+    with pytest.raises(CompileError) as info:
+        rasp.compile_program(rasp.SequenceMap(lambda x, y: x + y, sort, first), set(range(11)), 9)
+    assert "sorted may average several keys" in info.value.hint and "`or`" not in info.value.hint

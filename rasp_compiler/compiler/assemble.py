@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import networkx as nx
 import numpy as np
 import torch
 
@@ -17,6 +18,7 @@ from rasp_compiler.compiler.blocks import Layout, MLPWeights, mlp_weights, share
 from rasp_compiler.compiler.lowering import EmbedOp, HeadOp, Lowering, MLPOp
 from rasp_compiler.compiler.schedule import Schedule
 from rasp_compiler.compiler.values import json_value
+from rasp_compiler.graph.nodes import Aggregate
 from rasp_compiler.runtime import FORMAT
 
 # Score gap (in nats) between an attended and a not-attended key: exp(-gap) underflows to exactly
@@ -94,6 +96,28 @@ MAX_PARAMS = 1 << 28
 LARGE_ONE_HOT = 256
 
 
+def _large_hint(an: Analysis, feature: Any) -> str:
+    """What to change when one one-hot encoding makes the model too large: it depends on why the
+    s-op has so many values."""
+    if feature.kind == "tuple":
+        return ("a selector that combines several s-ops with `or` needs a one-hot over their joint "
+                "values: compare fewer s-ops at once, give them fewer possible values, or use a "
+                "smaller --max-len")
+    sid = feature.id.split(":")[0]
+    upstream = nx.ancestors(an.graph, sid) | {sid} if sid in an.graph else set()
+    means = [u for u in upstream
+             if isinstance(an.program.node(u), Aggregate) and u in an.info
+             and an.info[u].encoding == "numerical" and len(an.info[u].values) > 1
+             and not an.at_most_one(an.program.node(u).inputs[0])]
+    if means:
+        return (f"{', '.join(sorted(means)[:3])} may average several keys, so it holds one value "
+                "per possible mean, and whatever reads it needs a one-hot over them. If the selector "
+                "picks at most one key, let the compiler see it (select against indices, or make "
+                "the keys unique with the position); otherwise use a smaller --max-len or vocabulary")
+    return ("a map or a selector that reads it needs a one-hot over all its values: give it fewer "
+            "possible values (a smaller vocabulary or --max-len), or split the computation")
+
+
 def _check_size(an: Analysis, low: Lowering, sched: Schedule, layout: Layout) -> None:
     d = layout.d_model
 
@@ -131,9 +155,7 @@ def _check_size(an: Analysis, low: Lowering, sched: Schedule, layout: Layout) ->
     if big and big[0].size >= LARGE_ONE_HOT:
         raise an.error(big[0].id, f"the model would need about {total:,} weights ({shape}); "
                        f"the largest one-hot encodings are {listing}",
-                       hint="a selector that combines several s-ops with `or` needs a one-hot over their "
-                            "joint values: compare fewer s-ops at once, give them fewer possible values, "
-                            "or use a smaller --max-len")
+                       hint=_large_hint(an, big[0]))
     # no s-op stands out: the program itself is large (many layers of many features)
     raise an.error(an.program.output, f"the model would need about {total:,} weights ({shape}); no "
                    f"single s-op dominates (the largest one-hot encodings are {listing})",

@@ -128,12 +128,14 @@ def evaluate(f: Formula, mats: dict[Atom, np.ndarray]) -> np.ndarray:
     return out
 
 
-def tri_evaluate(f: Formula, known: dict[Atom, np.ndarray], shape: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """Three-valued evaluation: (can be true, can be false), atoms not in ``known`` unknown."""
+def tri_evaluate(f: Formula, known: dict[Atom, Any], shape: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Three-valued evaluation: (can be true, can be false), atoms not in ``known`` unknown.  A
+    known atom is its truth matrix, or the pair (can be true, can be false) where it is known only
+    in part."""
     if isinstance(f, Atom):
         if f in known:
             m = known[f]
-            return m, ~m
+            return m if isinstance(m, tuple) else (m, ~m)
         return np.ones(shape, bool), np.ones(shape, bool)
     parts = [tri_evaluate(p, known, shape) for p in f.parts]
     ct, cf = parts[0]

@@ -106,10 +106,12 @@ class RASPExpr:
     def named(self, name: str) -> "RASPExpr":
         """Give the node an id (and a variable name in ``to_source``); returns the node itself.
         A name that is not an identifier (tracr's ``shift_by(1)``) is kept as ``.name``, and its
-        id replaces each run of other characters with ``_`` (``shift_by_1``)."""
+        id replaces each run of other characters with ``_`` (``shift_by_1``; ``shift_by(-1)`` gives
+        ``shift_by_neg1``)."""
         if not isinstance(name, str) or not re.search(r"\w", name):
             raise ValueError(f"{name!r} is not a name: give a string with letters or digits")
-        label = re.sub(r"\W+", "_", name).strip("_") or "node"
+        # a minus sign before a number is kept as "neg": shift_by(-1) and shift_by(1) stay apart
+        label = re.sub(r"\W+", "_", re.sub(r"-(?=\d)", "neg", name)).strip("_") or "node"
         if label[0].isdigit() or keyword.iskeyword(label):
             label = f"n_{label}"
         if any(self is p for p in PRIMITIVES):
