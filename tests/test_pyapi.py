@@ -297,3 +297,15 @@ def test_a_size_refusal_names_the_means_that_cause_it() -> None:
     with pytest.raises(CompileError) as info:
         rasp.compile_program(rasp.SequenceMap(lambda x, y: x + y, sort, first), set(range(11)), 9)
     assert "sorted may average several keys" in info.value.hint and "`or`" not in info.value.hint
+
+
+def test_to_source_refuses_a_function_that_returns_none() -> None:
+    """tracr's `lambda x, y: x if y else None` (InterpBench case 10): RASP text has no None, and
+    to_source used to write another value there without a word."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+
+    keep = rasp.SequenceMap(lambda x, y: x if y else None, rasp.tokens, rasp.tokens == "a")
+    assert keep("ab") == ["a", None]
+    with pytest.raises(UserError, match="returns None on"):
+        rasp.to_source(keep, vocab="ab", max_len=3)

@@ -219,17 +219,22 @@ def _tabulated(node: Node, args: list[str], analysis: Any) -> str:
                         hint="compute the function of several s-ops as one SequenceMap(f, a, b, c)")
     value_sets.pop()
 
+    failed = object()
+
     def table(fixed: tuple) -> list[tuple[Any, Any]]:
         rows, fallback = [], None
         for v in value_sets[-1]:
             try:
                 out = evaluate(node.fn, fixed + (v,))  # type: ignore[arg-type]
             except Exception:  # a combination that never occurs may make the function fail
-                out = None
+                out = failed
+            if out is None:  # tracr's "no value": the text would have to invent one
+                raise UserError(f"'{node.id}' returns None on {fixed + (v,)!r}, which RASP text cannot "
+                                "write", hint="return a value such as 0, \"\" or False instead of None")
             rows.append((v, out))
-            if out is not None and fallback is None:
+            if out is not failed and fallback is None:
                 fallback = out
-        return [(k, fallback if o is None else o) for k, o in rows]
+        return [(k, fallback if o is failed else o) for k, o in rows]
 
     last = args[-1]
     if len(args) == 1:
