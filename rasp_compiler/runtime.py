@@ -403,14 +403,15 @@ class RaspModel:
         ModelOutputError instead of being decoded by argmax."""
         out_cfg = self.config["output"]
         result = []
-        for r, n in enumerate(lengths if strict else []):
-            if str(n) in out_cfg.get("undefined", {}):
-                sid, i = out_cfg["undefined"][str(n)]
-                raise ModelOutputError(f"input {r} has no answer: at length {n}, {sid} has no value at "
-                                       f"position {i} on any input (the interpreter raises there)",
-                                       hint="the program is undefined at this length; see the note "
-                                            "in the compile summary")
         if strict:
+            undefined = out_cfg.get("undefined", {})
+            for r, n in enumerate(lengths):
+                if str(n) in undefined:
+                    sid, i = undefined[str(n)]
+                    raise ModelOutputError(f"input {r} has no answer: at length {n}, {sid} has no value "
+                                           f"at position {i} on any input (the interpreter raises there)",
+                                           hint="the program is undefined at this length; see the note "
+                                                "in the compile summary")
             for r, positions in enumerate(self.unclean(logits, lengths)):
                 if positions:
                     p = positions[0]

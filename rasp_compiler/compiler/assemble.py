@@ -15,7 +15,7 @@ import torch
 
 from rasp_compiler.compiler.analysis import Analysis, convert_token
 from rasp_compiler.compiler.blocks import Layout, MLPWeights, mlp_weights, shared_head_weights
-from rasp_compiler.compiler.lowering import EmbedOp, HeadOp, Lowering, MLPOp
+from rasp_compiler.compiler.lowering import EmbedOp, Feature, HeadOp, Lowering, MLPOp
 from rasp_compiler.compiler.schedule import Schedule
 from rasp_compiler.compiler.values import json_value
 from rasp_compiler.graph.nodes import Aggregate
@@ -96,7 +96,7 @@ MAX_PARAMS = 1 << 28
 LARGE_ONE_HOT = 256
 
 
-def _large_hint(an: Analysis, feature: Any) -> str:
+def _large_hint(an: Analysis, feature: Feature) -> str:
     """What to change when one one-hot encoding makes the model too large: it depends on why the
     s-op has so many values."""
     if feature.kind == "tuple":
