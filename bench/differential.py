@@ -8,6 +8,10 @@ minimised into tests/test_regressions.py.  Writes bench/results/differential.jso
 
     nice -n 5 .venv/bin/python bench/differential.py --programs 3000 --max-len 8 --inputs 30
     .venv/bin/python bench/differential.py --seeds 283 1342        # re-check given seeds
+    nice -n 5 .venv/bin/python bench/differential.py --causal --programs 2000 --start 2000000
+
+With ``--causal`` every selector is restricted to keys at or before its query and ``length`` is
+never read, and each program is compiled with ``causal=True``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ def main() -> int:
     ap.add_argument("--max-len", type=int, default=8)
     ap.add_argument("--inputs", type=int, default=30)
     ap.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    ap.add_argument("--causal", action="store_true",
+                    help="programs that look only backwards, compiled causally")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -44,7 +50,7 @@ def main() -> int:
     inputs = 0
     start = time.perf_counter()
     for seed in seeds:
-        gen = generate(seed, max_len=args.max_len)
+        gen = generate(seed, max_len=args.max_len, causal=args.causal)
         out = check_generated(gen, max_len=args.max_len, inputs=args.inputs, dtype=args.dtype)
         counts[out.status] += 1
         depths[gen.depth] += 1

@@ -55,3 +55,20 @@ def test_compiled_random_programs_agree_with_the_interpreter() -> None:
     # a refusal is a clear CompileError, allowed, but the generator must mostly produce compilable programs
     assert counts["agree"] >= 0.95 * PROGRAMS, counts
     assert sum(o.inputs_checked for o in outcomes) >= PROGRAMS * INPUTS
+
+
+CAUSAL_PROGRAMS = 150
+
+
+def test_causal_random_programs_look_only_backwards_and_agree() -> None:
+    """The same generator with every selector restricted to earlier keys and no ``length``:
+    compiled with ``causal=True``, the model must agree with the interpreter.  The causal mask
+    then changes nothing, so any disagreement is the causal lowering's fault."""
+    gens = [generate(seed, max_len=MAX_LEN, causal=True) for seed in range(CAUSAL_PROGRAMS)]
+    assert all("length" not in g.source for g in gens)
+    assert {g.depth for g in gens} == {1, 2, 3, 4, 5, 6}
+    outcomes = [check_generated(g, max_len=MAX_LEN, inputs=INPUTS) for g in gens]
+    counts = collections.Counter(o.status for o in outcomes)
+    bad = [o for o in outcomes if o.status in ("disagree", "crash")]
+    assert not bad, f"{counts}\n{_report(bad)}"
+    assert counts["agree"] >= 0.95 * CAUSAL_PROGRAMS, counts

@@ -121,9 +121,9 @@ def test_type_errors():
 
 
 def test_no_result():
-    with pytest.raises(RaspError, match="no expression statement binds 'out'") as info:
-        program_from_source("x = tokens;\n_private = indices;\ny = x + \"!\";")
-    assert "--output NAME (this file defines x, y)" in info.value.hint
+    with pytest.raises(RaspError, match="no statement binds 'out'") as info:
+        program_from_source("def f(a) { return a; }\n")
+    assert "end the file with the s-op to compute" in info.value.hint
     with pytest.raises(RaspError, match="no s-op or selector named 'revers'") as info:
         program_from_source("reverse = tokens;", output="revers")
     assert info.value.hint == "did you mean 'reverse'?"

@@ -131,6 +131,22 @@ class TestLiteralsAndStatements:
     def test_last_expression_statement_is_out(self):
         assert ev("indices; tokens;", "ab") == ["a", "b"]
 
+    def test_an_assignment_binds_out_too(self):
+        # the original's evaluator sets `out` on every expression it evaluates (Evaluator.py,
+        # format_return), so a file ending in an assignment has that value as its result
+        assert ev("x = indices + 1;", "ab") == [1, 2]
+        assert ev("indices; y = tokens;", "ab") == ["a", "b"]
+        assert ev("x = indices + 1; out * 2;", "ab") == [2, 4]
+        assert ev("a, b = indices, tokens;", "ab") == ["a", "b"]   # the last right-hand side
+        assert ev("tokens; def f(s) { y = s + 1; return y; }", "ab") == ["a", "b"]  # a def binds nothing
+        assert ev("x = indices; for i in [1, 2] { x = x + i; }", "ab") == [3, 4]
+
+    def test_tokens_asis_is_the_input_as_given(self):
+        assert ev("tokens_asis;", [0, 1, 2]) == [0, 1, 2]
+        assert ev("tokens_asis;", ["a", 1, True]) == ["a", 1, True]
+        assert ev("tokens_asis;", "hi") == ["h", "i"]
+        assert ev("tokens_str;", [0, 1]) == ["0", "1"]
+
     def test_output_picks_a_named_sop(self):
         assert ev("a = indices + 1; b = indices * 2; a;", "abc", output="b") == [0, 2, 4]
 

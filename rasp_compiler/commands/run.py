@@ -22,9 +22,9 @@ EPILOG = """examples:
 
 The input is one list: --input gives a string's characters, --input-json a JSON list of
 strings / numbers / booleans.  tokens_str, tokens_int, tokens_float and tokens_bool read it
-converted to their type; `tokens` starts as tokens_str.  The printed s-op is `out` (the last
-expression statement) unless --output names another.  Without --input, a file written for the
-original REPL runs on the example it sets (`set example "hello"`)."""
+converted to their type; `tokens` starts as tokens_str.  The printed s-op is `out` (the value of the
+last expression or assignment, as in the original) unless --output names another.  Without
+--input, a file written for the original REPL runs on the example it sets (`set example "hello"`)."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--input", metavar="TEXT", help="input string; its characters are the tokens")
     src.add_argument("--input-json", metavar="JSON", help="input as a JSON list, e.g. '[1, 2.5, -3]'")
     p.add_argument("--output", metavar="NAME", default=None,
-                   help="the s-op or selector to print (default: out, the last expression statement)")
+                   help="the s-op or selector to print "
+                        "(default: out, the value of the last expression or assignment)")
     p.add_argument("--json", action="store_true", help='print {"output": [...]} as JSON')
     p.set_defaults(func=main)
 

@@ -76,7 +76,8 @@ def register(subparsers) -> None:
                                                      "(default construction: paths)")
     r.add_argument("--vocab", help="tokens for --program: a string of characters or a JSON list")
     r.add_argument("--output", metavar="NAME", default=None,
-                   help="the s-op of --program to compile (default: out, its last expression statement)")
+                   help="the s-op of --program to compile "
+                        "(default: out, the value of its last expression or assignment)")
     r.add_argument("--max-len", type=int, default=5, help="longest input for --program (default 5)")
     r.add_argument("--attention-layer", type=int, metavar="N",
                    help="simulate only attention sublayer N of the compiled model (MLPs elsewhere allowed)")

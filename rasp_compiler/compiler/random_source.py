@@ -51,6 +51,7 @@ class Generated:
     depth: int
     seed: int
     output_kind: str
+    causal: bool = False
 
 
 def _q(s: str) -> str:
@@ -62,6 +63,7 @@ class _Builder:
     rng: random.Random
     max_len: int
     max_depth: int
+    causal: bool = False  # every selector looks only backwards, so the program compiles causally
     lines: list[str] = field(default_factory=list)
     vars: list[Var] = field(default_factory=list)
     counter: int = 0
@@ -279,17 +281,23 @@ class _Builder:
                 sel = Sel(f"({sel.text} and {other.text})", max(sel.depth, other.depth), True)
         return sel
 
+    def backwards(self, sel: Sel | None) -> Sel | None:
+        """``sel`` itself, or (for a causal program) ``sel`` restricted to keys at or before the query."""
+        if sel is None or not self.causal:
+            return sel
+        return Sel(f"({sel.text} and select(indices, indices, <=))", sel.depth, sel.at_most_one)
+
     def attention(self) -> Var | None:
         r = self.rng
         limit = self.max_depth - 1
         choice = r.choices(("width", "cat", "mean_bool", "mean_int"), (3, 4, 2, 1))[0]
         if choice == "width":
-            sel = self.selector(limit)
+            sel = self.backwards(self.selector(limit))
             if sel is None:
                 return None
             return self.bind(f"selector_width({sel.text})", "int", sel.depth + 1, lo=0, hi=self.max_len)
         if choice == "cat":
-            sel = self.pointer_selector(limit) if r.random() < 0.7 else self.selector(limit)
+            sel = self.backwards(self.pointer_selector(limit) if r.random() < 0.7 else self.selector(limit))
             kind = r.choice(("str", "int", "bool"))
             x = self.pick((kind,), limit)
             if sel is None or x is None:
@@ -307,7 +315,7 @@ class _Builder:
             kind_out = "int" if sel.at_most_one else "float"
             return self.bind(f"aggregate({sel.text}, {x.name}, {default_i})", kind_out, d,
                              lo=min(x.lo, default_i), hi=max(x.hi, default_i))
-        sel = self.selector(limit)
+        sel = self.backwards(self.selector(limit))
         if sel is None:
             return None
         if choice == "mean_bool":  # tracr's numerical mean of a boolean (frac_prevs)
@@ -336,12 +344,16 @@ class _Builder:
         return maps[kind](x)
 
 
-def generate(seed: int, *, max_len: int = 5, max_depth: int = 6, statements: int | None = None) -> Generated:
-    """One random program (deterministic in ``seed``) as RASP source text."""
+def generate(seed: int, *, max_len: int = 5, max_depth: int = 6, statements: int | None = None,
+             causal: bool = False) -> Generated:
+    """One random program (deterministic in ``seed``) as RASP source text.  ``causal`` programs
+    select only keys at or before their query and never read ``length``, so a causal model can
+    compute them."""
     rng = random.Random(seed)
-    b = _Builder(rng, max_len, max_depth)
-    b.vars = [Var("tokens", "str", 0, strs=VOCAB), Var("indices", "int", 0, lo=0, hi=max_len - 1),
-              Var("length", "int", 0, lo=1, hi=max_len)]
+    b = _Builder(rng, max_len, max_depth, causal)
+    b.vars = [Var("tokens", "str", 0, strs=VOCAB), Var("indices", "int", 0, lo=0, hi=max_len - 1)]
+    if not causal:
+        b.vars.append(Var("length", "int", 0, lo=1, hi=max_len))
     target = rng.randint(1, max_depth)  # the attention depth this program aims for
     count = statements if statements is not None else rng.randint(3, 4 + 2 * target)
     for _ in range(200):
@@ -358,7 +370,7 @@ def generate(seed: int, *, max_len: int = 5, max_depth: int = 6, statements: int
     if out.name in ("tokens", "indices", "length"):
         out = b.bind(out.name, out.kind, out.depth, lo=out.lo, hi=out.hi, strs=out.strs)
     source = "\n".join(b.lines + [f"{out.name};", ""])
-    return Generated(source, deepest, seed, out.kind)
+    return Generated(source, deepest, seed, out.kind, causal)
 
 
 def random_input(rng: random.Random, max_len: int) -> list[str]:
@@ -387,7 +399,7 @@ def check_generated(gen: Generated, *, max_len: int = 5, inputs: int = 20, dtype
 
     program = program_from_source(gen.source, f"<random {gen.seed}>")
     try:
-        model = compile_program(program, list(VOCAB), max_len, dtype=dtype)
+        model = compile_program(program, list(VOCAB), max_len, dtype=dtype, causal=gen.causal)
     except UserError as err:  # CompileError included: a clear refusal
         return Outcome(gen, "refused", str(err).splitlines()[0])
     except Exception as err:  # noqa: BLE001 - any other exception is a compiler bug to report

@@ -139,7 +139,7 @@ class Session(Expressions):
                     if public:
                         shown = ", ".join(public[:8]) + (", …" if len(public) > 8 else "")
                         hint += f", or choose one with --output NAME (this file defines {shown})"
-                    raise RaspError("the program has no result: no expression statement binds 'out'",
+                    raise RaspError("the program has no result: no statement binds 'out'",
                                     file, hint=hint)
                 hint = self.user.suggest(output)
                 raise RaspError(f"no s-op or selector named '{output}' in the program", file,
@@ -149,7 +149,7 @@ class Session(Expressions):
                 site = getattr(self, "_out_site", None) if output == "out" else None
                 if site is not None:
                     raise self.error(message, site[0], site[1],
-                                     hint="the last expression statement is the program's result")
+                                     hint="the last expression or assignment is the program's result")
                 raise RaspError(message, file)
             names[output] = value.node  # a built-in or library value: `--output indices`
         roots = sorted(set(names.values()), key=lambda t: int(t[1:]))
@@ -207,7 +207,7 @@ class Session(Expressions):
                     shown = inner.children[0]
                     on_result(shown.children[0].value if shown.data == "var" else "out", value)
                 return
-            self.assign(inner, env, ctx, on_result)
+            self.assign(inner, env, ctx, on_result, library)
         elif kind == "funcdef":
             name_tok, params_tree, *body = stmt.children
             params = [t.value for t in params_tree.children] if params_tree is not None else []
@@ -239,11 +239,11 @@ class Session(Expressions):
 
     def _check_bindable(self, name: str, tree, ctx: _Context) -> None:
         if name == "out":
-            raise self.error("'out' is reserved: it holds the value of the last expression statement",
+            raise self.error("'out' is reserved: it holds the value of the last expression or assignment",
                              tree, ctx, hint="choose another name, or write the expression alone "
                                              "(`e;`) to make it the result")
 
-    def assign(self, tree: Tree, env: Env, ctx: _Context, on_result=None) -> None:
+    def assign(self, tree: Tree, env: Env, ctx: _Context, on_result=None, library: bool = False) -> None:
         names_tree, exprs_tree = tree.children
         names = [t.value for t in names_tree.children]
         for tok in names_tree.children:
@@ -271,6 +271,16 @@ class Session(Expressions):
                     self.builder.bind(v.node, f"{ctx.function}.{name}", LOCAL)
             if on_result:
                 on_result(name, v)
+        # The original sets `out` on every expression it evaluates, an assignment's right-hand
+        # side included: a file that ends with `total = ...;` has `total` as its result.
+        if library:
+            return
+        last = values[-1]
+        env.vars["out"] = last
+        if ctx.function is None:
+            self._out_site = (exprs_tree.children[-1], ctx)
+            if isinstance(last, (SOp, Selector)):
+                self.builder.bind(last.node, "out", OUT)
 
     def load(self, token: Token, env: Env, ctx: _Context, on_result=None) -> None:
         name = decode_string(token.value)
@@ -422,6 +432,9 @@ class Session(Expressions):
             env[f"tokens_{t}"] = SOp(b.add(Tokens, (), None, type=t))
             b.bind(env[f"tokens_{t}"].node, f"tokens_{t}" if t != "str" else "tokens", BUILTIN)
         env["tokens"] = env["tokens_str"]
+        # the input exactly as given: characters of a string, JSON values of a list (the original's)
+        env["tokens_asis"] = SOp(b.add(Tokens, (), None, type="value"))
+        b.bind(env["tokens_asis"].node, "tokens_asis", BUILTIN)
         env["indices"] = SOp(b.add(Indices, (), None))
         b.bind(env["indices"].node, "indices", BUILTIN)
         env["length"] = SOp(b.add(Length, (), None))
