@@ -3,36 +3,52 @@
 A statement may span lines: input is collected until it parses, so an open bracket or a missing
 ';' simply asks for more.  After each statement the values it bound are printed the way the
 original REPL prints them — s-ops and selectors together with their value on the running example
-(``set example "hello"`` changes it).  Errors print and the session goes on.  Works with a pipe as
-stdin (no prompts are printed then), which is how the tests drive it.
+(``set example "hello"`` changes it; ``set s-op example`` / ``set selector example`` change one of
+the two), lists and dicts of them element by element, ``full seq display on`` as an input/output
+table.  ``draw(sop[, example]);`` is a statement (in a ``def`` or ``for`` body too): here it draws
+the compiled s-op and prints its value.  Errors print and the session goes on.  Works with a pipe
+as stdin (no prompts are printed then), which is how the tests drive it.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
 from lark.exceptions import UnexpectedCharacters, UnexpectedToken
 
-from rasp_compiler.errors import UserError
+from rasp_compiler.errors import InputError, UserError
 from rasp_compiler.lang.repl_commands import (
-    DRAW,
+    DONE,
     EXAMPLES_SWITCH,
     EXIT,
+    MISSING,
+    OPEN,
     SEQ_DISPLAY,
     SET_EXAMPLE,
     SHOW_EXAMPLE,
+    code_of,
+    example_state,
 )
 
-HELP = """commands (besides RASP statements):
-  set example "hello"     the input s-ops and selectors are shown on (also: set example [1, 2, 3])
-  show example            print the running example
-  examples on | off       show / hide the example values after each statement
-  draw(sop[, example])    compile the s-op over the example's tokens and length and draw its
-                          layers, heads and MLPs to draw-N.png
-  help                    this text
-  exit | quit             leave (so does end of input)"""
+HELP = """commands (besides RASP statements; each on a line of its own, a # comment may follow):
+  set example "hello"        the input s-ops and selectors are shown on (also: set example [1, 2, 3]);
+                             set s-op example … / set selector example … set only one of the two
+  show example               print the running examples (show s-op example / show selector example)
+  examples on | off          show / hide the example values after each statement
+                             (s-op examples on|off, selector examples on|off: only that kind)
+  full seq display on | off  show an s-op's value as an input/output table
+  draw(sop[, example]);      a statement: compile the s-op over the example's tokens and length,
+                             draw its layers, heads and MLPs to draw-N.png, print its value
+  help                       this text
+  exit | quit                leave (so does end of input)"""
+
+SET_EXAMPLE_USAGE = 'set example needs a value: set example "hello" or set example [1, 2, 3]'
+NUMERIC_EXAMPLE_HINT = "this s-op reads numbers: set example [1, 2, 3]"
+NUMERIC_DRAW_HINT = "this s-op reads numbers: draw(x, [1, 2, 3]), or set example [1, 2, 3]"
+NUMERIC_INPUT_HINT = "this s-op reads numbers: apply it to a list of numbers, e.g. x([1, 2, 3])"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -52,16 +68,45 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _session_for(repl: Repl) -> Any:
+    """An elaboration session that tells ``repl`` what it needs to print like the original: the
+    input an s-op or selector was applied to, whether a ``load`` is running, and each ``draw``."""
+    from rasp_compiler.lang.elaborator import Session
+
+    class ReplSession(Session):
+        def apply_to_input(self, value, args, tree, ctx):  # type: ignore[no-untyped-def]
+            result = super().apply_to_input(value, args, tree, ctx)
+            result.created_from_input = args[0]  # the grid's labels, the table's input row
+            return result
+
+        def load(self, token, env, ctx, on_result=None):  # type: ignore[no-untyped-def]
+            repl.loading += 1  # the original shows no examples for what a load binds
+            try:
+                super().load(token, env, ctx, on_result)
+            finally:
+                repl.loading -= 1
+
+    session = ReplSession()
+    session.on_draw = repl.on_draw
+    return session
+
+
 class Repl:
     def __init__(self, example: Any = "hello") -> None:
-        from rasp_compiler.lang.elaborator import Session
-
-        self.session = Session()
-        self.example: Any = example
-        self.show_examples = True
+        self.seq_example: Any = example       # what s-ops are shown on
+        self.sel_example: Any = example       # what selectors are shown on
+        self.show_seq_examples = True
+        self.show_sel_examples = True
+        self.full_seq_display = False         # `full seq display on`: the input/output table
+        self.loading = 0                      # > 0 while a `load` runs
         self.count = 0
         self.drawn = 0  # pictures written by draw(...): draw-1.png, draw-2.png, …
         self.out: TextIO = sys.stdout
+        self.session = _session_for(self)
+
+    @property
+    def example(self) -> Any:
+        return self.seq_example
 
     # ------------------------------------------------------------------ the loop
     def loop(self, stdin: TextIO, stdout: TextIO) -> None:
@@ -69,8 +114,7 @@ class Repl:
         interactive = stdin.isatty()
         if interactive:
             self.say("RASP (rasp-compiler). 'help' for commands, 'exit' to leave.")
-            self.say(f"running example is: {self.example}")
-        if interactive:
+            self.say(f"running example is: {self.seq_example}")
             try:
                 import readline  # noqa: F401  (line editing and history for input())
             except ImportError:  # pragma: no cover - not on every platform
@@ -90,24 +134,49 @@ class Repl:
                 buffer = ""
                 continue
             if not line:  # end of input
-                if buffer.strip():
-                    self.run_statements(buffer)  # reports what is missing
+                if code_of(buffer).strip():
+                    self.finish(buffer)  # reports what is missing
                 break
-            if not buffer and self.command(line):
-                if self.stopped:
-                    break
-                continue
             buffer += line
-            if self.incomplete(buffer):
-                continue
-            self.run_statements(buffer)
-            buffer = ""
+            if self.feed(buffer):
+                buffer = ""
+            if self.stopped:
+                break
         stdout.flush()
 
     stopped = False
 
-    def say(self, text: str = "") -> None:
-        print(text, file=self.out)
+    def say(self, text: str = "", end: str = "\n") -> None:
+        print(text, file=self.out, end=end)
+
+    def feed(self, text: str) -> bool:
+        """Act on ``text`` (the lines read since the last statement) if it is whole: True when it
+        was used up, False when it needs more lines (as the original reads on)."""
+        code = code_of(text)
+        if not code.strip():
+            return True
+        if self.command(code):
+            return True
+        m = SET_EXAMPLE.match(code)
+        if m:
+            expression, state = example_state(m.group(2))
+            if state == OPEN:
+                return False
+            self.set_example(m.group(1), expression, state)
+            return True
+        if self.incomplete(text):
+            return False
+        self.run_statements(text)
+        return True
+
+    def finish(self, text: str) -> None:
+        """The input ended in the middle of ``text``: say what is missing."""
+        m = SET_EXAMPLE.match(code_of(text))
+        if m:
+            expression, state = example_state(m.group(2))
+            self.set_example(m.group(1), expression, MISSING if not expression else DONE)
+            return
+        self.run_statements(text)
 
     def incomplete(self, text: str) -> bool:
         """True when ``text`` is a prefix of a statement (more lines will complete it)."""
@@ -122,135 +191,324 @@ class Repl:
         return False
 
     # ------------------------------------------------------------------ REPL commands
-    def command(self, line: str) -> bool:
-        """Handle a REPL-only command; False if ``line`` is RASP text."""
-        if not line.strip():
-            return True
-        if EXIT.match(line):
+    def command(self, code: str) -> bool:
+        """Handle a REPL command (``code`` has no comments); False if it is not one."""
+        if EXIT.match(code):
             self.stopped = True
             return True
-        if line.strip() in ("help", "help()"):
+        if code.strip() in ("help", "help()"):
             self.say(HELP)
             return True
-        if DRAW.match(line):
-            self.draw(line)
-            return True
-        if SEQ_DISPLAY.match(line):  # the original's long/short s-op display: one display here
-            return True
-        m = EXAMPLES_SWITCH.match(line)
+        m = SEQ_DISPLAY.match(code)
         if m:
-            self.show_examples = m.group(2) == "on"
+            self.full_seq_display = m.group(1) == "on"
             return True
-        if SHOW_EXAMPLE.match(line):
-            self.say(f"\t s-op example: {self.quoted(self.example)}")
-            return True
-        m = SET_EXAMPLE.match(line)
+        m = EXAMPLES_SWITCH.match(code)
         if m:
-            try:
-                value = self.session.eval_expression(m.group(2), f"<repl:{self.count + 1}>")
-            except UserError as err:
-                self.say(err.render())
-                return True
-            if not (isinstance(value, str) or (isinstance(value, list) and value)):
-                self.say(f"error: an example is a string or a non-empty list of atoms, got {value!r}")
-                return True
-            self.example = value
+            subset, on = m.group(1), m.group(2) == "on"
+            if subset in (None, "s-op"):
+                self.show_seq_examples = on
+            if subset in (None, "selector"):
+                self.show_sel_examples = on
+            return True
+        m = SHOW_EXAMPLE.match(code)
+        if m:
+            subset = m.group(1)
+            if subset in (None, "s-op"):
+                self.say(f"\ts-op example: {formatstr(self.seq_example)}")
+            if subset in (None, "selector"):
+                self.say(f"\tselector example: {formatstr(self.sel_example)}")
             return True
         return False
 
-    def draw(self, line: str) -> None:
-        """``draw(sop)`` or ``draw(sop, example)``: the s-op's program compiled over the example's
-        tokens and length, drawn as scheduled (layers, heads, MLPs) to ``draw-N.png``."""
-        from rasp_compiler.compiler import compile_program
-        from rasp_compiler.lang.values import SOp
-        from rasp_compiler.viz import draw_plan
+    def set_example(self, subset: str | None, expression: str, state: str) -> None:
+        from rasp_compiler.lang.values import is_atom
 
-        text = line.strip().rstrip(";").strip()
-        inner = text[text.index("(") + 1: text.rindex(")")] if text.endswith(")") else ""
+        if state == MISSING or not expression:
+            self.say(f"error: {SET_EXAMPLE_USAGE}")
+            return
+        self.count += 1
         try:
-            args = self.session.eval_expression(f"[{inner}]", f"<repl:{self.count + 1}>")
+            value = self.session.eval_expression(expression, f"<repl:{self.count}>")
         except UserError as err:
             self.say(err.render())
             return
-        if not 1 <= len(args) <= 2 or not isinstance(args[0], SOp):
-            self.say("error: draw takes an s-op and, optionally, an example: draw(reverse) or "
-                     'draw(reverse, "abc")')
+        if not (isinstance(value, (str, list)) and value and all(is_atom(v) for v in value)):
+            self.say(f"error: an example is a non-empty string or list of atoms, got {strdesc(value)}")
             return
-        example = args[1] if len(args) == 2 else self.example
-        tokens = list(example) if isinstance(example, (str, list)) else []
-        if not tokens:
-            self.say("error: the example to draw on is a string or a non-empty list of atoms")
-            return
-        self.drawn += 1
-        path = f"draw-{self.drawn}.png"
+        if subset in (None, "s-op"):
+            self.seq_example = value
+        if subset in (None, "selector"):
+            self.sel_example = value
+
+    # ------------------------------------------------------------------ draw
+    def on_draw(self, sop: Any, example: Any, text: str, shown: bool) -> None:
+        """A ``draw(sop[, example]);`` statement ran: the s-op's program compiled over the
+        example's tokens and length, drawn as scheduled (layers, heads, MLPs) to ``draw-N.png``;
+        then, for a top-level draw, its value on the example, as the original prints it."""
+        from rasp_compiler.compiler import compile_program
+        from rasp_compiler.interpreter import evaluate
+        from rasp_compiler.lang.values import is_atom
+        from rasp_compiler.viz import draw_plan
+
+        if example is None:
+            example = self.seq_example
+        if not (isinstance(example, (str, list)) and example and all(is_atom(v) for v in example)):
+            raise UserError(f"the example to draw on is a non-empty string or list of atoms, "
+                            f"got {strdesc(example)}")
+        tokens = list(example)
+        program = self.session.program_for(sop)
+        try:  # an s-op that fails on the example is reported before anything is compiled
+            values = evaluate(program, tokens, [program.output])[program.output]
+        except InputError as err:
+            raise self.rehinted(err, NUMERIC_DRAW_HINT) from None
+        path = f"draw-{self.drawn + 1}.png"
         try:
-            program = self.session.program_for(args[0])
             vocab = sorted(set(tokens), key=lambda t: (type(t).__name__, str(t)))
             model = compile_program(program, vocab, len(tokens))
-            draw_plan(program, model.plan, path, title=f"{inner} on {self.quoted(example)}: "
+            draw_plan(program, model.plan, path, title=f"{text} on {formatstr(example)}: "
                       f"{model.n_layers} layers, heads {model.heads_per_layer}")
         except UserError as err:
             self.say(err.render())
-            return
-        self.say(f"wrote {path}: compiled over the example's tokens and length, {model.n_layers} layers, "
-                 f"heads per layer {model.heads_per_layer}")
+        else:
+            self.drawn += 1
+            self.say(f"wrote {path}: compiled over the example's tokens and length, {model.n_layers} "
+                     f"layers, heads per layer {model.heads_per_layer}")
+        if shown:
+            self.print_just_val(values, example)
 
     # ------------------------------------------------------------------ statements
     def run_statements(self, text: str) -> None:
         self.count += 1
         try:
             self.session.exec_source(text, f"<repl:{self.count}>", on_result=self.show)
+        except InputError as err:
+            self.say(self.rehinted(err, NUMERIC_INPUT_HINT).render())
         except UserError as err:
             self.say(err.render())
 
-    def quoted(self, value: Any) -> str:
-        return f'"{value}"' if isinstance(value, str) else str(value)
+    @staticmethod
+    def rehinted(err: InputError, hint: str) -> InputError:
+        """The interpreter's input errors suggest `rasp run`'s --input-json; here the example is
+        what to change."""
+        if err.hint and "--input-json" in err.hint:
+            err.hint = hint
+        return err
 
     def show(self, name: str, value: Any) -> None:
+        from rasp_compiler.lang.values import AppliedResult
+
+        if isinstance(value, AppliedResult) and name == "out":  # `reverse("abc");`
+            self.print_just_val(list(value), getattr(value, "created_from_input", None))
+        else:
+            self.print_named(name, value)
+
+    def name_of(self, value: Any) -> str:
+        """An s-op's or selector's name: the variable it was first bound to, else the expression
+        that made it (the original names `tokens in vowels` so too), else kind_N."""
+        builder = self.session.builder
+        binding = builder.bindings.get(value.node)
+        if binding is not None:
+            return binding[2]
+        node = builder.node(value.node)
+        text = " ".join(node.pos.text.split()) if node.pos is not None else ""
+        if text and len(text) <= 40:
+            return text
+        return f"{node.kind}_{value.node.lstrip('#')}"
+
+    def evaluated(self, value: Any, example: Any) -> Any:
         from rasp_compiler.interpreter import evaluate
-        from rasp_compiler.lang.format import format_selector, format_sequence
+
+        program = self.session.program_for(value)
+        return evaluate(program, example, [program.output])[program.output]
+
+    def print_named(self, name: str | None, value: Any, ntabs: int = 0, first: str = "") -> None:
+        """A bound value, laid out as the original's print_named_val: s-ops and selectors with
+        their example (unless examples are off, or a load is running), lists and dicts holding
+        them element by element, everything else on one line."""
         from rasp_compiler.lang.values import AppliedResult, Builtin, Function, Selector, SOp
 
+        pref = "\t" * ntabs
+        examples = not self.loading
+        if name is None and isinstance(value, (SOp, Selector)):
+            name = self.name_of(value)
         if isinstance(value, SOp):
-            self.say(f"     s-op: {name}")
-            if self.show_examples:
-                try:
-                    program = self.session.program_for(value)
-                    seq = evaluate(program, self.example, [program.output])[program.output]
-                    self.say(f' \t Example: {name}({self.quoted(self.example)}) = {format_sequence(seq)}')
-                except UserError as err:
-                    self.say("\t !! fails on the example: " + err.render().replace("\n", "\n\t "))
+            self.say(_line(pref, first, "   s-op:", name))
+            if examples and self.show_seq_examples:
+                self.print_sop_example(name or "out", value, pref)
         elif isinstance(value, Selector):
-            self.say(f"     selector: {name}")
-            if self.show_examples:
+            self.say(_line(pref, first, "   selector:", name))
+            if examples and self.show_sel_examples:
                 try:
-                    program = self.session.program_for(value)
-                    sel = evaluate(program, self.example, [program.output])[program.output]
-                    self.say(" \t Example:")
-                    self.say(selector_grid(self.example, sel))
+                    grid = self.evaluated(value, self.sel_example)
                 except UserError as err:
-                    self.say("\t !! fails on the example: " + err.render().replace("\n", "\n\t "))
-        elif isinstance(value, AppliedResult):
-            if value and isinstance(value[0], list):
-                self.say(" \t = ")
-                self.say(format_selector(value))
-            else:
-                self.say(f" \t =  {format_sequence(value)}")
+                    self.say_failure(err, pref)
+                    return
+                self.say(_line(pref, "\t Example:"))
+                self.print_select(self.sel_example, grid, pref)
         elif isinstance(value, (Function, Builtin)):
-            self.say(f"     {value}")
-        elif isinstance(value, list):
-            self.say(f"     list: {name} = {value}")
-        elif isinstance(value, dict):
-            self.say(f"     dict: {name} = {value}")
+            self.say(_line(pref, first, "   " + function_desc(value)))
+        elif isinstance(value, (list, dict)) and not isinstance(value, AppliedResult):
+            is_list = isinstance(value, list)
+            named = f"   {'list' if is_list else 'dict'}: " + (f"{name} = " if name is not None else "")
+            items = value if is_list else list(value.values())
+            if not any(isinstance(v, (list, dict, SOp, Selector)) and not isinstance(v, AppliedResult)
+                       for v in items):
+                self.say(_line(pref, first, named) + pyrepr(value))
+                return
+            self.say(_line(pref, first, named) + _line(pref, "[" if is_list else "{"))
+            if is_list:
+                for v in value:
+                    self.print_named(None, v, ntabs + 2)
+            else:
+                for k, v in value.items():
+                    self.print_named(None, v, ntabs + 3, first=formatstr(k) + " : ")
+            self.say(_line(pref, " " * len(named), "]" if is_list else "}"))
         else:
-            self.say(f"     value: {name} = {self.quoted(value)}")
+            named = f"{name} = " if name is not None else ""
+            self.say(_line(pref, *([first] if first else []), "   value:", named, formatstr(value)))
+
+    def print_sop_example(self, name: str, value: Any, pref: str) -> None:
+        from rasp_compiler.lang.format import format_sequence
+
+        try:
+            seq = self.evaluated(value, self.seq_example)
+        except UserError as err:
+            self.say_failure(err, pref)
+            return
+        desc = f"{name}({formatstr(self.seq_example)}) ="
+        if self.full_seq_display:
+            self.say(_line(pref, "\t Example:"), end="")
+            self.print_seq(self.seq_example, seq, on_prev_line=True, extra_pref=pref, short_desc=desc)
+        else:
+            self.say(_line(pref, "\t Example:", desc, format_sequence(seq)))
+
+    def say_failure(self, err: UserError, pref: str) -> None:
+        if isinstance(err, InputError):
+            err = self.rehinted(err, NUMERIC_EXAMPLE_HINT)
+        self.say(pref + "\t !! fails on the example: " + err.render().replace("\n", "\n\t " + pref))
+
+    def print_just_val(self, value: list, example: Any) -> None:
+        """A value that is no binding (``reverse("abc")``, a draw), as the original's JustVal."""
+        from rasp_compiler.lang.format import format_sequence
+
+        if example is None:
+            example = [str(i) for i in range(len(value))]
+        if value and isinstance(value[0], list):  # an applied selector
+            self.say("\t = ")
+            self.print_select(example, value)
+        elif self.full_seq_display:
+            self.say("\t = ", end="")
+            self.print_seq(example, value, on_prev_line=True)
+        else:
+            self.say(f"\t =  {format_sequence(value)}")
+
+    def print_seq(self, example: Any, values: list, on_prev_line: bool = False, extra_pref: str = "",
+                  short_desc: str = "") -> None:
+        """``full seq display on``: the input and the output as two aligned rows (the original's
+        print_seq); a sequence of one repeated value stays short."""
+        from rasp_compiler.lang.format import all_equal, format_sequence, type_words
+
+        if all_equal(values):
+            self.say(_line("" if on_prev_line else extra_pref, short_desc, format_sequence(values)),
+                     end=" ")
+            self.say("[skipped full display: identical values]")
+            return
+        if on_prev_line:
+            self.say()
+        inputs = list(example)
+        shown_in, shown_out = _table_cells(inputs), _table_cells(values)
+        width = max(len(v) for v in shown_in + shown_out)
+
+        def row(cells: list[str]) -> str:
+            return " ".join(c.rjust(width) for c in cells)
+
+        self.say(_line(extra_pref, "\t\tinput:  ", row(shown_in), "\t", f"({type_words(inputs)})"))
+        self.say(_line(extra_pref, "\t\toutput: ", row(shown_out), "\t", f"({type_words(values)})"))
+
+    def print_select(self, example: Any, grid: list, extra_pref: str = "") -> None:
+        """A selector as the original's print_select: queries down, keys across, labelled by the
+        example's tokens, a selected pair marked 1 and the rest blank."""
+        tokens = [str(t) for t in example]
+        width = max([1, *(len(t) for t in tokens)])
+        self.say(_line(extra_pref, "\t\t\t" + " " * (width + 3), " ".join(t.rjust(width) for t in tokens)))
+        for token, row in zip(tokens, grid, strict=False):
+            cells = " ".join(("1" if x else " ").rjust(width) for x in row)
+            self.say(_line(extra_pref, "\t\t\t", token.rjust(width), "|", cells))
 
 
-def selector_grid(example: Any, sel: Any) -> str:
-    """Rows = queries, columns = keys, labelled by the example's tokens (1 = selected)."""
-    tokens = [str(t) for t in (list(example) if isinstance(example, str) else example)]
-    width = max(1, *(len(t) for t in tokens))
-    head = " " * (width + 4) + " ".join(t.rjust(width) for t in tokens)
-    rows = [f"\t {tokens[q].rjust(width)} | " + " ".join(("1" if x else "0").rjust(width) for x in row)
-            for q, row in enumerate(sel)]
-    return "\t" + head + "\n" + "\n".join(rows)
+# ---------------------------------------------------------------------- how values print
+def _line(*parts: str) -> str:
+    """The parts as Python's print joins them (the original's layout comes from its print calls)."""
+    return " ".join(parts)
+
+
+def _table_cells(values: list) -> list[str]:
+    """A full-display row: a bool row marks only its rarer value (T or F; both when as many)."""
+    from rasp_compiler.lang.format import small
+
+    if values and all(isinstance(v, bool) for v in values):
+        trues = sum(1 for v in values if v)
+        falses = len(values) - trues
+        t = "T" if trues <= falses else ""
+        f = "F" if falses <= trues else ""
+        return [t if v else f for v in values]
+    return [small(v) for v in values]
+
+
+def formatstr(value: Any) -> str:
+    """A string in double quotes, anything else as it prints (the original's formatstr)."""
+    return f'"{value}"' if isinstance(value, str) else pyrepr(value)
+
+
+def strdesc(value: Any) -> str:
+    """A short description of any value: strings quoted, lists and dicts element by element."""
+    from rasp_compiler.lang.values import Selector, SOp, a_kind
+
+    if isinstance(value, (SOp, Selector)):
+        return a_kind(value)
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, list):
+        return "[" + ", ".join(strdesc(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{strdesc(k)}: {strdesc(v)}" for k, v in value.items()) + "}"
+    return pyrepr(value)
+
+
+def pyrepr(value: Any) -> str:
+    """A value as the original prints a list or dict of atoms (Python's repr: ``['a', 1, True]``);
+    a function inside one is described, not dumped."""
+    from rasp_compiler.lang.format import format_sequence
+    from rasp_compiler.lang.values import AppliedResult, Builtin, Function
+
+    if isinstance(value, AppliedResult):  # an s-op's or selector's value on an input
+        if value and isinstance(value[0], list):
+            return str({q: [int(x) for x in row] for q, row in enumerate(value)})
+        return format_sequence(list(value))
+    if isinstance(value, list):
+        return "[" + ", ".join(pyrepr(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{pyrepr(k)}: {pyrepr(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (Function, Builtin)):
+        return function_desc(value)
+    if isinstance(value, (bool, int, float, str)):
+        return repr(value) if isinstance(value, str) else str(value)
+    return str(value)
+
+
+def function_desc(fn: Any) -> str:
+    """``console function: f(x)`` for one defined at the prompt (the original's words), else the
+    library's, a loaded file's (``paper_examples function: …``) or a built-in's."""
+    from rasp_compiler.lang.elaborator import LIBRARY_FILE
+    from rasp_compiler.lang.values import Builtin
+
+    if isinstance(fn, Builtin):
+        return f"built-in function: {fn.usage}"
+    if fn.file.startswith("<repl"):
+        creator = "console"
+    elif fn.file == LIBRARY_FILE:
+        creator = "library"
+    else:
+        creator = Path(fn.file).stem
+    return f"{creator} function: {fn.name}({', '.join(fn.params)})"

@@ -97,6 +97,11 @@ class Session(Expressions):
             text = LIBRARY_PATH.read_text(encoding="utf-8")
             self.exec_source(text, LIBRARY_FILE, self.library, LIBRARY_PATH.parent, library=True)
         self.user = Env(parent=self.library, label="program")
+        # What a `draw(sop[, example]);` statement does besides checking its arguments: nothing in a
+        # program file (it changes nothing the program computes); the REPL sets this to draw and
+        # print.  Called as on_draw(sop, example or None, source text of the s-op argument, shown),
+        # where shown says whether the draw is a top-level statement of the input being run.
+        self.on_draw: Callable[[SOp, Any, str, bool], None] | None = None
 
     # ----------------------------------------------------------------- running source text
     def exec_source(self, text: str, file: str, env: Env | None = None, directory: Path | None = None,
@@ -229,6 +234,8 @@ class Session(Expressions):
                     self.statement(inner, env, ctx, library=library)
         elif kind == "load":
             self.load(stmt.children[0], env, ctx, on_result)
+        elif kind == "draw":
+            self.draw(stmt, env, ctx, shown=on_result is not None)
         elif kind == "return_stmt":
             if ctx.function is None:
                 raise self.error("'return' outside a function", stmt, ctx)
@@ -281,6 +288,18 @@ class Session(Expressions):
             self._out_site = (exprs_tree.children[-1], ctx)
             if isinstance(last, (SOp, Selector)):
                 self.builder.bind(last.node, "out", OUT)
+
+    def draw(self, stmt: Tree, env: Env, ctx: _Context, shown: bool) -> None:
+        """``draw(sop[, example]);``: the arguments are evaluated and checked; it binds nothing (not
+        even ``out``), so a program computes the same with or without it (see ``on_draw``)."""
+        sop_tree, example_tree = stmt.children
+        example = self.expr(example_tree, env, ctx) if example_tree is not None else None
+        value = self.expr(sop_tree, env, ctx)
+        if not isinstance(value, SOp):
+            raise self.error(f"draw takes an s-op and, optionally, an example: draw(reverse) or "
+                             f'draw(reverse, "abc"); got {a_kind(value)}', sop_tree, ctx)
+        if self.on_draw is not None:
+            self.on_draw(value, example, self.pos(sop_tree, ctx).text, shown)
 
     def load(self, token: Token, env: Env, ctx: _Context, on_result=None) -> None:
         name = decode_string(token.value)

@@ -33,11 +33,20 @@ def type_words(values: list[Any]) -> str:
 
 def format_sequence(values: list[Any]) -> str:
     """One s-op's values as the original REPL prints them."""
-    if len(values) > 1 and len({(type(v), v) for v in values}) == 1:
+    if len(values) > 1 and all_equal(values):
         body = f"[{small(values[0])}]*{len(values)}"
     else:
         body = "[" + ", ".join(small(v) for v in values) + "]"
     return f"{body} ({type_words(values)})"
+
+
+def all_equal(values: list[Any]) -> bool:
+    """All values equal, as the original's ``len(set(vals)) == 1`` judges it (so ``[2, 2.0, 2.0]``
+    folds to ``[2]*3``), except that a bool never equals a number here (``[1, T]`` stays)."""
+    try:
+        return len({(isinstance(v, bool), v) for v in values}) == 1
+    except TypeError:  # an unhashable value: nothing to fold
+        return False
 
 
 def format_selector(rows: Any) -> str:

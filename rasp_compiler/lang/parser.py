@@ -24,8 +24,9 @@ def grammar(strict: bool = False) -> Lark:
 
 def parse_source(text: str, file: str = "<string>") -> Tree:
     """Parse RASP source into a Lark tree; a syntax error raises ``RaspError`` at FILE:LINE:COL.
-    The original REPL's commands in the text (``set example``, ``draw(...)``, ``exit``…) are
-    skipped, as its ``load`` skips them for the program (see ``repl_commands``)."""
+    The original REPL's commands in the text (``set example``, ``examples off``, ``exit``…) are
+    skipped, as its ``load`` skips them for the program (see ``repl_commands``); ``draw(…);`` is a
+    statement of the grammar."""
     from rasp_compiler.lang.repl_commands import blank_repl_commands
     from rasp_compiler.lang.syntax_errors import translate
 

@@ -1,26 +1,63 @@
 """The original REPL's interactive commands, and how a program file treats them.
 
 The original grammar lets a file hold REPL commands between statements (``set example "hello"``,
-``show example``, ``examples off``, ``full seq display on``, ``draw(sop)``, ``exit``), and its
-``load`` runs them.  None of them changes what the program computes: they set or print the running
-example, switch printing, or draw a picture; ``exit`` / ``quit`` stop reading the file.  So a file
-written for the original parses here too: ``blank_repl_commands`` blanks those commands (keeping
-every other character where it was, so errors still point at the right line and column) and
-everything after an ``exit``.  ``rasp repl`` acts on the same commands instead of blanking them.
+``show example``, ``examples off``, ``full seq display on``, ``exit``), each optionally followed by
+a ``# comment``, and its ``load`` runs them.  None of them changes what the program computes: they
+set or print the running example or switch printing; ``exit`` / ``quit`` stop reading the file.  So
+a file written for the original parses here too: ``blank_repl_commands`` blanks those commands
+(keeping every other character where it was, so errors still point at the right line and column)
+and everything after an ``exit``.  ``rasp repl`` acts on the same commands instead of blanking them.
+
+``set example`` reads an expression, which may go on over the next lines as any expression may
+(``set example [1,`` then ``2, 3]``), as in the original.  ``draw(sop[, example]);`` is a
+statement of the grammar (``grammars/rasp.lark``), not a command: it is legal wherever a statement
+is, and in a program file it draws nothing.
 """
 
 from __future__ import annotations
 
 import re
 
-SET_EXAMPLE = re.compile(r"^\s*set\s+(?:(s-op|selector)\s+)?example\s+(.*?);?\s*$", re.S)
-SHOW_EXAMPLE = re.compile(r"^\s*show\s+(?:(s-op|selector)\s+)?example\s*;?\s*$")
-EXAMPLES_SWITCH = re.compile(r"^\s*(?:(s-op|selector)\s+)?examples\s+(on|off)\s*;?\s*$")
+_SUBSET = r"(?:(s-op|selector)\s+)?"
+# `set [s-op|selector] example EXPR` (EXPR possibly empty or unfinished: see example_state)
+SET_EXAMPLE = re.compile(r"^\s*set\s+" + _SUBSET + r"example(?![A-Za-z0-9_])(.*)$", re.S)
+SHOW_EXAMPLE = re.compile(r"^\s*show\s+" + _SUBSET + r"example\s*;?\s*$")
+EXAMPLES_SWITCH = re.compile(r"^\s*" + _SUBSET + r"examples\s+(on|off)\s*;?\s*$")
 SEQ_DISPLAY = re.compile(r"^\s*full\s+seq\s+display\s+(on|off)\s*;?\s*$")
-DRAW = re.compile(r"^\s*draw\s*\(")
-EXIT = re.compile(r"^\s*(exit|quit)(\(\))?\s*;?\s*$")
+EXIT = re.compile(r"^\s*(exit|quit)(\s*\(\s*\))?\s*;?\s*$")
 
-_ONE_LINE = (SET_EXAMPLE, SHOW_EXAMPLE, EXAMPLES_SWITCH, SEQ_DISPLAY)
+_ONE_LINE = (SHOW_EXAMPLE, EXAMPLES_SWITCH, SEQ_DISPLAY)
+
+MISSING, OPEN, DONE = "missing", "open", "done"
+
+
+def example_state(rest: str) -> tuple[str, str]:
+    """What follows ``set example`` (comments already removed): the expression, and whether it is
+    ``MISSING`` (nothing, then a ';'), ``OPEN`` (nothing yet, or an unfinished expression: the
+    original reads on) or ``DONE`` (complete, or wrong in a way more text cannot fix)."""
+    from lark.exceptions import UnexpectedCharacters, UnexpectedToken
+
+    from rasp_compiler.lang.parser import grammar
+
+    text = rest.strip()
+    ended = text.endswith(";")
+    if ended:
+        text = text[:-1].rstrip()
+    if not text:
+        return "", MISSING if ended else OPEN
+    try:
+        grammar().parse(text)
+    except UnexpectedToken as err:
+        if err.token.type == "$END" and "SEMICOLON" not in (err.expected or ()) and not ended:
+            return text, OPEN
+    except UnexpectedCharacters:
+        pass
+    return text, DONE
+
+
+def code_of(text: str) -> str:
+    """``text`` without its comments (a ``#`` outside a string, to the end of its line)."""
+    return "".join(_code_of(line) for line in text.splitlines(keepends=True))
 
 
 def file_example(text: str) -> str | None:
@@ -48,22 +85,33 @@ def blank_repl_commands(text: str, examples: list[str] | None = None) -> str:
                 out.extend(_blank(rest) for rest in lines[i:])
                 break
             m = SET_EXAMPLE.match(code)
-            if m and examples is not None and m.group(1) != "selector":
-                examples.append(m.group(2).strip())
+            if m:
+                end, expression = _example_end(lines, i, m.group(2))
+                if examples is not None and m.group(1) != "selector" and expression:
+                    examples.append(expression)
+                out.extend(_blank(part) for part in lines[i:end + 1])
+                i = end + 1
+                continue
             if any(p.match(code) for p in _ONE_LINE):
                 out.append(_blank(line))
                 i += 1
                 continue
-            if DRAW.match(code):
-                end = _draw_end(lines, i)
-                if end is not None:
-                    out.extend(_blank(part) for part in lines[i:end + 1])
-                    i = end + 1
-                    continue
         depth, at_start = _scan(code, depth, at_start)
         out.append(line)
         i += 1
     return "".join(out)
+
+
+def _example_end(lines: list[str], first: int, rest: str) -> tuple[int, str]:
+    """The last line of the ``set example`` that starts on line ``first`` (its expression may go on
+    over the next lines) and the expression it sets ("" when there is none)."""
+    j = first
+    while True:
+        expression, state = example_state(rest)
+        if state != OPEN or j + 1 >= len(lines):
+            return j, expression
+        j += 1
+        rest += _code_of(lines[j])
 
 
 def _blank(line: str) -> str:
@@ -71,7 +119,7 @@ def _blank(line: str) -> str:
 
 
 def _code_of(line: str) -> str:
-    """The line without its comment (a ``#`` outside a string)."""
+    """The line without its comment (a ``#`` outside a string); the line break stays."""
     quoted = False
     k = 0
     while k < len(line):
@@ -81,8 +129,10 @@ def _code_of(line: str) -> str:
             continue
         if ch == '"':
             quoted = not quoted
+        elif ch == "\n":
+            quoted = False
         elif ch == "#" and not quoted:
-            return line[:k]
+            return line[:k] + ("\n" if line.endswith("\n") else "")
         k += 1
     return line
 
@@ -111,26 +161,3 @@ def _scan(code: str, depth: int, at_start: bool) -> tuple[int, bool]:
             at_start = False
         k += 1
     return depth, at_start
-
-
-def _draw_end(lines: list[str], first: int) -> int | None:
-    """The index of the line that closes the ``draw(`` opened on line ``first`` (None: never)."""
-    depth = 0
-    opened = False
-    for j in range(first, len(lines)):
-        quoted = False
-        code = _code_of(lines[j])
-        for k, ch in enumerate(code):
-            if quoted:
-                if ch == '"' and code[k - 1] != "\\":
-                    quoted = False
-            elif ch == '"':
-                quoted = True
-            elif ch == "(":
-                depth, opened = depth + 1, True
-            elif ch == ")":
-                depth -= 1
-                if opened and depth == 0:
-                    tail = code[k + 1:].strip()
-                    return j if tail in ("", ";") else None
-    return None

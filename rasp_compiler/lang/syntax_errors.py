@@ -87,7 +87,7 @@ def _describe(token) -> str:
     return f"'{token.value}'"
 
 
-STATEMENT_START = {"DEF", "FOR", "LOAD", "RETURN", "RBRACE"}
+STATEMENT_START = {"DEF", "FOR", "LOAD", "RETURN", "DRAW", "RBRACE"}
 
 
 def _summarise(expected: set[str]) -> str:
@@ -143,6 +143,24 @@ def _comment_start(line: str) -> int | None:
         elif c == "#" and not in_string:
             return k
     return None
+
+
+def _word_before(text: str, pos: int) -> tuple[str, int]:
+    """The identifier that ends just before ``pos`` (blanks skipped) and where it starts."""
+    i = pos
+    while i > 0 and text[i - 1].isspace():
+        i -= 1
+    j = i
+    while j > 0 and (text[j - 1].isalnum() or text[j - 1] == "_"):
+        j -= 1
+    return text[j:i], j
+
+
+def _draw_is_reserved(text: str, file: str, start: int) -> RaspError:
+    line = text.count("\n", 0, start) + 1
+    col = start - (text.rfind("\n", 0, start) + 1) + 1
+    return RaspError("'draw' is reserved: draw(sop[, example]); is a statement of its own, so 'draw' "
+                     "cannot be a name or part of an expression", file, line, col, text, width=4)
 
 
 def _innermost_call_keyword(text: str, pos: int) -> str | None:
@@ -239,10 +257,15 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
     if "SEMICOLON" in expected:
         pline, pcol = _previous_token_end(text, pos)
         new_line = pline < line
-        starts_statement = tok.type in ("NAME", "DEF", "FOR", "LOAD", "RETURN") or new_line
+        starts_statement = tok.type in ("NAME", "DEF", "FOR", "LOAD", "RETURN", "DRAW") or new_line
         if starts_statement and not stack:
             return RaspError("missing ';' at the end of the statement", file, pline, pcol, text,
                              hint=f"a statement ends with ';' (the next one starts with {_describe(tok)})")
+    if tok.type == "DRAW" and not {"DEF", "FOR", "LOAD"} <= expected:
+        return _draw_is_reserved(text, file, tok.start_pos)
+    word, start = _word_before(text, pos)
+    if expected == {"LPAR"} and word == "draw":  # `draw = 1;`, `draw;`
+        return _draw_is_reserved(text, file, start)
     if tok.type == "SEMICOLON" and {"DEF", "FOR", "LOAD"} <= expected:
         return RaspError("stray ';': there is no statement for it to end", file, line, col, text)
     if tok.type == "EQUAL" and "EQUAL" not in expected:

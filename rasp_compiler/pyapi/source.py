@@ -47,7 +47,7 @@ RESERVED = {
     "tokens", "tokens_str", "tokens_int", "tokens_float", "tokens_bool", "indices", "length",
     "selector_width", "numerical", "categorical", "select", "aggregate", "range", "zip", "len",
     "True", "False", "out", "round", "indicator", "not", "and", "or", "if", "else", "in", "def",
-    "for", "return", "load",
+    "for", "return", "load", "draw", "tokens_asis",
 }
 
 

@@ -1,0 +1,295 @@
+"""`rasp repl` against the original REPL (tech-srl/RASP, RASP_support/REPL.py): its commands, its
+layouts (print_named_val, print_seq, print_select, print_example) and `draw` as a statement.
+
+Each case pipes a session into the REPL (no prompts are printed then) and compares what it prints
+with what the original prints for the same session (README.md and tests/tgt/*.txt there)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from rasp_compiler.cli import main
+from rasp_compiler.commands.repl import Repl
+from rasp_compiler.lang.elaborator import program_from_source
+from rasp_compiler.lang.format import format_sequence
+from rasp_compiler.lang.repl_commands import blank_repl_commands, file_example
+
+
+def repl(session: str, example: str = "hello") -> str:
+    out = io.StringIO()
+    Repl(example=example).loop(io.StringIO(session), out)
+    return out.getvalue()
+
+
+def lines(session: str, example: str = "hello") -> list[str]:
+    return repl(session, example).splitlines()
+
+
+def rasp(*args: str) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue()
+
+
+# -- 1. example subsets -----------------------------------------------------------------------------
+
+def test_show_example_prints_both_examples_like_print_example() -> None:
+    assert lines("show example\n") == ['\ts-op example: "hello"', '\tselector example: "hello"']
+    assert lines("set example [1, 2]\nshow example\n") == ["\ts-op example: [1, 2]",
+                                                          "\tselector example: [1, 2]"]
+
+
+def test_set_and_show_one_subset() -> None:
+    out = lines('set s-op example "abc"\nset selector example "xy"\nshow s-op example\n'
+                "show selector example\nshow example\n")
+    assert out == ['\ts-op example: "abc"', '\tselector example: "xy"',
+                   '\ts-op example: "abc"', '\tselector example: "xy"']
+
+
+def test_selectors_are_shown_on_the_selector_example_and_s_ops_on_the_s_op_example() -> None:
+    out = lines('set s-op example "abc"\nset selector example "xy"\n'
+                "x = indices;\ns = select(indices, indices, ==);\n")
+    assert out == ["     s-op: x", ' \t Example: x("abc") = [0, 1, 2] (ints)',
+                   "     selector: s", " \t Example:",
+                   " \t\t\t     x y", " \t\t\t x | 1  ", " \t\t\t y |   1"]
+
+
+def test_examples_switch_one_kind_or_both() -> None:
+    s = "x = indices;\ns = select(indices, indices, ==);\n"
+    out = repl("s-op examples off\n" + s)
+    assert "Example: x(" not in out and "\t\t\t h | 1" in out
+    out = repl("selector examples off\n" + s)
+    assert 'Example: x("hello")' in out and "| 1" not in out
+    out = lines("examples off\n" + s + "examples on\nx;\n")
+    assert out == ["     s-op: x", "     selector: s", "     s-op: x",
+                   ' \t Example: x("hello") = [0, 1, 2, 3, 4] (ints)']
+    out = repl("s-op examples off\nselector examples off\nselector examples on\n" + s)
+    assert "Example: x(" not in out and "\t\t\t h | 1" in out
+
+
+# -- 2. full seq display ------------------------------------------------------------------------------
+
+def test_full_seq_display_shows_input_and_output_rows() -> None:
+    out = lines('set example "hey"\nfull seq display on\nx = indices + 10;\n')
+    assert out == ["     s-op: x", " \t Example:",
+                   " \t\tinput:    h  e  y \t (strings)",
+                   " \t\toutput:  10 11 12 \t (ints)"]
+
+
+def test_full_seq_display_marks_the_rarer_bool_and_skips_identical_values() -> None:
+    out = lines('set example "abcd"\nfull seq display on # long\nindices == 1;\nindices * 0;\n'
+                "full seq display off\nindices * 0;\n")
+    assert out == ["     s-op: out", " \t Example:",
+                   " \t\tinput:   a b c d \t (strings)",
+                   " \t\toutput:    T     \t (bools)",
+                   "     s-op: out",
+                   ' \t Example: out("abcd") = [0]*4 (ints) [skipped full display: identical values]',
+                   "     s-op: out", ' \t Example: out("abcd") = [0]*4 (ints)']
+
+
+def test_full_seq_display_of_an_applied_s_op() -> None:
+    out = lines('full seq display on\nindices("abc");\n(indices * 0)("ab");\n')
+    assert out == ["\t = ", " \t\tinput:   a b c \t (strings)", " \t\toutput:  0 1 2 \t (ints)",
+                   "\t =   [0]*2 (ints) [skipped full display: identical values]"]
+
+
+# -- 3. commands followed by a comment ----------------------------------------------------------------
+
+def test_repl_commands_with_a_trailing_comment(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = lines('set example "abc" # c\nexamples off # c\nindices;\nshow example # c\n'
+                "examples on # c\nfull seq display on # c\nindices;\nfull seq display off # c\n"
+                "draw(indices * 0); # c\nexit # bye\nindices;\n")
+    assert out[:4] == ["     s-op: indices", '\ts-op example: "abc"', '\tselector example: "abc"',
+                       "     s-op: indices"]
+    assert out[4:7] == [" \t Example:", " \t\tinput:   a b c \t (strings)", " \t\toutput:  0 1 2 \t (ints)"]
+    assert out[-1] == "\t =  [0]*3 (ints)" and len(out) == 9   # the draw's value; nothing after exit
+
+
+def test_commands_with_comments_in_a_file(tmp_path: Path) -> None:
+    text = ('set example "abc" # c\nexamples off # c\nshow example # c\nfull seq display on # c\n'
+            "reverse = aggregate(select(indices, length - indices - 1, ==), tokens);\n"
+            "draw(reverse); # c\nreverse;\n")
+    path = tmp_path / "session.rasp"
+    path.write_text(text)
+    assert file_example(text) == '"abc"'
+    code, out = rasp("run", str(path))
+    assert code == 0 and out == "[c, b, a] (strings)\n"
+
+
+def test_set_example_over_several_lines_in_a_file(tmp_path: Path) -> None:
+    text = "set example [3,\n   1, # the middle\n   2]\nx = tokens_int + 1;\n"
+    blanked = blank_repl_commands(text)
+    assert blanked.splitlines()[3] == "x = tokens_int + 1;" and not blanked.splitlines()[1].strip()
+    assert file_example(text).split() == ["[3,", "1,", "2]"]
+    path = tmp_path / "multi.rasp"
+    path.write_text(text)
+    code, out = rasp("run", str(path), "--json")
+    assert code == 0 and json.loads(out) == {"output": [4, 2, 3]}
+
+
+# -- 4. draw is a statement ---------------------------------------------------------------------------
+
+def test_draw_prints_the_value_like_the_original(tmp_path: Path, monkeypatch) -> None:
+    # the original README: draw(my_frac,"abcdeeee"); prints "\t =  [0.5]*8 (floats)"
+    monkeypatch.chdir(tmp_path)
+    out = lines('my_frac = aggregate(full_s, indicator(tokens == "e"));\n'
+                'draw(my_frac, "abcdeeee");\nset example "hey"\ndraw(my_frac);\n')
+    assert out[2].startswith("wrote draw-1.png") and out[3] == "\t =  [0.5]*8 (floats)"
+    assert out[4].startswith("wrote draw-2.png") and out[5] == "\t =  [0.333]*3 (floats)"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["draw-1.png", "draw-2.png"]
+
+
+def test_draw_with_other_statements_in_a_def_in_a_for_and_over_lines(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = lines('examples off\nx = tokens; draw(x, "abc"); x;\n'
+                "def f(a) {\n  draw(a);   # drawn at each call\n  return a + 1;\n}\n"
+                "y = f(indices);\nfor i in [1, 2] { draw(indices + i); }\n"
+                'draw(\n  x,\n  "ab"\n);\n')
+    assert out[0] == "     s-op: x"
+    assert out[1].startswith("wrote draw-1.png") and out[2] == "\t =  [a, b, c] (strings)"
+    assert out[3] == "     s-op: x" and out[4] == "     console function: f(a)"
+    # inside a function or loop a draw draws, and prints no value (the original's too)
+    assert out[5].startswith("wrote draw-2.png") and out[6] == "     s-op: y"
+    assert out[7].startswith("wrote draw-3.png") and out[8].startswith("wrote draw-4.png")
+    assert out[9].startswith("wrote draw-5.png") and out[10] == "\t =  [a, b] (strings)"
+    assert len(out) == 11 and "unknown name" not in "\n".join(out)
+
+
+def test_draw_errors(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = repl("draw(1);\ndraw(indices, 3);\ndraw(tokens_int + 1);\n")
+    assert "draw takes an s-op" in out and "got an int" in out
+    assert "the example to draw on is a non-empty string or list of atoms, got 3" in out
+    assert "hint: this s-op reads numbers: draw(x, [1, 2, 3])" in out and "--input-json" not in out
+    assert not list(tmp_path.iterdir())
+    out = repl("draw = 1;\n")
+    assert "'draw' is reserved" in out
+
+
+def test_draw_in_a_file_changes_nothing_and_draws_nothing(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    src = ("def f(a) { draw(a); return a + 1; }\nfor i in [1] { draw(indices + i, \"ab\"); }\n"
+           "x = f(indices); draw(x, [1, 2]);\ndraw(\n  x\n);\n")
+    assert program_from_source(src).output == program_from_source(src.replace("draw(x, [1, 2]);", "")).output
+    path = tmp_path / "p.rasp"
+    path.write_text(src)
+    code, out = rasp("run", str(path), "--input", "abc", "--json")
+    assert code == 0 and json.loads(out) == {"output": [1, 2, 3]}
+    assert [p.name for p in tmp_path.iterdir()] == ["p.rasp"]
+    code, _ = rasp("compile", str(path), "--vocab", "abc", "--max-len", "4", "-o", str(tmp_path / "m"))
+    assert code == 0 and not list(tmp_path.glob("draw-*"))
+
+
+# -- 5. lists and dicts of s-ops and selectors --------------------------------------------------------
+
+def test_a_list_of_s_ops_prints_each_with_its_example() -> None:
+    out = lines('set example "ab"\ny = indices + 1;\nl = [tokens, y, 3];\n')
+    assert out[2:] == ["     list: l =  [",
+                       "\t\t     s-op: tokens",
+                       '\t\t \t Example: tokens("ab") = [a, b] (strings)',
+                       "\t\t     s-op: y",
+                       '\t\t \t Example: y("ab") = [1, 2] (ints)',
+                       "\t\t    value:  3",
+                       "               ]"]
+
+
+def test_a_dict_of_s_ops_and_selectors_prints_each_with_its_key() -> None:
+    out = lines('set example "ab"\nexamples off\n'
+                'd = {"s": tokens, "n": 1, "e": select(indices, indices, ==)};\nexamples on\nd;\n')
+    assert out[:5] == ["     dict: d =  {", '\t\t\t "s" :     s-op: tokens', '\t\t\t "n" :     value:  1',
+                       '\t\t\t "e" :     selector: select(indices, indices, ==)', "               }"]
+    assert out[5:8] == ["     dict: d =  {", '\t\t\t "s" :     s-op: tokens',
+                        '\t\t\t \t Example: tokens("ab") = [a, b] (strings)']
+    assert "\t\t\t \t\t\t     a b" in out and "\t\t\t \t\t\t a | 1  " in out
+
+
+def test_flat_lists_and_dicts_print_as_the_original() -> None:
+    out = lines('vowels = ["a", "e"];\nd = {"a": 1};\nn = [[1, 2], 3];\n')
+    assert out[:2] == ["     list: vowels = ['a', 'e']", "     dict: d = {'a': 1}"]
+    assert out[2:] == ["     list: n =  [", "\t\t     list: [1, 2]", "\t\t    value:  3", "               ]"]
+
+
+# -- 6. the smaller things ----------------------------------------------------------------------------
+
+def test_set_example_goes_on_over_lines_and_says_when_it_has_no_value() -> None:
+    assert lines("set example [1,\n  2,   # c\n  3]\nshow s-op example\n") == ["\ts-op example: [1, 2, 3]"]
+    assert lines('set example\n"ab"\nshow s-op example\n') == ['\ts-op example: "ab"']
+    usage = 'error: set example needs a value: set example "hello" or set example [1, 2, 3]'
+    assert lines("set example\n") == [usage]
+    assert lines("set example;\nshow s-op example\n") == [usage, '\ts-op example: "hello"']
+    assert "stray" not in repl("set example\n")
+
+
+def test_a_numeric_s_op_on_a_string_example_suggests_a_numeric_example() -> None:
+    out = repl("tokens_int;\n")
+    assert "hint: this s-op reads numbers: set example [1, 2, 3]" in out and "--input-json" not in out
+    out = repl('tokens_int("ab");\n')
+    assert "--input-json" not in out and "[1, 2, 3]" in out
+    assert "value: " not in repl("set example [1, 2]\ntokens_int;\n")
+
+
+def test_selector_grid_is_blank_where_not_selected() -> None:
+    # the original README's `prevs`
+    out = lines('set example "hey"\nprevs = select(indices, indices, <);\n')
+    assert out == ["     selector: prevs", " \t Example:", " \t\t\t     h e y",
+                   " \t\t\t h |      ", " \t\t\t e | 1    ", " \t\t\t y | 1 1  "]
+
+
+def test_an_applied_selector_prints_the_labelled_grid() -> None:
+    out = lines('examples off\nprevs = select(indices, indices, <=);\nprevs("hey");\n')
+    assert out[1:] == ["\t = ", " \t\t\t     h e y", " \t\t\t h | 1    ", " \t\t\t e | 1 1  ",
+                       " \t\t\t y | 1 1 1"]
+
+
+def test_applied_s_op_and_values_print_like_the_original() -> None:
+    out = lines('indices("hiya");\nx = indices("ab");\na = 3;\ns = "hi";\n')
+    assert out == ["\t =  [0, 1, 2, 3] (ints)", "    value: x =  [0, 1] (ints)", "    value: a =  3",
+                   '    value: s =  "hi"']
+
+
+def test_functions_say_where_they_come_from() -> None:
+    out = lines("def f(x, y) { return x; }\nf;\ng = sort;\nh = selector_width;\n")
+    assert out == ["     console function: f(x, y)", "     console function: f(x, y)",
+                   "     library function: sort(seq, key)",
+                   "     built-in function: selector_width(selector)"]
+
+
+def test_load_prints_names_without_examples(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "lib.rasp").write_text("def double(x) { return x * 2; }\n_hidden = indices;\n"
+                                       "twice = double(indices);\nsel = select(indices, indices, ==);\n")
+    monkeypatch.chdir(tmp_path)
+    out = lines('load "lib";\ntwice;\n')
+    assert out == ["     lib function: double(x)", "     s-op: twice", "     selector: sel",
+                   "     s-op: twice", ' \t Example: twice("hello") = [0, 2, 4, 6, 8] (ints)']
+
+
+def test_an_s_op_of_equal_values_folds_as_the_original() -> None:
+    assert format_sequence([2, 2.0, 2.0]) == "[2]*3 (floats)"   # len(set(vals)) == 1
+    assert format_sequence([1, True]) != "[1]*2 (floats)"       # a bool is not the number 1
+    assert format_sequence([7]) == "[7] (ints)"
+    out = repl("aggregate(select(indices, indices, ==), 0 * indices + 2.0);\n")
+    assert "[2.0]*5 (floats)" in out
+
+
+@pytest.mark.parametrize("command", ["examples", "s-op examples", "full seq display"])
+def test_a_switch_needs_on_or_off(command: str) -> None:
+    out = repl(f"{command} maybe\n")
+    assert "error" in out
+
+
+def test_the_worked_session_in_the_docs_is_what_the_repl_prints(tmp_path: Path, monkeypatch) -> None:
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "language.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## The REPL"):]
+    block = section[section.index("$ rasp repl\n") + len("$ rasp repl\n"):]
+    block = block[:block.index("```")]
+    typed = [ln[3:] for ln in block.splitlines() if ln.startswith((">> ", ".. "))]
+    shown = [ln for ln in block.splitlines() if not ln.startswith((">> ", ".. "))]
+    monkeypatch.chdir(tmp_path)
+    assert lines("\n".join(typed) + "\n") == shown
