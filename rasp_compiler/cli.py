@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from rasp_compiler import __version__
@@ -51,13 +52,15 @@ def main(argv: list[str] | None = None) -> int:
         if "allocate" not in str(err):
             raise
         return _out_of_memory()
+    except BrokenPipeError:  # the reader went away (`rasp ... | head`): not an error
+        # Python would complain again when it flushes stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as err:
         if err.filename is None:  # not about a file the user named: a bug, shown in full
             raise
         print(f"error: {err.filename}: {err.strerror or err}", file=sys.stderr)
         return 1
-    except BrokenPipeError:
-        return 0
 
 
 def _out_of_memory() -> int:

@@ -33,7 +33,7 @@ import hashlib
 import json
 import math
 import os
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from safetensors import safe_open
@@ -279,6 +279,10 @@ class RaspModel:
         if config.get("weights_sha256") != weights_digest(tensors):
             raise ModelArtifactError(f"{wpath} does not match its config: the weights were changed",
                                      hint="compile the model again")
+        # The hashes only prove that the two files belong together; an artifact edited with both
+        # hashes recomputed must still describe one consistent network before anything runs.
+        check_config(config, cpath)
+        check_tensors(config, tensors, cpath, wpath)
         try:
             return cls(config, tensors)
         except (KeyError, TypeError, ValueError) as err:
@@ -299,6 +303,11 @@ class RaspModel:
                 raise ModelInputError(f"input {b} has {len(toks)} tokens, more than the {self.max_len} "
                                       "this model was compiled for",
                                       hint="compile again with a larger --max-len")
+            fixed = self.config.get("fixed_length")
+            if fixed and len(toks) != fixed:
+                raise ModelInputError(f"input {b} has {len(toks)} tokens; this model was compiled for "
+                                      f"exactly {fixed} (--fixed-length)",
+                                      hint="compile again without --fixed-length for other lengths")
             if self._str_ids is not None:     # the common case: a vocabulary of strings
                 try:
                     seqs.append([self._str_ids[tok] for tok in toks])
@@ -312,10 +321,13 @@ class RaspModel:
                 except TypeError:  # unhashable: a list where a token should be
                     i = None
                 if i is None and isinstance(tok, (int, float)):
-                    i = self._ids.get(_token_key(str(tok)))
+                    try:
+                        i = self._ids.get(_token_key(str(tok)))
+                    except ValueError:  # an int too long for str()
+                        i = None
                 if i is None:
                     shown = ", ".join(repr(v) for v in self.vocab[:12])
-                    raise ModelInputError(f"token {tok!r} at position {p} of input {b} is not in the "
+                    raise ModelInputError(f"token {_show(tok)} at position {p} of input {b} is not in the "
                                           f"vocabulary ({shown}{', …' if len(self.vocab) > 12 else ''})",
                                           hint="compile again with a --vocab that includes it")
                 ids.append(i)
@@ -349,16 +361,22 @@ class RaspModel:
             if len(vals) > self.max_len or (fixed and len(vals) != fixed):
                 need = f"exactly {fixed}" if fixed else f"at most {self.max_len}"
                 raise ModelInputError(f"input {b} has {len(vals)} values; this model takes {need}")
+            row = []
             for p, v in enumerate(vals):
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                    raise ModelInputError(f"input {b} position {p} holds {v!r}: this model reads finite "
-                                          "real numbers")
-                if not lo <= v <= hi:
-                    raise ModelInputError(f"input {b} position {p} holds {v!r}, outside the input range "
-                                          f"[{lo}, {hi}] the model was compiled for (its exactness "
+                try:
+                    fv = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
+                except OverflowError:  # an int past the float range
+                    fv = math.inf
+                if not math.isfinite(fv):
+                    raise ModelInputError(f"input {b} position {p} holds {_show(v)}: this model reads "
+                                          "finite real numbers")
+                if not lo <= fv <= hi:
+                    raise ModelInputError(f"input {b} position {p} holds {_show(v)}, outside the input "
+                                          f"range [{lo}, {hi}] the model was compiled for (its exactness "
                                           "margins and error bounds hold only there)",
                                           hint="compile again with a wider --input-range")
-            rows.append([float(v) for v in vals])
+                row.append(fv)
+            rows.append(row)
         width = max(len(r) for r in rows)
         ids = torch.full((len(rows), width + 1), self.pad_id, dtype=torch.long)
         values = torch.zeros((len(rows), width + 1), dtype=torch.float64)
@@ -383,14 +401,15 @@ class RaspModel:
                 None if values is None else values.to(self.device))
 
     def unclean(self, logits: torch.Tensor, lengths: list[int]) -> list[list[int]]:
-        """Per input, the positions whose categorical output is not a clean one-hot (best logit
-        ahead of the runner-up by less than CLEAN_MARGIN x the logit scale); empty lists for a
-        numerical output."""
+        """Per input, the positions whose output cannot be decoded with confidence: a NaN or
+        infinite logit (either encoding), or a categorical output that is not a clean one-hot (best
+        logit ahead of the runner-up by less than CLEAN_MARGIN x the logit scale)."""
         out_cfg = self.config["output"]
-        if out_cfg["encoding"] != "categorical" or logits.shape[-1] < 2:
-            return [[] for _ in lengths]
-        top = logits.topk(2, dim=-1).values
-        bad = (top[..., 0] - top[..., 1]) < CLEAN_MARGIN * float(out_cfg.get("logit_scale", 1.0))
+        bad = ~torch.isfinite(logits).all(dim=-1)
+        if out_cfg["encoding"] == "categorical" and logits.shape[-1] >= 2:
+            top = logits.topk(2, dim=-1).values
+            # written as "not clearly ahead" so that a NaN difference counts as unclean too
+            bad |= ~((top[..., 0] - top[..., 1]) >= CLEAN_MARGIN * float(out_cfg.get("logit_scale", 1.0)))
         real = torch.tensor(lengths, device=bad.device)[:, None]
         bad &= torch.arange(bad.shape[1], device=bad.device) < real
         out: list[list[int]] = [[] for _ in lengths]
@@ -412,6 +431,18 @@ class RaspModel:
                                            f"at position {i} on any input (the interpreter raises there)",
                                            hint="the program is undefined at this length; see the note "
                                                 "in the compile summary")
+            for r, n in enumerate(lengths):
+                odd = (~torch.isfinite(logits[r, :n])).any(dim=-1).nonzero().flatten().tolist()
+                if odd:
+                    shown = ", ".join(map(str, odd[:8])) + (", …" if len(odd) > 8 else "")
+                    kinds = sorted({"nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+                                    for v in logits[r, odd[0]].tolist() if not math.isfinite(v)})
+                    raise ModelOutputError(
+                        f"the output at position{'s' if len(odd) > 1 else ''} {shown} of input {r} is not "
+                        f"a finite number ({', '.join(kinds)}), so no answer is given",
+                        hint="the weights are damaged or the input drives the network past the float "
+                             "range: compile the model again; if a fresh model does this, please report "
+                             "the program, the compile options and this input")
             for r, positions in enumerate(self.unclean(logits, lengths)):
                 if positions:
                     p = positions[0]
@@ -473,3 +504,295 @@ def _token_key(tok: Any) -> tuple:
 
 def _from_json(v: Any) -> Any:
     return tuple(_from_json(x) for x in v) if isinstance(v, list) else v
+
+
+# ---------------------------------------------------------------------- artifact validation
+# ``load`` checks a model directory once, before it builds the network: config.json against the
+# schema the compiler writes, then every tensor (the exact set of names, each shape computed from
+# the config, the dtype, finite values).  Each failure is one ModelArtifactError naming the file
+# and the field or tensor, so an edited artifact (even one whose hashes were recomputed) is refused
+# instead of running into a traceback or a wrong answer.
+
+_REHASH = "the files were edited or corrupted: compile the model again"
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+# top-level keys: required ones, then the ones the compiler may write (informational or optional)
+_REQUIRED_KEYS = ("format", "vocab", "bos", "pad", "max_len", "causal", "dtype", "d_model", "n_layers",
+                  "layers", "residual", "output", "weights_sha256")
+_OPTIONAL_KEYS = ("fixed_length", "input", "program", "attention_scale", "score_gap", "plan",
+                  "critical_path", "notes", "numeric", "simulator")
+_LAYER_KEYS = ("n_heads", "d_head", "d_mlp")
+_OUTPUT_KEYS = {"categorical": {"encoding", "values", "logit_scale", "node", "feature", "undefined"},
+                "numerical": {"encoding", "integer", "node", "feature", "undefined"}}
+
+
+def _show(v: Any) -> str:
+    """A short, always-printable form of a JSON value for an error message."""
+    if type(v) is int and v.bit_length() > 64:
+        return f"an integer of {v.bit_length()} bits"
+    try:
+        text = json.dumps(v, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_int(v: Any) -> bool:
+    return type(v) is int  # not bool, not float
+
+
+def _is_number(v: Any) -> bool:
+    return type(v) in (int, float) and math.isfinite(v)
+
+
+def check_config(config: dict, cpath: str) -> None:
+    """Refuse a config.json that is not the schema the compiler writes (ModelArtifactError naming
+    the field).  Tensors are checked against it by ``check_tensors``."""
+
+    def fail(message: str) -> NoReturn:
+        raise ModelArtifactError(f"{cpath}: {message}", hint=_REHASH)
+
+    def count(value: Any, field: str, lo: int = 0) -> int:
+        if not _is_int(value) or value < lo:
+            fail(f"{field} must be an integer >= {lo}, not {_show(value)}")
+        return value
+
+    def mapping(value: Any, field: str, allowed: set[str] | tuple[str, ...]) -> dict:
+        if not isinstance(value, dict):
+            fail(f"{field} must be a JSON object, not {_show(value)}")
+        extra = sorted(set(value) - set(allowed))
+        if extra:
+            fail(f"{field} has an unknown key {extra[0]!r} (known: {', '.join(sorted(allowed))})")
+        return value
+
+    mapping(config, "the config", _REQUIRED_KEYS + _OPTIONAL_KEYS)
+    for key in _REQUIRED_KEYS:
+        if key not in config:
+            fail(f"the key {key!r} is missing")
+    if not isinstance(config["weights_sha256"], str):
+        fail(f"weights_sha256 must be a string, not {_show(config['weights_sha256'])}")
+    if config["bos"] != "<BOS>" or config["pad"] != "<PAD>":
+        fail(f"bos and pad must be \"<BOS>\" and \"<PAD>\" (the rows after the vocabulary in "
+             f"embed.token), not {_show(config['bos'])} and {_show(config['pad'])}")
+    if type(config["causal"]) is not bool:
+        fail(f"causal must be true or false, not {_show(config['causal'])}")
+    if config["dtype"] not in _DTYPES:
+        fail(f"dtype must be \"float32\" or \"float64\", not {_show(config['dtype'])}")
+    if config.get("attention_scale", "1/sqrt(d_head)") != "1/sqrt(d_head)":
+        fail(f"attention_scale must be \"1/sqrt(d_head)\" (the only one the runtime computes), not "
+             f"{_show(config['attention_scale'])}")
+
+    vocab = config["vocab"]
+    if not isinstance(vocab, list) or not vocab:
+        fail(f"vocab must be a non-empty list of tokens, not {_show(vocab)}")
+    seen: set = set()
+    for i, tok in enumerate(vocab):
+        if type(tok) not in (str, int, float, bool) or type(tok) is float and not math.isfinite(tok):
+            fail(f"vocab[{i}] is {_show(tok)}: tokens are strings, finite numbers or booleans")
+        if _token_key(tok) in seen:
+            fail(f"vocab[{i}] repeats the token {_show(tok)}")
+        seen.add(_token_key(tok))
+
+    max_len = count(config["max_len"], "max_len", 1)
+    fixed = config.get("fixed_length")
+    if fixed is not None and (not _is_int(fixed) or not 1 <= fixed <= max_len):
+        fail(f"fixed_length must be null or an integer from 1 to max_len ({max_len}), not {_show(fixed)}")
+    d_model = count(config["d_model"], "d_model", 1)
+
+    layers = config["layers"]
+    if not isinstance(layers, list):
+        fail(f"layers must be a list, not {_show(layers)}")
+    n_layers = count(config["n_layers"], "n_layers")
+    if n_layers != len(layers):
+        fail(f"n_layers is {n_layers} but layers lists {len(layers)}")
+    for li, lc in enumerate(layers):
+        mapping(lc, f"layers[{li}]", _LAYER_KEYS + ("mlp_dtype",))
+        for key in _LAYER_KEYS:
+            if key not in lc:
+                fail(f"layers[{li}] has no {key!r}")
+            count(lc[key], f"layers[{li}].{key}")
+        if lc["n_heads"] and lc["d_head"] < 1:
+            fail(f"layers[{li}].d_head is 0 but the layer has {lc['n_heads']} heads (scores are divided "
+                 "by sqrt(d_head))")
+        if lc.get("mlp_dtype", "float32") not in _DTYPES:
+            fail(f"layers[{li}].mlp_dtype must be \"float32\" or \"float64\", not {_show(lc['mlp_dtype'])}")
+
+    residual = config["residual"]
+    if not isinstance(residual, list):
+        fail(f"residual must be a list of subspaces, not {_show(residual)}")
+    used = [""] * d_model
+    for ri, sub in enumerate(residual):
+        if not isinstance(sub, dict):
+            fail(f"residual[{ri}] must be a JSON object, not {_show(sub)}")
+        start = count(sub.get("start"), f"residual[{ri}].start")
+        size = count(sub.get("size"), f"residual[{ri}].size")
+        labels = sub.get("labels")
+        if not isinstance(labels, list) or len(labels) != size or not all(isinstance(x, str) for x in labels):
+            fail(f"residual[{ri}].labels must be a list of {size} strings (its size), not {_show(labels)}")
+        if start + size > d_model:
+            fail(f"residual[{ri}] spans dimensions {start}..{start + size - 1}, past d_model ({d_model})")
+        for j in range(start, start + size):
+            if used[j]:
+                fail(f"residual[{ri}] overlaps {used[j]} at dimension {j}")
+            used[j] = f"residual[{ri}]"
+
+    spec = config.get("input")
+    if spec is not None:
+        mapping(spec, "input", ("kind", "range"))
+        if spec.get("kind") != "numerical":
+            fail(f"input.kind must be \"numerical\" (a categorical model has no 'input'), not "
+                 f"{_show(spec.get('kind'))}")
+        rng = spec.get("range")
+        if not (isinstance(rng, list) and len(rng) == 2 and all(_is_number(x) for x in rng)
+                and rng[0] <= rng[1]):
+            fail(f"input.range must be [lo, hi] with finite lo <= hi, not {_show(rng)}")
+        if len(vocab) != 1:
+            fail(f"a numerical-input model has the one token \"<number>\", but vocab has {len(vocab)}")
+
+    out = config["output"]
+    enc = out.get("encoding") if isinstance(out, dict) else None
+    if enc not in _OUTPUT_KEYS:
+        if not isinstance(out, dict):
+            fail(f"output must be a JSON object, not {_show(out)}")
+        fail(f"output.encoding must be \"categorical\" or \"numerical\", not {_show(enc)}")
+    mapping(out, "output", _OUTPUT_KEYS[enc])
+    for key in ("node", "feature"):
+        if out.get(key) is not None and not isinstance(out[key], str):
+            fail(f"output.{key} must be a string, not {_show(out[key])}")
+    if enc == "categorical":
+        values = out.get("values")
+        if not isinstance(values, list) or not values:
+            fail(f"output.values must be a non-empty list, not {_show(values)}")
+        if len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
+            fail("output.values repeats a value")
+        scale = out.get("logit_scale")
+        if not _is_number(scale) or scale <= 0:
+            fail(f"output.logit_scale must be a finite number > 0, not {_show(scale)}")
+        feature = next((sub for sub in residual if sub.get("feature") == out.get("feature")), None)
+        if feature is not None and "values" in feature and feature["values"] != values:
+            fail(f"output.values {_show(values)} differ from the values of the output feature "
+                 f"{out.get('feature')!r} in residual ({_show(feature['values'])})")
+    elif type(out.get("integer")) is not bool:
+        fail(f"output.integer must be true or false, not {_show(out.get('integer'))}")
+    undefined = out.get("undefined")
+    if undefined is not None:
+        if not isinstance(undefined, dict):
+            fail(f"output.undefined must be an object of lengths, not {_show(undefined)}")
+        for n, entry in undefined.items():
+            if not (n.isdigit() and 1 <= int(n) <= max_len and isinstance(entry, list) and len(entry) == 2
+                    and isinstance(entry[0], str) and _is_int(entry[1]) and entry[1] >= 0):
+                fail(f"output.undefined[{n!r}] must map a length 1..{max_len} to [s-op, position], "
+                     f"not {_show(entry)}")
+
+    for key, kind in (("program", str), ("plan", list), ("critical_path", list), ("notes", list),
+                      ("numeric", dict), ("simulator", dict)):
+        if config.get(key) is not None and not isinstance(config[key], kind):
+            fail(f"{key} must be a {'string' if kind is str else 'JSON ' + kind.__name__}, not "
+                 f"{_show(config[key])}")
+    if "score_gap" in config and not _is_number(config["score_gap"]):
+        fail(f"score_gap must be a finite number, not {_show(config['score_gap'])}")
+    plan = config.get("plan")
+    if plan is not None:  # read by summaries, pictures and export: one entry per layer
+        if len(plan) != n_layers:
+            fail(f"plan has {len(plan)} layers but n_layers is {n_layers}")
+        for li, lp in enumerate(plan):
+            heads = lp.get("heads") if isinstance(lp, dict) else None
+            if (not isinstance(heads, list) or len(heads) != layers[li]["n_heads"]
+                    or not all(isinstance(h, dict) and isinstance(h.get("node"), str)
+                               and isinstance(h.get("kind"), str) for h in heads)):
+                fail(f"plan[{li}].heads must list the layer's {layers[li]['n_heads']} heads, each with a "
+                     "node and a kind")
+            if lp.get("mlp") is not None and not isinstance(lp["mlp"], dict):
+                fail(f"plan[{li}].mlp must be null or a JSON object, not {_show(lp['mlp'])}")
+
+
+def expected_tensors(config: dict) -> dict[str, tuple[torch.dtype, list[tuple[int, str]], str]]:
+    """Every tensor a (checked) config calls for: name -> (dtype, [(size, what sets it)], why)."""
+    d = config["d_model"]
+    dt = _DTYPES[config["dtype"]]
+    dm = (d, "d_model")
+    numerical_input = config.get("input") is not None
+    out: dict[str, tuple[torch.dtype, list[tuple[int, str]], str]] = {
+        "embed.token": (dt, [(len(config["vocab"]) + 2, "len(vocab) + 2 (tokens, BOS, PAD)"), dm], "always"),
+        "embed.pos": (dt, [(config["max_len"] + 1, "max_len + 1 (BOS, positions)"), dm], "always"),
+    }
+    if numerical_input:
+        out["embed.value"] = (dt, [dm], "input.kind is numerical")
+    for li, lc in enumerate(config["layers"]):
+        h, dh, m = lc["n_heads"], lc["d_head"], lc["d_mlp"]
+        if h:
+            hs, ds = (h, f"layers[{li}].n_heads"), (dh, f"layers[{li}].d_head")
+            why = f"layers[{li}].n_heads is {h}"
+            for n in ("W_Q", "W_K", "W_V"):
+                out[f"layers.{li}.attn.{n}"] = (dt, [hs, dm, ds], why)
+            out[f"layers.{li}.attn.W_O"] = (dt, [hs, ds, dm], why)
+        if m:
+            mt = _DTYPES[lc.get("mlp_dtype", config["dtype"])]
+            ms = (m, f"layers[{li}].d_mlp")
+            why = f"layers[{li}].d_mlp is {m}"
+            shapes = {"W_in": [dm, ms], "b_in": [ms], "W_out": [ms, dm], "b_out": [dm]}
+            if numerical_input:  # the numerical compiler's MLPs are gated (see the module docstring)
+                shapes.update({"W_gate": [dm, ms], "b_gate": [ms]})
+            for n, shape in shapes.items():
+                out[f"layers.{li}.mlp.{n}"] = (mt, shape, why)
+    k = ((len(config["output"]["values"]), "len(output.values)")
+         if config["output"]["encoding"] == "categorical" else (1, "a numerical output (1)"))
+    out["unembed.W_U"] = (dt, [dm, k], "always")
+    out["unembed.b_U"] = (dt, [k], "always")
+    return out
+
+
+def check_tensors(config: dict, tensors: dict[str, torch.Tensor], cpath: str, wpath: str) -> None:
+    """Refuse weights that do not match a checked config: a missing or extra tensor, a shape or
+    dtype other than the config's, a NaN or infinity (ModelArtifactError naming the tensor)."""
+
+    def fail(message: str) -> NoReturn:
+        raise ModelArtifactError(message, hint=_REHASH)
+
+    want = expected_tensors(config)
+    for name, (_, _, why) in want.items():
+        if name not in tensors:
+            fail(f"{wpath} has no tensor {name}, which {cpath} calls for"
+                 + ("" if why == "always" else f" ({why})"))
+    for name in sorted(set(tensors) - set(want)):
+        parts = name.split(".")
+        layers = config["layers"]
+        if len(parts) == 4 and parts[0] == "layers" and parts[1].isdigit():
+            li = int(parts[1])
+            if li >= len(layers):
+                fail(f"{cpath}: n_layers is {len(layers)} but {wpath} holds {name}")
+            key = {"attn": "n_heads", "mlp": "d_mlp"}.get(parts[2])
+            if key and not layers[li][key]:
+                fail(f"{cpath}: layers[{li}].{key} is 0 but {wpath} holds {name} "
+                     f"{list(tensors[name].shape)}")
+            if parts[3] in ("W_gate", "b_gate"):
+                fail(f"{wpath} holds {name}, but only a numerical-input model (input.kind numerical "
+                     f"in {cpath}) has gated MLPs")
+        if name == "embed.value":
+            fail(f"{wpath} holds embed.value, but {cpath} has no numerical input (input.kind)")
+        fail(f"{wpath} holds a tensor {name} that {cpath} does not call for")
+    for name, (dtype, dims, _) in want.items():
+        t = tensors[name]
+        shape = list(t.shape)
+        if len(shape) != len(dims):
+            fail(f"{wpath}: {name} has shape {shape}, but {cpath} calls for {len(dims)} dimensions "
+                 f"({', '.join(what for _, what in dims)})")
+        for i, ((size, what), got) in enumerate(zip(dims, shape, strict=True)):
+            if size != got:
+                fail(f"{cpath}: {what} is {size} but {name} in {wpath} has {got} along dimension {i} "
+                     f"(shape {shape})")
+        if t.dtype != dtype:
+            field = "dtype" if ".mlp." not in name else f"layers[{name.split('.')[1]}].mlp_dtype / dtype"
+            fail(f"{wpath}: {name} is {str(t.dtype).replace('torch.', '')} but {cpath} says "
+                 f"{str(dtype).replace('torch.', '')} ({field})")
+        if t.numel() and not bool(torch.isfinite(t).all()):
+            bad = int((~torch.isfinite(t)).sum())
+            fail(f"{wpath}: {name} holds {bad} non-finite value{'s' if bad > 1 else ''} (NaN or "
+                 "infinity): a compiled model's weights are all finite")
+    if config["output"]["encoding"] == "categorical":
+        # a compiled unembedding writes logit_scale on the output value's dimension, 0 elsewhere;
+        # CLEAN_MARGIN is a share of it, so a smaller logit_scale would let blurred outputs through
+        scale = float(config["output"]["logit_scale"])
+        top = float(tensors["unembed.W_U"].abs().max())
+        if abs(top - scale) > 1e-6 * scale:
+            fail(f"{cpath}: output.logit_scale is {scale:g} but the largest weight of unembed.W_U in "
+                 f"{wpath} is {top:g}")

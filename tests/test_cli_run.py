@@ -151,7 +151,7 @@ def test_repl_multiline_examples_and_errors():
         "never_reached;\n"
     )
     r = rasp_subprocess("repl", stdin=session)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr      # a piped session is a script: `nope;` failed
     out = r.stdout
     assert "s-op: x" in out and 'x("hello") = [h!, e!, l!, l!, o!] (strings)' in out
     assert "console function: f(a)" in out
@@ -171,16 +171,22 @@ def test_repl_draw_writes_the_plan_on_the_example(tmp_path, monkeypatch):
                'draw(reverse, "abcd");\n'
                "draw(1);\n")
     r = rasp("repl", stdin=session)
-    assert r.returncode == 0
+    assert r.returncode == 1                # draw(1) failed
     assert r.stdout.count("wrote draw-") == 2 and "2 layers, heads per layer [1, 1]" in r.stdout
     assert "draw takes an s-op" in r.stdout
     for name in ("draw-1.png", "draw-2.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_piped_repl_session_fails_only_if_a_statement_failed():
+    assert rasp("repl", stdin="x = tokens;\nx;\n").returncode == 0
+    r = rasp("repl", stdin="x = tokens;\ny = nothing;\nx;\n")
+    assert r.returncode == 1 and "unknown name 'nothing'" in r.stdout and "s-op: x" in r.stdout
+
+
 def test_repl_reports_an_unfinished_statement_at_end_of_input():
     r = rasp("repl", stdin="x = (tokens\n")
-    assert r.returncode == 0
+    assert r.returncode == 1
     assert "unclosed '('" in r.stdout
 
 
@@ -192,7 +198,7 @@ def test_repl_on_the_originals_error_session():
                'if tokens else;\ntokens;;\n;\n{};\nif;\n\n'
                "indices+\n\n4;\n\n\n\ntokens==tokens\n;\n\nselect(\n\nindices,\n\n\t\tindices,<);\n")
     r = rasp("repl", stdin=session)
-    assert r.returncode == 0
+    assert r.returncode == 1
     out = r.stdout
     for words in ["unknown name 'dgsdfsdf'", "cannot apply '/' to int 1 and string 'h'",
                   "an int is not a function", "unexpected '=='; expected an expression",
@@ -275,9 +281,24 @@ def test_compile_status_names_the_stage_on_a_terminal_only(monkeypatch):
     (["compile", "{file}", "--vocab", "abc", "--max-len", "4", "-o", "{tmp}/file/m"], "Not a directory"),
     (["check", "{file}", "--vocab", "abc", "--max-len", "4", "--samples", "0"],
      "--samples must be at least 1"),
+    # True == 1 in Python: one of them was dropped without a word, and eval refused the other
+    (["compile", "{file}", "--vocab", "[true, false, 1]", "--max-len", "4", "-o", "{tmp}/m"],
+     "holds both True and 1"),
+    (["compile", "{file}", "--vocab", "[" + "9" * 5000 + "]", "--max-len", "4", "-o", "{tmp}/m"],
+     "more than 4,300 digits"),
+    (["run", "{file}", "--input-json", "[" * 50000 + "]" * 50000], "nests too deeply"),
 ])
 def test_option_mistakes_are_one_message(reverse_file, tmp_path, args, words):
     (tmp_path / "file").write_text("a file where a directory is wanted")
     r = rasp(*(a.format(file=reverse_file, tmp=tmp_path) for a in args))
     assert r.returncode == 1 and words in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 2
+
+
+def test_a_reader_that_goes_away_is_not_an_error(reverse_file):
+    """`rasp run ... | head -0`: the broken pipe ends the command quietly, with no traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "rasp_compiler.cli", "run", str(reverse_file), "--input",
+                             "hello" * 50], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and b"Traceback" not in err, err

@@ -299,3 +299,22 @@ def test_a_length_where_the_program_has_no_answer_is_refused_not_answered() -> N
             model.run([text])
     # a program that fails only on some inputs of a length is not refused as a whole
     assert "undefined" not in compile_src("6 / (tokens_int - 2);", vocab=[1, 2, 3])[1].config["output"]
+
+
+def test_a_long_chain_of_maps_compiles() -> None:
+    """1,000 negations in a row ran past Python's recursion limit in the lowering (a traceback);
+    they fuse into one map like any chain, and the recursion limit is restored afterwards."""
+    import sys
+
+    limit = sys.getrecursionlimit()
+    agree_all("x = " + "- " * 1001 + "indices;\nx;", vocab="ab", max_len=4)
+    assert sys.getrecursionlimit() == limit
+
+
+def test_a_vocabulary_of_equal_tokens_of_two_types_is_refused() -> None:
+    program = program_from_source("tokens_asis;")
+    for vocab in ([True, False, 1], [1, 1.0]):
+        with pytest.raises(Exception, match="which are equal in Python") as info:
+            compile_program(program, vocab, 4)
+        assert info.type.__name__ == "UserError"
+    assert compile_program(program, [1, 2, 1], 4).vocab == [1, 2]   # a plain repeat is dropped

@@ -25,6 +25,10 @@ def parse_vocab(text: str) -> list[Any]:
             value = json.loads(text)
         except json.JSONDecodeError as err:
             raise UserError(f"--vocab looks like JSON but is not valid: {err.msg}") from None
+        except (ValueError, RecursionError) as err:  # an int of over 4,300 digits; nesting too deep
+            from rasp_compiler.commands.run import json_trouble
+
+            raise UserError(f"--vocab cannot be read: {json_trouble(err)}") from None
         if not isinstance(value, list) or not all(isinstance(v, (str, int, float, bool)) for v in value):
             raise UserError("--vocab as JSON must be a list of strings, numbers or booleans")
         vocab = value

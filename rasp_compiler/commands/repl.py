@@ -54,7 +54,8 @@ NUMERIC_INPUT_HINT = "this s-op reads numbers: apply it to a list of numbers, e.
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "repl", help="interactive RASP prompt",
-        description="Interactive RASP: type statements, see each value on the running example.",
+        description="Interactive RASP: type statements, see each value on the running example. "
+                    "Read from a pipe or a file, it exits with status 1 if any statement failed.",
         epilog='example session:\n  >> set example "hello"\n  >> reverse = aggregate(select(indices, '
                'length - indices - 1, ==), tokens);\n       s-op: reverse\n  \t Example: reverse("hello") = '
                '[o, l, l, e, h] (strings)\n\n' + HELP,
@@ -64,8 +65,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    Repl(example=args.example).loop(sys.stdin, sys.stdout)
-    return 0
+    repl = Repl(example=args.example)
+    repl.loop(sys.stdin, sys.stdout)
+    # A session read from a pipe or file is a script: a statement that failed makes it fail.
+    return 1 if repl.errors and not sys.stdin.isatty() else 0
 
 
 def _session_for(repl: Repl) -> Any:
@@ -101,6 +104,7 @@ class Repl:
         self.loading = 0                      # > 0 while a `load` runs
         self.count = 0
         self.drawn = 0  # pictures written by draw(...): draw-1.png, draw-2.png, …
+        self.errors = 0  # statements and commands that failed
         self.out: TextIO = sys.stdout
         self.session = _session_for(self)
 
@@ -145,6 +149,11 @@ class Repl:
         stdout.flush()
 
     stopped = False
+
+    def report(self, message: str) -> None:
+        """An error of the statement or command just run (the session goes on)."""
+        self.errors += 1
+        self.say(message)
 
     def say(self, text: str = "", end: str = "\n") -> None:
         print(text, file=self.out, end=end)
@@ -225,16 +234,16 @@ class Repl:
         from rasp_compiler.lang.values import is_atom
 
         if state == MISSING or not expression:
-            self.say(f"error: {SET_EXAMPLE_USAGE}")
+            self.report(f"error: {SET_EXAMPLE_USAGE}")
             return
         self.count += 1
         try:
             value = self.session.eval_expression(expression, f"<repl:{self.count}>")
         except UserError as err:
-            self.say(err.render())
+            self.report(err.render())
             return
         if not (isinstance(value, (str, list)) and value and all(is_atom(v) for v in value)):
-            self.say(f"error: an example is a non-empty string or list of atoms, got {strdesc(value)}")
+            self.report(f"error: an example is a non-empty string or list of atoms, got {strdesc(value)}")
             return
         if subset in (None, "s-op"):
             self.seq_example = value
@@ -269,7 +278,7 @@ class Repl:
             draw_plan(program, model.plan, path, title=f"{text} on {formatstr(example)}: "
                       f"{model.n_layers} layers, heads {model.heads_per_layer}")
         except UserError as err:
-            self.say(err.render())
+            self.report(err.render())
         else:
             self.drawn += 1
             self.say(f"wrote {path}: compiled over the example's tokens and length, {model.n_layers} "
@@ -283,9 +292,9 @@ class Repl:
         try:
             self.session.exec_source(text, f"<repl:{self.count}>", on_result=self.show)
         except InputError as err:
-            self.say(self.rehinted(err, NUMERIC_INPUT_HINT).render())
+            self.report(self.rehinted(err, NUMERIC_INPUT_HINT).render())
         except UserError as err:
-            self.say(err.render())
+            self.report(err.render())
 
     @staticmethod
     def rehinted(err: InputError, hint: str) -> InputError:

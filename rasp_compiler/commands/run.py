@@ -44,18 +44,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
+def json_trouble(err: ValueError | RecursionError) -> str:
+    """Why json.loads gave up on text that is valid JSON: too deep, or a too-long integer."""
+    if isinstance(err, RecursionError):
+        return "it nests too deeply"
+    return "a number in it has more than 4,300 digits" if "digits" in str(err) else str(err)
+
+
 def parse_input_json(text: str) -> list[Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as err:
         raise InputError(f"--input-json is not valid JSON: {err.msg} (at character {err.pos})") from None
+    except (ValueError, RecursionError) as err:  # an int of over 4,300 digits; nesting too deep
+        raise InputError(f"--input-json cannot be read: {json_trouble(err)}") from None
     if isinstance(value, str):
         return list(value)
     if not isinstance(value, list):
         raise InputError(f"--input-json must be a JSON list, got {type(value).__name__}")
     for i, v in enumerate(value):
         if v is None or isinstance(v, (list, dict)):
-            raise InputError(f"--input-json position {i} is {json.dumps(v)}: tokens must be strings, "
+            raise InputError(f"--input-json position {i} is {json.dumps(v)[:40]}: tokens must be strings, "
                              "numbers or booleans")
         if isinstance(v, float) and not math.isfinite(v):
             raise InputError(f"--input-json position {i} is not a finite number")

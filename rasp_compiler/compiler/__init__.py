@@ -16,6 +16,7 @@ each head / MLP) → ``assemble`` (tensors + config).  The model itself is
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any, Callable
 
@@ -145,21 +146,19 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
     if out_node.is_selector:
         raise CompileError(f"the output '{program.output}' is a selector; a model outputs an s-op",
                            program.source_file, hint="aggregate it, or take its selector_width")
-    an = None
-    if input_range is not None:
-        from rasp_compiler.compiler.real import compile_numeric
-        config, tensors = compile_numeric(program, input_range, max_len, dtype=dtype, causal=causal,
-                                          fixed_length=fixed_length)
-    else:
-        stage("value sets")
-        rewritten = nonzero_widths(bos_counts(program, max_len), max_len)  # same values, fewer layers
-        an = Analysis(rewritten, vocab, max_len, fixed_length=fixed_length, causal=causal, dtype=dtype)
-        stage("heads and MLPs")
-        low = Lowering(an)
-        stage("layers")
-        sched = schedule(low)
-        stage("weights")
-        config, tensors = assemble(an, low, sched, dtype=dtype, causal=causal)
+    # Analysis and lowering recurse along chains of maps; a long chain (`- - … - indices`) needs
+    # more than Python's default 1,000 frames, as elaboration does (lang.elaborator.exec_source).
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, 20000))
+    try:
+        config, tensors, an = _weights(program, vocab, max_len, dtype, causal, fixed_length, input_range,
+                                       stage)
+    except RecursionError:
+        raise CompileError("the program's chains of operations are too long to compile",
+                           program.source_file, hint="split a long chain of maps with an aggregate, "
+                                                     "or write it as one map") from None
+    finally:
+        sys.setrecursionlimit(old_limit)
     from rasp_compiler.runtime import config_digest, weights_digest
     config["weights_sha256"] = weights_digest(tensors)
     config_digest(config)
@@ -167,6 +166,27 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
     model.compile_seconds = time.perf_counter() - start
     model.analysis = an
     return model
+
+
+def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: bool,
+             fixed_length: int | None, input_range: tuple[float, float] | None,
+             stage: Callable[[str], None]) -> tuple[dict, dict, Analysis | None]:
+    """The config and tensors of ``program``'s model (and its analysis, for categorical programs)."""
+    if input_range is not None:
+        from rasp_compiler.compiler.real import compile_numeric
+        config, tensors = compile_numeric(program, input_range, max_len, dtype=dtype, causal=causal,
+                                          fixed_length=fixed_length)
+        return config, tensors, None
+    stage("value sets")
+    rewritten = nonzero_widths(bos_counts(program, max_len), max_len)  # same values, fewer layers
+    an = Analysis(rewritten, vocab, max_len, fixed_length=fixed_length, causal=causal, dtype=dtype)
+    stage("heads and MLPs")
+    low = Lowering(an)
+    stage("layers")
+    sched = schedule(low)
+    stage("weights")
+    config, tensors = assemble(an, low, sched, dtype=dtype, causal=causal)
+    return config, tensors, an
 
 
 def load(directory: str) -> RaspModel:

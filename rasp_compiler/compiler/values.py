@@ -37,7 +37,13 @@ def vocab_list(vocab: Any) -> list[Any]:
             raise UserError(f"the vocabulary holds {tok!r}: tokens are strings, numbers or booleans")
     if isinstance(vocab, (set, frozenset)):
         vocab = sorted(vocab, key=value_key)
-    return list(dict.fromkeys(vocab))
+    kept: dict[Any, Any] = {}
+    for tok in vocab:
+        first = kept.setdefault(tok, tok)
+        if type(first) is not type(tok):  # 1, 1.0 and True are one key to Python and to the model
+            raise UserError(f"the vocabulary holds both {first!r} and {tok!r}, which are equal in Python: "
+                            "the model could not tell them apart", hint="keep one of them")
+    return list(kept)
 
 
 def value_key(v: Any) -> tuple:
