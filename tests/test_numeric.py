@@ -232,3 +232,23 @@ def test_inverse3_runs_but_has_no_bound() -> None:
     with pytest.raises(CompileError, match="1 / det.*not finite everywhere") as err:
         compile_program(prog, None, 9, input_range=(-1, 1))
     assert "narrower --input-range" in err.value.render()
+
+
+def test_a_range_whose_products_would_overflow_is_refused() -> None:
+    """softmax over +-1e36 in float32 gave NaN everywhere and was reported exact."""
+    prog = load_program("programs/softmax.rasp")
+    with pytest.raises(CompileError, match="too large to compute exactly in float32") as info:
+        compile_program(prog, None, 6, input_range=(-1e36, 1e36), fixed_length=6)
+    assert "float64" in info.value.hint
+    compile_program(prog, None, 6, input_range=(-1e36, 1e36), fixed_length=6, dtype="float64")
+
+
+def test_check_samples_stay_inside_a_range_float32_cannot_hold() -> None:
+    """1e16 is not a float32: rounded, a sample at the end fell outside the range and the check
+    stopped with 'outside the input range'."""
+    from rasp_compiler.compiler.real_check import _float32_within
+
+    xs = _float32_within([-1e16, 1e16, 0.5, 3.0], [-1e16, 1e16])
+    assert all(-1e16 <= x <= 1e16 for x in xs)
+    assert xs == [float(np.float32(x)) for x in xs]          # each one a float32
+    assert xs[2:] == [0.5, 3.0]

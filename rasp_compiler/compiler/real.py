@@ -644,6 +644,20 @@ def _as_float(v: Any, err: Any, nid: str) -> float:
 
 
 # ====================================================================== assembly
+def _check_magnitudes(nc: NumericCompiler, program: Program) -> None:
+    """Refuse values so large that a product of two of them, or a squared score difference,
+    overflows the dtype: the model would output inf or NaN where the program has a number.
+    Below sqrt(max) / 1024 every such product and sum of up to 1,024 of them stays finite."""
+    limit = math.sqrt(float(np.finfo(np.float32 if nc.dtype == "float32" else np.float64).max)) / 1024
+    for nid, (lo, hi) in sorted(nc.interval.items()):
+        if max(abs(lo), abs(hi)) > limit:
+            raise CompileError(f"'{nid}' can reach {max(abs(lo), abs(hi)):.3g}, too large to compute "
+                               f"exactly in {nc.dtype} (products and attention scores of values above "
+                               f"{limit:.3g} can overflow)", program.source_file,
+                               hint="narrow --input-range" + (", or use --dtype float64"
+                                                              if nc.dtype == "float32" else ""))
+
+
 def compile_numeric(program: Program, input_range: tuple[float, float], max_len: int, *,
                     dtype: str, causal: bool, fixed_length: int | None) -> tuple[dict, dict]:
     """(config, tensors) of the numerical program, in the runtime's saved-model format."""
@@ -656,6 +670,7 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
         raise CompileError(f"the output '{out_id}' does not depend on the input", program.source_file,
                            hint="compile it without --input-range")
     nc.need(out_id)
+    _check_magnitudes(nc, program)
     # layout: one, bos, token, then features in slot order
     order = sorted(nc.feats.values(), key=lambda f: (f.slot, f.kind != "token", f.id))
     d = 2

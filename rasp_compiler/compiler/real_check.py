@@ -68,6 +68,17 @@ def sample_inputs(lo: float, hi: float, lengths: list[int], samples: int, seed: 
     return out
 
 
+def _float32_within(values: list[float], bounds: list[float] | None) -> list[float]:
+    """``values`` rounded to float32, each kept inside ``bounds``: an end of the range that float32
+    cannot hold (1e16) rounds outside it, so such a value takes the float32 next to it, inside."""
+    x = np.asarray(values, dtype=np.float32)
+    if bounds is not None:
+        lo, hi = bounds
+        x = np.where(x.astype(np.float64) > hi, np.nextafter(x, np.float32(-np.inf)), x)
+        x = np.where(x.astype(np.float64) < lo, np.nextafter(x, np.float32(np.inf)), x)
+    return x.astype(np.float64).tolist()
+
+
 def check_real(model: Any, program: Any, inputs: list[list[float]]) -> dict[str, Any]:
     """Max abs error of the model against the interpreter, and whether it is within the bound."""
     from rasp_compiler.errors import RaspError
@@ -78,7 +89,7 @@ def check_real(model: Any, program: Any, inputs: list[list[float]]) -> dict[str,
     if dtype == "float32" and (model.config.get("input") or {}).get("kind") == "numerical":
         # both sides read the numbers the model can hold: a float32 model cannot see more digits,
         # so the check measures the compiled computation (a transpose is then exactly 0)
-        inputs = [np.asarray(x, dtype=np.float32).astype(np.float64).tolist() for x in inputs]
+        inputs = [_float32_within(x, model.config["input"].get("range")) for x in inputs]
     worst, worst_input, checked, undefined, failures = 0.0, None, 0, 0, []
     batch = 256
     for start in range(0, len(inputs), batch):
