@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from rasp_compiler.commands.options import SEED_HELP, check_seed
 from rasp_compiler.errors import UserError
 
 EPILOG = """examples:
@@ -35,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--exhaustive", action="store_true", help="every input up to --max-len")
     mode.add_argument("--samples", type=int, metavar="K", help="K random inputs of all lengths")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help=f"seed of the random inputs ({SEED_HELP}; default 0)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--device", default="cpu", metavar="cpu|cuda",
                    help="where the compiled model runs (default cpu); the interpreter runs on the CPU")
@@ -43,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_seed(args)
     import torch
 
     from rasp_compiler.commands.compile import compile_from_args, parse_vocab

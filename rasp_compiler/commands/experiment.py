@@ -7,6 +7,7 @@ import json
 import sys
 from textwrap import fill
 
+from rasp_compiler.commands.options import SEED_HELP, check_at_least, check_finite, check_seed
 from rasp_compiler.errors import UserError
 
 EXAMPLES = {
@@ -80,7 +81,8 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
                    help="batch size (default: from --settings; 64 for Dyck-1, 32 for k-hop)")
     p.add_argument("--lr", type=float, default=None,
                    help="peak learning rate (default: per task and backbone)")
-    p.add_argument("--seed", type=int, default=0, help="seed of data, embeddings and random backbone")
+    p.add_argument("--seed", type=int, default=0,
+                   help=f"seed of data, embeddings and random backbone, {SEED_HELP} (default 0)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--settings", choices=("floor", "base"), default="floor",
                    help="what the options left out default to. floor (default): the cheapest "
@@ -96,7 +98,8 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
                         "AVX512-BF16 or AMX; weights and evaluation stay fp32 (default: fp32, "
                         "or what --settings floor gives)")
     p.add_argument("--threads", type=int, default=1,
-                   help="CPU threads (default 1: these models are too small to gain from more)")
+                   help="CPU threads, at least 1 (default 1: these models are too small to gain "
+                        "from more)")
     p.add_argument("--out", default=None,
                    help="checkpoint directory (default runs/experiments/NAME)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
@@ -132,8 +135,8 @@ def register(subparsers) -> None:
     t.add_argument("--seeds", default=None,
                    help="run only these seeds, comma-separated (e.g. 0 first, then 1,2)")
     t.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
-                   help="start no run after this many seconds (runs in flight finish; the rest stay "
-                        "missing for the next invocation)")
+                   help="start no run after this many seconds, a positive number (runs in flight "
+                        "finish; the rest stay missing for the next invocation)")
     t.add_argument("--report-only", action="store_true", help="run nothing; rewrite the report")
     t.add_argument("--dry-run", action="store_true", help="list the missing runs and stop")
     t.set_defaults(func=_table)
@@ -148,7 +151,7 @@ def register(subparsers) -> None:
         epilog=EXAMPLES["probe"], formatter_class=argparse.RawDescriptionHelpFormatter)
     pr.add_argument("run", help="checkpoint directory (e.g. runs/experiments/NAME)")
     pr.add_argument("--samples", type=int, default=256, help="test-split inputs (default 256)")
-    pr.add_argument("--seed", type=int, default=7, help="seed of the probe inputs (default 7)")
+    pr.add_argument("--seed", type=int, default=7, help=f"seed of the probe inputs, {SEED_HELP} (default 7)")
     pr.add_argument("--json", action="store_true", help="print the probe as JSON")
     pr.add_argument("--save", default=None, metavar="FILE", help="also write the JSON to FILE")
     pr.set_defaults(func=_probe)
@@ -163,6 +166,10 @@ def _run(args) -> int:
     from rasp_compiler.experiments.grid import FLOORS, floor_settings, run_config
     from rasp_compiler.experiments.train import train
 
+    check_seed(args)
+    check_at_least(args, 1, "width", "layers", "heads", "steps", "batch", "threads")
+    check_at_least(args, 0, "curriculum")
+    check_finite(args, "lr", positive=True)
     arch = args.arch or ("attn" if args.task == "dyck1" else "attn-res-ln")
     k = getattr(args, "k", None)
     shaped = args.construction != "auto" or any(getattr(args, name) is not None
@@ -208,8 +215,8 @@ def _run(args) -> int:
 def _table(args) -> int:
     from rasp_compiler.experiments import grid
 
-    if args.jobs < 1:
-        raise UserError("--jobs must be at least 1")
+    check_at_least(args, 1, "jobs")
+    check_finite(args, "time_budget", positive=True)
     if args.quick:
         configs = grid.quick_grid(device=args.device)
         results = args.results or "runs/experiments-quick/results"
@@ -232,6 +239,8 @@ def _table(args) -> int:
             seeds = {int(x) for x in args.seeds.split(",")}
         except ValueError:
             raise UserError(f"--seeds: expected comma-separated integers, got {args.seeds!r}") from None
+        if min(seeds) < 0:
+            raise UserError(f"--seeds: seeds are at least 0, got {args.seeds!r}")
         configs = [c for c in configs if c.seed in seeds]
     if args.dry_run:
         missing = grid.missing(configs, results)
@@ -252,8 +261,8 @@ def _probe(args) -> int:
 
     from rasp_compiler.experiments.probe import format_probe, probe_checkpoint, save_probe
 
-    if args.samples < 1:
-        raise UserError("--samples must be at least 1")
+    check_at_least(args, 1, "samples")
+    check_seed(args)
     run = Path(args.run)
     if not (run / "config.json").is_file() or not (run / "model.safetensors").is_file():
         raise UserError(f"{run} is not a run checkpoint (no config.json and model.safetensors)",

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 
+from rasp_compiler.commands.options import SEED_HELP, check_at_least, check_seed
 from rasp_compiler.errors import UserError
 
 EPILOG = """examples:
@@ -34,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--verify", action="store_true", help="compare both models on random inputs")
     p.add_argument("--inputs", type=int, default=200, metavar="K", help="random inputs for --verify "
                    "(default 200)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--seed", type=int, default=0, help=f"seed of the random inputs, {SEED_HELP} (default 0)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=main)
 
@@ -46,8 +47,8 @@ def main(args: argparse.Namespace) -> int:
     if os.path.isfile(args.model) and args.model.endswith(".rasp"):
         raise UserError(f"{args.model} is a program, not a compiled model",
                         hint=f"compile it first: rasp compile {args.model} --vocab ... --max-len ... -o out/")
-    if args.inputs < 1:
-        raise UserError("--inputs must be at least 1")
+    check_at_least(args, 1, "inputs")
+    check_seed(args)
     if not args.out.endswith(".pt"):
         raise UserError(f"-o {args.out}: the TransformerLens state dict is written as a .pt file",
                         hint="e.g. -o model_tl.pt")

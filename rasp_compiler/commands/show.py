@@ -32,17 +32,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--input", metavar="TEXT", help="input string (for a model directory)")
     src.add_argument("--input-json", metavar="JSON", help="input as a JSON list (for a model directory)")
-    p.add_argument("-o", "--out", required=True, metavar="FILE", help="picture to write (.png or .svg)")
+    p.add_argument("-o", "--out", required=True, metavar="FILE",
+                   help="picture to write: .png or .svg (a suffix naming another picture format, "
+                        ".gif or .pdf say, is refused)")
     p.add_argument("--format", choices=("png", "svg"), default=None,
-                   help="picture format (default: from the -o suffix, else png)")
+                   help="picture format (default: from the -o suffix, else png); it must agree with "
+                        "a .png or .svg suffix")
     p.add_argument("--json", action="store_true", help="print what was drawn as JSON")
     p.set_defaults(func=main)
 
 
+FORMATS = ("png", "svg")
+# suffixes of picture formats other than the two drawn: writing PNG or SVG bytes under one of these
+# names would give a file that claims a format it is not in
+OTHER_PICTURES = {"gif", "jpg", "jpeg", "jpe", "pdf", "eps", "ps", "tif", "tiff", "webp", "bmp", "svgz",
+                  "pgf", "raw", "rgba", "ico", "heic", "heif", "avif", "jp2", "apng", "emf", "wmf", "xpm"}
+
+
 def picture_format(path: str, fmt: str | None) -> str:
-    if fmt:
-        return fmt
-    return "svg" if path.lower().endswith(".svg") else "png"
+    """The format to write ``path`` in: ``fmt`` if given, else its suffix's, else png.  A suffix that
+    names another picture format, or disagrees with ``fmt``, is a UserError."""
+    suffix = os.path.splitext(path)[1].lower().lstrip(".")
+    if suffix in OTHER_PICTURES:
+        raise UserError(f"-o {path}: rasp show draws PNG or SVG, not {suffix.upper()}",
+                        hint=f"use -o {os.path.splitext(path)[0]}.png (or .svg)")
+    if suffix in FORMATS:
+        if fmt and fmt != suffix:
+            raise UserError(f"-o {path} names a .{suffix} file but --format is {fmt}",
+                            hint=f"drop --format, or use -o {os.path.splitext(path)[0]}.{fmt}")
+        return suffix
+    return fmt or "png"
 
 
 def main(args: argparse.Namespace) -> int:

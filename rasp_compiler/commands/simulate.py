@@ -6,6 +6,7 @@ import argparse
 import json
 import time
 
+from rasp_compiler.commands.options import SEED_HELP, check_at_least, check_seed
 from rasp_compiler.errors import UserError
 
 EPILOG = """examples:
@@ -19,7 +20,9 @@ one sequence, row-major, one scalar per position:
   A_1..A_H (H*d*d), V_1..V_H (H*d*d), X (n*d), zeros up to L = max(2*H*d*d + n*d, n*H*d),
 and writes T(X) = concat_h softmax_row(X A_h X^T) X V_h at the first n*H*d positions
 (T[i][h*d + c] at i*H*d + h*d + c).  --causal masks j > i in every simulated head.
---check draws A, V, X uniform in [-1, 1] (seeded) and compares with NumPy (stable softmax);
+--check draws A, V, X uniform in [-1, 1] (seeded) and compares with NumPy (stable softmax); an
+output that is not finite (NaN or inf) anywhere fails the check (exit status 1).  U's margins grow
+with --input-range: a range whose weights do not fit in --dtype is refused.
 --trace adds the error of X^T, XA, XAX^T, softmax, XV and the output read from U's residual
 stream and attention pattern."""
 
@@ -41,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--check", action="store_true", help="compare U with NumPy on random layers")
     p.add_argument("--trials", type=int, default=100, help="random layers for --check (default 100)")
     p.add_argument("--trace", action="store_true", help="with --check: the error of every intermediate")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random layers (default 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help=f"seed of the random layers, {SEED_HELP} (default 0)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--model", metavar="DIR", help="run a saved U (with --input-json) instead of generating")
     p.add_argument("--input-json", metavar="JSON", help="with --model: U's input sequence as a JSON list")
@@ -83,9 +87,8 @@ def main(args: argparse.Namespace) -> int:
     for name in ("n", "d"):
         if getattr(args, name) is None:
             raise UserError(f"--{name} is required", hint="e.g. rasp simulate --n 4 --d 4 --heads 2 -o U/")
-    for name in ("n", "d", "heads", "trials"):
-        if getattr(args, name) < 1:
-            raise UserError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    check_at_least(args, 1, "n", "d", "heads", "trials")
+    check_seed(args)
     if args.check and (args.input_range[0] > -1.0 or args.input_range[1] < 1.0):
         raise UserError(f"--check draws entries uniform in [-1, 1], outside --input-range "
                         f"{args.input_range[0]:g} {args.input_range[1]:g}",
@@ -97,8 +100,12 @@ def main(args: argparse.Namespace) -> int:
     from rasp_compiler.simulator import build_simulator, check_simulator, generate_source
 
     if args.emit_rasp:
-        with open(args.emit_rasp, "w", encoding="utf-8") as fh:
-            fh.write(generate_source(args.n, args.d, args.heads, args.causal))
+        try:
+            with open(args.emit_rasp, "w", encoding="utf-8") as fh:
+                fh.write(generate_source(args.n, args.d, args.heads, args.causal))
+        except OSError as err:
+            raise UserError(f"{args.emit_rasp}: cannot write U's RASP source "
+                            f"({err.strerror or err})") from None
     start = time.perf_counter()
     status = CompileStatus(doing="generating U")
     try:
@@ -107,8 +114,9 @@ def main(args: argparse.Namespace) -> int:
     finally:
         status.close()
     seconds = time.perf_counter() - start
+    _refuse_overflowing_weights(sim, args)
     if args.out:
-        sim.model.save(args.out)
+        _save(sim, args.out)
     report = {"n": args.n, "d": args.d, "heads": args.heads, "causal": args.causal, "dtype": args.dtype,
               **sim.size(), "generation_seconds": round(seconds, 3)}
     if args.check:
@@ -120,7 +128,7 @@ def main(args: argparse.Namespace) -> int:
             status.close()
         report = {**res, "generation_seconds": round(seconds, 3)}
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps(_json_safe(report)))
     else:
         print(f"U for n={args.n}, d={args.d}, H={args.heads}{' (causal)' if args.causal else ''}, "
               f"{args.dtype}: {report['layers']} layers, heads per layer {report['heads_per_layer']}, "
@@ -136,4 +144,51 @@ def main(args: argparse.Namespace) -> int:
             print(f"wrote {args.out}/model.safetensors and {args.out}/config.json")
         if args.emit_rasp:
             print(f"wrote {args.emit_rasp}")
+    if args.check and report["non_finite_trials"]:
+        raise UserError(f"U's output is not finite (NaN or inf) on {report['non_finite_trials']} of "
+                        f"{args.trials} random layers",
+                        hint="its intermediates overflow " + args.dtype + ": a narrower --input-range"
+                             + (" or --dtype float64" if args.dtype == "float32" else ""))
     return 0
+
+
+def _refuse_overflowing_weights(sim, args: argparse.Namespace) -> None:
+    """U's attention margins grow with --input-range (as a power of it); refuse a U whose weights
+    overflow its dtype rather than save or check one that outputs NaN."""
+    import torch
+
+    if all(bool(torch.isfinite(t).all()) for t in sim.model.tensors.values()):
+        return
+    lo, hi = args.input_range
+    raise UserError(f"--input-range {lo:g} {hi:g} is too wide for {args.dtype}: the weights U needs "
+                    "for it overflow (some are inf or NaN)",
+                    hint="a narrower --input-range" + (" or --dtype float64" if args.dtype == "float32"
+                                                         else ""))
+
+
+def _save(sim, out: str) -> None:
+    """Save U to ``out``; a directory that cannot be written is one UserError naming it."""
+    import re
+
+    from safetensors import SafetensorError
+
+    try:
+        sim.model.save(out)
+    except OSError as err:
+        raise UserError(f"{out}: cannot write U ({err.strerror or err})") from None
+    except SafetensorError as err:  # safetensors reports a failed write as its own error
+        m = re.search(r"I/O error: (.*?) \(os error", str(err))
+        raise UserError(f"{out}: cannot write U ({m.group(1) if m else err})") from None
+
+
+def _json_safe(value):
+    """NaN / inf become null: json.dumps would write NaN or Infinity, which is not JSON."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value

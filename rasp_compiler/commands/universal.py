@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
+from rasp_compiler.commands.options import SEED_HELP, check_at_least, check_finite, check_seed
 from rasp_compiler.errors import UserError
 
 EXAMPLES = """\
@@ -58,7 +60,8 @@ def register(subparsers) -> None:
                    help="random only: a class without value matrices (R_V = I)")
     g.add_argument("--width", type=int, metavar="M", help="random only: embedding width m (default: formula)")
     g.add_argument("--head-dim", type=int, metavar="K", help="random only: head width k (default: d)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the random backbone and targets (default 0)")
+    g.add_argument("--seed", type=int, default=0,
+                   help=f"seed of the random backbone and targets, {SEED_HELP} (default 0)")
     c = p.add_argument_group("checking and files")
     c.add_argument("--check", action="store_true", help="encode random targets and compare UT with target")
     c.add_argument("--trials", type=int, default=10, help="random targets to check (default 10)")
@@ -66,7 +69,8 @@ def register(subparsers) -> None:
                    help="comma-separated sequence lengths (default 1,2,3,5,8,13,21,32)")
     c.add_argument("--dtype", choices=["float64", "float32"], default="float64", help="UT precision")
     c.add_argument("--tolerance", type=float,
-                   help="max error accepted by --check (default 1e-10, random 1e-8, float32 1e-4)")
+                   help="max error accepted by --check, finite and >= 0 (default 1e-10, random 1e-8, "
+                        "float32 1e-4); a NaN or inf output always fails")
     c.add_argument("--save", metavar="DIR", help="save the UT (ut.safetensors + ut.json) to DIR")
     c.add_argument("--load", metavar="DIR", help="use a saved UT instead of building one")
     c.add_argument("--target", metavar="FILE", help="check this saved target (safetensors) instead of "
@@ -91,6 +95,10 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.action == "lower-bound":
         return _lower_bound(args)
+    check_seed(args)
+    check_at_least(args, 1, "layers", "heads", "dim", "width", "head_dim", "trials", "max_len", "max_inputs")
+    check_at_least(args, 0, "attention_layer")
+    check_finite(args, "tolerance")
     if args.program:
         return _program(args)
     return _build(args)
@@ -144,6 +152,10 @@ def _build(args: argparse.Namespace) -> int:
     target = Target.load(args.target) if args.target else None
     if args.load:
         ut = UniversalTransformer.load(args.load)
+        if not all(bool(torch.isfinite(t).all()) for t in ut.backbone_tensors().values()):
+            from rasp_compiler.errors import ArtifactError
+
+            raise ArtifactError(f"{args.load}: the UT's weights hold NaN or inf values")
     else:
         if target is not None:  # take the class from the target where options are missing
             args.layers = args.layers or target.layers
@@ -165,8 +177,6 @@ def _build(args: argparse.Namespace) -> int:
     cfg = ut.config
     if args.save:
         ut.save(args.save)
-    if args.trials < 1:
-        raise UserError("--trials must be at least 1")
     dtype = torch.float64 if args.dtype == "float64" else torch.float32
     lengths = _lengths(args.lengths)
     formula = width_formula(cfg.construction, cfg.layers, cfg.heads, cfg.dim, cfg.residual, cfg.values,
@@ -177,6 +187,7 @@ def _build(args: argparse.Namespace) -> int:
             ut = ut.to(dtype)
             err, att, enc = compare(ut, target, lengths, seed=args.seed)
             report.max_abs_error, report.attention_max_diff, report.trials = err, att, 1
+            report.non_finite = int(not (math.isfinite(err) and math.isfinite(att)))
             report.methods, report.max_fit_residual = {enc.method: 1}, enc.residual
         else:
             report = check_class(cfg.construction, cfg.layers, cfg.heads, cfg.dim, residual=cfg.residual,
@@ -185,11 +196,17 @@ def _build(args: argparse.Namespace) -> int:
     tol = args.tolerance
     if tol is None:
         tol = 1e-4 if dtype == torch.float32 else (1e-8 if cfg.construction == "random" else 1e-10)
-    ok = report.max_abs_error is None or report.max_abs_error <= tol
+    ok = report.max_abs_error is None or (not report.non_finite and report.max_abs_error <= tol)
     if args.json:
         print(json.dumps(report.as_json()))
     else:
         _print_text(ut, report, args, lengths, tol, ok, target is not None)
+    if report.non_finite:
+        what = "the given target" if target is not None else f"{report.non_finite} of {report.trials} " \
+                                                               "random targets"
+        raise UserError(f"the UT's output is not finite (NaN or inf) on {what}",
+                        hint="its weights or E overflow " + args.dtype
+                             + (": try --dtype float64" if args.dtype == "float32" else ""))
     if not ok and not args.json:
         print(f"error above tolerance {tol:g}", file=sys.stderr)
     return 0 if ok else 1
@@ -222,8 +239,12 @@ def _print_text(ut, report, args, lengths, tol, ok, given_target) -> None:
                 if cfg.construction == "random" else "")
     print(f"  encoding   {methods}{residual}")
     verdict = "ok" if ok else "FAILED"
-    print(f"  max |UT(X,E) - T(X)|      {report.max_abs_error:.3e}   {verdict} (tolerance {tol:g})")
-    print(f"  max attention difference  {report.attention_max_diff:.3e}")
+    print(f"  max |UT(X,E) - T(X)|      {_num(report.max_abs_error)}   {verdict} (tolerance {tol:g})")
+    print(f"  max attention difference  {_num(report.attention_max_diff)}")
+
+
+def _num(x: float) -> str:
+    return f"{x:.3e}" if math.isfinite(x) else "not finite (NaN or inf)"
 
 
 # ----- a RASP-compiled target ------------------------------------------------------------------

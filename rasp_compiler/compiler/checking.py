@@ -9,6 +9,7 @@ counted as ``inputs_undefined`` and not compared.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
@@ -68,6 +69,8 @@ def agree(got: list[Any], want: list[Any], numerical: bool, tol: float) -> tuple
             try:
                 e = abs(float(g) - float(w))
             except (TypeError, ValueError):
+                return False, float("inf")
+            if not math.isfinite(e):  # NaN would slip through max() and every comparison
                 return False, float("inf")
             err = max(err, e)
             ok &= e <= tol * max(1.0, abs(float(w)))

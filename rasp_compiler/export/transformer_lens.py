@@ -34,6 +34,7 @@ import json
 import math
 import os
 import random
+import re
 from typing import Any
 
 import torch
@@ -279,13 +280,27 @@ def save_transformer_lens(model: RaspModel | str | os.PathLike, path: str) -> tu
     cfg = tl_config(m)
     base, _ = os.path.splitext(path)
     json_path = base + ".json"
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    torch.save({k: v.contiguous() for k, v in sd.items()}, path)
     doc = {"format": FORMAT, "cfg": cfg, "weights": os.path.basename(path), **metadata(m),
            "how_to_load": LOAD_HOWTO}
-    with open(json_path, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=1, ensure_ascii=False)
-        fh.write("\n")
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    except OSError as err:
+        raise UserError(f"{path}: cannot write ({err.strerror or err})") from None
+    try:
+        torch.save({k: v.contiguous() for k, v in sd.items()}, path)
+    except OSError as err:
+        raise UserError(f"{path}: cannot write ({err.strerror or err})") from None
+    except RuntimeError as err:  # torch reports a file it cannot open or write this way
+        if "allocate" in str(err):  # out of memory: the command line says so
+            raise
+        reason = re.search(r"strerror: (.*)$", str(err).strip())
+        raise UserError(f"{path}: cannot write ({reason.group(1) if reason else err})") from None
+    try:
+        with open(json_path, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1, ensure_ascii=False)
+            fh.write("\n")
+    except OSError as err:
+        raise UserError(f"{json_path}: cannot write ({err.strerror or err})") from None
     return path, json_path
 
 

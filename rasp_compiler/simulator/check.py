@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -50,8 +51,6 @@ def read_intermediates(sim: Simulator, residual: np.ndarray, patterns: list, sco
 
 def head_scores(sim: Simulator, residual_before: Any) -> np.ndarray:
     """The softmax head's pre-softmax scores [1+L, 1+L] as U computes them (q·k / sqrt(d_head))."""
-    import math
-
     import torch
 
     cfg = sim.model.config
@@ -67,12 +66,16 @@ def head_scores(sim: Simulator, residual_before: Any) -> np.ndarray:
 
 def check_simulator(sim: Simulator, trials: int = 100, seed: int = 0, trace: bool = False,
                     batch: int | None = None, scale: float = 1.0) -> dict[str, Any]:
-    """Max abs / rel error of U against NumPy over ``trials`` random layers (and per stage)."""
+    """Max abs / rel error of U against NumPy over ``trials`` random layers (and per stage).
+
+    A non-finite output (NaN or inf anywhere in U's output sequence) makes that trial's error
+    ``inf`` and is counted in ``non_finite_trials``: it is never dropped by ``max``."""
     lay = sim.layout
     if batch is None:  # attention patterns are [batch, heads, L, L]: keep a batch near 100 MB
         batch = max(1, min(64, 600_000 // (lay.length + 1) ** 2))
     A, V, X = random_layers(lay, trials, seed, scale)
     max_abs = max_rel = 0.0
+    non_finite = 0
     stages = {s: 0.0 for s in STAGES}
     for start in range(0, trials, batch):
         sl = slice(start, min(trials, start + batch))
@@ -84,7 +87,11 @@ def check_simulator(sim: Simulator, trials: int = 100, seed: int = 0, trace: boo
         for b, t in enumerate(range(sl.start, sl.stop)):
             ref = attention_layer(A[t], V[t], X[t], sim.causal)
             got = lay.read_output(out[b])
-            err = float(np.max(np.abs(got - ref["output"])))
+            if not np.all(np.isfinite(out[b])):  # NaN compares false: max() would drop it
+                non_finite += 1
+                err = math.inf
+            else:
+                err = float(np.max(np.abs(got - ref["output"])))
             max_abs = max(max_abs, err)
             max_rel = max(max_rel, err / max(float(np.max(np.abs(ref["output"]))), 1e-300))
             if np.any(out[b, lay.n * lay.output_width:] != 0):
@@ -103,11 +110,13 @@ def check_simulator(sim: Simulator, trials: int = 100, seed: int = 0, trace: boo
                     diff = np.abs(val - exact[key])
                     if key == "XAXT" and sim.causal:  # masked scores (j > i) are not logits
                         diff = np.where(np.tril(np.ones(diff.shape[-2:], dtype=bool)), diff, 0.0)
-                    stages[key] = max(stages[key], float(np.max(diff)))
+                    worst = float(np.max(diff))
+                    stages[key] = max(stages[key], worst if math.isfinite(worst) else math.inf)
                 stages["output"] = max(stages["output"], err)
     report: dict[str, Any] = {"n": lay.n, "d": lay.d, "heads": lay.heads, "causal": sim.causal,
                               "dtype": sim.dtype, "trials": trials, "seed": seed,
-                              "max_abs_error": max_abs, "max_rel_error": max_rel, **sim.size()}
+                              "max_abs_error": max_abs, "max_rel_error": max_rel,
+                              "non_finite_trials": non_finite, **sim.size()}
     if trace:
         report["stages"] = stages
     return report

@@ -3,14 +3,18 @@
 Reports the largest |UT(X, E) - T(X)| and the largest difference between matching attention matrices
 (the target's layer l head h against the UT's), with the UT's width next to its formula.  The target
 always runs in float64; the UT in the dtype asked for, so float32 shows the cost of lower precision.
+A UT output or attention matrix that is not finite (NaN or inf) makes the error ``inf`` (NaN would
+be dropped by ``max``) and is counted in ``CheckReport.non_finite``.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
 
+from rasp_compiler.errors import UserError
 from rasp_compiler.universal.api import build_universal, encode
 from rasp_compiler.universal.classes import width_formula
 from rasp_compiler.universal.model import UniversalTransformer
@@ -32,11 +36,14 @@ class CheckReport:
     trials: int = 0
     methods: dict = field(default_factory=dict)   # encoding method -> count (random: solve vs fit)
     max_fit_residual: float = 0.0
+    non_finite: int = 0   # targets on which the UT's output or attention was NaN or inf
 
     def as_json(self) -> dict:
-        """Exactly the fields the issue specifies for ``--json``."""
-        return {k: getattr(self, k) for k in ("construction", "layers", "heads", "dim", "m", "m_formula",
-                                              "max_abs_error", "attention_max_diff")}
+        """Exactly the fields the issue specifies for ``--json`` (a non-finite error as null: JSON has
+        no NaN or Infinity)."""
+        out = {k: getattr(self, k) for k in ("construction", "layers", "heads", "dim", "m", "m_formula",
+                                             "max_abs_error", "attention_max_diff")}
+        return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in out.items()}
 
 
 def compare(ut: UniversalTransformer, target: Target, lengths=DEFAULT_LENGTHS, batch: int = 2,
@@ -51,9 +58,18 @@ def compare(ut: UniversalTransformer, target: Target, lengths=DEFAULT_LENGTHS, b
         with torch.no_grad():
             y_t, a_t = target(X)
             y_u, a_u = ut(X.to(dtype), enc.E.to(dtype), enc.U.to(dtype))
-        err = max(err, float((y_u.double() - y_t).abs().max()))
-        att = max(att, float((a_u.double() - a_t).abs().max()))
+        if not (bool(torch.isfinite(y_t).all()) and bool(torch.isfinite(a_t).all())):
+            raise UserError("the target's own output is not finite (NaN or inf) on random inputs of "
+                            f"length {n}", hint="check its weights (W, V, U) for NaN, inf or huge values")
+        err = max(err, worst_abs(y_u.double() - y_t))
+        att = max(att, worst_abs(a_u.double() - a_t))
     return err, att, enc
+
+
+def worst_abs(diff: torch.Tensor) -> float:
+    """The largest |entry|, or ``inf`` if any entry is NaN or inf (a plain max would drop NaN)."""
+    worst = float(diff.abs().max()) if diff.numel() else 0.0
+    return worst if math.isfinite(worst) else math.inf
 
 
 def check_class(construction: str, layers: int, heads: int, dim: int, *, residual: bool = False,
@@ -75,6 +91,7 @@ def check_class(construction: str, layers: int, heads: int, dim: int, *, residua
         target = Target.random(layers, heads, dim, seed=seed * 1_000_003 + trial, residual=residual,
                                causal=causal, values=cfg.values)
         err, att, enc = compare(ut, target, lengths, seed=seed * 7919 + trial)
+        report.non_finite += int(not (math.isfinite(err) and math.isfinite(att)))
         report.max_abs_error = max(report.max_abs_error, err)
         report.attention_max_diff = max(report.attention_max_diff, att)
         report.methods[enc.method] = report.methods.get(enc.method, 0) + 1

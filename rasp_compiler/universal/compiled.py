@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from rasp_compiler.errors import UserError
+from rasp_compiler.universal.check import worst_abs
 from rasp_compiler.universal.target import Target
 
 
@@ -117,10 +118,10 @@ def run_through_ut(model, ut, inputs, program=None) -> CompiledRun:
             ref, _, patterns = model.module(ids, lengths, trace=True)
             y_ut, a_ut = ut(X, enc.E, enc.U)
         y_ut = y_ut + bias
-        err = max(err, float((y_ut - ref[0].double()).abs().max()))
+        err = max(err, worst_abs(y_ut - ref[0].double()))
         for li, p in enumerate(patterns):
             if p.shape[1]:
-                att = max(att, float((a_ut[li, : p.shape[1]] - p[0].double()).abs().max()))
+                att = max(att, worst_abs(a_ut[li, : p.shape[1]] - p[0].double()))
         n = len(list(tokens))
         ours = model.decode(y_ut[1:].unsqueeze(0).to(ref.dtype), [n])[0]
         agree += same_output(ours, model.decode(ref[:, 1:], [n])[0])
@@ -149,7 +150,7 @@ def run_sublayer_through_ut(model, layer: int, ut, inputs) -> CompiledRun:
         with torch.no_grad():
             _, _, patterns = model.module(ids, lengths, trace=True)
             y_ut, a_ut = ut(stream[2 * layer], enc.E, enc.U)
-        err = max(err, float((y_ut - stream[2 * layer + 1]).abs().max()))
+        err = max(err, worst_abs(y_ut - stream[2 * layer + 1]))
         p = patterns[layer][0].double()
-        att = max(att, float((a_ut[0, : p.shape[0]] - p).abs().max()))
+        att = max(att, worst_abs(a_ut[0, : p.shape[0]] - p))
     return CompiledRun(len(inputs), err, len(inputs) if err <= 1e-9 else 0, att)

@@ -11,10 +11,12 @@ A looped UT stores one layer and applies it ``layers`` times.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import save_file
 from torch import nn
 
@@ -119,12 +121,21 @@ class UniversalTransformer(nn.Module):
     def save(self, directory: str | Path) -> Path:
         """Write ``ut.safetensors`` (weights, config in the JSON header) and ``ut.json`` (readable)."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
         config_json = json.dumps(asdict(self.config), sort_keys=True)
         tensors = {k: v.detach().contiguous().cpu() for k, v in self.backbone_tensors().items()}
-        save_file(tensors, str(directory / "ut.safetensors"),
-                  metadata={"format": UT_FORMAT, "config": config_json})
-        (directory / "ut.json").write_text(json.dumps(asdict(self.config), indent=2, sort_keys=True) + "\n")
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            save_file(tensors, str(directory / "ut.safetensors"),
+                      metadata={"format": UT_FORMAT, "config": config_json})
+            (directory / "ut.json").write_text(json.dumps(asdict(self.config), indent=2, sort_keys=True)
+                                               + "\n")
+        except OSError as err:
+            raise UserError(f"{directory}: cannot write the universal transformer "
+                            f"({err.strerror or err})") from None
+        except SafetensorError as err:  # safetensors reports a failed write as its own error
+            m = re.search(r"I/O error: (.*?) \(os error", str(err))
+            raise UserError(f"{directory}: cannot write the universal transformer "
+                            f"({m.group(1) if m else err})") from None
         return directory
 
     @classmethod

@@ -1,0 +1,45 @@
+"""Checks of numeric command-line options, shared by the commands.
+
+Each command calls these first thing in its ``main``, before any work, so that a bad number is one
+``error: --NAME ...`` line (a ``UserError``) and never a library traceback or a silent wrong answer.
+Only the standard library here: building the parser must not import torch or NumPy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from rasp_compiler.errors import UserError
+
+SEED_MAX = 2**32 - 1  # NumPy, torch and random all take 0 .. 2**32-1; derived seeds stay in range
+SEED_HELP = f"0 to {SEED_MAX}"
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check_seed(args: argparse.Namespace, name: str = "seed") -> None:
+    """``--seed`` (or another seed option) must be a whole number from 0 to 2**32-1."""
+    value = getattr(args, name, None)
+    if value is not None and not 0 <= value <= SEED_MAX:
+        raise UserError(f"{_flag(name)} must be between 0 and {SEED_MAX}, got {value}")
+
+
+def check_at_least(args: argparse.Namespace, minimum: int, *names: str) -> None:
+    """Each integer option given (not None) is at least ``minimum``."""
+    for name in names:
+        value = getattr(args, name, None)
+        if value is not None and value < minimum:
+            raise UserError(f"{_flag(name)} must be at least {minimum}, got {value}")
+
+
+def check_finite(args: argparse.Namespace, name: str, *, positive: bool = False) -> None:
+    """A float option given (not None) is finite and at least 0 (above 0 with ``positive``)."""
+    value = getattr(args, name, None)
+    if value is None:
+        return
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        what = "a positive" if positive else "a non-negative"
+        raise UserError(f"{_flag(name)} must be {what} finite number, got {value:g}")

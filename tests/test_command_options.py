@@ -1,0 +1,302 @@
+"""Bad numbers, unwritable outputs and non-finite results on the simulate / universal / experiment /
+export / show commands: one ``error: ...`` line and a non-zero exit, never a traceback and never a
+silent "ok"."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from rasp_compiler.cli import main as cli
+from rasp_compiler.commands.options import SEED_MAX
+
+ROOT = Path(__file__).resolve().parents[1]
+REVERSE = str(ROOT / "programs/reverse.rasp")
+HISTOGRAM = str(ROOT / "programs/histogram.rasp")
+PROC_SYS = "/proc/sys"  # a directory in which nothing can be created, even by root
+needs_proc = pytest.mark.skipif(not os.path.isdir(PROC_SYS), reason="needs Linux /proc/sys")
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = cli(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def assert_one_error(rc: int, err: str, *fragments: str) -> None:
+    assert rc != 0
+    assert "Traceback" not in err
+    assert err.count("error:") == 1, err
+    assert err.startswith("error:") or ": error:" in err.splitlines()[0], err
+    for frag in fragments:
+        assert frag in err, (frag, err)
+
+
+@pytest.fixture(scope="module")
+def compiled_reverse(tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("rev")
+    assert cli(["compile", REVERSE, "--vocab", "abc", "--max-len", "4", "-o", str(out)]) == 0
+    return str(out)
+
+
+# ----- seeds: the same range everywhere -----------------------------------------------------------
+SEED_COMMANDS = {
+    "simulate": ["simulate", "--n", "2", "--d", "2", "--check"],
+    "universal": ["universal", "--construction", "sparse", "--layers", "1", "--dim", "2", "--check"],
+    "universal-program": ["universal", "--program", HISTOGRAM, "--vocab", "abc", "--attention-layer", "0"],
+    "dyck1": ["experiment", "dyck1", "--backbone", "random", "--settings", "base", "--steps", "1"],
+    "khop": ["experiment", "khop", "--k", "1", "--settings", "base", "--steps", "1"],
+    "probe": ["experiment", "probe", "no-such-run"],
+    "export": ["export", "no-such-model", "-o", "x.pt"],
+    "check": ["check", str(ROOT / "programs/softmax.rasp"), "--input-range", "-1", "1", "--samples", "3"],
+}
+
+
+@pytest.mark.parametrize("seed", ["-1", str(SEED_MAX + 1)])
+@pytest.mark.parametrize("command", sorted(SEED_COMMANDS))
+def test_seed_out_of_range_is_refused_before_any_work(capsys, command: str, seed: str) -> None:
+    rc, out, err = run(capsys, *SEED_COMMANDS[command], "--seed", seed)
+    assert_one_error(rc, err, f"--seed must be between 0 and {SEED_MAX}, got {seed}")
+    assert out == ""
+
+
+def test_largest_seed_works(capsys) -> None:
+    rc, _, err = run(capsys, "universal", "--construction", "random", "--layers", "1", "--dim", "2",
+                     "--check", "--trials", "1", "--seed", str(SEED_MAX))
+    assert rc == 0, err
+
+
+# ----- other numbers ------------------------------------------------------------------------------
+UT = ["universal", "--construction", "sparse", "--layers", "1", "--dim", "2"]
+DYCK = ["experiment", "dyck1", "--settings", "base", "--steps", "1"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (UT + ["--check", "--tolerance", "nan"], "--tolerance must be a non-negative finite number, got nan"),
+    (UT + ["--check", "--tolerance", "-1"], "--tolerance must be a non-negative finite number, got -1"),
+    (UT + ["--check", "--tolerance", "inf"], "--tolerance must be a non-negative finite number, got inf"),
+    (UT + ["--check", "--trials", "0"], "--trials must be at least 1, got 0"),
+    (["universal", "--construction", "random", "--layers", "1", "--dim", "2", "--width", "0"],
+     "--width must be at least 1, got 0"),
+    (["universal", "--program", HISTOGRAM, "--vocab", "abc", "--attention-layer", "0", "--max-inputs", "0"],
+     "--max-inputs must be at least 1, got 0"),
+    (["universal", "--program", HISTOGRAM, "--vocab", "abc", "--attention-layer", "0", "--max-inputs", "-1"],
+     "--max-inputs must be at least 1, got -1"),
+    (DYCK + ["--threads", "0"], "--threads must be at least 1, got 0"),
+    (DYCK + ["--threads", "-1"], "--threads must be at least 1, got -1"),
+    (DYCK + ["--lr", "inf"], "--lr must be a positive finite number, got inf"),
+    (DYCK + ["--lr", "nan"], "--lr must be a positive finite number, got nan"),
+    (DYCK + ["--lr", "0"], "--lr must be a positive finite number, got 0"),
+    (DYCK + ["--batch", "0"], "--batch must be at least 1, got 0"),
+    (["experiment", "khop", "--k", "2", "--settings", "base", "--curriculum", "-1"],
+     "--curriculum must be at least 0, got -1"),
+    (["experiment", "probe", "no-such-run", "--samples", "0"], "--samples must be at least 1, got 0"),
+    (["experiment", "table", "--quick", "--dry-run", "--time-budget", "nan"],
+     "--time-budget must be a positive finite number, got nan"),
+    (["experiment", "table", "--quick", "--dry-run", "--time-budget", "-5"],
+     "--time-budget must be a positive finite number, got -5"),
+    (["experiment", "table", "--quick", "--dry-run", "--jobs", "0"], "--jobs must be at least 1, got 0"),
+    (["experiment", "table", "--quick", "--dry-run", "--seeds", "0,-1"], "--seeds: seeds are at least 0"),
+    (["simulate", "--n", "2", "--d", "2", "--check", "--trials", "0"], "--trials must be at least 1, got 0"),
+    (["simulate", "--n", "2", "--d", "0", "--check"], "--d must be at least 1, got 0"),
+    (["export", "no-such-model", "-o", "x.pt", "--inputs", "0"], "--inputs must be at least 1, got 0"),
+])
+def test_nonsense_numbers_are_refused(capsys, argv: list[str], message: str) -> None:
+    rc, out, err = run(capsys, *argv)
+    assert_one_error(rc, err, message)
+    assert out == ""
+
+
+# ----- non-finite results fail the checks -----------------------------------------------------------
+def test_simulate_check_fails_on_nan_output(capsys, monkeypatch) -> None:
+    from rasp_compiler.simulator.build import Simulator
+
+    monkeypatch.setattr(Simulator, "run_sequences",
+                        lambda self, seqs: np.full(np.atleast_2d(seqs).shape, np.nan))
+    rc, out, err = run(capsys, "simulate", "--n", "2", "--d", "2", "--check", "--trials", "3")
+    assert_one_error(rc, err, "not finite (NaN or inf) on 3 of 3 random layers")
+    assert "max abs error inf" in out and "max abs error 0," not in out
+    rc, out, err = run(capsys, "simulate", "--n", "2", "--d", "2", "--check", "--trials", "2", "--json")
+    assert_one_error(rc, err, "not finite")
+    report = json.loads(out)  # valid JSON: no NaN / Infinity tokens
+    assert report["max_abs_error"] is None and report["non_finite_trials"] == 2
+
+
+def test_check_simulator_counts_non_finite_trials(monkeypatch) -> None:
+    from rasp_compiler.simulator import build_simulator, check_simulator
+    from rasp_compiler.simulator.build import Simulator
+
+    sim = build_simulator(2, 2, 1)
+    good = check_simulator(sim, trials=2)
+    assert good["non_finite_trials"] == 0 and good["max_abs_error"] < 1e-9
+    real = Simulator.run_sequences
+
+    def one_nan(self, seqs):
+        out = real(self, seqs)
+        out[0, 0] = np.nan
+        return out
+
+    monkeypatch.setattr(Simulator, "run_sequences", one_nan)
+    bad = check_simulator(sim, trials=2, batch=1)
+    assert bad["non_finite_trials"] == 2 and math.isinf(bad["max_abs_error"])
+
+
+def test_simulate_refuses_a_range_that_overflows_the_dtype(capsys) -> None:
+    big = "1" + "0" * 30 + ".0"  # 1e30: argparse reads "-1e30" as an option, "-1000...0.0" as a number
+    rc, out, err = run(capsys, "simulate", "--n", "2", "--d", "2", "--dtype", "float32",
+                       "--input-range", "-" + big, big, "--check", "--trials", "3")
+    assert_one_error(rc, err, "float32")
+    assert "max abs error" not in out
+
+
+def test_simulate_refuses_overflowing_weights(capsys, monkeypatch) -> None:
+    import rasp_compiler.simulator as simulator
+
+    real = simulator.build_simulator
+
+    def overflowing(*a, **kw):
+        sim = real(*a, **kw)
+        t = next(iter(sim.model.tensors.values()))
+        with torch.no_grad():
+            t[(0,) * t.dim()] = float("inf")
+        return sim
+
+    monkeypatch.setattr(simulator, "build_simulator", overflowing)
+    rc, out, err = run(capsys, "simulate", "--n", "2", "--d", "2", "--check", "--trials", "2")
+    assert_one_error(rc, err, "too wide for float64", "overflow")
+    assert "max abs error" not in out
+
+
+def test_universal_check_fails_on_nan_output(capsys, monkeypatch) -> None:
+    from rasp_compiler.universal.model import UniversalTransformer
+
+    real = UniversalTransformer.forward
+
+    def nan_forward(self, *a, **kw):
+        y, att = real(self, *a, **kw)
+        return y * float("nan"), att
+
+    monkeypatch.setattr(UniversalTransformer, "forward", nan_forward)
+    rc, out, err = run(capsys, *UT, "--check", "--trials", "2")
+    assert_one_error(rc, err, "not finite (NaN or inf) on 2 of 2 random targets")
+    line = next(ln for ln in out.splitlines() if "max |UT(X,E) - T(X)|" in ln)
+    assert "not finite" in line and "FAILED" in line
+    rc, out, err = run(capsys, *UT, "--check", "--trials", "2", "--json")
+    assert_one_error(rc, err, "not finite")
+    assert json.loads(out)["max_abs_error"] is None
+
+
+def test_universal_load_refuses_nan_weights(capsys, tmp_path) -> None:
+    from rasp_compiler.universal import build_universal
+
+    ut = build_universal("sparse", 1, 1, 2)
+    with torch.no_grad():
+        ut.r_q[(0,) * ut.r_q.dim()] = float("nan")
+    ut.save(tmp_path / "ut")
+    rc, out, err = run(capsys, "universal", "--load", str(tmp_path / "ut"), "--check", "--trials", "1")
+    assert_one_error(rc, err, "NaN or inf")
+    assert out == ""
+
+
+def test_compare_takes_nan_as_infinite_error() -> None:
+    from rasp_compiler.universal import Target, build_universal
+    from rasp_compiler.universal.check import compare
+
+    ut = build_universal("sparse", 1, 1, 2)
+    target = Target.random(1, 1, 2, seed=0)
+    err, att, _ = compare(ut, target, lengths=(2, 3))
+    assert err < 1e-10 and att < 1e-10
+    with torch.no_grad():
+        ut.r_q.fill_(float("nan"))
+    err, att, _ = compare(ut, target, lengths=(2, 3))
+    assert math.isinf(err)
+
+
+# ----- outputs that cannot be written -------------------------------------------------------------
+@pytest.fixture
+def not_a_dir(tmp_path) -> Path:
+    f = tmp_path / "plain-file"
+    f.write_text("x")
+    return f
+
+
+def test_simulate_unwritable_out(capsys, not_a_dir) -> None:
+    target = str(not_a_dir / "U")
+    rc, out, err = run(capsys, "simulate", "--n", "2", "--d", "2", "-o", target)
+    assert_one_error(rc, err, f"error: {target}: cannot write")
+    rc, out, err = run(capsys, "simulate", "--n", "2", "--d", "2", "--emit-rasp", str(not_a_dir / "u.rasp"))
+    assert_one_error(rc, err, f"error: {not_a_dir / 'u.rasp'}: cannot write")
+
+
+@needs_proc
+def test_simulate_out_in_proc_sys(capsys) -> None:
+    rc, out, err = run(capsys, "simulate", "--n", "2", "--d", "2", "-o", PROC_SYS)
+    assert_one_error(rc, err, f"error: {PROC_SYS}: cannot write")
+
+
+@needs_proc
+def test_universal_save_unwritable(capsys, not_a_dir) -> None:
+    for target in (PROC_SYS, str(not_a_dir / "ut")):
+        rc, out, err = run(capsys, *UT, "--save", target)
+        assert_one_error(rc, err, f"error: {target}: cannot write")
+
+
+@needs_proc
+def test_export_unwritable(capsys, compiled_reverse, not_a_dir) -> None:
+    pytest.importorskip("transformer_lens")
+    for target in ("/proc/x.pt", str(not_a_dir / "x.pt")):
+        rc, out, err = run(capsys, "export", compiled_reverse, "-o", target)
+        assert_one_error(rc, err, f"error: {target}: cannot write")
+
+
+# ----- show: the file is in the format its name says --------------------------------------------------
+@pytest.mark.parametrize("name, extra, message", [
+    ("plan.gif", [], "draws PNG or SVG, not GIF"),
+    ("plan.PDF", [], "draws PNG or SVG, not PDF"),
+    ("plan.jpg", ["--format", "png"], "draws PNG or SVG, not JPG"),
+    ("plan.png", ["--format", "svg"], "names a .png file but --format is svg"),
+])
+def test_show_refuses_a_suffix_it_does_not_write(capsys, tmp_path, name, extra, message) -> None:
+    out_file = tmp_path / name
+    rc, out, err = run(capsys, "show", REVERSE, "--vocab", "abc", "--max-len", "3", "-o", str(out_file),
+                       *extra)
+    assert_one_error(rc, err, message)
+    assert not out_file.exists()
+
+
+def test_show_svg_suffix_and_matching_format(capsys, tmp_path) -> None:
+    out_file = tmp_path / "plan.SVG"
+    rc, out, err = run(capsys, "show", REVERSE, "--vocab", "abc", "--max-len", "3", "-o", str(out_file),
+                       "--format", "svg")
+    assert rc == 0, err
+    assert b"<svg" in out_file.read_bytes()[:2000]
+
+
+def test_help_states_the_limits(capsys) -> None:
+    for argv in (["simulate"], ["universal"], ["export"], ["experiment", "dyck1"], ["experiment", "probe"]):
+        with pytest.raises(SystemExit):
+            cli([*argv, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert f"0 to {SEED_MAX}" in text, argv
+    with pytest.raises(SystemExit):
+        cli(["universal", "--help"])
+    assert "finite and >= 0" in " ".join(capsys.readouterr().out.split())
+
+
+def test_torch_seed_range_covers_derived_seeds() -> None:
+    # universal derives seed * 1_000_003 + trial and seed * 7919 + trial: both must stay valid seeds
+    torch.Generator().manual_seed(SEED_MAX * 1_000_003 + 100)
+
+
+def test_a_nan_output_never_agrees_in_check() -> None:
+    """max() drops NaN: a numerical output of NaN must count as a disagreement with error inf."""
+    from rasp_compiler.compiler.checking import agree
+
+    assert agree([float("nan"), 1.0], [0.5, 1.0], True, 1e-5) == (False, math.inf)
+    assert agree([0.5, 1.0], [0.5, 1.0], True, 1e-5) == (True, 0.0)
