@@ -12,7 +12,10 @@ saved model directory plus this one file is all a user needs::
 A model directory holds ``config.json`` (shapes, vocabulary, residual labels, the layer plan, the
 output decoding) and ``model.safetensors`` (the weights).  The config stores the SHA-256 of the
 weights and the weights file stores the SHA-256 of the config (in the safetensors metadata), so a
-truncated or edited artifact is refused with an error instead of giving wrong answers.
+truncated or edited artifact is refused with an error instead of giving wrong answers.  Since both
+hashes can be recomputed, ``load`` also checks the config against the schema the compiler writes and
+every tensor against the config (``check_config``, ``check_tensors``, ``check_plan``), and decoding
+refuses NaN or infinite outputs.
 
 The network: position 0 holds a BOS token; token embedding + position embedding; per layer a
 multi-head softmax attention (scores divided by sqrt(d_head), padded keys masked, optionally
@@ -22,7 +25,8 @@ Real-valued models (``rasp compile --input-range``): ``config["input"] = {"kind"
 "range": [lo, hi]}``; every token is the number token (id 0) and its value is added times
 ``embed.value`` [d_model] (a linear embedding); inputs outside the range or non-finite are refused.
 Gated MLPs: when ``layers.{l}.mlp.W_gate`` [d_model, d_mlp] and ``b_gate`` [d_mlp] exist, the hidden
-layer is relu(x W_in + b_in) * (x W_gate + b_gate) (exact products of two residual numbers).
+layer is relu(x W_in + b_in) * (x W_gate + b_gate) (exact products of two residual numbers); a saved
+model has them exactly when its input is numerical (every MLP the numerical compiler writes is gated).
 Wide MLPs: a layer whose config has ``"mlp_dtype": "float64"`` stores its MLP tensors in float64
 inside a float32 model; the residual stream is widened for that MLP and rounded back after it.
 """
@@ -36,7 +40,7 @@ import os
 from typing import Any, NoReturn
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 FORMAT = "rasp-compiler-model/1"
@@ -247,10 +251,16 @@ class RaspModel:
         # One metadata key only: safetensors keeps metadata in a Rust HashMap, so with two keys
         # their order in the header (and the file's bytes) changed from save to save.  The format
         # is recorded in config.json.
-        save_file(tensors, os.path.join(directory, WEIGHTS_FILE), metadata={"config_sha256": digest})
-        with open(os.path.join(directory, CONFIG_FILE), "w", encoding="utf-8") as fh:
-            json.dump(config, fh, indent=1, sort_keys=True, ensure_ascii=False)
-            fh.write("\n")
+        try:
+            save_file(tensors, os.path.join(directory, WEIGHTS_FILE), metadata={"config_sha256": digest})
+            with open(os.path.join(directory, CONFIG_FILE), "w", encoding="utf-8") as fh:
+                json.dump(config, fh, indent=1, sort_keys=True, ensure_ascii=False)
+                fh.write("\n")
+        except (OSError, SafetensorError) as err:  # safetensors reports a failed write as its own error
+            why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+            # safetensors: 'Error while serializing: I/O error: Is a directory (os error 21) at ...'
+            why = why.rsplit("error: ", 1)[-1].split(" (os error")[0]
+            raise ModelArtifactError(f"{directory}: cannot write the model ({why})") from None
         self.config = config
 
     @classmethod
@@ -283,6 +293,7 @@ class RaspModel:
         # hashes recomputed must still describe one consistent network before anything runs.
         check_config(config, cpath)
         check_tensors(config, tensors, cpath, wpath)
+        check_plan(config, cpath)
         try:
             return cls(config, tensors)
         except (KeyError, TypeError, ValueError) as err:
@@ -327,8 +338,9 @@ class RaspModel:
                         i = None
                 if i is None:
                     shown = ", ".join(repr(v) for v in self.vocab[:12])
-                    raise ModelInputError(f"token {_show(tok)} at position {p} of input {b} is not in the "
-                                          f"vocabulary ({shown}{', …' if len(self.vocab) > 12 else ''})",
+                    shown += ", …" if len(self.vocab) > 12 else ""
+                    raise ModelInputError(f"token {_show(tok, False)} at position {p} of input {b} is not "
+                                          f"in the vocabulary ({shown})",
                                           hint="compile again with a --vocab that includes it")
                 ids.append(i)
             seqs.append(ids)
@@ -355,6 +367,8 @@ class RaspModel:
         fixed = self.config.get("fixed_length")
         rows = []
         for b, item in enumerate(batch):
+            if not isinstance(item, (str, list, tuple)):
+                raise ModelInputError(f"input {b} is not a list of numbers (got {type(item).__name__})")
             vals = list(item)
             if not vals:
                 raise ModelInputError(f"input {b} is empty: a RASP program runs on at least one token")
@@ -368,12 +382,12 @@ class RaspModel:
                 except OverflowError:  # an int past the float range
                     fv = math.inf
                 if not math.isfinite(fv):
-                    raise ModelInputError(f"input {b} position {p} holds {_show(v)}: this model reads "
+                    raise ModelInputError(f"input {b} position {p} holds {_show(v, False)}: this model reads "
                                           "finite real numbers")
                 if not lo <= fv <= hi:
-                    raise ModelInputError(f"input {b} position {p} holds {_show(v)}, outside the input "
-                                          f"range [{lo}, {hi}] the model was compiled for (its exactness "
-                                          "margins and error bounds hold only there)",
+                    raise ModelInputError(f"input {b} position {p} holds {_show(v, False)}, outside the "
+                                          f"input range [{lo}, {hi}] the model was compiled for (its "
+                                          "exactness margins and error bounds hold only there)",
                                           hint="compile again with a wider --input-range")
                 row.append(fv)
             rows.append(row)
@@ -436,7 +450,7 @@ class RaspModel:
                 if odd:
                     shown = ", ".join(map(str, odd[:8])) + (", …" if len(odd) > 8 else "")
                     kinds = sorted({"nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
-                                    for v in logits[r, odd[0]].tolist() if not math.isfinite(v)})
+                                    for v in logits[r, odd].flatten().tolist() if not math.isfinite(v)})
                     raise ModelOutputError(
                         f"the output at position{'s' if len(odd) > 1 else ''} {shown} of input {r} is not "
                         f"a finite number ({', '.join(kinds)}), so no answer is given",
@@ -525,12 +539,12 @@ _OUTPUT_KEYS = {"categorical": {"encoding", "values", "logit_scale", "node", "fe
                 "numerical": {"encoding", "integer", "node", "feature", "undefined"}}
 
 
-def _show(v: Any) -> str:
-    """A short, always-printable form of a JSON value for an error message."""
+def _show(v: Any, as_json: bool = True) -> str:
+    """A short, always-printable form of a value for an error message (JSON or Python syntax)."""
     if type(v) is int and v.bit_length() > 64:
         return f"an integer of {v.bit_length()} bits"
     try:
-        text = json.dumps(v, ensure_ascii=False)
+        text = json.dumps(v, ensure_ascii=False) if as_json else repr(v)
     except (TypeError, ValueError):
         text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -654,6 +668,9 @@ def check_config(config: dict, cpath: str) -> None:
         if not isinstance(out, dict):
             fail(f"output must be a JSON object, not {_show(out)}")
         fail(f"output.encoding must be \"categorical\" or \"numerical\", not {_show(enc)}")
+    for key in sorted(set(out) - _OUTPUT_KEYS[enc]):
+        if any(key in keys for keys in _OUTPUT_KEYS.values()):
+            fail(f"output.encoding is {enc!r} but output has {key!r}, which only the other encoding has")
     mapping(out, "output", _OUTPUT_KEYS[enc])
     for key in ("node", "feature"):
         if out.get(key) is not None and not isinstance(out[key], str):
@@ -690,8 +707,18 @@ def check_config(config: dict, cpath: str) -> None:
                  f"{_show(config[key])}")
     if "score_gap" in config and not _is_number(config["score_gap"]):
         fail(f"score_gap must be a finite number, not {_show(config['score_gap'])}")
+
+
+def check_plan(config: dict, cpath: str) -> None:
+    """The plan (read by summaries, pictures and export, not by the network): one entry per layer
+    listing that layer's heads.  Checked after the tensors, whose messages are the clearer ones."""
+
+    def fail(message: str) -> NoReturn:
+        raise ModelArtifactError(f"{cpath}: {message}", hint=_REHASH)
+
+    layers, n_layers = config["layers"], config["n_layers"]
     plan = config.get("plan")
-    if plan is not None:  # read by summaries, pictures and export: one entry per layer
+    if plan is not None:
         if len(plan) != n_layers:
             fail(f"plan has {len(plan)} layers but n_layers is {n_layers}")
         for li, lp in enumerate(plan):
@@ -788,6 +815,19 @@ def check_tensors(config: dict, tensors: dict[str, torch.Tensor], cpath: str, wp
             bad = int((~torch.isfinite(t)).sum())
             fail(f"{wpath}: {name} holds {bad} non-finite value{'s' if bad > 1 else ''} (NaN or "
                  "infinity): a compiled model's weights are all finite")
+    tokens = next((sub for sub in config["residual"] if sub.get("feature") == "tokens"
+                   and sub.get("encoding") == "categorical" and isinstance(sub.get("values"), list)), None)
+    if tokens is not None:
+        # the vocabulary's order is embed.token's row order: where the residual has the one-hot
+        # `tokens` subspace, each token's row sets that token's own dimension there
+        where = {_token_key(v): j for j, v in enumerate(tokens["values"][:tokens["size"]])
+                 if type(v) in (str, int, float, bool)}
+        rows = tensors["embed.token"]
+        for i, tok in enumerate(config["vocab"]):
+            j = where.get(_token_key(tok))
+            if j is not None and float(rows[i, tokens["start"] + j]) != 1.0:
+                fail(f"{cpath}: vocab[{i}] is {_show(tok)}, but row {i} of embed.token in {wpath} "
+                     f"does not set its dimension {tokens['labels'][j]!r}: the vocabulary was edited")
     if config["output"]["encoding"] == "categorical":
         # a compiled unembedding writes logit_scale on the output value's dimension, 0 elsewhere;
         # CLEAN_MARGIN is a share of it, so a smaller logit_scale would let blurred outputs through

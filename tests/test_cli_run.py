@@ -287,9 +287,13 @@ def test_compile_status_names_the_stage_on_a_terminal_only(monkeypatch):
     (["compile", "{file}", "--vocab", "[" + "9" * 5000 + "]", "--max-len", "4", "-o", "{tmp}/m"],
      "more than 4,300 digits"),
     (["run", "{file}", "--input-json", "[" * 50000 + "]" * 50000], "nests too deeply"),
+    # a directory where the weights file goes: safetensors' own error was a traceback
+    (["compile", "{file}", "--vocab", "abc", "--max-len", "4", "-o", "{tmp}/blocked"],
+     "cannot write the model"),
 ])
 def test_option_mistakes_are_one_message(reverse_file, tmp_path, args, words):
     (tmp_path / "file").write_text("a file where a directory is wanted")
+    (tmp_path / "blocked" / "model.safetensors").mkdir(parents=True)
     r = rasp(*(a.format(file=reverse_file, tmp=tmp_path) for a in args))
     assert r.returncode == 1 and words in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 2

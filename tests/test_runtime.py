@@ -229,3 +229,23 @@ def test_rasp_check_runs_the_model_on_cuda(capsys: pytest.CaptureFixture) -> Non
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["device"].startswith("cuda")
     assert report["inputs_agreeing"] == report["inputs_checked"] == 2 ** 11 - 2
+
+
+def test_a_fixed_length_model_refuses_other_lengths(tmp_path: Path) -> None:
+    """A categorical model compiled with --fixed-length folds `length` to a constant: at another
+    length its outputs mean nothing, so the input is refused (it used to reach the decoder)."""
+    model = compile_program(load_program(REVERSE), list("abc"), 6, fixed_length=4)
+    model.save(str(tmp_path / "m"))
+    loaded = load(str(tmp_path / "m"))
+    assert loaded.run(["abca"]) == [list("acba")]
+    with pytest.raises(InputError, match="input 0 has 2 tokens; this model was compiled for exactly 4"):
+        loaded.run(["ab"])
+
+
+def test_a_numerical_model_names_an_input_that_is_not_a_list() -> None:
+    model = compile_program(load_program(str(ROOT / "programs" / "maxmin.rasp")), None, 4, fixed_length=4,
+                            input_range=(-1.0, 1.0))
+    with pytest.raises(InputError, match="input 0 is not a list of numbers"):
+        model.run([5])
+    with pytest.raises(InputError, match=r"position 1 holds True: this model reads finite real numbers"):
+        model.run([[0.5, True, 0, 0]])

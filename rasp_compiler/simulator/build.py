@@ -112,5 +112,15 @@ def load_simulator(directory: str) -> Simulator:
     if not isinstance(spec, dict):
         raise ArtifactError(f"{directory} holds a compiled model, but not a simulator U",
                             hint="generate one with rasp simulate --n N --d D --heads H -o DIR")
-    layout = SequenceLayout(int(spec["n"]), int(spec["d"]), int(spec["heads"]))
-    return Simulator(model, layout, bool(spec.get("causal")), "")
+    sizes = [spec.get(k) for k in ("n", "d", "heads")]
+    causal = spec.get("causal", False)
+    if not all(type(v) is int and v >= 1 for v in sizes) or type(causal) is not bool:
+        raise ArtifactError(f"{directory}/config.json: the simulator block is not valid "
+                            f"(n, d, heads {sizes}, causal {causal!r})",
+                            hint="the files were edited: generate U again")
+    layout = SequenceLayout(*sizes)
+    if layout.length != model.config.get("fixed_length"):
+        raise ArtifactError(f"{directory}/config.json: the simulator block (n={sizes[0]}, d={sizes[1]}, "
+                            f"heads={sizes[2]}) does not match the model it describes",
+                            hint="the files were edited: generate U again")
+    return Simulator(model, layout, causal, "")
