@@ -17,7 +17,8 @@ examples:
   rasp universal --construction multihead --layers 4 --heads 2 --dim 8 --residual --save ut/mh
   rasp universal --load ut/mh --target my_target.safetensors --check
   rasp universal --construction random --layers 4 --dim 8 --check --trials 20
-  rasp universal --construction random --layers 2 --dim 4 --width 8 --head-dim 4 --check   # fit
+  rasp universal --construction random --layers 2 --dim 4 --width 8 --head-dim 4 --check
+      # below the width formula: a gradient fit, not exact; it reports the residual and exits 1
   rasp universal --program programs/frac_prevs.rasp --vocab helo --max-len 6
   rasp universal --program programs/histogram.rasp --vocab abc --attention-layer 0
   rasp universal lower-bound                      # table, H in 1..3, L in 1..5
