@@ -309,3 +309,43 @@ def test_to_source_refuses_a_function_that_returns_none() -> None:
     assert keep("ab") == ["a", None]
     with pytest.raises(UserError, match="returns None on"):
         rasp.to_source(keep, vocab="ab", max_len=3)
+
+
+# ------------------------------------------------------------------ found by a tracr-user audit
+def test_and_or_on_sops_give_back_an_operand_as_in_python_and_tracr() -> None:
+    """tracr's `x & y` is `x and y`: 2 & 0 is 0 and 0 | "z" is "z" (they were booleans here)."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import compiling
+
+    both, either = rasp.tokens & rasp.indices, rasp.tokens | "z"
+    assert rasp.evaluate(both, [2, 2, 0]) == [2 and 0, 2 and 1, 0 and 2] == [0, 1, 0]
+    assert rasp.evaluate(either, ["", "a"]) == ["z", "a"]
+    assert rasp.evaluate(~(rasp.tokens == "a"), ["a", "b"]) == [False, True]
+    model = compiling.compile_rasp_to_model(both, {0, 1, 2}, 3, compiler_bos="BOS")
+    assert model.apply(["BOS", 2, 2, 0]).decoded == ["BOS", 0, 1, 0]
+    model = compiling.compile_rasp_to_model(either, {"", "a"}, 3, compiler_bos="BOS")
+    assert model.apply(["BOS", "", "a"]).decoded == ["BOS", "z", "a"]
+
+
+def test_a_map_that_raises_on_a_value_it_may_receive_is_noted() -> None:
+    """A KeyError for token 'c' made every input with a 'c' answerless, and nothing said so."""
+    from rasp_compiler import pyapi as rasp
+
+    code = rasp.Map(lambda t: {"a": 1, "b": 2}[t], rasp.tokens)
+    model = rasp.compile_program(rasp.SelectorWidth(rasp.Select(code, code, rasp.Comparison.EQ)), "abc", 4)
+    notes = model.config["notes"]
+    assert any("raises KeyError: 'c' for 'c'" in note for note in notes), notes
+    assert "raises KeyError" in model.summary()
+
+
+def test_a_map_must_give_atoms_and_numpy_scalars_are_numbers() -> None:
+    import numpy as np
+
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import CompileError
+
+    with pytest.raises(CompileError, match=r"gives \[1\] for 1: the value of an s-op"):
+        rasp.compile_program(rasp.Map(lambda t: [t], rasp.tokens), {1, 2, 3}, 4)
+    sign = rasp.Map(lambda t: np.sign(t - 2), rasp.tokens)
+    model = rasp.compile_program(sign, {np.int64(1), np.int64(2), np.int64(3)}, 4)
+    assert model.vocab == [1, 2, 3] and model.run([[1, 2, 3]]) == [[-1, 0, 1]]

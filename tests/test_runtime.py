@@ -81,7 +81,7 @@ def test_out_of_vocabulary_and_too_long(saved: Path) -> None:
     ({"a": 1}, 4, "not dict"),
     ([["a"]], 4, r"holds \['a'\]"),
     ([1.0, float("nan")], 4, "holds nan"),
-    ("abc", True, "--max-len must be a positive integer, got True"),
+    ("abc", True, r"max_len \(--max-len\) must be a positive integer, got True"),
 ])
 def test_compile_program_names_a_bad_vocabulary_or_length(vocab, max_len, words) -> None:
     from rasp_compiler.errors import UserError

@@ -125,7 +125,7 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r}", hint="use float32 or float64")
     if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 1:
-        raise UserError(f"--max-len must be a positive integer, got {max_len!r}")
+        raise UserError(f"max_len (--max-len) must be a positive integer, got {max_len!r}")
     if fixed_length is not None and not 1 <= fixed_length <= max_len:
         raise UserError(f"fixed_length must be between 1 and max_len ({max_len})")
     if fixed_length is None and max_len > MAX_LEN:

@@ -50,6 +50,17 @@ DOMAIN_CAP = 120_000
 REBASE_SIZE = 40_000
 
 
+
+def _is_value(v: Any) -> bool:
+    """An atom, tracr's None, or a tuple of such (tracr's n-ary sequence maps pass tuples on)."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return True
+    return isinstance(v, tuple) and all(_is_value(x) for x in v)
+
+
+class _NotAnAtom(Exception):
+    """A map gave a value that is not an atom (recorded in ``Analysis.non_atoms``)."""
+
 @dataclass
 class SInfo:
     id: str
@@ -132,6 +143,8 @@ class Analysis:
         self._lex_cache: dict[str, tuple[str, str, bool, bool] | None] = {}
         self._width_cache: dict[str, dict[tuple[int, int], int] | None] = {}
         self.partial: set[str] = set()  # maps whose function raised on some value (``undefined``)
+        self.failures: dict[str, tuple[tuple, Exception]] = {}  # each one's first failure
+        self.non_atoms: dict[str, tuple[tuple, Any]] = {}  # maps that gave a list, None, …
         wanted = None
         if not whole_program and program.output in self.graph:
             wanted = nx.ancestors(self.graph, program.output) | {program.output}
@@ -285,15 +298,29 @@ class Analysis:
 
             def call(*args: Any, _fn=fn, _id=node.id) -> Any:
                 try:
-                    return eval_expr(_fn, args)
-                except Exception:
+                    value = eval_expr(_fn, args)
+                except Exception as err:
                     self.partial.add(_id)
+                    self.failures.setdefault(_id, (args, err))
                     raise
+                if isinstance(value, np.generic):  # a NumPy scalar from a Python function: its number
+                    value = value.item()
+                if not _is_value(value):
+                    self.non_atoms.setdefault(_id, (args, value))
+                    raise _NotAnAtom
+                return value
             info = None
             if enc == "numerical":
                 info = self._linear_map(node, call)
             if info is None:
                 info = self.map_info(node.id, node.kind, node.inputs, call, enc or "categorical", node.pos)
+            if node.id in self.non_atoms:
+                args, value = self.non_atoms[node.id]
+                shown = repr(args[0]) if len(args) == 1 else "(" + ", ".join(map(repr, args)) + ")"
+                raise self.error(node.id, f"{self.describe(node.id)} gives {value!r} for {shown}: the "
+                                 "value of an s-op at a position is a string, a number or a boolean "
+                                 "(or a tuple of them)",
+                                 hint="return an atom (a tuple or list can be joined into a string)")
         elif isinstance(node, Aggregate):
             info = self._aggregate(node)
         elif isinstance(node, SelectorWidth):

@@ -309,6 +309,17 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
             if note != "opaque":
                 notes.append(f"{sid}: {note}")
     undefined = an.undefined()
+    raising = sorted(set(an.failures) - {sid for sid, _ in undefined.values()})  # not noted below
+    for sid in raising[:3]:
+        # the function raised on values the analysis says it may receive: the interpreter raises on
+        # any input that reaches them, and the model cannot tell such inputs from others
+        args, err = an.failures[sid]
+        shown_args = repr(args[0]) if len(args) == 1 else "(" + ", ".join(map(repr, args)) + ")"
+        notes.append(f"{sid} raises {type(err).__name__}: {err} for {shown_args}: inputs that reach "
+                     "such values have no answer (the interpreter raises; the model's output there "
+                     "is not checked)")
+    if len(raising) > 3:
+        notes.append(f"… and {len(raising) - 3} more maps that raise on some values")
     if undefined:
         lengths = list(undefined)
         sid, i = undefined[lengths[0]]

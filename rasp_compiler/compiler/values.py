@@ -32,13 +32,14 @@ def vocab_list(vocab: Any) -> list[Any]:
     if not isinstance(vocab, (list, tuple, set, frozenset)):
         raise UserError(f"the vocabulary is a string or a list of tokens, not {type(vocab).__name__}",
                         hint="e.g. vocab='abc' or vocab=[1, 2, 3]")
-    for tok in vocab:
+    tokens = [tok.item() if isinstance(tok, np.generic) else tok for tok in vocab]  # NumPy scalars
+    for tok in tokens:
         if not isinstance(tok, (str, int, float)) or isinstance(tok, float) and not math.isfinite(tok):
             raise UserError(f"the vocabulary holds {tok!r}: tokens are strings, numbers or booleans")
     if isinstance(vocab, (set, frozenset)):
-        vocab = sorted(vocab, key=value_key)
+        tokens = sorted(tokens, key=value_key)
     kept: dict[Any, Any] = {}
-    for tok in vocab:
+    for tok in tokens:
         first = kept.setdefault(tok, tok)
         if type(first) is not type(tok):  # 1, 1.0 and True are one key to Python and to the model
             raise UserError(f"the vocabulary holds both {first!r} and {tok!r}, which are equal in Python: "

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import networkx as nx
 
-from rasp_compiler.graph.expr import Binary, Const, Expr, PyFn, Unary, Var
+from rasp_compiler.graph.expr import Binary, Const, Expr, PyFn, Ternary, Unary, Var
 from rasp_compiler.graph.nodes import (
     Aggregate as AggregateNode,
 )
@@ -178,6 +178,14 @@ def _atom(value: Any, what: str) -> Any:
     return value
 
 
+def _python_and(a: Expr, b: Expr) -> Expr:
+    return Ternary(b, a, a)  # `b if a else a`
+
+
+def _python_or(a: Expr, b: Expr) -> Expr:
+    return Ternary(a, a, b)  # `a if a else b`
+
+
 def _elementwise(make: Callable[..., Expr], args: list[Any]) -> "SOp":
     """A Map (one distinct s-op input) or SequenceMap (several), as the elaborator builds them."""
     inputs: list[SOp] = []
@@ -228,10 +236,12 @@ class SOp(RASPExpr):
     def __ge__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary(">=", a, b), [self, o])
 
     # logic (tracr: &, |, ~ on boolean s-ops)
-    def __and__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("and", a, b), [self, o])
-    def __rand__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("and", a, b), [o, self])
-    def __or__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("or", a, b), [self, o])
-    def __ror__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("or", a, b), [o, self])
+    # tracr's & and | are Python's `x and y` / `x or y`, which give back an operand (`2 & 0` is 0,
+    # `0 | "z"` is "z"); RASP's own `and` / `or` give booleans, so these are written as ternaries.
+    def __and__(self, o: Any) -> "SOp": return _elementwise(_python_and, [self, o])
+    def __rand__(self, o: Any) -> "SOp": return _elementwise(_python_and, [o, self])
+    def __or__(self, o: Any) -> "SOp": return _elementwise(_python_or, [self, o])
+    def __ror__(self, o: Any) -> "SOp": return _elementwise(_python_or, [o, self])
     def __invert__(self) -> "SOp": return _elementwise(lambda a: Unary("not", a), [self])
 
     __hash__ = RASPExpr.__hash__
