@@ -307,7 +307,7 @@ def test_cli_paths_construction_runs_and_names_itself(tmp_path, capsys):
 
 
 def test_grid_pipeline_tiny(tmp_path):
-    from rasp_compiler.experiments import grid
+    from rasp_compiler.experiments import grid, report
 
     configs = [grid.run_config("dyck1", None, b, "attn", 0, width=16, steps=150, batch=32, lr=3e-2,
                                test_size=512) for b in ("sparse", "random")]
@@ -324,7 +324,7 @@ def test_grid_pipeline_tiny(tmp_path):
     assert grid.run_grid(configs, res, jobs=1, checkpoints=None, log=lines.append) == []   # resumable
     assert mtime == {p: p.stat().st_mtime_ns for p in res.glob("*.json")}
     doc = tmp_path / "experiments.md"
-    grid.write_report(res, doc, tmp_path / "img")
+    report.write_report(res, doc, tmp_path / "img")
     text = doc.read_text()
     assert "## Results" in text and "Not run yet" in text   # the tiny runs are not the real grid
     for c, r in zip(configs, new, strict=True):  # every run is listed with its own number
@@ -470,7 +470,7 @@ def test_curriculum_user_errors(capsys):
 
 def test_report_shows_curriculum_cells_and_probes(tmp_path):
     """The report reads the curriculum cells and the probe files it is given, and nothing else."""
-    from rasp_compiler.experiments import grid
+    from rasp_compiler.experiments import grid, report
     from rasp_compiler.experiments.probe import probe, save_probe
 
     res = tmp_path / "results"
@@ -490,7 +490,7 @@ def test_report_shows_curriculum_cells_and_probes(tmp_path):
     p = probe(model, meta, samples=8)
     save_probe(p, res / "probes" / f"{cfg.name()}.json")
     doc = tmp_path / "experiments.md"
-    grid.write_report(res, doc, tmp_path / "img")
+    report.write_report(res, doc, tmp_path / "img")
     text = doc.read_text()
     cell = cur[0].name().rsplit("_seed", 1)[0]
     assert f"| 2 | curriculum 2,000/hop | `{cell}` | 95.0 % (3) | 91.0 %, 97.0 %, 95.0 % | not run |" in text
@@ -574,7 +574,7 @@ def test_precision_user_errors(capsys):
 
 def test_report_shows_random_4hop_against_width(tmp_path):
     """Grid cells and tuning runs of the depth-5 random 4-hop shape become one width table."""
-    from rasp_compiler.experiments import grid
+    from rasp_compiler.experiments import grid, report
 
     res = tmp_path / "results"
     (res / "tuning").mkdir(parents=True)
@@ -588,7 +588,7 @@ def test_report_shows_random_4hop_against_width(tmp_path):
                  steps=6000, test_accuracy=acc, majority_baseline=0.2, seconds=1.0)
         (where / f"{c.name()}.json").write_text(json.dumps(r))
     doc = tmp_path / "experiments.md"
-    grid.write_report(res, doc, tmp_path / "img")
+    report.write_report(res, doc, tmp_path / "img")
     text = doc.read_text()
     assert "| 256 | bf16 | 1 | 62.0 % (seed 0) | 62.0 % |" in text
     assert "| 256 | fp32 | 1 | 61.0 % (seed 0) | 61.0 % |" in text

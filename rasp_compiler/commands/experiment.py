@@ -213,7 +213,7 @@ def _run(args) -> int:
 
 
 def _table(args) -> int:
-    from rasp_compiler.experiments import grid
+    from rasp_compiler.experiments import grid, report
 
     check_at_least(args, 1, "jobs")
     check_finite(args, "time_budget", positive=True)
@@ -251,7 +251,7 @@ def _table(args) -> int:
     if not args.report_only:
         grid.run_grid(configs, results, jobs=args.jobs, progress=sys.stderr.isatty(),
                       time_budget=args.time_budget)
-    grid.write_report(results, doc, img, quick=args.quick)
+    report.write_report(results, doc, img, quick=args.quick)
     print(f"wrote {doc} and plots in {img}")
     return 0
 
