@@ -148,3 +148,96 @@ def test_too_large_a_simulator_is_refused_before_it_is_built(n, d, heads, words,
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
     assert time.perf_counter() - start < 5
+
+
+def test_emit_rasp_for_too_large_a_u_writes_nothing(tmp_path, capsys) -> None:
+    """--emit-rasp wrote the source before the size check: 110 MB at d = 1000, then the refusal."""
+    out = tmp_path / "u.rasp"
+    start = time.perf_counter()
+    assert cli(["simulate", "--n", "8", "--d", "1000", "--emit-rasp", str(out)]) == 1
+    assert "too large to build" in capsys.readouterr().err
+    assert not out.exists() and time.perf_counter() - start < 5
+
+
+def test_options_that_do_not_apply_are_refused(tmp_path, capsys) -> None:
+    """`--model U/ --check` printed one output as if checked; --input-json without --model was dropped."""
+    assert cli(["simulate", "--n", "2", "--d", "2", "-o", str(tmp_path)]) == 0
+    capsys.readouterr()
+    seq = json.dumps([0.5] * 12)
+    for extra, flag in ((["--check"], "--check"), (["--n", "3"], "--n"), (["--heads", "1"], "--heads"),
+                        (["-o", str(tmp_path / "x")], "--out"), (["--dtype", "float32"], "--dtype")):
+        assert cli(["simulate", "--model", str(tmp_path), "--input-json", seq, *extra]) == 1
+        err = capsys.readouterr().err
+        assert f"error: {flag} does not apply to --model" in err and "Traceback" not in err
+    assert not (tmp_path / "x").exists()
+    assert cli(["simulate", "--n", "2", "--d", "2", "--input-json", seq, "-o", str(tmp_path / "y")]) == 1
+    assert "--input-json needs --model" in capsys.readouterr().err
+    assert not (tmp_path / "y").exists()
+
+
+def test_an_edited_input_range_is_refused(tmp_path) -> None:
+    """Widening config.input.range (hashes recomputed) let entries of 5 through: relative error 0.41."""
+    from rasp_compiler.errors import ArtifactError
+    from rasp_compiler.runtime import RaspModel
+
+    sim = build_simulator(2, 2, 1)
+    sim.model.save(str(tmp_path / "u"))
+    assert load_simulator(str(tmp_path / "u")).layout.n == 2
+    model = RaspModel.load(str(tmp_path / "u"))
+    model.config = {**model.config, "input": {**model.config["input"], "range": [-50.0, 50.0]}}
+    model.config.pop("weights_sha256")
+    model.save(str(tmp_path / "bad"))  # save recomputes both hashes
+    with pytest.raises(ArtifactError, match="input range"):
+        load_simulator(str(tmp_path / "bad"))
+
+
+def test_unknown_plan_and_non_real_inputs_are_refused() -> None:
+    with pytest.raises(UserError, match="plan must be one of windows, direct"):
+        build_simulator(2, 2, 1, plan="windowz")  # was built silently as "windows"
+    lay = SequenceLayout(2, 2, 1)
+    A = np.zeros((2, 2))
+    with pytest.raises(UserError, match="X must hold real numbers"):
+        lay.build(A, A, np.zeros((2, 2)) + 1j)  # the imaginary part was dropped silently
+    with pytest.raises(UserError, match="X must hold real numbers"):
+        lay.build(A, A, [["a", "b"], ["c", "d"]])  # was NumPy's bare ValueError
+    with pytest.raises(UserError, match="rectangular"):
+        lay.build(A, A, [[1.0, 2.0], [3.0]])
+
+
+def test_the_headers_compile_command_gives_u_s_weights(tmp_path, capsys) -> None:
+    """The header said `rasp compile ... -o U/`, which compiles float32: not the float64 U."""
+    sim = build_simulator(2, 2, 1, input_range=(-2.0, 3.0))
+    src = tmp_path / "u.rasp"
+    src.write_text(sim.source)
+    cmd = next(line for line in sim.source.splitlines() if "rasp compile THIS.rasp" in line)
+    argv = cmd.split("rasp ", 1)[1].replace("THIS.rasp", str(src)).replace("U/", str(tmp_path / "U"))
+    assert cli(argv.split()) == 0
+    capsys.readouterr()
+    from rasp_compiler.runtime import RaspModel
+
+    hand = RaspModel.load(str(tmp_path / "U"))
+    assert set(hand.tensors) == set(sim.model.tensors)
+    assert all(bool((hand.tensors[k] == t).all()) for k, t in sim.model.tensors.items())
+
+
+def test_check_draws_from_the_input_range_and_reports_progress(capsys) -> None:
+    sim = build_simulator(2, 2, 1, input_range=(0.0, 1.0))
+    A, V, X = random_layers(sim.layout, 30, seed=0, bounds=(0.0, 1.0))
+    assert min(A.min(), V.min(), X.min()) >= 0.0  # [-1, 1] entries would be refused by this U
+    assert np.array_equal(random_layers(sim.layout, 3, 0, bounds=(-1.0, 1.0))[0],
+                          random_layers(sim.layout, 3, 0)[0])  # default draws unchanged
+    heard: list[str] = []
+    rep = check_simulator(sim, trials=5, bounds=(0.0, 1.0), batch=2, progress=heard.append)
+    assert rep["max_abs_error"] <= 1e-9 and rep["entries"] == [0.0, 1.0]
+    assert heard == ["trial 1 of 5", "trial 3 of 5", "trial 5 of 5"]
+    # the CLI refused --check unless the range held [-1, 1]
+    assert cli(["simulate", "--n", "2", "--d", "2", "--input-range", "0", "1", "--check",
+                "--trials", "3"]) == 0
+    assert "entries uniform in [0, 1]" in capsys.readouterr().out
+
+
+def test_too_many_trials_are_refused_before_building(capsys) -> None:
+    """10^11 trials was 'error: out of memory' with a hint about --max-len and vocabularies."""
+    assert cli(["simulate", "--n", "2", "--d", "2", "--check", "--trials", "100000000000"]) == 1
+    err = capsys.readouterr().err
+    assert "--trials 100,000,000,000 draws" in err and "fewer --trials" in err

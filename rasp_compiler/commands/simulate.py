@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 from rasp_compiler.commands.options import SEED_HELP, check_at_least, check_seed
@@ -20,7 +21,7 @@ one sequence, row-major, one scalar per position:
   A_1..A_H (H*d*d), V_1..V_H (H*d*d), X (n*d), zeros up to L = max(2*H*d*d + n*d, n*H*d),
 and writes T(X) = concat_h softmax_row(X A_h X^T) X V_h at the first n*H*d positions
 (T[i][h*d + c] at i*H*d + h*d + c).  --causal masks j > i in every simulated head.
---check draws A, V, X uniform in [-1, 1] (seeded) and compares with NumPy (stable softmax); an
+--check draws A, V, X uniform in --input-range (seeded) and compares with NumPy (stable softmax); an
 output that is not finite (NaN or inf) anywhere fails the check (exit status 1).  U's margins grow
 with --input-range: a range whose weights do not fit in --dtype is refused.
 --trace adds the error of X^T, XA, XAX^T, softmax, XV and the output read from U's residual
@@ -34,15 +35,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, help="rows of X (the simulated layer's sequence length)")
     p.add_argument("--d", type=int, help="columns of X (the simulated layer's width)")
-    p.add_argument("--heads", type=int, default=1, help="simulated heads H (default 1)")
+    p.add_argument("--heads", type=int, help="simulated heads H (default 1)")
     p.add_argument("--causal", action="store_true", help="the simulated layer uses a causal mask")
-    p.add_argument("--dtype", choices=("float32", "float64"), default="float64")
-    p.add_argument("--input-range", nargs=2, type=float, metavar=("LO", "HI"), default=(-1.0, 1.0),
-                   help="range of the entries of A, V, X U accepts (default -1 1): sizes its margins")
+    p.add_argument("--dtype", choices=("float32", "float64"), help="U's dtype (default float64)")
+    p.add_argument("--input-range", nargs=2, type=float, metavar=("LO", "HI"),
+                   help="range of the entries of A, V, X U accepts (default -1 1): sizes its margins; "
+                        "--check draws its entries from it")
     p.add_argument("--emit-rasp", metavar="FILE", help="write U's generated RASP source to FILE")
     p.add_argument("-o", "--out", metavar="DIR", help="save U (model.safetensors + config.json) to DIR")
     p.add_argument("--check", action="store_true", help="compare U with NumPy on random layers")
-    p.add_argument("--trials", type=int, default=100, help="random layers for --check (default 100)")
+    p.add_argument("--trials", type=int, help="random layers for --check (default 100)")
     p.add_argument("--trace", action="store_true", help="with --check: the error of every intermediate")
     p.add_argument("--seed", type=int, default=0,
                    help=f"seed of the random layers, {SEED_HELP} (default 0)")
@@ -78,10 +80,45 @@ def _run_saved(args: argparse.Namespace) -> int:
     return 0
 
 
+# options that shape or check a new U: a saved U (--model) has its own, and ignoring them silently
+# let `--model U/ --check` print one output as if it were a check
+GENERATE_ONLY = ("n", "d", "heads", "causal", "dtype", "input_range", "emit_rasp", "out", "check",
+                 "trials", "trace")
+DEFAULTS = {"heads": 1, "dtype": "float64", "input_range": (-1.0, 1.0), "trials": 100}
+MAX_DRAWN_BYTES = 1 << 30  # --check draws every random layer at once (seeded, reproducible)
+
+
+def _check_combination(args: argparse.Namespace) -> None:
+    """One error for options that do not apply, instead of ignoring them."""
+    if args.model:
+        given = [name for name in GENERATE_ONLY if getattr(args, name) not in (None, False)]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise UserError(f"{flag} does not apply to --model (a saved U has its sizes and range)",
+                            hint="rasp simulate --model DIR --input-json '[...]' runs it; generate a "
+                                 "new U without --model")
+    elif args.input_json is not None:
+        raise UserError("--input-json needs --model DIR (the saved U to run it on)",
+                        hint="save U with -o DIR first, then rasp simulate --model DIR --input-json ...")
+    for name, value in DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+
+
+def _refuse_too_many_trials(args: argparse.Namespace, layout) -> None:
+    """--check draws all random layers up front: refuse a count whose draw alone exhausts memory."""
+    per_trial = 8 * (2 * layout.heads * layout.d ** 2 + layout.n * layout.d)
+    if args.check and args.trials * per_trial > MAX_DRAWN_BYTES:
+        raise UserError(f"--trials {args.trials:,} draws {args.trials * per_trial / 2 ** 30:,.1f} GiB of "
+                        f"random layers at once (at most {MAX_DRAWN_BYTES // per_trial:,} trials for "
+                        f"this size)", hint="fewer --trials, or several runs with different --seed")
+
+
 def main(args: argparse.Namespace) -> int:
     import torch
 
     torch.set_num_threads(max(1, min(4, torch.get_num_threads())))
+    _check_combination(args)
     if args.model:
         return _run_saved(args)
     for name in ("n", "d"):
@@ -89,20 +126,20 @@ def main(args: argparse.Namespace) -> int:
             raise UserError(f"--{name} is required", hint="e.g. rasp simulate --n 4 --d 4 --heads 2 -o U/")
     check_at_least(args, 1, "n", "d", "heads", "trials")
     check_seed(args)
-    if args.check and (args.input_range[0] > -1.0 or args.input_range[1] < 1.0):
-        raise UserError(f"--check draws entries uniform in [-1, 1], outside --input-range "
-                        f"{args.input_range[0]:g} {args.input_range[1]:g}",
-                        hint="use an --input-range that contains [-1, 1]")
     if not (args.check or args.out or args.emit_rasp):
         raise UserError("nothing to do", hint="give -o DIR to save U, --emit-rasp FILE, or --check")
     from rasp_compiler.commands.compile import CompileStatus
     from rasp_compiler.compiler.real_check import range_from_args
     from rasp_compiler.simulator import build_simulator, check_simulator, generate_source
+    from rasp_compiler.simulator.build import check_size
 
+    input_range = range_from_args(args)
+    _refuse_too_many_trials(args, check_size(args.n, args.d, args.heads))  # before any file is written
     if args.emit_rasp:
         try:
             with open(args.emit_rasp, "w", encoding="utf-8") as fh:
-                fh.write(generate_source(args.n, args.d, args.heads, args.causal))
+                fh.write(generate_source(args.n, args.d, args.heads, args.causal, dtype=args.dtype,
+                                         input_range=input_range))
         except OSError as err:
             raise UserError(f"{args.emit_rasp}: cannot write U's RASP source "
                             f"({err.strerror or err})") from None
@@ -110,7 +147,7 @@ def main(args: argparse.Namespace) -> int:
     status = CompileStatus(doing="generating U")
     try:
         sim = build_simulator(args.n, args.d, args.heads, causal=args.causal, dtype=args.dtype,
-                              input_range=range_from_args(args), progress=status)
+                              input_range=input_range, progress=status)
     finally:
         status.close()
     seconds = time.perf_counter() - start
@@ -121,9 +158,9 @@ def main(args: argparse.Namespace) -> int:
               **sim.size(), "generation_seconds": round(seconds, 3)}
     if args.check:
         status = CompileStatus(doing="checking U")
-        status(f"{args.trials} random layers")
         try:
-            res = check_simulator(sim, trials=args.trials, seed=args.seed, trace=args.trace)
+            res = check_simulator(sim, trials=args.trials, seed=args.seed, trace=args.trace,
+                                  bounds=input_range, progress=status)
         finally:
             status.close()
         report = {**res, "generation_seconds": round(seconds, 3)}
@@ -135,13 +172,15 @@ def main(args: argparse.Namespace) -> int:
               f"residual width {report['residual_width']}, sequence length {report['sequence_length']}, "
               f"{report['params']:,} parameters; generated in {seconds:.2f} s")
         if args.check:
-            print(f"{args.trials} random layers (seed {args.seed}): "
+            lo, hi = input_range
+            print(f"{args.trials} random layers (seed {args.seed}, entries uniform in [{lo:g}, {hi:g}]): "
                   f"max abs error {report['max_abs_error']:.3g}, "
                   f"max rel error {report['max_rel_error']:.3g}")
             for stage, err in report.get("stages", {}).items():
                 print(f"  {stage:8s} max abs error {err:.3g}")
         if args.out:
-            print(f"wrote {args.out}/model.safetensors and {args.out}/config.json")
+            print(f"wrote {os.path.join(args.out, 'model.safetensors')} and "
+                  f"{os.path.join(args.out, 'config.json')}")
         if args.emit_rasp:
             print(f"wrote {args.emit_rasp}")
     if args.check and report["non_finite_trials"]:

@@ -75,6 +75,20 @@ class Simulator:
         return self.layout.read_output(self.run_sequences(seq[None])[0])
 
 
+def check_size(n: int, d: int, heads: int) -> SequenceLayout:
+    """The layout of U for (n, d, heads), or a UserError when U would be too large to build.
+    Called before anything is generated: the RASP source alone has d² lines (110 MB at d = 1000)."""
+    layout = SequenceLayout(n, d, heads)
+    too_big = ([f"its sequence length is {layout.length:,} (at most {MAX_LENGTH:,})"]
+               if layout.length > MAX_LENGTH else [])
+    if d > MAX_D:  # measured: d = 32 (n = 8, H = 1) is 84M parameters and 25 s; width grows as d²
+        too_big.append(f"d = {d} is above {MAX_D} (U's width grows with d squared)")
+    if too_big:
+        raise UserError(f"U for n={n}, d={d}, H={heads} is too large to build: " + "; ".join(too_big),
+                        hint="simulate a smaller layer: fewer rows n, a smaller d or fewer heads")
+    return layout
+
+
 def build_simulator(n: int, d: int, heads: int, *, causal: bool = False, dtype: str = "float64",
                     input_range: tuple[float, float] = DEFAULT_RANGE, plan: str = "windows",
                     progress: Callable[[str], None] | None = None) -> Simulator:
@@ -84,15 +98,8 @@ def build_simulator(n: int, d: int, heads: int, *, causal: bool = False, dtype: 
     from rasp_compiler.lang.elaborator import program_from_source
 
     start = time.perf_counter()
-    layout = SequenceLayout(n, d, heads)
-    too_big = ([f"its sequence length is {layout.length:,} (at most {MAX_LENGTH:,})"]
-               if layout.length > MAX_LENGTH else [])
-    if d > MAX_D:  # measured: d = 32 (n = 8, H = 1) is 84M parameters and 25 s; width grows as d²
-        too_big.append(f"d = {d} is above {MAX_D} (U's width grows with d squared)")
-    if too_big:
-        raise UserError(f"U for n={n}, d={d}, H={heads} is too large to build: " + "; ".join(too_big),
-                        hint="simulate a smaller layer: fewer rows n, a smaller d or fewer heads")
-    source = generate_source(n, d, heads, causal, plan)
+    layout = check_size(n, d, heads)
+    source = generate_source(n, d, heads, causal, plan, dtype=dtype, input_range=input_range)
     program = program_from_source(source, file=f"<U n={n} d={d} H={heads}>")
     L = layout.length
     model = compile_program(program, None, L, dtype=dtype, fixed_length=L, input_range=input_range,
@@ -117,6 +124,13 @@ def load_simulator(directory: str) -> Simulator:
     if not all(type(v) is int and v >= 1 for v in sizes) or type(causal) is not bool:
         raise ArtifactError(f"{directory}/config.json: the simulator block is not valid "
                             f"(n, d, heads {sizes}, causal {causal!r})",
+                            hint="the files were edited: generate U again")
+    # The input range sizes U's margins and gates its inputs (tensors_for): an edit of the runtime's
+    # copy alone let out-of-range entries through to a wrong answer, so both copies must agree.
+    model_range = (model.config.get("input") or {}).get("range")
+    if spec.get("input_range") != model_range:
+        raise ArtifactError(f"{directory}/config.json: the simulator's input range "
+                            f"{spec.get('input_range')} is not the model's input range {model_range}",
                             hint="the files were edited: generate U again")
     layout = SequenceLayout(*sizes)
     if layout.length != model.config.get("fixed_length"):

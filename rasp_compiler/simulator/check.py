@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -13,13 +13,16 @@ from rasp_compiler.simulator.reference import attention_layer
 STAGES = ("XT", "XA", "XAXT", "softmax", "XV", "output")
 
 
-def random_layers(layout: Any, trials: int, seed: int, scale: float = 1.0) -> tuple[np.ndarray, ...]:
-    """A, V [trials, H, d, d] and X [trials, n, d], entries uniform in [-scale, scale]."""
+def random_layers(layout: Any, trials: int, seed: int, scale: float = 1.0,
+                  bounds: tuple[float, float] | None = None) -> tuple[np.ndarray, ...]:
+    """A, V [trials, H, d, d] and X [trials, n, d], entries uniform in ``bounds`` (default
+    [-scale, scale]); (-1, 1) draws the very numbers scale 1 does."""
+    lo, hi = bounds if bounds is not None else (-scale, scale)
     rng = np.random.default_rng(seed)
     H, d, n = layout.heads, layout.d, layout.n
-    A = rng.uniform(-scale, scale, (trials, H, d, d))
-    V = rng.uniform(-scale, scale, (trials, H, d, d))
-    X = rng.uniform(-scale, scale, (trials, n, d))
+    A = rng.uniform(lo, hi, (trials, H, d, d))
+    V = rng.uniform(lo, hi, (trials, H, d, d))
+    X = rng.uniform(lo, hi, (trials, n, d))
     return A, V, X
 
 
@@ -65,20 +68,25 @@ def head_scores(sim: Simulator, residual_before: Any) -> np.ndarray:
 
 
 def check_simulator(sim: Simulator, trials: int = 100, seed: int = 0, trace: bool = False,
-                    batch: int | None = None, scale: float = 1.0) -> dict[str, Any]:
-    """Max abs / rel error of U against NumPy over ``trials`` random layers (and per stage).
+                    batch: int | None = None, scale: float = 1.0,
+                    bounds: tuple[float, float] | None = None,
+                    progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Max abs / rel error of U against NumPy over ``trials`` random layers (and per stage), entries
+    uniform in ``bounds`` (default [-scale, scale]); ``progress`` hears "trial k of N" per batch.
 
     A non-finite output (NaN or inf anywhere in U's output sequence) makes that trial's error
     ``inf`` and is counted in ``non_finite_trials``: it is never dropped by ``max``."""
     lay = sim.layout
     if batch is None:  # attention patterns are [batch, heads, L, L]: keep a batch near 100 MB
         batch = max(1, min(64, 600_000 // (lay.length + 1) ** 2))
-    A, V, X = random_layers(lay, trials, seed, scale)
+    A, V, X = random_layers(lay, trials, seed, scale, bounds)
     max_abs = max_rel = 0.0
     non_finite = 0
     stages = {s: 0.0 for s in STAGES}
     for start in range(0, trials, batch):
         sl = slice(start, min(trials, start + batch))
+        if progress is not None:  # a 100-trial check at n = 16 runs for a minute
+            progress(f"trial {sl.start + 1} of {trials}")
         seqs = np.stack([lay.build(a, v, x) for a, v, x in zip(A[sl], V[sl], X[sl], strict=False)])
         if trace:
             out, residuals, patterns = sim.trace_sequences(seqs)
@@ -115,6 +123,7 @@ def check_simulator(sim: Simulator, trials: int = 100, seed: int = 0, trace: boo
                 stages["output"] = max(stages["output"], err)
     report: dict[str, Any] = {"n": lay.n, "d": lay.d, "heads": lay.heads, "causal": sim.causal,
                               "dtype": sim.dtype, "trials": trials, "seed": seed,
+                              "entries": list(bounds) if bounds is not None else [-scale, scale],
                               "max_abs_error": max_abs, "max_rel_error": max_rel,
                               "non_finite_trials": non_finite, **sim.size()}
     if trace:

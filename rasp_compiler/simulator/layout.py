@@ -55,9 +55,7 @@ class SequenceLayout:
 
     def build(self, A: np.ndarray | list, V: np.ndarray | list, X: np.ndarray) -> np.ndarray:
         """The input sequence [L] from A [H, d, d] (or a list of H d x d), V likewise, X [n, d]."""
-        A = np.asarray(A, dtype=np.float64)
-        V = np.asarray(V, dtype=np.float64)
-        X = np.asarray(X, dtype=np.float64)
+        A, V, X = (_real_array(name, m) for name, m in (("A", A), ("V", V), ("X", X)))
         H, d, n = self.heads, self.d, self.n
         if A.shape == (d, d) and H == 1:
             A = A[None]
@@ -96,3 +94,15 @@ class SequenceLayout:
         out = np.asarray(out)
         k = self.n * self.output_width
         return out[..., :k].reshape(*out.shape[:-1], self.n, self.output_width)
+
+
+def _real_array(name: str, value: object) -> np.ndarray:
+    """``value`` as float64, or an InputError: a complex array lost its imaginary part silently
+    (a wrong answer) and strings raised NumPy's bare ValueError."""
+    try:
+        arr = np.asarray(value)
+    except ValueError:  # a ragged nested list
+        raise InputError(f"{name} is not a rectangular array of numbers") from None
+    if arr.dtype.kind not in "biuf":
+        raise InputError(f"{name} must hold real numbers, got an array of {arr.dtype}")
+    return arr.astype(np.float64)
