@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 
 from rasp_compiler import __version__
@@ -18,8 +19,17 @@ COMMANDS = ("run", "repl", "compile", "eval", "check", "show", "export", "simula
             "experiment")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, reading ``-1e6`` as a number: Python 3.11's own test knows only ``-1`` and ``-1.5``,
+    so ``--input-range -1e6 1e6`` stopped with "expected 2 arguments"."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="rasp",
         description="RASP programs to exact transformer weights: run them, compile them, check the "
                     "weights against the interpreter, and build universal simulators.",
