@@ -191,6 +191,14 @@ def test_an_edited_input_range_is_refused(tmp_path) -> None:
         load_simulator(str(tmp_path / "bad"))
 
 
+def test_a_missing_u_names_the_command_that_makes_one(tmp_path) -> None:
+    from rasp_compiler.errors import ArtifactError
+
+    with pytest.raises(ArtifactError) as err:
+        load_simulator(str(tmp_path / "nowhere"))
+    assert "does not exist" in str(err.value) and "rasp simulate" in err.value.hint
+
+
 def test_unknown_plan_and_non_real_inputs_are_refused() -> None:
     with pytest.raises(UserError, match="plan must be one of windows, direct"):
         build_simulator(2, 2, 1, plan="windowz")  # was built silently as "windows"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -114,6 +115,10 @@ def load_simulator(directory: str) -> Simulator:
     from rasp_compiler.errors import ArtifactError
     from rasp_compiler.runtime import RaspModel
 
+    for name in ("config.json", "model.safetensors"):  # the runtime's own hint names rasp compile
+        if not os.path.isfile(os.path.join(directory, name)):
+            raise ArtifactError(f"{os.path.join(directory, name)} does not exist",
+                                hint="generate U with rasp simulate --n N --d D --heads H -o DIR")
     model = RaspModel.load(directory)
     spec = model.config.get("simulator")
     if not isinstance(spec, dict):
