@@ -30,7 +30,8 @@ def test_no_command_prints_help_and_fails() -> None:
 
 def test_negative_numbers_in_exponent_form_are_values_not_options() -> None:
     parser = build_parser()
-    args = parser.parse_args(["compile", "f.rasp", "--input-range", "-1e6", "1e6", "--max-len", "4", "-o", "m"])
+    args = parser.parse_args(["compile", "f.rasp", "--input-range", "-1e6", "1e6", "--max-len", "4",
+                              "-o", "m"])
     assert args.input_range == [-1e6, 1e6]
     args = parser.parse_args(["simulate", "--n", "2", "--d", "2", "--input-range", "-1.5E+2", "-.5"])
     assert args.input_range == [-150.0, -0.5]

@@ -136,3 +136,36 @@ def test_probe_command_errors(tmp_path, capsys):
     assert cli_main(["experiment", "probe", str(tmp_path / "ck")]) == 1
     assert "cannot read checkpoint" in capsys.readouterr().err
     assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", "0"]) == 1
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda meta: meta["run"].update(k=3), "k is 3 in config.json but 1 in result.json"),
+    (lambda meta: meta["run"].update(k=None), "k-hop run with k = None"),
+    (lambda meta: meta["run"].update(k="1"), "k-hop run with k = '1'"),
+    (lambda meta: meta["run"].update(task="bogus"), "unknown task 'bogus'"),
+    (lambda meta: meta["model"].update(vocab=10), "is not that of task khop"),
+])
+def test_probe_refuses_a_config_that_does_not_describe_the_run(tmp_path, capsys, edit, words):
+    """A probe read with another task or k measures the wrong thing: an error, not a table."""
+    cfg = RunConfig(task="khop", k=1, backbone="random", arch="attn-res-ln", width=16, layers=1,
+                    heads=2, steps=2, batch=4, test_size=8, curve_points=1)
+    train(cfg, out=tmp_path / "ck", progress=False)
+    meta = json.loads((tmp_path / "ck" / "config.json").read_text())
+    edit(meta)
+    (tmp_path / "ck" / "config.json").write_text(json.dumps(meta))
+    assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", "4"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and words in err and "Traceback" not in err
+
+
+def test_probe_refuses_nan_weights(tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+
+    cfg = RunConfig(task="khop", k=1, backbone="random", arch="attn-res-ln", width=16, layers=1,
+                    heads=2, steps=2, batch=4, test_size=8, curve_points=1)
+    train(cfg, out=tmp_path / "ck", progress=False)
+    tensors = load_file(str(tmp_path / "ck" / "model.safetensors"))
+    tensors["tok"][0, 0] = float("nan")
+    save_file(tensors, str(tmp_path / "ck" / "model.safetensors"))
+    assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", "4"]) == 1
+    assert "NaN or infinite weights (tok)" in capsys.readouterr().err

@@ -645,3 +645,59 @@ def test_cli_defaults_to_the_floor_settings(tmp_path, capsys):
     assert run("--backbone", "trained")["width"] == 64                   # no floor: base settings
     cfg = json.loads((tmp_path / "ck" / "config.json").read_text())["run"]
     assert cfg["backbone"] == "trained"
+
+
+def test_unwritable_out_fails_before_training(tmp_path, monkeypatch, capsys):
+    """A floor run takes up to 45 minutes: an --out that cannot be written must fail at once."""
+    from rasp_compiler.experiments import train as train_mod
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("training started although --out is unwritable")
+    monkeypatch.setattr(train_mod, "_train_stage", no_training)
+    (tmp_path / "file").write_text("")
+    rc = cli_main(["experiment", "dyck1", "--settings", "base", "--steps", "2", "--batch", "4",
+                   "--no-progress", "--out", str(tmp_path / "file" / "run")])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert f"--out {tmp_path / 'file' / 'run'}: cannot write the checkpoint" in err
+
+
+def test_diverged_training_is_an_error_not_a_result(tmp_path, capsys):
+    rc = cli_main(["experiment", "dyck1", "--settings", "base", "--width", "8", "--heads", "2",
+                   "--steps", "5", "--batch", "4", "--lr", "1e30", "--no-progress",
+                   "--out", str(tmp_path / "run")])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "the training loss became nan" in err and "lower --lr" in err
+    assert not (tmp_path / "run" / "result.json").exists()
+
+
+def test_runs_too_big_for_memory_or_cores_are_refused(capsys):
+    import os
+
+    assert cli_main(["experiment", "dyck1", "--settings", "base", "--width", "1000000",
+                     "--steps", "1", "--no-progress"]) == 1
+    assert "--width 1000000 with --layers 2 and --batch 64 needs about" in capsys.readouterr().err
+    assert cli_main(["experiment", "dyck1", "--settings", "base", "--steps", "1",
+                     "--threads", str((os.cpu_count() or 1) + 1), "--no-progress"]) == 1
+    assert "CPU cores" in capsys.readouterr().err
+
+
+def test_table_checks_its_output_directories_before_any_run(tmp_path, monkeypatch, capsys):
+    """The grid writes results, report and plots only after its runs (hours): an unwritable path
+    must fail first, naming the option."""
+    from rasp_compiler.experiments import grid
+
+    def no_runs(*args, **kwargs):
+        raise AssertionError("the grid started although an output directory is unwritable")
+    monkeypatch.setattr(grid, "run_grid", no_runs)
+    (tmp_path / "file").write_text("")
+    bad = str(tmp_path / "file" / "sub")
+    for flag in ("--results", "--doc", "--img"):
+        paths = {"--results": str(tmp_path / "r"), "--doc": str(tmp_path / "d" / "e.md"),
+                 "--img": str(tmp_path / "i")}
+        paths[flag] = bad if flag != "--doc" else bad + "/e.md"
+        argv = ["experiment", "table", "--quick"] + [x for kv in paths.items() for x in kv]
+        assert cli_main(argv) == 1
+        err = capsys.readouterr().err
+        assert f"error: {flag} {bad}: cannot write the" in err and "there" in err

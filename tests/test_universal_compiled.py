@@ -66,3 +66,13 @@ def test_cli_program_output_picks_one_program_of_a_file(capsys) -> None:
                  "--max-len", "3", "--attention-layer", "0", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["max_abs_error"] == 0.0, report
+
+
+def test_program_through_a_too_narrow_ut_fails_with_an_error_line(capsys):
+    """A random UT far below its width formula decodes wrongly: exit 1 and one ``error:`` line."""
+    from rasp_compiler.cli import main
+
+    assert main(["universal", "--program", str(ROOT / "programs/frac_prevs.rasp"), "--vocab", "helo",
+                 "--max-len", "3", "--construction", "random", "--width", "4"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: the UT's decoded outputs are wrong on ")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -148,3 +149,77 @@ def test_cli_user_errors_have_no_traceback(capsys):
     assert main(["universal", "--construction", "multihead", "--layers", "2", "--heads", "2", "--dim", "2",
                  "--target", "/nonexistent.safetensors"]) == 1
     assert "target file not found" in capsys.readouterr().err
+
+
+def _resave(src, dst, config=None, tensors=None):
+    """Copy a saved UT with its header config and/or tensors changed (a hand-edited artifact)."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    with safe_open(str(src / "ut.safetensors"), "pt") as f:
+        meta = f.metadata()
+    weights = load_file(str(src / "ut.safetensors"))
+    cfg = json.loads(meta["config"])
+    if config:
+        cfg.update(config)
+    if tensors:
+        tensors(weights)
+    dst.mkdir()
+    save_file(weights, str(dst / "ut.safetensors"), metadata={**meta, "config": json.dumps(cfg)})
+    return dst
+
+
+@pytest.mark.parametrize("config, tensors, words", [
+    ({"causal": "no"}, None, "damaged config header (causal = 'no')"),
+    ({"layers": "2"}, None, "damaged config header (layers = '2')"),
+    ({"heads": -2}, None, "damaged config header (heads = -2"),
+    (None, lambda t: t.update(R_K=t["R_K"].long()), "R_K has dtype torch.int64"),
+    (None, lambda t: t["R_Q"].__setitem__((0, 0, 0, 0), 1 - t["R_Q"][0, 0, 0, 0]),
+     "not those of the paths construction"),
+    ({"residual": False}, None, "not those of the paths construction"),
+    ({"values": False}, None, "not those of the paths construction"),
+])
+def test_edited_ut_artifacts_are_refused_on_load(tmp_path, capsys, config, tensors, words):
+    build_universal("paths", 2, 2, 2, residual=True).save(tmp_path / "ut")
+    bad = _resave(tmp_path / "ut", tmp_path / "bad", config, tensors)
+    with pytest.raises(ArtifactError, match=re.escape(words)):
+        UniversalTransformer.load(bad)
+    assert main(["universal", "--load", str(bad), "--check", "--trials", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err
+
+
+def test_load_refuses_class_options_that_disagree_with_the_file(tmp_path, capsys):
+    build_universal("paths", 2, 2, 2, residual=True).save(tmp_path / "ut")
+    assert main(["universal", "--load", str(tmp_path / "ut"), "--construction", "sparse", "--layers",
+                 "3", "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "--construction sparse (saved: paths)" in err and "--layers 3 (saved: 2)" in err
+    # options that agree with the file are fine
+    assert main(["universal", "--load", str(tmp_path / "ut"), "--construction", "paths", "--layers", "2",
+                 "--residual", "--check", "--trials", "1", "--lengths", "3"]) == 0
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--construction", "sparse", "--layers", "2", "--dim", "2", "--check", "--lengths", "1,,2"],
+     "--lengths must be comma-separated integers"),
+    (["--construction", "sparse", "--layers", "2", "--dim", "2", "--check", "--lengths", "100000"],
+     "--lengths: 100000 is longer than"),
+    (["lower-bound", "--dim", "3"], "not --dim"),
+    (["--program", "programs/frac_prevs.rasp", "--vocab", "helo", "--check", "--trials", "3"],
+     "--check, --trials cannot be used with --program"),
+])
+def test_ignored_or_impossible_options_are_errors(capsys, argv, words):
+    assert main(["universal", *argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and words in err
+
+
+def test_failed_check_ends_with_one_error_line(capsys):
+    """Below the width formula the random UT is a gradient fit: the check fails with exit 1 and an
+    ``error:`` line that gives the error and the tolerance."""
+    assert main(["universal", "--construction", "random", "--layers", "1", "--dim", "2", "--width", "2",
+                 "--head-dim", "1", "--check", "--trials", "1", "--lengths", "4"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: max |UT(X,E) - T(X)| = ")
+    assert err[0].endswith("is above the tolerance 1e-08")

@@ -38,6 +38,14 @@ See docs/universal.md.
 """
 
 FORMULA_TEXT = {"sparse": "(2L+1)d", "looped": "(2L+1)d", "multihead": "(HL+1)d"}
+MAX_LENGTH = 4096   # 2 inputs x 4096^2 x 8 bytes = 268 MB per attention matrix, per layer and head
+BUILD_FLAGS = ("--construction", "--dim", "--causal", "--no-values", "--width", "--head-dim", "--seed")
+CHECK_FLAGS = ("--check", "--trials", "--lengths", "--dtype", "--tolerance", "--save", "--load",
+               "--target")
+PROGRAM_FLAGS = ("--program", "--vocab", "--output", "--max-len", "--attention-layer", "--max-inputs")
+DEFAULTS = {"values": True, "seed": 0, "trials": 10, "lengths": "1,2,3,5,8,13,21,32",
+            "dtype": "float64", "max_len": 5, "max_inputs": 2000, "check": False, "causal": False,
+            "residual": False}
 
 
 def register(subparsers) -> None:
@@ -113,8 +121,10 @@ def _lower_bound(args: argparse.Namespace) -> int:
         v = getattr(args, name)
         if v is not None and not 1 <= v <= 8:
             raise UserError(f"--{name} must be between 1 and 8 for the lower bound (got {v})")
-    if args.construction or args.check or args.save or args.load or args.target:
-        raise UserError("'rasp universal lower-bound' takes only --heads, --layers, --residual and --json")
+    ignored = [flag for flag in BUILD_FLAGS + CHECK_FLAGS + PROGRAM_FLAGS if _given(args, flag)]
+    if ignored:
+        raise UserError(f"'rasp universal lower-bound' takes only --heads, --layers, --residual and "
+                        f"--json, not {', '.join(ignored)}")
     heads = (args.heads,) if args.heads else (1, 2, 3)
     layers = (args.layers,) if args.layers else (1, 2, 3, 4, 5)
     paths = (max(heads) + int(args.residual)) ** max(layers)
@@ -136,12 +146,46 @@ def _lower_bound(args: argparse.Namespace) -> int:
 # ----- build / check ---------------------------------------------------------------------------
 def _lengths(text: str) -> tuple[int, ...]:
     try:
-        out = tuple(int(x) for x in text.split(",") if x.strip())
+        out = tuple(int(x) for x in text.split(","))   # an empty item ('1,,2') is a typo, not a skip
     except ValueError:
         raise UserError(f"--lengths must be comma-separated integers, got {text!r}") from None
-    if not out or min(out) < 1:
+    if min(out) < 1:
         raise UserError(f"--lengths must be positive integers, got {text!r}")
+    if max(out) > MAX_LENGTH:
+        raise UserError(f"--lengths: {max(out)} is longer than the {MAX_LENGTH} this check supports "
+                        "(it keeps every n x n attention matrix of the target and the UT in float64)")
     return out
+
+
+def _given(args: argparse.Namespace, flag: str) -> bool:
+    """Whether the user set option ``flag`` (a value other than its default)."""
+    name = flag[2:].replace("-", "_")
+    name = "values" if name == "no_values" else name    # --no-values sets args.values to False
+    return getattr(args, name) != DEFAULTS.get(name)
+
+
+def _refuse(args: argparse.Namespace, flags: tuple[str, ...], why: str) -> None:
+    """Options that would be silently ignored in this mode are an error instead."""
+    given = [flag for flag in flags if _given(args, flag)]
+    if given:
+        raise UserError(f"{', '.join(given)} cannot be used {why}")
+
+
+def _check_loaded(args: argparse.Namespace, cfg) -> None:
+    """With --load the class comes from the file: a class option that disagrees with it would be
+    silently ignored, and the user would believe another class was checked."""
+    saved = {"construction": cfg.construction, "layers": cfg.layers, "heads": cfg.heads, "dim": cfg.dim,
+             "width": cfg.m, "head_dim": cfg.head_dim}
+    wrong = [f"--{k.replace('_', '-')} {getattr(args, k)} (saved: {v})" for k, v in saved.items()
+             if getattr(args, k) is not None and getattr(args, k) != v]
+    wrong += [f"--{k} (saved: {k} off)" for k in ("residual", "causal")
+              if getattr(args, k) and not getattr(cfg, k)]
+    if not args.values and cfg.values:
+        wrong.append("--no-values (saved: values on)")
+    if wrong:
+        raise UserError(f"--load {args.load}: the saved UT is another class than asked for: "
+                        f"{'; '.join(wrong)}",
+                        "drop those options: with --load the class comes from the file")
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -157,6 +201,7 @@ def _build(args: argparse.Namespace) -> int:
             from rasp_compiler.errors import ArtifactError
 
             raise ArtifactError(f"{args.load}: the UT's weights hold NaN or inf values")
+        _check_loaded(args, ut.config)
     else:
         if target is not None:  # take the class from the target where options are missing
             args.layers = args.layers or target.layers
@@ -209,7 +254,8 @@ def _build(args: argparse.Namespace) -> int:
                         hint="its weights or E overflow " + args.dtype
                              + (": try --dtype float64" if args.dtype == "float32" else ""))
     if not ok and not args.json:
-        print(f"error above tolerance {tol:g}", file=sys.stderr)
+        print(f"error: max |UT(X,E) - T(X)| = {report.max_abs_error:.3e} is above the tolerance {tol:g}",
+              file=sys.stderr)
     return 0 if ok else 1
 
 
@@ -268,6 +314,9 @@ def _program(args: argparse.Namespace) -> int:
     from rasp_compiler.universal import build_universal, width_formula
     from rasp_compiler.universal.compiled import attention_target, run_sublayer_through_ut, run_through_ut
 
+    _refuse(args, CHECK_FLAGS + ("--layers", "--heads", "--dim", "--residual", "--no-values"),
+            "with --program (its class comes from the compiled model, and it checks every input up "
+            "to --max-len)")
     if not args.vocab:
         raise UserError("--program needs --vocab (the tokens the model is compiled for)")
     program = load_program(args.program, output=args.output or "out")
@@ -313,4 +362,9 @@ def _program(args: argparse.Namespace) -> int:
             print(f"  decoded outputs equal to the compiled model's: {res.decoded_agree}/{res.inputs}; "
                   f"to the interpreter's: {res.interpreter_agree}/{res.inputs}")
     ok = res.decoded_agree == res.inputs and (res.interpreter_agree in (None, res.inputs))
+    if not ok and not args.json:
+        agree = [n for n in (res.decoded_agree, res.interpreter_agree) if n is not None]
+        wrong = res.inputs - min(agree)
+        print(f"error: the UT's decoded outputs are wrong on {wrong} of {res.inputs} inputs",
+              file=sys.stderr)
     return 0 if ok else 1

@@ -129,10 +129,38 @@ def validate(cfg: RunConfig) -> None:
         raise UserError("--lr must be positive")
     if cfg.precision not in PRECISIONS:
         raise UserError(f"unknown precision {cfg.precision!r}", "use " + " | ".join(PRECISIONS))
+    _check_memory(cfg)
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise UserError("--device cuda: no CUDA device is available", "use --device cpu")
     if not (cfg.device == "cpu" or cfg.device.startswith("cuda")):
         raise UserError(f"unknown device {cfg.device!r}", "use cpu or cuda")
+
+
+def estimated_bytes(cfg: RunConfig) -> int:
+    """A rough upper estimate of a run's memory: fp32 weights with AdamW state, and the activations
+    kept for the backward pass (the stream and every head's T x T attention, per layer)."""
+    m, L, t = cfg.width, cfg.layers, 64 if cfg.task == "khop" else 61
+    per_layer = 4 * m * m + (8 * m * m if cfg.arch == "attn-res-ln-mlp" else 0)
+    weights = 4 * L * per_layer * (4 if cfg.backbone == "trained" else 1)   # + grads, Adam moments
+    mlp = 4 if cfg.arch == "attn-res-ln-mlp" else 0
+    activations = 4 * cfg.batch * L * (t * m * (8 + mlp) + 3 * cfg.heads * t * t)
+    return weights + activations
+
+
+def _check_memory(cfg: RunConfig) -> None:
+    """Refuse a run that cannot fit in this machine's memory before allocating anything (a torch
+    allocation failure would name no option, or the machine would swap for hours)."""
+    if cfg.device != "cpu":
+        return
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    need = estimated_bytes(cfg)
+    if need > total:
+        raise UserError(f"--width {cfg.width} with --layers {cfg.layers} and --batch {cfg.batch} needs "
+                        f"about {need / 2**30:.0f} GiB, more than this machine's {total / 2**30:.0f} GiB",
+                        "use a smaller --width, --layers or --batch")
 
 
 def lr_at(step: int, steps: int, cfg: RunConfig) -> float:
@@ -190,6 +218,8 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
     frozen, and the test accuracy is the hop_k unembedding's.
     """
     validate(cfg)
+    if out is not None:
+        prepare_out(out)       # before training: an unwritable --out must not cost the whole run
     t0, c0 = time.time(), time.process_time()
     torch.set_num_threads(max(1, cfg.threads))    # on cuda too: parallel runs share the host's cores
     device = torch.device(cfg.device)
@@ -236,6 +266,29 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
     if out is not None:
         save_checkpoint(model, cfg, result, curve, out)
     return result, curve
+
+
+def prepare_out(out: str | os.PathLike, flag: str = "--out", what: str = "the checkpoint") -> None:
+    """Create the directory ``out`` and make sure files can be written there, or raise a UserError
+    naming ``flag``; called before training (which may take an hour) and before a grid's runs."""
+    out = Path(out)
+    probe = out / f".write-test-{os.getpid()}"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise UserError(f"{flag} {out}: cannot write {what} there ({err.strerror or err})",
+                        f"choose a writable directory with {flag}") from None
+
+
+def _check_finite_loss(loss: float, step: int, cfg: RunConfig) -> None:
+    """A NaN or infinite loss leaves NaN weights behind: every later number would be garbage, so
+    the run stops instead of reporting an accuracy and writing a checkpoint."""
+    if not math.isfinite(loss):
+        raise UserError(f"the training loss became {loss} at step {step + 1} (lr {cfg.lr:g}): the "
+                        "run diverged and its weights are no longer finite",
+                        "lower --lr (the defaults are 0.01 for frozen backbones, 0.001 for trained)")
 
 
 def _train_stage(model, params, stream: Stream, cfg: RunConfig, classes: int, hop: int | None,
@@ -287,6 +340,7 @@ def _train_stage(model, params, stream: Stream, cfg: RunConfig, classes: int, ho
                 scored = tgt != IGNORE
                 acc = float((logits.argmax(-1)[scored] == tgt[scored]).float().mean())
             lv = float(loss.detach())
+            _check_finite_loss(lv, step, cfg)
             run_acc = acc if run_acc is None else 0.9 * run_acc + 0.1 * acc
             run_loss = lv if run_loss is None else 0.9 * run_loss + 0.1 * lv
         g = done + step + 1
@@ -333,12 +387,59 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[EmbeddingProgrammedTransfo
     except (SafetensorError, OSError, ValueError) as err:
         raise ArtifactError(f"cannot read checkpoint {path}: {err}") from None
     try:
+        _check_run_meta(meta, _saved_result(path))
         mcfg = ModelConfig(**meta["model"])
         model = EmbeddingProgrammedTransformer(mcfg)
         model.load_state_dict(tensors)
-        meta["run"]["task"]
-    except (KeyError, TypeError, ValueError, RuntimeError) as err:
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ArtifactError(f"checkpoint {path} does not match its config.json: {first}",
+    except (KeyError, TypeError, ValueError, RuntimeError, UserError) as err:
+        raise ArtifactError(f"checkpoint {path} does not match its config.json: {_first_problem(err)}",
                             "re-run the experiment to rewrite it") from None
+    bad = sorted(k for k, v in tensors.items() if v.is_floating_point() and not torch.isfinite(v).all())
+    if bad:
+        raise ArtifactError(f"checkpoint {path} holds NaN or infinite weights ({', '.join(bad)})",
+                            "the run diverged or the file was damaged: re-run the experiment")
     return model, meta
+
+
+def _saved_result(path: Path) -> dict:
+    """The checkpoint's result.json, or {} when it is missing or unreadable (it is optional)."""
+    try:
+        result = json.loads((path / "result.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return result if isinstance(result, dict) else {}
+
+
+def _check_run_meta(meta: dict, result: dict) -> None:
+    """The run settings a loaded checkpoint is read with (task, k, k-hop shape) must be valid and
+    match the saved model (and result.json, where there is one): a probe with another task or k
+    would measure the wrong thing silently."""
+    run, model = meta["run"], meta["model"]
+    task, k = run["task"], run.get("k")
+    if task not in ("dyck1", "khop"):
+        raise ValueError(f"unknown task {task!r}")
+    if task == "khop" and (type(k) is not int or k < 1):
+        raise ValueError(f"k-hop run with k = {k!r} (expected a whole number >= 1)")
+    for name in ("khop_len", "khop_vocab"):
+        if type(run.get(name, 1)) is not int or run.get(name, 1) < 1:
+            raise ValueError(f"{name} = {run.get(name)!r} (expected a whole number >= 1)")
+    if task == "khop" and k > run.get("khop_len", 64):
+        raise ValueError(f"k = {k} hops is more than the sequence length")
+    for name, value in (("task", task), ("k", k)):
+        if name in result and result[name] != value:
+            raise ValueError(f"{name} is {value!r} in config.json but {result[name]!r} in result.json")
+    spec = task_spec(task, k, run.get("khop_len", 64), run.get("khop_vocab", 4))
+    want = {"vocab": spec.vocab, "classes": spec.classes, "seq_len": spec.seq_len}
+    got = {name: model.get(name) for name in want}
+    if got != want:
+        raise ValueError(f"the model's shape {got} is not that of task {task} ({want})")
+
+
+def _first_problem(err: BaseException) -> str:
+    """One line about what does not match (torch's load_state_dict puts it on the second line)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    if lines[0].startswith("Error(s) in loading state_dict") and len(lines) > 1:
+        return lines[1]
+    return lines[0]

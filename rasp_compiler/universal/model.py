@@ -149,6 +149,55 @@ class UniversalTransformer(nn.Module):
             config = UTConfig(**header)
         except TypeError as err:
             raise ArtifactError(f"{weights}: damaged config header ({err})") from None
+        _check_config_types(config, weights)
         if "R_Q" not in tensors or "R_K" not in tensors:
             raise ArtifactError(f"{weights}: missing R_Q or R_K")
-        return cls(config, tensors["R_Q"], tensors["R_K"], tensors.get("R_V"))
+        for name, t in tensors.items():
+            if not t.is_floating_point():
+                raise ArtifactError(f"{weights}: {name} has dtype {t.dtype}, expected a float dtype")
+        ut = cls(config, tensors["R_Q"], tensors["R_K"], tensors.get("R_V"))
+        _check_rebuilds(ut, weights)
+        return ut
+
+
+# field -> the types a saved config may hold (JSON has no tuples; bool is not an int here)
+_CONFIG_TYPES = {"construction": (str,), "layers": (int,), "heads": (int,), "dim": (int,), "m": (int,),
+                 "head_dim": (int,), "residual": (bool,), "causal": (bool,), "values": (bool,),
+                 "looped": (bool,), "value_kind": (str,), "seed": (int, type(None)), "extra": (dict,)}
+
+
+def _check_config_types(config: UTConfig, path: Path) -> None:
+    """A hand-edited header (``"causal": "no"``, ``"layers": "3"``, ``"heads": -2``) is an
+    ArtifactError here, not a KeyError or a wrong shape message later."""
+    for name, types in _CONFIG_TYPES.items():
+        value = getattr(config, name)
+        if type(value) not in types:
+            raise ArtifactError(f"{path}: damaged config header ({name} = {value!r})")
+        if type(value) is int and name != "seed" and value < 1:
+            raise ArtifactError(f"{path}: damaged config header ({name} = {value!r}, expected >= 1)")
+
+
+def _check_rebuilds(ut: UniversalTransformer, path: Path) -> None:
+    """A {0,1} construction depends only on its config, so the loaded tensors must be exactly the
+    ones the config builds: the encoder trusts that layout, and a changed entry or a config that
+    names another class would make every encoding silently wrong.  (Random UTs are taken as
+    saved: their tensors are the record, and a torch RNG change must not make them unloadable.)"""
+    from rasp_compiler.universal.api import fixed_backbone  # api imports this module
+
+    cfg = ut.config
+    if cfg.construction == "random":
+        return
+    try:
+        ref = fixed_backbone(cfg.construction, cfg.layers, cfg.heads, cfg.dim, residual=cfg.residual,
+                             causal=cfg.causal)
+    except UserError as err:
+        raise ArtifactError(f"{path}: the config does not describe a {cfg.construction} UT "
+                            f"({err.message})") from None
+    theirs = {k: v.double() for k, v in ut.backbone_tensors().items()}
+    ours = ref.backbone_tensors()
+    same_config = asdict(ref.config) == asdict(cfg)
+    if not same_config or theirs.keys() != ours.keys() or not all(
+            theirs[k].shape == ours[k].shape and torch.equal(theirs[k], ours[k]) for k in ours):
+        raise ArtifactError(f"{path}: the weights are not those of the {cfg.construction} construction "
+                            "its config describes (edited or damaged)",
+                            "rebuild it: rasp universal --construction ... --save DIR")
