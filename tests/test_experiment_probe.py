@@ -169,3 +169,12 @@ def test_probe_refuses_nan_weights(tmp_path, capsys):
     save_file(tensors, str(tmp_path / "ck" / "model.safetensors"))
     assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", "4"]) == 1
     assert "NaN or infinite weights (tok)" in capsys.readouterr().err
+
+
+def test_probe_refuses_more_samples_than_memory_holds(tmp_path, capsys):
+    cfg = RunConfig(task="khop", k=1, backbone="random", arch="attn-res-ln", width=16, layers=1,
+                    heads=2, steps=2, batch=4, test_size=8, curve_points=1)
+    train(cfg, out=tmp_path / "ck", progress=False)
+    assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", str(10 ** 12)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: --samples 1,000,000,000,000 needs about") and "use --samples" in err

@@ -379,6 +379,25 @@ def test_time_budget_stops_starting_runs(tmp_path):
     assert len(grid.run_grid(configs, tmp_path, jobs=1, checkpoints=None, log=lines.append)) == 2
 
 
+def test_a_damaged_result_file_is_a_missing_run(tmp_path):
+    """A result file cut short (a run killed while writing) was counted as done and never redone."""
+    from rasp_compiler.experiments import grid
+
+    configs = [grid.run_config("dyck1", None, "random", "attn", s, width=8, heads=2, steps=5, batch=4,
+                               test_size=16) for s in (0, 1)]
+    lines = []
+    assert len(grid.run_grid(configs, tmp_path, jobs=1, checkpoints=None, log=lines.append)) == 2
+    assert grid.missing(configs, tmp_path) == []
+    cut = grid.result_path(tmp_path, configs[1])
+    cut.write_text(cut.read_text()[:30])
+    assert grid.missing(configs, tmp_path) == [configs[1]] and grid.damaged(configs, tmp_path) == [cut]
+    lines.clear()
+    redone = grid.run_grid(configs, tmp_path, jobs=1, checkpoints=None, log=lines.append)
+    assert len(redone) == 1 and redone[0]["seed"] == 1
+    assert any(str(cut) in line and "damaged" in line for line in lines)
+    assert grid.read_result(cut) == redone[0]
+
+
 def test_the_scale_grid_is_part_of_the_resumable_grid():
     from rasp_compiler.experiments import grid
 

@@ -265,6 +265,8 @@ def _table(args) -> int:
         missing = grid.missing(configs, results)
         for c in missing:
             print(c.name())
+        for path in grid.damaged(configs, results):
+            print(f"{path} is damaged (not a complete result): counted as missing", file=sys.stderr)
         print(f"{len(missing)} of {len(configs)} runs missing", file=sys.stderr)
         return 0
     if not args.report_only:

@@ -257,8 +257,26 @@ def result_path(results: str | os.PathLike, cfg: RunConfig) -> Path:
     return Path(results) / f"{cfg.name()}.json"
 
 
+def read_result(path: Path) -> dict | None:
+    """The result stored at ``path``, or None when there is none or it is damaged (a run killed
+    while writing, an edit): such a run counts as missing, so the next invocation redoes it."""
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(result, dict) or set(result) != set(RESULT_KEYS):
+        return None
+    return result
+
+
 def missing(configs: list[RunConfig], results: str | os.PathLike) -> list[RunConfig]:
-    return [c for c in configs if not result_path(results, c).is_file()]
+    return [c for c in configs if read_result(result_path(results, c)) is None]
+
+
+def damaged(configs: list[RunConfig], results: str | os.PathLike) -> list[Path]:
+    """Result files that exist but hold no complete result."""
+    paths = [result_path(results, c) for c in configs]
+    return [p for p in paths if p.is_file() and read_result(p) is None]
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -288,6 +306,8 @@ def run_grid(configs: list[RunConfig], results: str | os.PathLike, jobs: int = 1
     With ``time_budget`` (seconds) no run starts once that much time has passed; the runs already
     going finish, and the rest stay missing for the next invocation (the grid is resumable)."""
     todo = missing(configs, results)
+    for path in damaged(configs, results):
+        log(f"{path} is damaged (not a complete result): its run is done again")
     log(f"{len(configs) - len(todo)} of {len(configs)} runs already done; running {len(todo)} "
         f"with {jobs} job(s)")
     done: list[dict] = []

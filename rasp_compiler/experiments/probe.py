@@ -41,10 +41,28 @@ def _roles(tokens: np.ndarray, k: int | None, vocab: int) -> dict[str, np.ndarra
     return roles
 
 
+def _check_memory(cfg, samples: int) -> None:
+    """Every attention map of every sample is held at once (float32, then copied once by the role
+    counts): refuse a --samples whose maps alone would not fit in this machine's memory."""
+    from rasp_compiler.errors import UserError
+
+    need = 2 * 4 * samples * cfg.layers * cfg.heads * cfg.seq_len ** 2
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > total:
+        fits = max(1, samples * total // need)
+        raise UserError(f"--samples {samples:,} needs about {need / 2**30:,.0f} GiB for the attention "
+                        f"maps, more than this machine's {total / 2**30:.0f} GiB",
+                        f"use --samples {fits:,} or fewer")
+
+
 def probe(model: torch.nn.Module, meta: dict, samples: int = 256, seed: int = 7) -> dict:
     """Attention roles per layer and head, and (k-hop) accuracy by pointer distance."""
     run = meta["run"]
     task, k = run["task"], run.get("k")
+    _check_memory(model.cfg, samples)
     rng = np.random.default_rng([seed, 3])
     if task == "khop":
         b = khop_batch(rng, samples, k, "test", length=run.get("khop_len", 64),

@@ -29,6 +29,7 @@ from rasp_compiler.experiments.grid import (
     paths_grid,
     paths_width,
     quick_grid,
+    read_result,
     run_config,
     scale_grid,
 )
@@ -36,14 +37,23 @@ from rasp_compiler.experiments.names import ARCHES, BACKBONES
 from rasp_compiler.experiments.train import RunConfig
 
 
-def _load(results: Path) -> dict[str, dict]:
+def _load(results: Path, read=read_result) -> dict[str, dict]:
+    """Every readable file ``*.json`` in ``results`` by name; a damaged result file is a missing
+    run (and the report says how many are missing)."""
     out = {}
     for p in sorted(results.glob("*.json")):
-        try:
-            out[p.stem] = json.loads(p.read_text())
-        except (OSError, ValueError):
-            continue
+        value = read(p)
+        if value is not None:
+            out[p.stem] = value
     return out
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _cell(name: str) -> str:
@@ -149,7 +159,9 @@ def _markdown(cells, got, runs, plots, rel, quick, results=None) -> list[str]:
         L += _bars(main, got, cells)
         L += _floor_settings_section(got)
     # plots
-    L += ["## Plots", ""]
+    L += ["## Plots", "",
+          "Drawn from the result files by `rasp experiment table --report-only"
+          + (" --quick" if quick else "") + "`, which rewrites this page and the images.", ""]
     for title, name in plots:
         L += [f"**{title}**", "", f"![{title}]({rel}/{name})", ""]
     # width sweep
@@ -484,7 +496,7 @@ def _probe_section(results) -> list[str]:
     """What the heads of trained k-hop runs do (``rasp experiment probe --save``'d files)."""
     if results is None:
         return []
-    probes = _load(Path(results) / "probes")
+    probes = _load(Path(results) / "probes", _read_json)
     if not probes:
         return []
     from rasp_compiler.experiments.probe import main_role
@@ -684,6 +696,11 @@ def _floor_settings_section(got) -> list[str]:
          "(`--steps`, `--lr`, ...) still override single values. `--settings base`, a shape "
          "option, the trained backbone and the other architectures (no floor) use the small "
          "settings of the grid's base cells.", "",
+         "Before training, `--out` (and for `rasp experiment table`, `--results`, `--doc` and "
+         "`--img`) must be writable, and the run must fit in memory, or nothing starts. A run "
+         "whose loss becomes NaN or infinite stops with an error (lower `--lr`) rather than "
+         "reporting an accuracy of diverged weights. A result file that does not parse or lacks "
+         "a field (a run killed while writing) counts as a missing run: `table` runs it again.", "",
          "| task | backbone | settings | cell | median (seeds) | floor |", "|---|---|---|---|---|---|"]
     for (task, k, backbone), recipe in FLOOR_SETTINGS.items():
         c = run_config(task, k, backbone, FLOOR_ARCH[task], 0, **recipe)
