@@ -196,11 +196,7 @@ def _build(args: argparse.Namespace) -> int:
 
     target = Target.load(args.target) if args.target else None
     if args.load:
-        ut = UniversalTransformer.load(args.load)
-        if not all(bool(torch.isfinite(t).all()) for t in ut.backbone_tensors().values()):
-            from rasp_compiler.errors import ArtifactError
-
-            raise ArtifactError(f"{args.load}: the UT's weights hold NaN or inf values")
+        ut = UniversalTransformer.load(args.load)   # refuses NaN/inf and edited 0/1 weights
         _check_loaded(args, ut.config)
     else:
         if target is not None:  # take the class from the target where options are missing

@@ -155,6 +155,8 @@ class UniversalTransformer(nn.Module):
         for name, t in tensors.items():
             if not t.is_floating_point():
                 raise ArtifactError(f"{weights}: {name} has dtype {t.dtype}, expected a float dtype")
+            if not bool(torch.isfinite(t).all()):
+                raise ArtifactError(f"{weights}: the UT's weights hold NaN or inf values ({name})")
         ut = cls(config, tensors["R_Q"], tensors["R_K"], tensors.get("R_V"))
         _check_rebuilds(ut, weights)
         return ut
