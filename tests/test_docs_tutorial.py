@@ -86,3 +86,31 @@ def test_readme_first_session_compile_transcript(tmp_path: Path, monkeypatch) ->
     shutil.copytree(ROOT / "programs", tmp_path / "programs")
     monkeypatch.chdir(tmp_path)
     assert _masked(_run(command.split()[1:])) == _masked(shown)
+
+
+def test_tutorial_transformer_lens_section(tmp_path: Path, monkeypatch) -> None:
+    """Section 5: the export transcript and the TransformerLens snippet's printed lines are real."""
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("transformer_lens") is None:
+        pytest.skip("the optional extra: pip install -e .[lens]")
+    shutil.copy(ROOT / "programs" / "sort.rasp", tmp_path / "sort.rasp")
+    monkeypatch.chdir(tmp_path)
+    _run(["compile", "sort.rasp", "--vocab", "abn", "--max-len", "8", "-o", "sort_model/"])
+    command = "rasp export sort_model/ --format transformer-lens -o sort_tl.pt --verify --inputs 200"
+    assert _run(command.split()[1:]) == _transcript(command)
+    section = TUTORIAL[TUTORIAL.index("## 5. Open it in TransformerLens"):TUTORIAL.index("## 6.")]
+    start = section.index("```python\n") + 10
+    end = section.index("```", start)
+    after = section[end + 3:]
+    shown = after[after.index("```\n") + 4:]
+    shown = shown[: shown.index("```")].splitlines()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(section[start:end], "tutorial.md", "exec"), {})
+    assert out.getvalue().splitlines() == shown
+    # the padded-batch advice names a function that exists and masks padding
+    assert "run_padded" in section
+    from rasp_compiler.export import run_padded  # noqa: F401

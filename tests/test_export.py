@@ -237,3 +237,104 @@ def test_state_dict_is_hooked_transformer_layout() -> None:
         assert sd[f"blocks.{li}.attn.W_O"].shape == (h, dh, d)
         assert sd[f"blocks.{li}.mlp.W_in"].shape == (d, cfg["d_mlp"])
     assert sd["unembed.W_U"].shape == (d, cfg["d_vocab_out"])
+
+
+@requires_tl
+def test_padded_batch_of_a_bidirectional_model_matches_with_run_padded() -> None:
+    """reverse reads `length`: a head that also attends to PAD keys (TransformerLens 2.x/3.x ignore
+    attention_mask in bidirectional models) gets the length wrong.  run_padded masks PAD keys."""
+    from rasp_compiler.export.transformer_lens import run_padded
+
+    model = compile_program(load_program(ROOT / "programs/reverse.rasp"), "abc", 8)
+    tl = to_hooked_transformer(model)
+    batch = ["cab", "abcabcab", "b", "ccba"]
+    ids, lengths = model.encode(batch)
+    mask = (torch.arange(ids.shape[1]).unsqueeze(0) <= lengths.unsqueeze(1)).long()
+    together, _ = run_padded(tl, ids, mask)
+    values = model.config["output"]["values"]
+    for r, text in enumerate(batch):
+        n = len(text) + 1
+        assert [values[i] for i in together[r, 1:n].argmax(-1).tolist()] == list(reversed(text))
+    with torch.no_grad():
+        ours = model.module(ids, lengths)
+    ours = ours[0] if isinstance(ours, tuple) else ours
+    real = mask.bool().clone()
+    real[:, 0] = False
+    assert float((together - ours).abs()[real].max()) <= 1e-5
+
+
+@requires_tl
+def test_verify_checks_mixed_lengths_in_one_batch(monkeypatch) -> None:
+    """verify's batches mix lengths (as a user's would): reverse agrees with PAD keys masked, and
+    where TransformerLens ignores attention_mask (2.x/3.x, bidirectional) it would not without."""
+    import rasp_compiler.export.transformer_lens as tlmod
+
+    model = compile_program(load_program(ROOT / "programs/reverse.rasp"), "abc", 8)
+    batch = ["cab", "abcabcab", "b"]
+    assert verify(model, inputs=batch, batch_size=3)["max_abs_diff_logits"] <= 1e-5
+    if _import_tl()[0] == "hooked":
+        monkeypatch.setattr(tlmod, "padding_hooks", lambda n_layers, mask: [])
+        assert verify(model, inputs=batch, batch_size=3)["max_abs_diff_logits"] > 1.0
+
+
+@requires_tl
+def test_cli_verify_fails_when_the_models_differ(tmp_path, capsys, monkeypatch) -> None:
+    import rasp_compiler.export.transformer_lens as tlmod
+
+    out = tmp_path / "model"
+    assert cli(["compile", str(ROOT / "programs/reverse.rasp"), "--vocab", "abc", "--max-len", "6",
+                "-o", str(out)]) == 0
+    original = tlmod.load_transformer_lens
+
+    def tampered(path: str):  # a head's output weights lost, as a wrong conversion would lose them
+        tl, doc = original(path)
+        with torch.no_grad():
+            tl.blocks[1].attn.W_O.mul_(0.5)
+        return tl, doc
+
+    monkeypatch.setattr(tlmod, "load_transformer_lens", tampered)
+    capsys.readouterr()
+    assert cli(["export", str(out), "-o", str(tmp_path / "tl.pt"), "--verify", "--inputs", "8"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: the TransformerLens model differs") and "Traceback" not in err
+    assert err.count("error:") == 1
+
+
+def test_cli_export_refuses_to_overwrite_the_model_config(tmp_path, capsys) -> None:
+    out = tmp_path / "model"
+    assert cli(["compile", str(ROOT / "programs/sort.rasp"), "--vocab", "abc", "--max-len", "4",
+                "-o", str(out)]) == 0
+    before = (out / "config.json").read_bytes()
+    capsys.readouterr()
+    assert cli(["export", str(out), "-o", str(out / "config.pt")]) == 1
+    assert "overwrite" in capsys.readouterr().err
+    assert (out / "config.json").read_bytes() == before and not (out / "config.pt").exists()
+
+
+def test_real_valued_input_model_is_refused_by_name(tmp_path, capsys) -> None:
+    out = tmp_path / "model"
+    assert cli(["compile", str(ROOT / "programs/maxmin.rasp"), "--input-range", "-1", "1",
+                "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert cli(["export", str(out), "-o", str(tmp_path / "mm.pt")]) == 1
+    err = capsys.readouterr().err
+    assert "real-valued tokens" in err and "--input-range" in err and err.count("error:") == 1
+    assert not (tmp_path / "mm.pt").exists()
+
+
+@requires_tl
+def test_load_of_a_tampered_export_is_one_artifact_error(tmp_path) -> None:
+    from rasp_compiler.errors import ArtifactError
+    from rasp_compiler.export.transformer_lens import save_transformer_lens
+
+    model = compile_program(load_program(ROOT / "programs/sort.rasp"), "abc", 4)
+    pt, js = save_transformer_lens(model, str(tmp_path / "tl.pt"))
+    doc = json.loads(Path(js).read_text())
+    doc["cfg"]["d_model"] += 1  # the weights no longer fit the config
+    Path(js).write_text(json.dumps(doc))
+    with pytest.raises(ArtifactError, match="do not make a TransformerLens model"):
+        load_transformer_lens(pt)
+    doc["cfg"]["bogus_option"] = 1
+    Path(js).write_text(json.dumps(doc))
+    with pytest.raises(ArtifactError):
+        load_transformer_lens(pt)

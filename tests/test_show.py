@@ -122,3 +122,79 @@ def test_cli_show_model_needs_input_and_known_tokens(tmp_path, capsys) -> None:
     assert "not in the vocabulary" in capsys.readouterr().err
     assert cli(["show", str(out), "--input", "abcab", "-o", str(tmp_path / "t.png")]) == 1
     assert "more than" in capsys.readouterr().err
+
+
+def _columns_never_go_back(program, place) -> list:
+    import networkx as nx
+
+    shown = program.graph.subgraph(nx.ancestors(program.graph, program.output) | {program.output})
+    return [(a, b) for a, b in shown.edges() if place[a].column > place[b].column]
+
+
+@pytest.mark.parametrize("with_residual", [True, False])
+def test_plan_embedded_maps_are_drawn_in_the_embedding(with_residual) -> None:
+    """dyck2 holds `indicator(is_open) - indicator(is_close)` in the residual from the embedding and
+    layer 0's head reads it: drawing it in layer 0's MLP gave an arrow back in time."""
+    program = load_program(str(ROOT / "programs/dyck2.rasp"))
+    model = compile_program(program, "(){}", 16)
+    place = place_nodes(program, model.plan, model.config["residual"] if with_residual else None)
+    assert place["sequence_map_1"].unit == "embedding" and place["is_open"].unit == "embedding"
+    assert _columns_never_go_back(program, place) == []
+    for lp in model.plan:  # what the plan computes stays where the plan says
+        for op in (lp["mlp"] or {}).get("ops", []):
+            if op["writes"] == op["node"] and op["node"] in program.graph and op["kind"] == "map":
+                assert place[op["node"]].unit == f"L{lp['layer']} MLP"
+
+
+def test_trace_rows_are_scaled_so_one_hot_rows_stay_visible(tmp_path) -> None:
+    """reverse at 64 tokens holds length - indices - 1 (up to 63) in one dimension; a shared colour
+    scale drew every one-hot row at 1/63 of full colour, i.e. white."""
+    model = compile_program(load_program(REVERSE), "abc", 64)
+    tokens = list(("abc" * 22)[:64])
+    pic = draw_trace(model, tokens, str(tmp_path / "t.png"))
+    labels = model.labels()
+    assert pic.row_scales[labels.index("tokens:a")] == 1.0
+    assert pic.row_scales[labels.index("indices:5")] == 1.0
+    big = max(range(len(labels)), key=lambda i: pic.row_scales[i])
+    assert pic.row_scales[big] > 60
+    width, height = image_size(pic.path)
+    assert width >= 3000 and height >= 2000  # 65 positions stay legible
+
+
+def test_cli_show_model_with_real_valued_tokens(tmp_path, capsys) -> None:
+    out = tmp_path / "mm"
+    maxmin = str(ROOT / "programs/maxmin.rasp")
+    assert cli(["compile", maxmin, "--input-range", "-1", "1", "-o", str(out)]) == 0
+    capsys.readouterr()
+    png = tmp_path / "mm.png"
+    assert cli(["show", str(out), "--input-json", "[0.5, -0.2, 0.9, 0.1, -1]", "-o", str(png), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert png.read_bytes().startswith(b"\x89PNG") and "tokens_float" in result["residual_labels"]
+    assert len(result["row_scales"]) == len(result["residual_labels"])
+    assert result["row_scales"][result["residual_labels"].index("tokens_float")] == pytest.approx(1.0)
+    wide = "[0.5, -0.2, 0.9, 0.1, 3]"
+    assert cli(["show", str(out), "--input-json", wide, "-o", str(tmp_path / "x.png")]) == 1
+    err = capsys.readouterr().err
+    assert "outside the input range" in err and err.count("error:") == 1
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--vocab", "abc"], "--vocab: options for compiling a program"),
+    (["--max-len", "4"], "--max-len"),
+    (["--causal"], "--causal"),
+    (["--output", "flip"], "--output"),
+])
+def test_cli_show_model_refuses_compile_options(options, message, tmp_path, capsys) -> None:
+    out = tmp_path / "model"
+    assert cli(["compile", REVERSE, "--vocab", "abc", "--max-len", "4", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert cli(["show", str(out), "--input", "ab", *options, "-o", str(tmp_path / "t.png")]) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("error:") == 1
+    assert not (tmp_path / "t.png").exists()
+
+
+def test_cli_show_missing_target(tmp_path, capsys) -> None:
+    assert cli(["show", str(tmp_path / "nope"), "--input", "ab", "-o", str(tmp_path / "t.png")]) == 1
+    err = capsys.readouterr().err
+    assert "no such file or directory" in err and "give a model directory" not in err

@@ -19,7 +19,9 @@ torch.load(..., weights_only=True)) and model_tl.json (the config under "cfg", t
 values, residual labels, the layer plan and how to load it in TransformerLens 2.x/3.x and 4.x).
 --verify runs the compiled model and the TransformerLens model on K random inputs and reports the
 largest difference of the logits, of every residual hook point (blocks.L.hook_resid_pre/mid/post)
-and of every attention pattern (blocks.L.attn.hook_pattern).
+and of every attention pattern (blocks.L.attn.hook_pattern); it exits 1 when one exceeds --tolerance.
+Inputs of mixed lengths share a batch, padded and masked as run_padded() does: TransformerLens 2.x/3.x
+ignores attention_mask in bidirectional models, so pass a padded batch through run_padded().
 Needs the optional extra: pip install -e .[lens]"""
 
 
@@ -36,8 +38,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--inputs", type=int, default=200, metavar="K", help="random inputs for --verify "
                    "(default 200)")
     p.add_argument("--seed", type=int, default=0, help=f"seed of the random inputs, {SEED_HELP} (default 0)")
+    p.add_argument("--tolerance", type=float, default=None, metavar="EPS",
+                   help="--verify fails (exit 1) when a logit, residual or attention value differs by more "
+                        "(default 1e-4 for float32, 1e-9 for float64)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=main)
+
+
+# float rounding of the same weights; a real mismatch (a wrong head, a lost scale) is far larger
+DEFAULT_TOLERANCE = {"float32": 1e-4, "float64": 1e-9}
+
+
+def _check_not_model_files(model_dir: str, paths: tuple[str, ...]) -> None:
+    """-o DIR/config.pt would write DIR/config.json over the compiled model's own config."""
+    own = {os.path.realpath(os.path.join(model_dir, name)) for name in ("config.json", "model.safetensors")}
+    for path in paths:
+        if os.path.realpath(path) in own:
+            raise UserError(f"-o would overwrite {path}, a file of the compiled model being exported",
+                            hint="write the export elsewhere, e.g. -o model_tl.pt")
+
+
+def _worst(result: dict) -> float:
+    return max(result["max_abs_diff_logits"], result["max_abs_diff_residual"], result["max_abs_diff_pattern"])
 
 
 def main(args: argparse.Namespace) -> int:
@@ -52,6 +74,9 @@ def main(args: argparse.Namespace) -> int:
     if not args.out.endswith(".pt"):
         raise UserError(f"-o {args.out}: the TransformerLens state dict is written as a .pt file",
                         hint="e.g. -o model_tl.pt")
+    if args.tolerance is not None and not args.tolerance >= 0:  # also refuses nan
+        raise UserError(f"--tolerance must be a number >= 0, got {args.tolerance}")
+    _check_not_model_files(args.model, (args.out, os.path.splitext(args.out)[0] + ".json"))
     model = RaspModel.load(args.model)
     _import_tl()  # a clear error before writing anything when TransformerLens is missing
     pt_path, json_path = save_transformer_lens(model, args.out)
@@ -62,9 +87,11 @@ def main(args: argparse.Namespace) -> int:
         tl_model, _ = load_transformer_lens(pt_path)  # check the files as written, not the memory copy
         report = verify(model, tl_model, args.inputs, seed=args.seed)
         result.update(report)
+        tol = args.tolerance if args.tolerance is not None else DEFAULT_TOLERANCE.get(report["dtype"], 1e-4)
+        result["tolerance"], result["ok"] = tol, _worst(result) <= tol
     if args.json:
         print(json.dumps(result, indent=1))
-        return 0
+        return _verdict(result)
     print(f"wrote {pt_path} and {json_path}")
     if args.verify:
         print(f"verified on {result['inputs']} random inputs (TransformerLens {result['transformer_lens']}, "
@@ -73,4 +100,14 @@ def main(args: argparse.Namespace) -> int:
               f"max |Δ attention pattern| = {result['max_abs_diff_pattern']:.3g}")
         for hook, diff in {**result["hooks"], **result["patterns"]}.items():
             print(f"  {hook:28s} {diff:.3g}")
-    return 0
+    return _verdict(result)
+
+
+def _verdict(result: dict) -> int:
+    """0, or a UserError (exit 1, one error line) when --verify found the TransformerLens model
+    computing something else; the report is printed first so the hook that differs is named."""
+    if result.get("ok", True):
+        return 0
+    raise UserError(f"the TransformerLens model differs from the compiled model by {_worst(result):.3g}, "
+                    f"more than --tolerance {result['tolerance']:g} (the files were written)",
+                    hint="the hook points above show the first layer that differs")

@@ -69,6 +69,9 @@ def main(args: argparse.Namespace) -> int:
     parent = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(parent):
         raise UserError(f"cannot write {args.out}: {parent} is not a directory")
+    if not os.path.exists(args.target):
+        raise UserError(f"{args.target}: no such file or directory",
+                        hint="give a .rasp program or a directory written by 'rasp compile'")
     if os.path.isdir(args.target):
         result = show_model(args, fmt)
     else:
@@ -94,7 +97,7 @@ def show_program(args: argparse.Namespace, fmt: str) -> dict:
         raise UserError("drawing a program's schedule needs --vocab and --max-len (it is compiled first)")
     program = load_program(args.target, output=args.output or "out")
     model = compile_program(program, parse_vocab(args.vocab), args.max_len, causal=args.causal)
-    pic = draw_plan(program, model.plan, args.out, fmt=fmt,
+    pic = draw_plan(program, model.plan, args.out, fmt=fmt, residual=model.config.get("residual"),
                     title=f"{args.target}: {model.n_layers} layers, residual width {model.residual_width}")
     return {"picture": args.out, "format": fmt, "width": pic.size_px[0], "height": pic.size_px[1],
             "labels": pic.labels, "units": pic.units,
@@ -107,11 +110,23 @@ def show_model(args: argparse.Namespace, fmt: str) -> dict:
     from rasp_compiler.runtime import RaspModel
     from rasp_compiler.viz import draw_trace
 
+    # a compiled model's vocabulary, length and output are fixed: options that would change them
+    # are refused rather than ignored, so the picture is never of something other than asked
+    given = [opt for opt, value in (("--vocab", args.vocab), ("--max-len", args.max_len),
+                                    ("--output", args.output), ("--causal", args.causal or None))
+             if value is not None]
+    if given:
+        raise UserError(f"{', '.join(given)}: options for compiling a program, but {args.target} is a "
+                        "compiled model, which keeps the settings it was compiled with",
+                        hint=f"drop {', '.join(given)}, or compile again: rasp compile FILE.rasp ... -o DIR")
     if args.input is None and args.input_json is None:
         raise UserError("drawing a model needs an input: --input TEXT or --input-json LIST")
     tokens = list(args.input) if args.input is not None else parse_input_json(args.input_json)
     model = RaspModel.load(args.target)
-    model.encode([tokens])  # clear errors for unknown tokens / too long, before drawing
+    # clear errors for unknown tokens / too long / out-of-range numbers, before drawing; encode_inputs
+    # also takes the real-valued tokens of a model compiled with --input-range
+    model.encode_inputs([tokens])
     pic = draw_trace(model, tokens, args.out, fmt=fmt)
     return {"picture": args.out, "format": fmt, "width": pic.size_px[0], "height": pic.size_px[1],
-            "heads": pic.head_titles, "residual_labels": pic.residual_labels, "stages": pic.stages}
+            "heads": pic.head_titles, "residual_labels": pic.residual_labels, "stages": pic.stages,
+            "row_scales": pic.row_scales}

@@ -3,6 +3,8 @@
 from rasp_compiler.export.transformer_lens import (
     UnsupportedUnitError,
     load_transformer_lens,
+    padding_hooks,
+    run_padded,
     save_transformer_lens,
     tl_config,
     tl_state_dict,
@@ -10,5 +12,5 @@ from rasp_compiler.export.transformer_lens import (
     verify,
 )
 
-__all__ = ["UnsupportedUnitError", "load_transformer_lens", "save_transformer_lens", "tl_config",
-           "tl_state_dict", "to_hooked_transformer", "verify"]
+__all__ = ["UnsupportedUnitError", "load_transformer_lens", "padding_hooks", "run_padded",
+           "save_transformer_lens", "tl_config", "tl_state_dict", "to_hooked_transformer", "verify"]

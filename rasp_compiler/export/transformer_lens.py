@@ -21,8 +21,10 @@ model from 4.0 on (4.0 removed the ``HookedTransformer`` class).  Hook names are
 
 Token ids are the runtime's: vocabulary entries 0..V-1, BOS = V, PAD = V+1; position 0 holds BOS.
 Padding needs ``attention_mask`` (1 for BOS and real tokens, 0 for PAD).  TransformerLens 2.x/3.x
-applies ``attention_mask`` only in causal models, so there a bidirectional model must run inputs
-of one length per batch (``verify`` does this).
+applies ``attention_mask`` only in causal models: a bidirectional model's heads then attend to PAD
+keys and the logits of a padded batch are wrong (reverse, length …).  ``padding_hooks`` gives the
+forward hooks that mask PAD keys in every layer; ``run_padded`` runs a batch with them (``verify``
+checks mixed-length batches this way).
 
 transformer-lens is an optional dependency (``pip install -e .[lens]``); this module imports it
 only inside the functions that need it.
@@ -112,6 +114,12 @@ def _unit_error(config: dict, layer: int, unit: str) -> UnsupportedUnitError:
 
 
 def _check_expressible(config: dict, tensors: dict[str, torch.Tensor]) -> None:
+    if "embed.value" in tensors or (config.get("input") or {}).get("kind") == "numerical":
+        # TransformerLens embeds token ids; a real-valued token adds value * embed.value instead
+        raise UnsupportedUnitError(
+            "the model reads real-valued tokens (compiled with --input-range), which a "
+            "TransformerLens token embedding cannot express",
+            hint="compile with a --vocab of tokens to export; numerical s-ops inside the program are fine")
     known = {"embed.token", "embed.pos", "unembed.W_U", "unembed.b_U"}
     for li, lc in enumerate(config["layers"]):
         act = lc.get("mlp_activation", lc.get("activation", "relu"))
@@ -321,6 +329,9 @@ LOAD_HOWTO = [
     "dtype=dtype)})",
     "# inputs: ids = [bos_id] + [token_ids[t] for t in text], PAD = pad_id; "
     "attention_mask = 1 on BOS and tokens, 0 on PAD",
+    "# padded batches of a bidirectional model: TransformerLens 2.x/3.x ignores attention_mask there; "
+    "run rasp_compiler.export.transformer_lens.run_padded(model, ids, attention_mask) (it masks PAD keys "
+    "with hooks on blocks.L.attn.hook_attn_scores) or one length per batch",
 ]
 
 
@@ -342,8 +353,16 @@ def load_transformer_lens(path: str) -> tuple[Any, dict[str, Any]]:
         sd = torch.load(path, weights_only=True, map_location="cpu")
     except Exception as err:  # truncated/corrupt/pickled objects: torch raises several kinds
         raise ArtifactError(f"{path} cannot be read as a state dict ({err})") from None
-    dtype = getattr(torch, doc.get("dtype", "float32"))
-    return build_hooked_transformer(doc["cfg"], sd, dtype), doc
+    dtype = getattr(torch, str(doc.get("dtype", "float32")), None)
+    if not isinstance(dtype, torch.dtype) or not isinstance(doc.get("cfg"), dict):
+        raise ArtifactError(f"{json_path} has no valid 'cfg' and 'dtype'", hint="run 'rasp export' again")
+    try:
+        return build_hooked_transformer(doc["cfg"], sd, dtype), doc
+    except (TypeError, ValueError, KeyError, RuntimeError, AttributeError) as err:
+        # an edited cfg or a state dict of another model: torch/TransformerLens say which key
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ArtifactError(f"{path} and {json_path} do not make a TransformerLens model ({first})",
+                            hint="run 'rasp export' again") from None
 
 
 # --------------------------------------------------------------------------- verification
@@ -369,10 +388,38 @@ def resid_hook_names(n_layers: int) -> list[str]:
     return names
 
 
+def padding_hooks(n_layers: int, attention_mask: torch.Tensor) -> list[tuple[str, Any]]:
+    """Forward hooks that give PAD keys (``attention_mask == 0``) a score of -inf in every layer.
+
+    TransformerLens 2.x/3.x applies ``attention_mask`` only in causal models; without these hooks
+    a bidirectional model's heads read PAD positions and a padded batch gives wrong logits.  In a
+    model that already masks them the hooks change nothing (-inf stays -inf)."""
+    keep = attention_mask.bool()[:, None, None, :]  # [batch, 1 head, 1 query, key]
+
+    def mask_pad_keys(scores: torch.Tensor, hook: Any = None) -> torch.Tensor:
+        return scores.masked_fill(~keep.to(scores.device), float("-inf"))
+
+    return [(f"blocks.{li}.attn.hook_attn_scores", mask_pad_keys) for li in range(n_layers)]
+
+
+def run_padded(tl_model: Any, ids: torch.Tensor, attention_mask: torch.Tensor,
+               names_filter: Any = None) -> tuple[torch.Tensor, Any]:
+    """``tl_model.run_with_cache`` on a padded batch with PAD keys masked (see ``padding_hooks``).
+
+    Only TransformerLens 2.x/3.x (``HookedTransformer``) needs the hooks; 4.x applies
+    ``attention_mask`` itself and its bridge is run as it was before (untested here: 2.x is what
+    the ``lens`` extra installs)."""
+    with torch.no_grad():
+        if _import_tl()[0] == "bridge":
+            return tl_model.run_with_cache(ids, attention_mask=attention_mask, names_filter=names_filter)
+        hooks = padding_hooks(int(tl_model.cfg.n_layers), attention_mask)
+        with tl_model.hooks(fwd_hooks=hooks):
+            return tl_model.run_with_cache(ids, attention_mask=attention_mask, names_filter=names_filter)
+
+
 def _run_tl(tl_model: Any, ids: torch.Tensor, mask: torch.Tensor,
             hooks: list[str]) -> tuple[torch.Tensor, dict]:
-    with torch.no_grad():
-        logits, cache = tl_model.run_with_cache(ids, attention_mask=mask, names_filter=lambda n: n in hooks)
+    logits, cache = run_padded(tl_model, ids, mask, names_filter=lambda n: n in hooks)
     return logits, {h: cache[h] for h in hooks}
 
 
@@ -392,15 +439,8 @@ def verify(model: RaspModel | str | os.PathLike, tl_model: Any | None = None, in
     per_hook = {h: 0.0 for h in hooks}
     per_pattern = {h: 0.0 for h in pattern_hooks.values()}
     max_logits = 0.0
-    # TransformerLens < 4 masks padding only in causal models: give it one length per batch.
-    kind = _import_tl()[0]
-    if kind == "hooked" and not m.config.get("causal"):
-        groups: dict[int, list] = {}
-        for x in batch:
-            groups.setdefault(len(x), []).append(x)
-        chunks = [g[i:i + batch_size] for g in groups.values() for i in range(0, len(g), batch_size)]
-    else:
-        chunks = [batch[i:i + batch_size] for i in range(0, len(batch), batch_size)]
+    # mixed lengths in one batch, so the padded path a user runs (run_padded) is what is checked
+    chunks = [batch[i:i + batch_size] for i in range(0, len(batch), batch_size)]
     for chunk in chunks:
         ids, lengths = m.encode(chunk)
         with torch.no_grad():

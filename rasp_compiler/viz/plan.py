@@ -35,8 +35,23 @@ class PlanPicture:
     size_px: tuple[int, int] = (0, 0)
 
 
-def place_nodes(program: Program, plan: list[dict]) -> dict[str, Placement]:
-    """Where each node of ``program`` is computed, from a compiled model's plan."""
+def embedded_nodes(plan: list[dict], residual: list[dict] | None) -> set[str]:
+    """Nodes the residual stream holds (config ``residual``) that no head or MLP of ``plan``
+    writes: the embedding computes them (a map of tokens and indices folded into it)."""
+    if not residual:
+        return set()
+    touched = set()
+    for lp in plan:
+        for h in lp["heads"]:
+            touched |= set(h.get("nodes", [h["node"]]))
+        touched |= {op["node"] for op in (lp.get("mlp") or {}).get("ops", [])}
+    return {f["node"] for f in residual if f.get("node")} - touched
+
+
+def place_nodes(program: Program, plan: list[dict],
+                residual: list[dict] | None = None) -> dict[str, Placement]:
+    """Where each node of ``program`` is computed, from a compiled model's plan (and, when given,
+    its config's ``residual`` layout, which says which maps the embedding holds)."""
     place: dict[str, Placement] = {}
     helped: dict[str, Placement] = {}  # node -> the first MLP writing another form of it
     for lp in plan:
@@ -54,6 +69,9 @@ def place_nodes(program: Program, plan: list[dict]) -> dict[str, Placement]:
             if op["node"] in program.graph and op["node"] not in place:
                 place[op["node"]] = Placement(2 + 2 * layer, f"L{layer} MLP")
     graph = program.graph
+    # before the reverse pass: a map the embedding holds is not "fused" into a later MLP reader
+    for nid in embedded_nodes(plan, residual) & set(graph.nodes):
+        place.setdefault(nid, Placement(0, EMBED))
     order = list(nx.lexicographical_topological_sort(graph))
     # Unplaced nodes: selectors go with the head reading them; maps with the MLP they were fused
     # into (their nearest placed reader); everything depending only on embeddings is embedded.
@@ -64,13 +82,22 @@ def place_nodes(program: Program, plan: list[dict]) -> dict[str, Placement]:
         readers = [place[s] for s in graph.successors(nid) if s in place]
         if nid in helped and node.kind in ("map", "sequence_map"):
             place[nid] = helped[nid]  # held in another encoding (e.g. `map_1:num`, a query)
+        elif any(p.column == 0 for p in readers) and not node.is_selector:
+            place[nid] = Placement(0, EMBED)  # folded into an embedded reader: computed there
         elif node.is_selector and readers:
             first = min(readers, key=lambda p: p.column)
             place[nid] = Placement(first.column, first.unit)
         elif readers and any(p.column > 0 and p.unit.endswith("MLP") for p in readers) and \
-                node.kind in ("map", "sequence_map"):
+                node.kind in ("map", "sequence_map") and \
+                min(p.column for p in readers if p.unit.endswith("MLP")) <= min(p.column for p in readers):
+            # fused into an MLP only when no earlier head reads it (a head reads the residual, so
+            # the value was there before that MLP); otherwise the forward pass below places it
             first = min((p for p in readers if p.unit.endswith("MLP")), key=lambda p: p.column)
             place[nid] = Placement(first.column, first.unit, fused=True)
+        elif readers and node.kind in ("map", "sequence_map") and \
+                min(readers, key=lambda p: p.column).column % 2 == 1:
+            # a head reads it from the residual and no MLP op writes it: only the embedding can
+            place[nid] = Placement(0, EMBED)
     for nid in order:
         if nid in place:
             continue
@@ -101,15 +128,16 @@ def column_titles(n_layers: int) -> list[str]:
 
 
 def draw_plan(program: Program, plan: list[dict], path: str, title: str | None = None,
-              fmt: str | None = None) -> PlanPicture:
-    """Draw ``program`` laid out by ``plan`` (a compiled model's ``config["plan"]``) to ``path``."""
+              fmt: str | None = None, residual: list[dict] | None = None) -> PlanPicture:
+    """Draw ``program`` laid out by ``plan`` (a compiled model's ``config["plan"]``) to ``path``.
+    Pass ``residual`` (``config["residual"]``) so maps the embedding holds are drawn there."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    place = place_nodes(program, plan)
+    place = place_nodes(program, plan, residual)
     n_layers = len(plan)
     n_cols = 1 + 2 * n_layers
     # only what the output depends on: a file may define several programs (paper_examples.rasp)

@@ -4,13 +4,17 @@ Top row: every head's attention pattern (queries down, keys across, BOS first), 
 layer, head and the select it implements.  Below: the residual stream after the embedding and
 after each layer as a heatmap — one row per residual dimension, labelled ``s-op:value`` (one-hot
 dimensions) or ``s-op`` (numerical ones), one column per position — as tracr's plots are.
-``draw_trace`` returns the titles and row labels it drew.
+Each row is coloured relative to its own largest |value| (over all positions and stages): one
+numerical dimension holding, say, ``length - indices - 1`` (up to 63 at 64 tokens) would otherwise
+set the scale and wash every one-hot row out to white.  A row whose scale is not 1 says so in its
+tick label (``map_1:num (±63)``).  ``draw_trace`` returns the titles and row labels it drew and the
+scales.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rasp_compiler.runtime import RaspModel
@@ -24,6 +28,7 @@ class TracePicture:
     residual_labels: list[str]
     stages: list[str]
     size_px: tuple[int, int]
+    row_scales: list[float] = field(default_factory=list)  # the |value| drawn at full colour, per row
 
 
 def head_descriptions(model: RaspModel) -> list[list[str]]:
@@ -57,6 +62,20 @@ def head_descriptions(model: RaspModel) -> list[list[str]]:
 def _short(text: str, width: int) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def row_scales(residuals: list[Any]) -> list[float]:
+    """Per residual dimension, its largest |value| over every stage and position (1 where it is
+    always 0, so an unused row stays blank rather than dividing by zero)."""
+    import torch
+
+    stacked = torch.stack([r[0].double().abs().amax(dim=0) for r in residuals])  # [stage, dim]
+    peak = stacked.amax(dim=0)
+    return [float(v) if float(v) > 1e-12 else 1.0 for v in peak]
+
+
+def _row_label(label: str, scale: float) -> str:
+    return label if abs(scale - 1.0) < 1e-6 else f"{label} (±{scale:.3g})"
 
 
 def draw_trace(model: RaspModel, tokens: list[Any], path: str, fmt: str | None = None) -> TracePicture:
@@ -107,14 +126,16 @@ def draw_trace(model: RaspModel, tokens: list[Any], path: str, fmt: str | None =
         titles.append(title)
         ax.set_title(title, fontsize=7.5)
     sub = grid[head_rows].subgridspec(1, len(stages), wspace=0.08)
-    vmax = max(float(np.abs(r[0].double().numpy()).max()) for _, r in stages) or 1.0
+    scales = row_scales([r for _, r in stages])
+    per_row = np.array(scales)[:, None]
     for k, (name, resid) in enumerate(stages):
         ax = fig.add_subplot(sub[k])
-        values = resid[0].double().numpy().T  # rows: residual dims, columns: positions
-        ax.imshow(values, cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto", interpolation="nearest")
+        values = resid[0].double().numpy().T / per_row  # rows: residual dims, columns: positions
+        ax.imshow(values, cmap="RdBu_r", vmin=-1.0, vmax=1.0, aspect="auto", interpolation="nearest")
         ax.set_xticks(range(n_pos), axis_tokens, fontsize=7, rotation=90)
         if k == 0:
-            ax.set_yticks(range(d), labels, fontsize=6.5)
+            ax.set_yticks(range(d), [_row_label(lab, sc) for lab, sc in zip(labels, scales, strict=True)],
+                          fontsize=6.5)
         else:
             ax.set_yticks(range(d), [""] * d)
         ax.set_title(f"residual {name}", fontsize=8)
@@ -124,4 +145,5 @@ def draw_trace(model: RaspModel, tokens: list[Any], path: str, fmt: str | None =
     fig.savefig(path, format=fmt, dpi=100, bbox_inches="tight")
     plt.close(fig)
     size = image_size(path)
-    return TracePicture(path, titles, labels, [s for s, _ in stages], size)  # type: ignore[arg-type]
+    return TracePicture(path, titles, labels, [s for s, _ in stages], size,  # type: ignore[arg-type]
+                        scales)
