@@ -300,3 +300,19 @@ def test_a_nan_output_never_agrees_in_check() -> None:
 
     assert agree([float("nan"), 1.0], [0.5, 1.0], True, 1e-5) == (False, math.inf)
     assert agree([0.5, 1.0], [0.5, 1.0], True, 1e-5) == (True, 0.0)
+
+
+# ----- a directory where a program goes; a nameless .pt ---------------------------------------------
+@pytest.mark.parametrize("command", ["run", "check", "compile"])
+def test_a_model_directory_given_as_a_program_points_at_rasp_eval(capsys, compiled_reverse, command,
+                                                                   tmp_path) -> None:
+    extra = {"run": ["--input", "abc"], "check": ["--vocab", "abc", "--max-len", "3"],
+             "compile": ["--vocab", "abc", "--max-len", "3", "-o", str(tmp_path / "m")]}[command]
+    rc, _, err = run(capsys, command, compiled_reverse, *extra)
+    assert_one_error(rc, err, "is a directory, not a RASP program", "rasp eval")
+
+
+def test_export_refuses_a_file_named_only_pt(capsys, compiled_reverse, tmp_path) -> None:
+    rc, _, err = run(capsys, "export", compiled_reverse, "-o", str(tmp_path / ".pt"))
+    assert_one_error(rc, err, "give the file a name before .pt")
+    assert not (tmp_path / ".json").exists()

@@ -71,6 +71,8 @@ def main(args: argparse.Namespace) -> int:
                         hint=f"compile it first: rasp compile {args.model} --vocab ... --max-len ... -o out/")
     check_at_least(args, 1, "inputs")
     check_seed(args)
+    if os.path.basename(args.out) == ".pt":  # torch cannot name a zip archive ".pt"
+        raise UserError(f"-o {args.out}: give the file a name before .pt", hint="e.g. -o model_tl.pt")
     if not args.out.endswith(".pt"):
         raise UserError(f"-o {args.out}: the TransformerLens state dict is written as a .pt file",
                         hint="e.g. -o model_tl.pt")

@@ -578,7 +578,11 @@ def load_program(path: str | Path, output: str = "out") -> Program:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"no such file: {path}") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+    except IsADirectoryError:
+        hint = ("a compiled model runs with 'rasp eval DIR --input ...'"
+                if (p / "config.json").is_file() else "give a .rasp file")
+        raise UserError(f"{path} is a directory, not a RASP program", hint=hint) from None
+    except (PermissionError, UnicodeDecodeError) as err:
         raise UserError(f"cannot read {path}: {err}") from None
     session = Session()
     session.exec_source(text, str(path), directory=p.resolve().parent)
