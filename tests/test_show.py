@@ -45,6 +45,27 @@ def test_plan_labels_and_colours_match_the_program(tmp_path) -> None:
     assert 600 <= width <= 6000 and 300 <= height <= 6000
 
 
+def test_plan_captions_the_heads_and_mlp_ops_without_a_box(tmp_path) -> None:
+    """sort's width takes two heads and a decoding MLP in layer 0; the node has one box (head 0),
+    so head 1 and the MLP are captioned in their columns instead of leaving them looking empty."""
+    program = load_program(SORT)
+    model = compile_program(program, "abc", 8)
+    pic = draw_plan(program, model.plan, str(tmp_path / "plan.png"))
+    assert pic.placement["sort_by.place"].unit == "L0 head 0"
+    assert pic.captions[1] == ["head 1: width → sort_by.place"]
+    assert pic.captions[2] == ["width_decode → sort_by.place"]
+    assert 3 not in pic.captions and 4 not in pic.captions   # layer 1's head has its own box
+    # a map program whose MLP ops all have their own boxes gets no MLP caption
+    rev = load_program(str(ROOT / "programs/reverse.rasp"))
+    rmodel = compile_program(rev, "abc", 8)
+    rpic = draw_plan(rev, rmodel.plan, str(tmp_path / "rev.png"), residual=rmodel.config["residual"])
+    boxed = {op["node"] for lp in rmodel.plan for op in (lp["mlp"] or {}).get("ops", [])
+             if op["writes"] == op["node"] and op["node"] in rpic.placement}
+    for column, lines in rpic.captions.items():
+        assert not any(line.endswith(f"→ {n}") and rpic.placement[n].column == column for n in boxed
+                       for line in lines)
+
+
 def test_plan_of_a_map_program_places_mlps(tmp_path) -> None:
     program = load_program(str(ROOT / "programs/dyck1.rasp"))
     model = compile_program(program, "()", 6)

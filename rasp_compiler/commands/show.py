@@ -101,6 +101,7 @@ def show_program(args: argparse.Namespace, fmt: str) -> dict:
                     title=f"{args.target}: {model.n_layers} layers, residual width {model.residual_width}")
     return {"picture": args.out, "format": fmt, "width": pic.size_px[0], "height": pic.size_px[1],
             "labels": pic.labels, "units": pic.units,
+            "captions": {str(column): lines for column, lines in pic.captions.items()},
             "placement": {n: {"column": p.column, "unit": p.unit, "fused": p.fused}
                           for n, p in pic.placement.items()}}
 

@@ -33,6 +33,7 @@ class PlanPicture:
     units: list[str]  # legend entries in column order
     placement: dict[str, Placement] = field(default_factory=dict)
     size_px: tuple[int, int] = (0, 0)
+    captions: dict[int, list[str]] = field(default_factory=dict)  # column -> work without a box
 
 
 def embedded_nodes(plan: list[dict], residual: list[dict] | None) -> set[str]:
@@ -127,6 +128,25 @@ def column_titles(n_layers: int) -> list[str]:
     return titles
 
 
+def unit_captions(plan: list[dict], place: dict[str, Placement]) -> dict[int, list[str]]:
+    """Per column, the heads and MLP ops that have no box of their own: a second head of a split
+    selector width, the MLP that decodes a width into its node, product encodings, conversions.
+    Without these a column can look empty although the plan puts work there."""
+    captions: dict[int, list[str]] = {}
+    for lp in plan:
+        layer = lp["layer"]
+        for h in lp["heads"]:
+            unit = f"L{layer} head {h['head']}"
+            if all(nid in place and place[nid].unit != unit for nid in h.get("nodes", [h["node"]])):
+                captions.setdefault(1 + 2 * layer, []).append(f"head {h['head']}: {h['kind']} → {h['node']}")
+        for op in (lp.get("mlp") or {}).get("ops", []):
+            own_box = op.get("writes") == op["node"] and op["node"] in place and \
+                place[op["node"]].column == 2 + 2 * layer
+            if not own_box:
+                captions.setdefault(2 + 2 * layer, []).append(f"{op['kind']} → {op['writes']}")
+    return captions
+
+
 def draw_plan(program: Program, plan: list[dict], path: str, title: str | None = None,
               fmt: str | None = None, residual: list[dict] | None = None) -> PlanPicture:
     """Draw ``program`` laid out by ``plan`` (a compiled model's ``config["plan"]``) to ``path``.
@@ -183,12 +203,10 @@ def draw_plan(program: Program, plan: list[dict], path: str, title: str | None =
                     arrowprops={"arrowstyle": "-|>", "color": "0.4", "lw": 1.0, "shrinkA": 2, "shrinkB": 2,
                                 "patchA": a.get_bbox_patch(), "patchB": b.get_bbox_patch(),
                                 "connectionstyle": "arc3,rad=0.12"})
-    for lp in plan:  # MLP work that is not a program node: product encodings, conversions
-        helpers = [f"{op['kind']} → {op['writes']}" for op in (lp.get("mlp") or {}).get("ops", [])
-                   if op.get("writes") != op["node"]]
-        if helpers:
-            ax.text(2 + 2 * lp["layer"], min(ys) - 0.6, "\n".join(helpers[:6]), ha="center", va="bottom",
-                    fontsize=8, color="0.35", style="italic")
+    captions = unit_captions(plan, place)
+    for column, lines in captions.items():
+        ax.text(column, min(ys) - 0.6, "\n".join(lines[:6]), ha="center", va="bottom",
+                fontsize=8, color="0.35", style="italic")
     handles = [Patch(facecolor=colour[u], edgecolor="0.25", label=u) for u in units]
     handles.append(Patch(facecolor="white", edgecolor="white", label="rounded: s-op, square: selector"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9, title="computed by")
@@ -197,4 +215,4 @@ def draw_plan(program: Program, plan: list[dict], path: str, title: str | None =
     fig.savefig(path, format=fmt, dpi=100)
     plt.close(fig)
     size = image_size(path)
-    return PlanPicture(path, labels, units, place, size)  # type: ignore[arg-type]
+    return PlanPicture(path, labels, units, place, size, captions)  # type: ignore[arg-type]
