@@ -104,9 +104,12 @@ def test_what_cannot_be_compiled_says_why() -> None:
         compiled("tokens = tokens_float;\ny = aggregate(select(tokens, tokens, <), tokens, 0);\ny;", 4)
     with pytest.raises(CompileError, match="fixed length"):
         compiled("tokens = tokens_float;\ny = tokens + length;\ny;", 4)
-    with pytest.raises(CompileError, match="several real numbers"):
+    with pytest.raises(CompileError, match="can jump as a real number moves"):  # a step, not a max
         compiled("tokens = tokens_float;\no = aggregate(select(indices, 0, ==), tokens, 0);\n"
                  "y = tokens if tokens > o else 0;\ny;", 4)
+    with pytest.raises(CompileError, match="several real numbers"):
+        compiled("tokens = tokens_float;\no = aggregate(select(indices, 0, ==), tokens, 0);\n"
+                 "y = tokens ^ o;\ny;", 4)
     with pytest.raises(CompileError, match="tokens_str"):
         compiled("t = tokens_float;\ny = t + indicator(tokens == \"a\");\ny;", 4)
 
@@ -252,3 +255,96 @@ def test_check_samples_stay_inside_a_range_float32_cannot_hold() -> None:
     assert all(-1e16 <= x <= 1e16 for x in xs)
     assert xs == [float(np.float32(x)) for x in xs]          # each one a float32
     assert xs[2:] == [0.5, 3.0]
+
+
+# ----- maps that jump, max/min with constants and positions, score rounding (audit of 30 Nov) -----
+@pytest.mark.parametrize("expr", ["indicator(tokens > 0)", "1 if tokens > 0.5 else 0", "tokens % 1",
+                                  "round(tokens)", "indicator(tokens == 0.5)", "indicator(tokens != 0.25)"])
+def test_a_map_that_jumps_is_a_compile_error_at_its_line(expr: str) -> None:
+    """These compiled to piecewise-linear units with a sampled 'bound': indicator(tokens == 0.5)
+    became the constant 0 with a stated bound of 0, and answered 0 where the program says 1."""
+    with pytest.raises(CompileError, match="can jump as a real number moves") as err:
+        compiled(f"tokens = tokens_float;\ny = {expr};\ny;", 2, -3.0, 3.0, dtype="float32")
+    assert err.value.line == 2 and "max or min" in err.value.hint
+
+
+@pytest.mark.parametrize("expr", ["tokens if tokens > 0 else 0", "0 if tokens < 0 else tokens",
+                                  "tokens if tokens < 0.5 else 0.5",
+                                  "tokens if tokens > indices else indices",
+                                  "tokens if tokens > indices - 1 else indices - 1"])
+def test_max_and_min_with_constants_and_positions_are_exact(expr: str) -> None:
+    prog, m = compiled(f"tokens = tokens_float;\ny = {expr};\ny;", 4, -3.0, 2.0)
+    assert all(r["exact"] for r in m.config["numeric"]["maps"])
+    xs = [[-3.0, 0.0, 2.0], [0.5, -0.5, 1e-9, 1.0], [-1e-9, 0.49999, 0.50001, 2.0], [1.0, 1.0, 1.0, 1.0]]
+    assert agree(prog, m, xs) <= 1e-12
+
+
+def test_a_map_without_a_unit_read_by_a_mean_is_an_error_at_its_line() -> None:
+    """c (a choice that is no max/min) was deferred, then the mean asked for its interval: KeyError."""
+    src = ("tokens = tokens_float;\no = aggregate(select(indices, 0, ==), tokens, 0);\n"
+           "c = tokens * o if tokens > o else o;\nf = aggregate(select(indices, indices, <=), c, 0);\nf;")
+    with pytest.raises(CompileError) as err:
+        compiled(src, 3)
+    assert err.value.line == 3
+
+
+def test_the_interval_of_a_max_or_min_is_the_hull_of_its_choices() -> None:
+    """min(x, o) over [1, 2] was [0, 2] (b + relu(a - b) added as if independent), and 1 / m was
+    refused for a pole at 0; maxmin.rasp over [-7, -3] (at length 6 every position has a partner)
+    was [-14, 4]."""
+    src = ("tokens = tokens_float;\no = aggregate(select(indices, 0, ==), tokens, 1);\n"
+           "m = tokens if tokens < o else o;\nr = 1 / m;\nr;")
+    _, m = compiled(src, 3, 1.0, 2.0)
+    maps = {r["node"]: r for r in m.config["numeric"]["maps"]}
+    assert maps["m"]["interval"] == [1.0, 2.0]
+    mm = compile_program(load_program("programs/maxmin.rasp"), None, 6, fixed_length=6, input_range=(-7, -3))
+    assert {r["node"]: r for r in mm.config["numeric"]["maps"]}["maxmin"]["interval"] == [-7.0, -3.0]
+
+
+def test_float32_softmax_scores_too_large_to_round_safely_are_refused() -> None:
+    """Scores up to 1e8 are rounded by ~12 in float32, so near-equal scores swap weights: the model
+    answered 500 where the program says 978, and the head was reported exact."""
+    src = ("tokens = tokens_float;\n"
+           "s = softmax_aggregate(select(indices, indices, <), [tokens], [tokens], indices * 1000, 0);\ns;")
+    with pytest.raises(CompileError, match="rounds by up to") as err:
+        compiled(src, 3, -1e4, 1e4, dtype="float32")
+    assert err.value.line == 2 and "float64" in err.value.hint
+    prog, m = compiled(src, 3, -1e4, 1e4, dtype="float64")
+    x = [4520.1044921875, 4520.10498046875, 7770.5615234375]
+    assert agree(prog, m, [x]) <= 1e-6 * 1e4
+
+
+def test_a_softmax_head_with_rounded_scores_states_its_bound() -> None:
+    """Query indices*1000 and key tokens: their products are rounded, and the head says by how much."""
+    src = ("tokens = tokens_float;\n"
+           "s = softmax_aggregate(select(indices, indices, <), [indices * 1000], [tokens], tokens, 0);\ns;")
+    prog, m = compiled(src, 3, -10.0, 10.0, dtype="float32")
+    head = {r["node"]: r for r in m.config["numeric"]["maps"]}["s"]
+    assert not head["exact"] and 0 < head["score_rounding"] < 0.01 and head["bound"] > 0
+    assert m.config["numeric"]["approx_error_bound"] >= head["bound"]
+    assert any("rounds its attention scores" in n for n in m.config["notes"])
+    rng = np.random.default_rng(1)
+    xs = [rng.uniform(-10, 10, 3).astype(np.float32).astype(float).tolist() for _ in range(50)]
+    assert agree(prog, m, xs) <= head["bound"]
+    # a query of ones (softmax.rasp) multiplies exactly: exact at any range that fits
+    sm = compile_program(load_program("programs/softmax.rasp"), None, 6, fixed_length=6,
+                         input_range=(-1000, 1000), dtype="float32")
+    assert all(r["exact"] for r in sm.config["numeric"]["maps"])
+
+
+@pytest.mark.parametrize("src, words", [
+    ("tokens = tokens_float;\nw = selector_width(select(indices, indices, <=));\ny = tokens * w;\ny;",
+     "--fixed-length"),
+    ("tokens = tokens_float;\nn = length;\ny = tokens * n;\ny;", "--fixed-length"),
+])
+def test_position_counts_at_a_variable_length_ask_for_a_fixed_length(src: str, words: str) -> None:
+    with pytest.raises(CompileError) as err:
+        compiled(src, 4)
+    assert words in err.value.hint and err.value.line is not None and "real numbers" not in str(err.value)
+
+
+def test_vocab_and_input_range_together_are_refused(capsys) -> None:
+    for command in ("compile", "check"):
+        argv = [command, "programs/matmul.rasp", "--input-range", "-1", "1", "--vocab", "abc"]
+        assert cli(argv + (["-o", "/tmp/never"] if command == "compile" else [])) == 1
+        assert "--vocab and --input-range exclude each other" in capsys.readouterr().err

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from rasp_compiler.commands.options import SEED_HELP, check_seed
+from rasp_compiler.commands.options import SEED_HELP, check_seed, check_tokens_or_range
 from rasp_compiler.errors import UserError
 
 EPILOG = """examples:
@@ -60,6 +60,7 @@ def main(args: argparse.Namespace) -> int:
 
     if args.samples is not None and args.samples < 1:
         raise UserError(f"--samples must be at least 1, got {args.samples}")
+    check_tokens_or_range(args)
     if getattr(args, "input_range", None) is not None:  # real-valued tokens
         from rasp_compiler.compiler.real_check import main_check
         return main_check(args)

@@ -110,9 +110,11 @@ class CompileStatus:
 
 
 def compile_from_args(args: argparse.Namespace):
+    from rasp_compiler.commands.options import check_tokens_or_range
     from rasp_compiler.compiler import compile_program
     from rasp_compiler.lang import load_program
 
+    check_tokens_or_range(args)
     if args.max_len is None and getattr(args, "input_range", None) is not None:
         # a matrix listing states its shape by its example: use that length, fixed
         from rasp_compiler.compiler.real_check import example_length

@@ -43,3 +43,13 @@ def check_finite(args: argparse.Namespace, name: str, *, positive: bool = False)
     if not math.isfinite(value) or value < 0 or (positive and value == 0):
         what = "a positive" if positive else "a non-negative"
         raise UserError(f"{_flag(name)} must be {what} finite number, got {value:g}")
+
+
+def check_tokens_or_range(args: argparse.Namespace) -> None:
+    """--vocab names the tokens of a categorical model; --input-range makes the tokens real numbers
+    (or, for a program that reads no tokens_float, the integers of the range): with both, one of
+    them would be ignored without a word."""
+    if getattr(args, "input_range", None) is not None and getattr(args, "vocab", None) is not None:
+        raise UserError("--vocab and --input-range exclude each other",
+                        hint="--input-range LO HI for real-valued tokens (tokens_float), --vocab for "
+                             "a vocabulary of tokens")

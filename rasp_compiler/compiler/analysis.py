@@ -325,6 +325,10 @@ class Analysis:
             info = self._aggregate(node)
         elif isinstance(node, SelectorWidth):
             info = self._selector_width(node)
+        elif node.kind == "softmax_aggregate":
+            raise self.error(node.id, f"{self.describe(node.id)} is a soft attention over real-valued "
+                             "scores: it compiles only in a real-valued program",
+                             hint="read the input as tokens_float and compile with --input-range LO HI")
         else:
             raise self.error(node.id, f"the compiler does not know the node kind {node.kind!r}")
         if info.encoding == "numerical" and not info.numeric and info.kind not in ("aggregate",) \

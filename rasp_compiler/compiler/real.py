@@ -41,6 +41,17 @@ import torch
 from rasp_compiler.compiler import selectors as sl
 from rasp_compiler.compiler.real_forms import Form, Lin, NonLinear, form_of
 from rasp_compiler.errors import CompileError
+from rasp_compiler.graph.expr import (
+    Binary,
+    Contains,
+    Lookup,
+    PyFn,
+    Ternary,
+    Unary,
+    Var,
+    children,
+    variables,
+)
 from rasp_compiler.graph.expr import evaluate as eval_expr
 from rasp_compiler.graph.nodes import (
     Aggregate,
@@ -60,6 +71,11 @@ GAP = {"float32": 120.0, "float64": 800.0}  # score gap at which exp(-gap) under
 # cost more units than the dtype's own rounding of their sum gives back
 APPROX_TARGET = {"float32": 1e-5, "float64": 1e-6}
 MAX_SEGMENTS = 4096
+# Rounding allowance of an "exact" unit, relative to max(1, |value|): a few ulps of a few operations.
+EXACT_TOL = {"float32": 1e-5, "float64": 1e-10}
+# A softmax head's scores are rounded to the dtype, and the rounding moves its weights by up to
+# e^(2 * drift): past this factor - 1 the model no longer computes the program's softmax at all.
+MAX_WEIGHT_DRIFT = 0.01
 ONE, BOS = 0, 1
 
 
@@ -121,6 +137,51 @@ class MLPSpec:
     inputs: list[str] = field(default_factory=list)
 
 
+@dataclass
+class Deferred:
+    """A map that is no form and gets no unit of its own: a consumer may inline it (the condition
+    of a max), and anything that needs its value gets ``message`` at ``origin``'s line."""
+
+    fn: Any
+    inputs: tuple[str, ...]
+    origin: str
+    message: str
+    hint: str
+
+
+# operators whose value can jump as a real argument moves: a piecewise-linear unit cannot follow a
+# jump, and a grid of samples cannot bound the error near one (`indicator(x == 0.5)` was compiled
+# as the constant 0 with a stated bound of 0)
+STEP_BINARY = frozenset({"==", "!=", "<", ">", "<=", ">=", "%", "and", "or"})
+STEP_UNARY = frozenset({"not", "round", "indicator"})
+
+
+def step_part(expr: Any) -> Any:
+    """The first sub-expression of ``expr`` that reads an input and can jump, or None."""
+    if variables(expr):
+        if isinstance(expr, Binary) and expr.op in STEP_BINARY:
+            return expr
+        if isinstance(expr, Unary) and expr.op in STEP_UNARY:
+            return expr
+        if isinstance(expr, (Ternary, Lookup, Contains)):
+            return expr
+    for c in children(expr):
+        found = step_part(c)
+        if found is not None:
+            return found
+    return None
+
+
+def _step_name(step: Any) -> str:
+    if isinstance(step, (Binary, Unary)):
+        return f"'{step.op}'"
+    return {Ternary: "a choice", Lookup: "a table lookup", Contains: "'in'"}[type(step)]
+
+
+def has_python_fn(expr: Any) -> bool:
+    return isinstance(expr, PyFn) or any(has_python_fn(c) for c in children(expr))
+
+
 class NumericCompiler:
     def __init__(self, program: Program, input_range: tuple[float, float], max_len: int, *,
                  fixed_length: int | None, dtype: str, causal: bool) -> None:
@@ -142,7 +203,7 @@ class NumericCompiler:
         self.mlps: list[MLPSpec] = []
         self.embed_cache: dict[bytes, str] = {}
         self.map_reports: list[dict[str, Any]] = []
-        self.deferred: dict[str, tuple[Any, tuple[str, ...], str]] = {}
+        self.deferred: dict[str, Deferred] = {}
         self._analyse()
 
     # ------------------------------------------------------------------ errors
@@ -169,7 +230,10 @@ class NumericCompiler:
                                      hint="write tokens = tokens_float; or compile without --input-range")
                 continue
             if isinstance(node, Length) and self.fixed is None:
-                raise self.error(node.id, "a real-valued program is compiled with its positions folded "
+                # `length` is a built-in with no line of its own: point at the first line reading it
+                readers = [r for r in self.graph.successors(node.id) if self.program.node(r).pos is not None]
+                raise self.error(min(readers, key=self._line_of) if readers else node.id,
+                                 "a real-valued program is compiled with its positions folded "
                                  "into the embedding, so `length` needs a fixed length",
                                  hint="give --fixed-length N (the program then runs on exactly N values)")
             if isinstance(node, (Indices, Length, Constant)):
@@ -196,29 +260,47 @@ class NumericCompiler:
             self.interval[nid] = self.range
         elif isinstance(node, (Map, SequenceMap)):
             fn, inputs = self._inline(node.fn, node.inputs)
-            args = []
-            for i in inputs:
-                args.append(self.pos[i] if i in self.pos else self._form_input(i))
-            try:
-                f = form_of(fn, args, self.n)
-                if isinstance(f, list):
-                    raise NonLinear("positional")
-                self.forms[nid] = f
-            except NonLinear as err0:
-                try:  # compose with materialised inputs instead of inlined maps
-                    args = [self.pos[i] if i in self.pos else Form.var(self.n, i) for i in inputs]
+            attempts = [
+                # inlined maps' forms, positions as per-position constants
+                [self.pos[i] if i in self.pos else self._form_input(i) for i in inputs],
+                # materialised inputs instead of inlined maps
+                [self.pos[i] if i in self.pos else Form.var(self.n, i) for i in inputs],
+            ]
+            if any(i in self.pos for i in inputs):
+                # positions as residual features too: max(x, indices) is relu(x - indices) + indices,
+                # whose relu needs the position as an input, not as a per-position constant
+                # (one feature for equal position-only inputs: `indices - 1` written twice is two
+                # nodes, and the max must see the same number on both sides of its comparison)
+                same: dict[tuple, str] = {}
+                for i in inputs:
+                    if i in self.pos:
+                        same.setdefault(tuple(map(repr, self.pos[i])), i)
+                attempts.append([Form.var(self.n, same[tuple(map(repr, self.pos[i]))] if i in self.pos else i)
+                                 for i in inputs])
+            errors: list[NonLinear] = []
+            for args in attempts:
+                try:
                     f = form_of(fn, args, self.n)
-                    self.forms[nid] = f
+                    if isinstance(f, list):
+                        raise NonLinear("positional")
+                    break
                 except NonLinear as err:
-                    self.forms.pop(nid, None)
-                    if len(inputs) > 1:
-                        # maybe a part of a larger expression (the condition of a max): the consumer
-                        # inlines it; it is an error only if something needs its value
-                        self.deferred[nid] = (fn, inputs, str(err0))
-                        return
-                    self._approx_check(node, str(err))
+                    errors.append(err)
+            else:
+                deferred = self._why_no_unit(node, fn, inputs, str(errors[0]))
+                if deferred is not None:
+                    # maybe a part of a larger expression (the condition of a max): the consumer
+                    # inlines it; it is an error only if something needs its value
+                    self.deferred[nid] = deferred
                     return
-            self.interval[nid] = self._form_interval(self.forms[nid])
+                self._approx_check(node, str(errors[1]))
+                return
+            self.forms[nid] = f
+            lo, hi = self._form_interval(self.forms[nid])
+            choice = self._choice_interval(fn, args, inputs)
+            if choice is not None:  # both are sound: keep what both allow
+                lo, hi = max(lo, choice[0]), min(hi, choice[1])
+            self.interval[nid] = (lo, hi)
         elif isinstance(node, (Aggregate, SoftmaxAggregate)):
             sel, src = node.inputs[0], node.inputs[-1]
             self._check_selector(sel, nid)
@@ -228,6 +310,10 @@ class NumericCompiler:
                 lo, hi = min(lo, d), max(hi, d)
             self.interval[nid] = (lo, hi)
         elif isinstance(node, SelectorWidth):
+            if node.inputs[0] in self.pos:  # positions only: its count depends on the length
+                raise self.error(nid, "{node} counts the keys its selector selects, which at a variable "
+                                 "length depends on how many positions there are",
+                                 hint="give --fixed-length N: the count is then folded into the embedding")
             raise self.error(nid, "selector_width of a selector that reads real numbers cannot be compiled",
                              hint="select on positions only")
         else:
@@ -243,7 +329,7 @@ class NumericCompiler:
         bindings = {}
         for k, i in enumerate(inputs):
             if i in self.deferred:
-                sub_fn, sub_inputs, _ = self.deferred[i]
+                sub_fn, sub_inputs = self.deferred[i].fn, self.deferred[i].inputs
                 inner = {}
                 for j, si in enumerate(sub_inputs):
                     if si not in new_inputs:
@@ -256,10 +342,75 @@ class NumericCompiler:
                 bindings[k] = Var(new_inputs.index(i))
         return substitute(fn, bindings), tuple(new_inputs)
 
+    def _choice_interval(self, fn: Any, args: list[Any],
+                         inputs: tuple[str, ...]) -> tuple[float, float] | None:
+        """For ``a if cond else b`` (a max, a min or a choice by position, as form_of accepted it),
+        the hull of a's and b's intervals, through nested choices.  The form's own interval adds b
+        to relu(a - b) as if they were independent: min(x, y) over [1, 2] came out as [0, 2], and a
+        later 1 / m was refused for a pole at 0."""
+        if not isinstance(fn, Ternary):
+            return None
+        parts = []
+        for branch in (fn.then, fn.otherwise):
+            part = self._choice_interval(branch, args, inputs)
+            if part is None and isinstance(branch, Var) and inputs[branch.index] in self.interval:
+                part = self.interval[inputs[branch.index]]   # already tightened where it was made
+            if part is None:
+                try:
+                    f = form_of(branch, args, self.n)
+                    if isinstance(f, list):  # a positional branch: its values at each position
+                        f = Form.const(self.n, np.array([float(v) for v in f]))
+                except (NonLinear, TypeError, ValueError):
+                    return None
+                part = self._form_interval(f)
+            parts.append(part)
+        return min(p[0] for p in parts), max(p[1] for p in parts)
+
+    def _line_of(self, nid: str) -> tuple[int, int]:
+        pos = self.program.node(nid).pos
+        return (pos.line or 0, pos.col or 0) if pos is not None else (0, 0)
+
+    def _why_no_unit(self, node: Any, fn: Any, inputs: tuple[str, ...], why: str) -> Deferred | None:
+        """Why the map ``node`` (``fn`` over ``inputs`` after inlining) gets no piecewise-linear
+        unit, as a Deferred; None when it gets one (a continuous function of one number)."""
+        nid = node.id
+        upstream = next((self.deferred[i] for i in node.inputs if i in self.deferred), None)
+        if upstream is not None:
+            # the inlined map is still no form: the first map that had none is the one to change
+            return Deferred(fn, inputs, upstream.origin, upstream.message, upstream.hint)
+        step = step_part(fn)
+        if step is not None:
+            return Deferred(fn, inputs, nid,
+                            f"{{node}} can jump as a real number moves ({_step_name(step)} of a real "
+                            "number): no piecewise-linear unit follows a jump, and no error bound holds "
+                            "near one",
+                            "compare real numbers only inside a max or min (a if a > b else b), which "
+                            "is exact; or select on positions")
+        if sum(i not in self.pos for i in inputs) > 1:
+            return Deferred(fn, inputs, nid,
+                            f"{{node}} is not exactly compilable ({why}) and reads several real "
+                            "numbers; only a function of one real number gets a piecewise-linear "
+                            "unit with an error bound",
+                            "a max or min (a if a > b else b) is exact; otherwise compute the "
+                            "argument as its own s-op first")
+        if has_python_fn(fn):
+            return Deferred(fn, inputs, nid,
+                            "{node} applies a Python function to a real number: the compiler cannot "
+                            "see whether it is continuous, so no error bound can be stated",
+                            "write the map as a RASP expression (+, *, ^, /, max/min as a if a > b "
+                            "else b)")
+        return None
+
+    def _deferred_error(self, sid: str) -> CompileError:
+        d = self.deferred[sid]
+        return self.error(d.origin, d.message, hint=d.hint)
+
     def _form_input(self, sid: str) -> Form:
         return self.forms[sid] if sid in self.forms else Form.var(self.n, sid)
 
     def _interval_any(self, sid: str) -> tuple[float, float]:
+        if sid in self.deferred:  # a mean of a map that has no unit: its value is needed
+            raise self._deferred_error(sid)
         if sid in self.pos:
             vals = [float(v) for v in self.pos[sid] if isinstance(v, (int, float))]
             if not vals:
@@ -271,9 +422,9 @@ class NumericCompiler:
         if atom[0] == "one":
             return (1.0, 1.0)
         if atom[0] == "x":
-            return self.interval[atom[1]]
+            return self._interval_any(atom[1])
         if atom[0] == "xx":
-            a, b = self.interval[atom[1]], self.interval[atom[2]]
+            a, b = self._interval_any(atom[1]), self._interval_any(atom[2])
             if atom[1] == atom[2]:
                 lo = 0.0 if a[0] <= 0 <= a[1] else min(a[0] ** 2, a[1] ** 2)
                 return lo, max(a[0] ** 2, a[1] ** 2)
@@ -282,7 +433,7 @@ class NumericCompiler:
         lin: Lin = atom[1]
         lo = hi = lin.const
         for s, w in lin.terms:
-            i = self.interval[s]
+            i = self._interval_any(s)
             lo += min(w * i[0], w * i[1])
             hi += max(w * i[0], w * i[1])
         return max(0.0, lo), max(0.0, hi)
@@ -364,11 +515,7 @@ class NumericCompiler:
             return self.embed(nums, sid)
         node = self.program.node(sid)
         if sid in self.deferred:
-            raise self.error(sid, f"{{node}} is not exactly compilable ({self.deferred[sid][2]}) and "
-                             "reads several real numbers; only a function of one real number gets a "
-                             "piecewise-linear unit with an error bound",
-                             hint="a max or min (a if a > b else b) is exact; otherwise compute the "
-                                  "argument as its own s-op first")
+            raise self._deferred_error(sid)
         if isinstance(node, Tokens):
             self.feats[sid] = Feat(sid, 1, -1, sid, "token", labels=[sid])
         elif isinstance(node, Aggregate):
@@ -471,17 +618,19 @@ class NumericCompiler:
         blocks = self._blocks(sel, nid, digits=not isinstance(node, SoftmaxAggregate))
         value = self.need(node.inputs[-1])
         data: list[tuple[str, str]] = []
-        bound = 0.0
+        bound = drift = 0.0
         if isinstance(node, SoftmaxAggregate):
             m = node.width
             qs, ks = node.inputs[1:1 + m], node.inputs[1 + m:1 + 2 * m]
+            rounded = 0.0  # the part of the scores whose products the dtype rounds
             for q, k in zip(qs, ks, strict=False):
                 data.append((self.need(q), self.need(k)))
                 iq, ik = self._interval_any(q), self._interval_any(k)
-                bound += max(abs(iq[0]), abs(iq[1])) * max(abs(ik[0]), abs(ik[1]))
-            if any(b[0] != "one" and b[1] != "one" and self.feats[b[0]].kind == "positional"
-                   and "query_" in b[0] for b in blocks):
-                pass
+                size = max(abs(iq[0]), abs(iq[1])) * max(abs(ik[0]), abs(ik[1]))
+                bound += size
+                if not (self._exact_factor(q) or self._exact_factor(k)):
+                    rounded += size
+            drift = self._score_drift(nid, bound, rounded, len(data))
             scale = 2.0 * (self.gap + 2.0 * bound) + 2.0
         else:
             scale = 2.0 * self.gap
@@ -490,9 +639,38 @@ class NumericCompiler:
         self.feats[nid] = Feat(nid, 1, slot, nid, "numerical", labels=[nid])
         self.heads.append(HeadSpec(nid, node.kind, nid, blocks, data, [value],
                                    [_as_float(node.default, self.error, nid)], scale, slot, [nid], [nid]))
-        self.map_reports.append({"node": nid, "kind": node.kind, "exact": True, "bound": 0.0,
+        lo, hi = self._interval_any(node.inputs[-1])
+        mag = max(abs(lo), abs(hi))
+        # weights within a factor e^(+-2 drift): |change of weights|_1 <= 2 (e^(2 drift) - 1)
+        effect = 2.0 * math.expm1(2.0 * drift) * mag
+        exact = effect <= EXACT_TOL[self.dtype] * max(1.0, mag)
+        self.map_reports.append({"node": nid, "kind": node.kind, "exact": exact,
+                                 "bound": 0.0 if exact else effect,
                                  "interval": list(self.interval[nid]),
-                                 **({"score_bound": bound} if data else {})})
+                                 **({"score_bound": bound, "score_rounding": drift} if data else {})})
+
+    def _exact_factor(self, sid: str) -> bool:
+        """Whether ``sid`` is a position-only s-op of zeros and powers of two (a constant 1 query):
+        a product with it is exact in binary floating point."""
+        if sid not in self.pos:
+            return False
+        vals = self.pos[sid]
+        return all(isinstance(v, (int, float)) and (v == 0 or math.frexp(abs(v))[0] == 0.5) for v in vals)
+
+    def _score_drift(self, nid: str, score_bound: float, rounded: float, pairs: int) -> float:
+        """How far the dtype may round a softmax head's score: each product of ``rounded`` (the
+        products of two general numbers) by an ulp, and the sum of ``pairs`` products by ``pairs - 1``
+        ulps of ``score_bound``.  A CompileError when the weights could then move by more than
+        MAX_WEIGHT_DRIFT: float32 rounds a score of 1e8 by 4, so near-equal scores swap weights."""
+        eps = float(np.finfo(np.float32 if self.dtype == "float32" else np.float64).eps)
+        drift = eps * (rounded + (pairs - 1) * score_bound)
+        if 2.0 * drift > math.log1p(MAX_WEIGHT_DRIFT):
+            hint = ("use --dtype float64 or a narrower --input-range" if self.dtype == "float32"
+                    else "use a narrower --input-range or smaller query/key s-ops")
+            raise self.error(nid, f"{{node}}'s attention scores reach {score_bound:.3g}, which "
+                             f"{self.dtype} rounds by up to {drift:.3g}: its softmax weights could be off "
+                             f"by a factor of e^{2 * drift:.3g}", hint=hint)
+        return drift
 
     # ------------------------------------------------------------------ MLPs
     def _mlp(self, node: Any) -> None:
@@ -537,7 +715,7 @@ class NumericCompiler:
                 inputs += [a, b]
                 cc = np.nan_to_num(c, nan=0.0)
                 vals = sorted({float(v) for v in cc if v != 0})
-                ia = self.interval[atom[1]]
+                ia = self._interval_any(atom[1])
                 big = 2.0 * max(abs(ia[0]), abs(ia[1])) + 1.0
                 for kappa in vals:
                     w_in: dict[str, float] = {a: 1.0}
@@ -553,8 +731,9 @@ class NumericCompiler:
                 lin: Lin = atom[1]
                 w_in = {}
                 for s, w in lin.terms:
-                    w_in[self.need(s)] = w_in.get(s, 0.0) + w
-                    inputs.append(s)
+                    feat = self.need(s)  # a position-only s-op is an embedded feature of another id
+                    w_in[feat] = w_in.get(feat, 0.0) + w
+                    inputs.append(feat)
                 wg, bg, extra = self._gate(c, f"{nid}.coef_relu")
                 units.append(Unit(w_in, lin.const, wg, bg, nid))
                 inputs += extra
@@ -649,8 +828,11 @@ def _check_magnitudes(nc: NumericCompiler, program: Program) -> None:
     overflows the dtype: the model would output inf or NaN where the program has a number.
     Below sqrt(max) / 1024 every such product and sum of up to 1,024 of them stays finite."""
     limit = math.sqrt(float(np.finfo(np.float32 if nc.dtype == "float32" else np.float64).max)) / 1024
+    import networkx as nx
+
+    needed = nx.ancestors(program.graph, program.output) | {program.output}
     for nid, (lo, hi) in sorted(nc.interval.items()):
-        if max(abs(lo), abs(hi)) > limit:
+        if nid in needed and max(abs(lo), abs(hi)) > limit:
             raise CompileError(f"'{nid}' can reach {max(abs(lo), abs(hi)):.3g}, too large to compute "
                                f"exactly in {nc.dtype} (products and attention scores of values above "
                                f"{limit:.3g} can overflow)", program.source_file,
@@ -669,8 +851,8 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
     if out_id in nc.pos:
         raise CompileError(f"the output '{out_id}' does not depend on the input", program.source_file,
                            hint="compile it without --input-range")
+    _check_magnitudes(nc, program)   # before the heads: an overflow is the first thing to say
     nc.need(out_id)
-    _check_magnitudes(nc, program)
     # layout: one, bos, token, then features in slot order
     order = sorted(nc.feats.values(), key=lambda f: (f.slot, f.kind != "token", f.id))
     d = 2
@@ -768,8 +950,7 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
 
     torch_dtype = DTYPES[dtype]
     out_t = {k: torch.from_numpy(np.ascontiguousarray(v)).to(torch_dtype) for k, v in sorted(tensors.items())}
-    notes = [f"{r['node']}: piecewise-linear, |error| <= {r['bound']:.3g} on [{r['interval'][0]:.6g}, "
-             f"{r['interval'][1]:.6g}]" for r in bounds if not r["exact"]]
+    notes = [_bound_note(r, dtype) for r in bounds if not r["exact"]]
     config = {
         "format": FORMAT, "program": program.source_file, "vocab": ["<number>"], "bos": "<BOS>",
         "pad": "<PAD>", "max_len": max_len, "fixed_length": fixed_length, "causal": causal, "dtype": dtype,
@@ -809,7 +990,7 @@ def _output_bound(nc: NumericCompiler, out: str) -> float:
             m = node.width
             ds = sum(mag(q) * e(k) + mag(k) * e(q) + e(q) * e(k)
                      for q, k in zip(node.inputs[1:1 + m], node.inputs[1 + m:1 + 2 * m], strict=False))
-            err[nid] = e(node.inputs[-1]) + 2.0 * ds * mag(node.inputs[-1])
+            err[nid] = e(node.inputs[-1]) + 2.0 * ds * mag(node.inputs[-1]) + own.get(nid, 0.0)
         elif nid in approx:
             src, lo, hi = approx[nid]
             xs = np.linspace(lo, hi, 4097)
@@ -829,6 +1010,15 @@ def _output_bound(nc: NumericCompiler, out: str) -> float:
                     total += k * sum(abs(w) * e(s_) for s_, w in atom[1].terms)
             err[nid] = total
     return float(err.get(out, 0.0))
+
+
+def _bound_note(report: dict, dtype: str) -> str:
+    lo, hi = report["interval"]
+    if "score_rounding" in report:
+        return (f"{report['node']}: {dtype} rounds its attention scores (up to "
+                f"{report['score_bound']:.3g}) by up to {report['score_rounding']:.3g}, |error| <= "
+                f"{report['bound']:.3g} on [{lo:.6g}, {hi:.6g}]")
+    return f"{report['node']}: piecewise-linear, |error| <= {report['bound']:.3g} on [{lo:.6g}, {hi:.6g}]"
 
 
 def _head_weights(h: HeadSpec, dim: Any, d: int, r_bos: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -14,10 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from rasp_compiler.compiler.real import EXACT_TOL
 from rasp_compiler.errors import UserError
-
-# Rounding allowance of an "exact" unit, relative to max(1, |value|): a few ulps of a few operations.
-EXACT_TOL = {"float32": 1e-5, "float64": 1e-10}
 
 
 def example_length(path: str) -> int:
