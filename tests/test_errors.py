@@ -149,3 +149,38 @@ def test_runaway_programs_stop_with_an_error(monkeypatch):
     assert "too large to elaborate" in err.message and err.line == 1
     err = error_of("for i in range(100000000) { x = i; }\nindices;")
     assert "too long" in err.message
+
+
+def test_a_non_ascii_name_says_what_names_may_hold():
+    with pytest.raises(RaspError) as info:
+        parse_source("café = 1;\n", "prog.rasp")
+    err = info.value
+    assert "unexpected character 'é'" in err.message and (err.line, err.col) == (1, 4)
+    assert "ASCII" in err.hint
+
+
+def test_a_statement_too_deep_to_elaborate_is_located():
+    long_sum = " + ".join(["indices"] * 20000)
+    err = error_of(f"x = indices;\ny = {long_sum};\ny;")
+    assert "nests too deeply" in err.message and (err.line, err.col) == (2, 1)
+    assert "split this statement" in err.hint
+
+
+def test_applying_an_s_op_to_a_bad_input_points_at_the_call():
+    err = error_of('x = indices("");\nindices;')
+    assert "the input is empty" in err.message and (err.line, err.col) == (1, 5)
+    err = error_of('y = 1;\nx = tokens_int("ab");\nindices;')
+    assert "cannot read" in err.message and (err.line, err.col) == (2, 5)
+    assert "--input-json" not in err.hint
+
+
+def test_set_example_followed_by_a_statement_says_it_needs_a_value():
+    import io
+
+    from rasp_compiler.commands.repl import Repl
+
+    out = io.StringIO()
+    Repl().loop(io.StringIO("set example\nk = 3;\n"), out)
+    text = out.getvalue()
+    assert "expected one expression (a value), not a statement" in text
+    assert "hint: set example needs a value" in text

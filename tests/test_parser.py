@@ -103,3 +103,48 @@ def test_comprehensions_and_literals():
 
 def test_empty_program_parses():
     assert parse_source("# only a comment\n").children == []
+
+
+def test_a_byte_order_mark_starts_a_file_as_windows_editors_save_it(tmp_path):
+    import contextlib
+    import io
+
+    from rasp_compiler.cli import main
+    from rasp_compiler.interpreter import run
+    from rasp_compiler.lang import load_program, program_from_source
+
+    assert run(program_from_source("\ufeffx = indices;\nx;\n"), "ab") == [0, 1]
+    path = tmp_path / "bom.rasp"
+    path.write_text('\ufeffset example "abc"\nx = indices;\n', encoding="utf-8")
+    assert run(load_program(path), "ab") == [0, 1]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["run", str(path)])  # the file's own example, read past the mark
+    assert code == 0 and out.getvalue() == "[0, 1, 2] (ints)\n"
+
+
+def test_statements_after_set_example_on_its_line_are_kept():
+    from rasp_compiler.interpreter import run
+    from rasp_compiler.lang import program_from_source
+    from rasp_compiler.lang.repl_commands import blank_repl_commands, file_example
+
+    text = 'set example "a;b"; x = indices; # c\ny = x + 1;\n'
+    blanked = blank_repl_commands(text).splitlines()
+    assert blanked[0] == " " * 19 + "x = indices; # c"   # same columns as in the file
+    assert file_example(text) == '"a;b"'
+    assert run(program_from_source(text), "ab") == [1, 2]
+    # an example over two lines, then a statement after its ';'
+    text = "set example [1,\n 2]; z = indices;\n"
+    assert blank_repl_commands(text).splitlines()[1] == " " * 5 + "z = indices;"
+    assert run(program_from_source(text), "abc") == [0, 1, 2]
+
+
+def test_the_repl_runs_statements_after_set_example_on_its_line():
+    import io
+
+    from rasp_compiler.commands.repl import Repl
+
+    out = io.StringIO()
+    Repl().loop(io.StringIO('set example "ab"; x = indices;\nset example "abc"; y = x +\n 1;\n'), out)
+    assert out.getvalue().splitlines() == ["     s-op: x", ' \t Example: x("ab") = [0, 1] (ints)',
+                                           "     s-op: y", ' \t Example: y("abc") = [1, 2, 3] (ints)']

@@ -31,6 +31,7 @@ from rasp_compiler.lang.repl_commands import (
     SHOW_EXAMPLE,
     code_of,
     example_state,
+    split_example,
 )
 
 HELP = """commands (besides RASP statements; each on a line of its own, a # comment may follow):
@@ -141,9 +142,7 @@ class Repl:
                 if code_of(buffer).strip():
                     self.finish(buffer)  # reports what is missing
                 break
-            buffer += line
-            if self.feed(buffer):
-                buffer = ""
+            buffer = self.feed(buffer + line)
             if self.stopped:
                 break
         stdout.flush()
@@ -158,25 +157,27 @@ class Repl:
     def say(self, text: str = "", end: str = "\n") -> None:
         print(text, file=self.out, end=end)
 
-    def feed(self, text: str) -> bool:
-        """Act on ``text`` (the lines read since the last statement) if it is whole: True when it
-        was used up, False when it needs more lines (as the original reads on)."""
+    def feed(self, text: str) -> str:
+        """Act on ``text`` (the lines read since the last statement) as far as it is whole: returns
+        what still needs more lines (as the original reads on), "" when all was used up."""
         code = code_of(text)
         if not code.strip():
-            return True
+            return ""
         if self.command(code):
-            return True
+            return ""
         m = SET_EXAMPLE.match(code)
         if m:
-            expression, state = example_state(m.group(2))
+            part, after = split_example(m.group(2))
+            expression, state = example_state(part)
             if state == OPEN:
-                return False
+                return text
             self.set_example(m.group(1), expression, state)
-            return True
+            # `set example "ab"; x = indices;`: the statements sharing its line run too
+            return self.feed(after) if after.strip() else ""
         if self.incomplete(text):
-            return False
+            return text
         self.run_statements(text)
-        return True
+        return ""
 
     def finish(self, text: str) -> None:
         """The input ended in the middle of ``text``: say what is missing."""
@@ -238,7 +239,7 @@ class Repl:
             return
         self.count += 1
         try:
-            value = self.session.eval_expression(expression, f"<repl:{self.count}>")
+            value = self.session.eval_expression(expression, f"<repl:{self.count}>", usage=SET_EXAMPLE_USAGE)
         except UserError as err:
             self.report(err.render())
             return

@@ -78,7 +78,7 @@ def file_example_input(path: str) -> list[Any]:
     from rasp_compiler.lang.elaborator import Session
     from rasp_compiler.lang.repl_commands import file_example
 
-    with open(path, encoding="utf-8") as fh:   # load_program has read it already
+    with open(path, encoding="utf-8-sig") as fh:   # load_program has read it already
         text = fh.read()
     example = file_example(text)
     if example is None:
@@ -87,7 +87,8 @@ def file_example_input(path: str) -> list[Any]:
     # the example may name the file's own values (`set example example2`), as in the original REPL
     session = Session()
     session.exec_source(text, path, directory=Path(path).resolve().parent)
-    value = session.eval_expression(example, f"{path} (set example)")
+    value = session.eval_expression(example, f"{path} (set example)",
+                                    usage='set example "hello" or set example [1, 2, 3]')
     if not (isinstance(value, str) or isinstance(value, list)) or not value:
         raise InputError(f"the file's example {example} is not a string or a non-empty list")
     print(f"(input: the file's example {example})", file=sys.stderr)

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from lark import Token, Tree
 
-from rasp_compiler.errors import RaspError
+from rasp_compiler.errors import InputError, RaspError
 from rasp_compiler.graph.nodes import (
     Indices,
     Length,
@@ -108,6 +108,7 @@ class Session(Expressions):
                     library: bool = False, on_result: Callable[[str, Any], None] | None = None) -> None:
         """Parse and run ``text`` in ``env`` (default: the user's). ``on_result(name, value)`` is
         called for each binding a top-level statement makes (the REPL prints them)."""
+        text = text.removeprefix("\ufeff")  # a byte-order mark, as Windows editors save UTF-8
         tree = parse_source(text, file)
         self.sources[file] = text
         ctx = _Context(file, text, directory)
@@ -116,20 +117,25 @@ class Session(Expressions):
         sys.setrecursionlimit(max(old_limit, 20000))
         try:
             for stmt in tree.children:
-                self.statement(stmt, env, ctx, on_result=on_result, library=library)
-        except RecursionError:
-            raise RaspError("the program nests too deeply to elaborate", file) from None
+                try:
+                    self.statement(stmt, env, ctx, on_result=on_result, library=library)
+                except RecursionError:  # the statement's line is where to split the expression
+                    raise self.error("the program nests too deeply to elaborate", stmt, ctx,
+                                     hint="split this statement: name parts of it (`a = …; b = a + …;`)"
+                                     ) from None
         finally:
             sys.setrecursionlimit(old_limit)
 
-    def eval_expression(self, text: str, file: str = "<expression>") -> Any:
-        """The value of one expression in the user's environment (binds nothing)."""
+    def eval_expression(self, text: str, file: str = "<expression>", usage: str | None = None) -> Any:
+        """The value of one expression in the user's environment (binds nothing).  ``usage`` is the
+        hint when ``text`` is something else (an assignment, several statements)."""
         source = text.strip().rstrip(";") + ";"
         tree = parse_source(source, file)
         self.sources[file] = source
         stmts = tree.children
         if len(stmts) != 1 or stmts[0].data != "statement" or stmts[0].children[0].data != "expr_stmt":
-            raise RaspError("expected one expression", file, 1, 1, source)
+            raise RaspError("expected one expression (a value), not a statement", file, 1, 1, source,
+                            hint=usage)
         return self.expr(stmts[0].children[0].children[0], self.user, _Context(file, source, None))
 
     def program(self, output: str = "out", file: str | None = None) -> Program:
@@ -438,7 +444,12 @@ class Session(Expressions):
             raise self.error(f"{a_kind(value)} runs on a string or a list of atoms, "
                              f"got {a_kind(args[0])}", tree, ctx)
         program = self.program_for(value)
-        result = evaluate(program, data)[program.output]
+        try:
+            result = evaluate(program, data)[program.output]
+        except InputError as err:  # an empty or unreadable input: the call is what to change
+            hint = "give it a list of numbers, e.g. (tokens_int + 1)([1, 2, 3])" \
+                if "cannot read" in err.message else None
+            raise self.error(err.message, tree, ctx, hint=hint) from None
         if isinstance(value, Selector):
             return AppliedResult([[bool(x) for x in row] for row in result])
         return AppliedResult(result)

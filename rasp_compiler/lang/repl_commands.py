@@ -9,9 +9,10 @@ a file written for the original parses here too: ``blank_repl_commands`` blanks 
 and everything after an ``exit``.  ``rasp repl`` acts on the same commands instead of blanking them.
 
 ``set example`` reads an expression, which may go on over the next lines as any expression may
-(``set example [1,`` then ``2, 3]``), as in the original.  ``draw(sop[, example]);`` is a
-statement of the grammar (``grammars/rasp.lark``), not a command: it is legal wherever a statement
-is, and in a program file it draws nothing.
+(``set example [1,`` then ``2, 3]``), as in the original.  A ``;`` ends it, and statements after that
+``;`` on the same line are statements (several statements may share a line here).
+``draw(sop[, example]);`` is a statement of the grammar (``grammars/rasp.lark``), not a command: it
+is legal wherever a statement is, and in a program file it draws nothing.
 """
 
 from __future__ import annotations
@@ -55,6 +56,31 @@ def example_state(rest: str) -> tuple[str, str]:
     return text, DONE
 
 
+def split_example(rest: str) -> tuple[str, str]:
+    """``rest`` (what follows ``set example``, comments removed) cut after its first ``;`` outside
+    brackets and strings: the example's part (with the ``;``) and what follows it, which is
+    statements sharing the line ("" when there is no such ``;``)."""
+    depth, quoted = 0, False
+    k = 0
+    while k < len(rest):
+        ch = rest[k]
+        if quoted:
+            if ch == "\\":
+                k += 1
+            elif ch in '"\n':
+                quoted = False
+        elif ch == '"':
+            quoted = True
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(0, depth - 1)
+        elif ch == ";" and depth == 0:
+            return rest[:k + 1], rest[k + 1:]
+        k += 1
+    return rest, ""
+
+
 def code_of(text: str) -> str:
     """``text`` without its comments (a ``#`` outside a string, to the end of its line)."""
     return "".join(_code_of(line) for line in text.splitlines(keepends=True))
@@ -86,10 +112,15 @@ def blank_repl_commands(text: str, examples: list[str] | None = None) -> str:
                 break
             m = SET_EXAMPLE.match(code)
             if m:
-                end, expression = _example_end(lines, i, m.group(2))
+                end, expression, after = _example_end(lines, i, m.group(2))
                 if examples is not None and m.group(1) != "selector" and expression:
                     examples.append(expression)
-                out.extend(_blank(part) for part in lines[i:end + 1])
+                out.extend(_blank(part) for part in lines[i:end])
+                cut = len(lines[end])
+                if after.strip():  # statements after the example's ';' stay, at their columns
+                    cut = len(_code_of(lines[end])) - len(after)
+                out.append(_blank(lines[end][:cut]) + lines[end][cut:])
+                depth, at_start = _scan(after, 0, True)
                 i = end + 1
                 continue
             if any(p.match(code) for p in _ONE_LINE):
@@ -102,14 +133,16 @@ def blank_repl_commands(text: str, examples: list[str] | None = None) -> str:
     return "".join(out)
 
 
-def _example_end(lines: list[str], first: int, rest: str) -> tuple[int, str]:
+def _example_end(lines: list[str], first: int, rest: str) -> tuple[int, str, str]:
     """The last line of the ``set example`` that starts on line ``first`` (its expression may go on
-    over the next lines) and the expression it sets ("" when there is none)."""
+    over the next lines), the expression it sets ("" when there is none) and the code after its
+    ``;`` on that last line (statements sharing the line)."""
     j = first
     while True:
-        expression, state = example_state(rest)
-        if state != OPEN or j + 1 >= len(lines):
-            return j, expression
+        part, after = split_example(rest)
+        expression, state = example_state(part)
+        if after.strip() or state != OPEN or j + 1 >= len(lines):
+            return j, expression, after
         j += 1
         rest += _code_of(lines[j])
 

@@ -205,7 +205,12 @@ def _unexpected_character(err: UnexpectedCharacters, text: str, file: str) -> Ra
         return RaspError("strings use double quotes in RASP", file, line, col, text,
                          hint="write \"...\" instead of '...'")
     shown = repr(c) if not c.isprintable() or c == " " else f"'{c}'"
-    return RaspError(f"unexpected character {shown}", file, line, col, text)
+    hint = None
+    if c.isidentifier():  # e.g. `café`: the original's names are ASCII too (grammar: [a-zA-Z_])
+        hint = "names use only ASCII letters, digits and '_'; other characters may go in \"strings\""
+    elif c == "\ufeff":
+        hint = "a byte-order mark in the middle of the text: delete it"
+    return RaspError(f"unexpected character {shown}", file, line, col, text, hint=hint)
 
 
 def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
