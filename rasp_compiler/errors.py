@@ -46,9 +46,11 @@ class RaspError(UserError):
         text = f"{where}: error: {self.message}"
         line_text = self._line_text()
         if line_text is not None:
-            text += f"\n    {line_text}"
-            if self.col is not None:
-                text += "\n    " + " " * (self.col - 1) + "^" + "~" * (self.width - 1)
+            shown, col = _window(line_text, self.col)
+            text += f"\n    {shown}"
+            if col is not None:
+                width = min(self.width, len(shown) - col + 1)
+                text += "\n    " + " " * (col - 1) + "^" + "~" * (width - 1)
         if self.hint:
             text += f"\n  hint: {self.hint}"
         return text
@@ -61,10 +63,29 @@ class RaspError(UserError):
             source = Path(self.file).read_text(encoding="utf-8", errors="replace")
         if source is None:
             return None
-        lines = source.splitlines()
+        # the parser counts lines by "\n" only; splitlines() also splits at \f, \v and U+2028,
+        # and showed another line than the one the error is on
+        lines = source.split("\n")
         if 1 <= self.line <= len(lines):
-            return lines[self.line - 1].replace("\t", " ")
+            return lines[self.line - 1].rstrip("\r").replace("\t", " ")
         return None
+
+
+SHOWN_WIDTH = 120  # a longer source line is shown as this much of it around the column
+
+
+def _window(line: str, col: int | None) -> tuple[str, int | None]:
+    """``line`` cut to SHOWN_WIDTH characters around ``col`` (1-based), marked with "…" where cut,
+    and the column within what is shown: an error at column 20,005 printed the whole line and
+    20,004 spaces before its caret."""
+    if len(line) <= SHOWN_WIDTH:
+        return line, col
+    at = (col or 1) - 1
+    start = max(0, min(at - SHOWN_WIDTH // 2, len(line) - SHOWN_WIDTH))
+    shown = line[start:start + SHOWN_WIDTH]
+    prefix = "…" if start > 0 else ""
+    suffix = "…" if start + SHOWN_WIDTH < len(line) else ""
+    return prefix + shown + suffix, (None if col is None else at - start + 1 + len(prefix))
 
 
 class InputError(UserError):

@@ -184,3 +184,21 @@ def test_set_example_followed_by_a_statement_says_it_needs_a_value():
     text = out.getvalue()
     assert "expected one expression (a value), not a statement" in text
     assert "hint: set example needs a value" in text
+
+
+def test_the_shown_line_is_the_parsers_line_even_after_a_form_feed() -> None:
+    err = RaspError("unknown name 'tokns'", "f.rasp", 2, 5, "x = indices;\f y = 2;\nz = tokns;\n", width=5)
+    assert "\n    z = tokns;\n        ^~~~~" in err.render()
+
+
+def test_a_very_long_line_is_shown_around_the_column() -> None:
+    from rasp_compiler.errors import SHOWN_WIDTH
+
+    line = "x = " + " + ".join(["indices"] * 3000) + " + tokns;"
+    col = line.index("tokns") + 1
+    text = RaspError("unknown name 'tokns'", "f.rasp", 1, col, line, width=5).render()
+    shown, caret = text.splitlines()[1:3]
+    assert len(shown) <= 4 + SHOWN_WIDTH + 2 and shown.startswith("    …")
+    assert shown[caret.index("^"):caret.index("^") + 5] == "tokns"
+    start = RaspError("bad", "f.rasp", 1, 1, line).render().splitlines()[1:3]
+    assert start[0].startswith("    x = indices") and start[0].endswith("…") and start[1] == "    ^"
