@@ -306,3 +306,39 @@ def test_a_reader_that_goes_away_is_not_an_error(reverse_file):
     proc.stdout.close()
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0 and b"Traceback" not in err, err
+
+
+@pytest.fixture(scope="module")
+def reverse_model(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rev")
+    assert main(["compile", str(REPO / "programs/reverse.rasp"), "--vocab", "abc", "--max-len", "5",
+                 "-o", str(out)]) == 0
+    return str(out)
+
+
+def test_eval_a_file_of_inputs_gives_one_output_per_line_in_order(reverse_model, tmp_path):
+    words = ["abc", "ba", "c", "cab", "a"] * 120       # 600 inputs: more than one batch
+    path = tmp_path / "words.txt"
+    path.write_text("\n".join(words) + "\n")
+    r = rasp("eval", reverse_model, "--inputs", str(path))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == len(words)
+    assert lines[:3] == ["[c, b, a] (strings)", "[a, b] (strings)", "[c] (strings)"]
+    r = rasp("eval", reverse_model, "--inputs-json", "-", "--json", stdin='["a", "b"]\n"cab"\n')
+    assert [json.loads(x) for x in r.stdout.splitlines()] == [
+        {"input": ["a", "b"], "output": ["b", "a"]}, {"input": ["c", "a", "b"], "output": ["b", "a", "c"]}]
+
+
+@pytest.mark.parametrize("flag, text, words", [
+    ("--inputs", "abc\nbxa\n", "<stdin>:2: token 'x' at position 1 of the input"),
+    ("--inputs", "abc\n\nab\n", "<stdin>:2: the input is empty"),
+    ("--inputs", "abcabc\n", "<stdin>:1: the input has 6 tokens, more than the 5"),
+    ("--inputs", "", "<stdin> holds no inputs"),
+    ("--inputs-json", '["a"]\n[1,\n', "<stdin>:2: the line is not valid JSON"),
+    ("--inputs-json", '["a", null]\n', "<stdin>:1: position 1 is null"),
+])
+def test_eval_a_file_of_inputs_names_the_line_of_a_bad_input(reverse_model, flag, text, words):
+    r = rasp("eval", reverse_model, flag, "-", stdin=text)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.startswith("error: ") and words in r.stderr and "Traceback" not in r.stderr

@@ -1,13 +1,24 @@
-"""``rasp eval``: run a saved compiled model on one input."""
+"""``rasp eval``: run a saved compiled model on one input, or on a file of inputs (one per line)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
+from typing import Any
 
 EPILOG = """examples:
   rasp eval out/ --input abca
-  rasp eval out/ --input-json '["a", "b"]' --json      -> {"output": [...]}"""
+  rasp eval out/ --input-json '["a", "b"]' --json      -> {"output": [...]}
+  rasp eval out/ --inputs words.txt                     one output per line, in order
+  rasp eval out/ --inputs-json inputs.jsonl --json      one {"input": ..., "output": ...} per line
+  printf 'abc\nba\n' | rasp eval out/ --inputs -
+
+--inputs reads one input string per line; --inputs-json one JSON list (or string) per line (JSON
+Lines).  The inputs run in batches; an input the model cannot read stops the run with its line."""
+
+BATCH = 512
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,6 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--input", metavar="TEXT", help="input string; its characters are the tokens")
     src.add_argument("--input-json", metavar="JSON", help="input as a JSON list")
+    src.add_argument("--inputs", metavar="FILE", help="one input string per line (- for stdin)")
+    src.add_argument("--inputs-json", metavar="FILE",
+                     help="one JSON list per line, JSON Lines (- for stdin)")
     p.add_argument("--json", action="store_true", help='print {"output": [...]}')
     p.add_argument("--device", default="cpu", metavar="cpu|cuda",
                    help="where the network runs (default cpu)")
@@ -29,15 +43,72 @@ def main(args: argparse.Namespace) -> int:
     from rasp_compiler.commands.run import parse_input_json
     from rasp_compiler.runtime import RaspModel
 
+    batch_file = args.inputs if args.inputs is not None else args.inputs_json
+    inputs = read_batch(batch_file, json_lines=args.inputs_json is not None) if batch_file else None
     model = RaspModel.load(args.model).to(args.device)
-    inputs = list(args.input) if args.input is not None else parse_input_json(args.input_json)
-    out = model.run([inputs])[0]
-    if args.json:
-        print(json.dumps({"output": out}))
-    else:
-        try:
-            from rasp_compiler.lang.format import format_value
-            print(format_value(out))
-        except Exception:
-            print(out)
+    if inputs is None:
+        single = list(args.input) if args.input is not None else parse_input_json(args.input_json)
+        out = model.run([single])[0]
+        print(json.dumps({"output": out}) if args.json else _shown(out))
+        return 0
+    for start in range(0, len(inputs), BATCH):
+        chunk = inputs[start:start + BATCH]
+        for (_, x), out in zip(chunk, _run_chunk(model, chunk, batch_file), strict=True):
+            print(json.dumps({"input": x, "output": out}) if args.json else _shown(out))
     return 0
+
+
+def read_batch(path: str, json_lines: bool) -> list[tuple[int, list[Any]]]:
+    """(line number, input) for every line of ``path`` (``-``: stdin); a final newline ends the
+    last line rather than adding an empty input."""
+    from rasp_compiler.commands.run import parse_input_json
+    from rasp_compiler.errors import InputError, UserError
+
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"{path}: cannot read ({getattr(err, 'strerror', None) or err})") from None
+    shown = "<stdin>" if path == "-" else path
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise InputError(f"{shown} holds no inputs", hint="one input per line")
+    out = []
+    for number, line in enumerate(lines, 1):
+        line = line.removesuffix("\r")
+        try:
+            value = parse_input_json(line) if json_lines else list(line)
+        except InputError as err:
+            message = err.message.replace("--input-json position", "position")
+            raise InputError(f"{shown}:{number}: {message.replace('--input-json', 'the line')}") from None
+        out.append((number, value))
+    return out
+
+
+def _run_chunk(model: Any, chunk: list[tuple[int, list[Any]]], path: str) -> list[list[Any]]:
+    """The outputs of a chunk of (line, input); a failure is re-run input by input, so that the
+    error names the line it comes from."""
+    from rasp_compiler.errors import UserError
+
+    try:
+        return model.run([x for _, x in chunk])
+    except UserError:
+        pass
+    for number, x in chunk:
+        try:
+            model.run([x])
+        except UserError as err:
+            shown = "<stdin>" if path == "-" else path
+            raise type(err)(f"{shown}:{number}: {err.message.replace('input 0 ', 'the input ')}",
+                            err.hint) from None
+    raise AssertionError("a chunk failed, but none of its inputs alone")  # not expected
+
+
+def _shown(out: list[Any]) -> str:
+    try:
+        from rasp_compiler.lang.format import format_value
+
+        return format_value(out)
+    except Exception:
+        return str(out)
