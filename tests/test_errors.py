@@ -202,3 +202,14 @@ def test_a_very_long_line_is_shown_around_the_column() -> None:
     assert shown[caret.index("^"):caret.index("^") + 5] == "tokns"
     start = RaspError("bad", "f.rasp", 1, 1, line).render().splitlines()[1:3]
     assert start[0].startswith("    x = indices") and start[0].endswith("…") and start[1] == "    ^"
+
+
+def test_an_error_in_a_loaded_file_names_the_load(tmp_path) -> None:
+    from rasp_compiler.lang import load_program
+
+    (tmp_path / "uses_secret.rasp").write_text("x = secret + 1;\n")
+    (tmp_path / "main.rasp").write_text('y = 2;\nload "uses_secret";\nz = x;\n')
+    with pytest.raises(RaspError) as err:
+        load_program(tmp_path / "main.rasp")
+    assert err.value.file.endswith("uses_secret.rasp") and err.value.line == 1
+    assert f"loaded by {tmp_path / 'main.rasp'}:2" in err.value.hint

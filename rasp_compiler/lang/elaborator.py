@@ -326,6 +326,12 @@ class Session(Expressions):
         self._loading.append(resolved)
         try:
             self.exec_source(text, str(path), file_env, path.parent)
+        except RaspError as err:
+            if err.file == str(path):  # the error is in the loaded file: say which load brought it in
+                where = self.pos(token, ctx)
+                note = f"loaded by {where.file}:{where.line}"
+                err.hint = f"{err.hint} ({note})" if err.hint else note
+            raise
         finally:
             self._loading.pop()
         for var, value in file_env.vars.items():
