@@ -44,7 +44,7 @@ from rasp_compiler.graph.nodes import (
     SoftmaxAggregate,
     Tokens,
 )
-from rasp_compiler.graph.semantics import OperatorError, apply_binary, apply_unary, lookup
+from rasp_compiler.graph.semantics import OperatorError, apply_binary, apply_unary, exact_means, lookup
 
 ATOMS = (bool, int, float, str)
 _NP_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt,
@@ -294,15 +294,8 @@ def _aggregate(node: Aggregate, sel: np.ndarray, values: list[Any]) -> list[Any]
                 f"({_preview(picked)}), but the s-op holds {what}",
                 hint="a selector that picks several keys averages them, which needs numbers; select at "
                      "most one key per query, or aggregate numbers (indicator(...) turns booleans into 0/1)")
-        nums = np.array(values, dtype=np.float64)
-        rows = sel[many]
-        # Add the selected values key by key, left to right, as the original's Python sum() does,
-        # so float means agree to the last bit (a matrix product would reorder the additions).
-        sums = np.zeros(len(many), dtype=np.float64)
-        for k in np.nonzero(rows.any(axis=0))[0]:
-            sums = np.where(rows[:, k], sums + nums[k], sums)
-        for q, s in zip(many, sums, strict=True):
-            out[int(q)] = float(s) / int(counts[q])
+        for q, m in zip(many, exact_means(values, sel[many]), strict=True):
+            out[int(q)] = m
     ones = np.nonzero(counts == 1)[0]
     if len(ones):
         keys = sel[ones].argmax(axis=1)

@@ -150,3 +150,24 @@ def test_one_coordinate_separation_equals_pairwise_loop(dtype: str) -> None:
         coef = np.array([rng.choice([1.0, -3.0, 1e6])])
         mags = [max(abs(x[0]) for x, _ in pts)]
         assert _separates(coef, pts, mags, dtype) == _separates_reference(coef, pts, mags, dtype)
+
+
+@pytest.mark.parametrize("values", [[0.1, 0.2, 0.3], [0.1], [0.5, 1 / 3, 2.25], [0, 1]])
+def test_means_hold_every_mean_the_interpreter_computes(values: list) -> None:
+    """The interpreter's mean is exactly rounded (``exact_means``), as ``values.means`` assumes:
+    the original's key-by-key float sum made (0.1 + 0.1 + 0.1) / 3 0.10000000000000002, a value
+    missing from the set, and a map `m == 0.1` after it was compiled wrong."""
+    from rasp_compiler.compiler import values as V
+    from rasp_compiler.graph.nodes import Aggregate
+    from rasp_compiler.interpreter import _aggregate
+
+    rng = random.Random(0)
+    cache: dict = {}
+    node = Aggregate("m", ("s", "v"), encoding="numerical", default=0)
+    for w in range(2, 9):
+        possible = set(V.means(V.sorted_values(values), w, cache))
+        for _ in range(200):
+            picked = [rng.choice(values) for _ in range(w)]
+            got = _aggregate(node, np.ones((1, w), dtype=bool), picked)[0]
+            assert got in possible, (picked, got)
+    assert _aggregate(node, np.ones((1, 3), dtype=bool), [0.1, 0.1, 0.1])[0] == 0.1

@@ -278,3 +278,31 @@ def test_narrowed_predicate_read_directly_compiles(seed: int) -> None:
 
     out = check_generated(generate(seed, max_len=8), max_len=8, inputs=20)
     assert out.status == "agree", (out.status, out.detail)
+
+
+# Audit of 30 Nov (adversarial inputs at larger max lengths).
+# 1. The interpreter added the selected values key by key, so a mean of three 0.1s was
+#    0.10000000000000002, while the value set held exact sums rounded once: `m == 0.1` answered True
+#    where the interpreter said False (exit 0).  Means are now exactly rounded in both.
+def test_a_map_on_a_mean_of_fractional_values_agrees() -> None:
+    _agrees_exhaustively('m = aggregate(select(indices, indices, <=), indicator(tokens == "a") * 0.1, 0);\n'
+                         "o = m == 0.1;\no;\n", 7, "ab")
+    _agrees_exhaustively('m = aggregate(select(indices, indices, <=), {"a": 0.1, "b": 0.2, "c": 0.3}'
+                         '[tokens]);\no = m == 0.2;\no;\n', 6)
+    program = program_from_source('m = aggregate(select(indices, indices, <=), {"a": 0.2}[tokens]);\nm;\n')
+    assert run(program, "aaa") == [0.2, 0.2, 0.2]
+
+
+# 2. A numerical `==` select scored by one quadratic block: keys i^3 reach scores of N^6 over a
+#    lead of 1, which float32 rounds away: at N = 24, input "ba" gave a clean, wrong [b, b].
+def test_a_quadratic_score_block_is_not_used_past_the_dtypes_precision() -> None:
+    src = ("q = numerical((length - indices - 1) * (length - indices - 1) * (length - indices - 1));\n"
+           'o = aggregate(select(indices * indices * indices, q, ==), tokens, "z");\no;\n')
+    program = program_from_source(src)
+    model = compile_program(program, ["a", "b"], 24)
+    inputs = [list("ba"), list("ab"), list("abb"), ["a", "b"] * 12, ["b"] * 23 + ["a"], ["a"] * 24]
+    assert model.run(inputs) == [run(program, x) for x in inputs]
+    reverse = compile_program(program_from_source(
+        "flip = select(indices, length - indices - 1, ==);\nr = aggregate(flip, tokens);\nr;\n"),
+        ["a", "b"], 64)
+    assert reverse.config["d_model"] < 100   # well inside float32: reverse keeps its O(N) quadratic block

@@ -76,10 +76,14 @@ def main(args: argparse.Namespace) -> int:
     if args.exhaustive or (args.samples is None and total <= EXHAUSTIVE_LIMIT):
         mode = "exhaustive"
         inputs = list(exhaustive_inputs(vocab, args.max_len))
+        drawn = len(inputs)
     else:
         mode = "random"
         inputs = random_inputs(vocab, args.max_len, args.samples or 1000, args.seed)
         inputs += edge_inputs(vocab, args.max_len)
+        drawn = len(inputs)
+        # short random inputs repeat, and edge inputs may be among them: count each input once
+        inputs = [list(x) for x in dict.fromkeys(tuple(x) for x in inputs)]
     model.to(args.device)
     bar = None
     if sys.stderr.isatty() and len(inputs) > PROGRESS_FROM:  # about 2 s and more: show progress
@@ -107,7 +111,9 @@ def main(args: argparse.Namespace) -> int:
               + (f", max abs error {res.max_abs_error:.3g}"
                  if report["output_encoding"] == "numerical" else "")
               + (f" ({res.inputs_undefined} inputs where the interpreter raises were skipped)"
-                 if res.inputs_undefined else ""))
+                 if res.inputs_undefined else "")
+              + (f" ({drawn - len(inputs)} repeated inputs among the {drawn} drawn were checked once)"
+                 if drawn > len(inputs) else ""))
         for f in res.failures:
             print(f"  disagree on {f['input']!r}: model {f['model']!r}, interpreter {f['interpreter']!r}")
     return 0 if res.ok and res.inputs_checked > 0 else 1

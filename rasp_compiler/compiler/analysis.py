@@ -42,6 +42,7 @@ from rasp_compiler.graph.nodes import (
     SourcePos,
     Tokens,
 )
+from rasp_compiler.graph.semantics import exact_means
 
 # The largest joint domain enumerated for one s-op; beyond it the s-op becomes a base of its own.
 DOMAIN_CAP = 120_000
@@ -727,7 +728,7 @@ class Analysis:
     def _positional_means(self, sel_id: str, src: str, default: Any) -> dict | None:
         """A mean of a positional s-op under a positional selector (``1 / mean(indices == 0)`` over
         every position, a prefix mean of a function of the index): one value per (index, length),
-        computed as the interpreter computes it (floats added key by key, then one division).
+        computed as the interpreter computes it (``exact_means``: the exact mean, rounded once).
         Without this its value set is every k/w of the value set's sums, e.g. all ~3N²/π²
         fractions k/n for ``length``.  None when some value is not known at some position."""
         f = self.formula(sel_id)
@@ -738,10 +739,8 @@ class Analysis:
                 return None
             sel = self._selection(f, n)
             counts = sel.sum(axis=1)
-            nums = np.array(vals, dtype=np.float64)
-            sums = np.zeros(n, dtype=np.float64)
-            for k in np.nonzero(sel.any(axis=0))[0]:  # the interpreter's order of additions
-                sums = np.where(sel[:, k], sums + nums[k], sums)
+            mean_of = dict(zip(np.nonzero(counts > 1)[0].tolist(), exact_means(vals, sel[counts > 1]),
+                               strict=True))   # as the interpreter computes them
             for i in range(n):
                 c = int(counts[i])
                 if c == 0:
@@ -749,7 +748,7 @@ class Analysis:
                 elif c == 1:
                     cond[(i, n)] = [vals[int(sel[i].argmax())]]
                 else:
-                    cond[(i, n)] = [float(sums[i]) / c]
+                    cond[(i, n)] = [mean_of[i]]
         return cond
 
     def _positional_value(self, sid: str, i: int, n: int) -> Any:

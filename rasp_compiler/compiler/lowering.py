@@ -42,6 +42,11 @@ from rasp_compiler.graph.nodes import (
     Tokens,
 )
 
+# A quadratic score block's largest score over its lead of 1, times the dtype's epsilon, above
+# which it is not used (``Lowering._quadratic``): the rounding of a score is a few epsilons of its
+# size, and it must stay under a quarter of the lead.  Measured in float32: keys i^2 and i^3 first
+# picked a wrong key at 2.5 (squares at N = 68, cubes at N = 18), ten times this.
+QUADRATIC_ROUNDING = 1 / 4
 # Most hidden units one fused map may use before it falls back to reading its direct inputs.
 UNIT_CAP = 40_000
 # Fusing a function of several numerical inputs is tried first over this many joint assignments,
@@ -241,6 +246,24 @@ class Lowering:
         self._frontiers[sid] = sorted(out)
         return self._frontiers[sid]
 
+    def _closest_values(self, inputs: list[str], rows: list) -> tuple[str, float, float] | None:
+        """A numerical input and two of its values closer than float32 resolves (a relative gap
+        under 1e-6) on which the map's rows give different answers; None when there are none."""
+        for j, u in enumerate(inputs):
+            if self.an.info[u].encoding != "numerical":
+                continue
+            by_rest: dict[tuple, list[tuple[float, Any]]] = {}
+            for args, y in rows:
+                if isinstance(args[j], (int, float)):
+                    rest = tuple(map(repr, args[:j] + args[j + 1:]))
+                    by_rest.setdefault(rest, []).append((float(args[j]), y))
+            for pts in by_rest.values():
+                pts.sort(key=lambda p: p[0])
+                for (a, ya), (b, yb) in zip(pts, pts[1:], strict=False):
+                    if b - a < 1e-6 * max(1.0, abs(a), abs(b)) and _differ(ya, yb):
+                        return u, a, b
+        return None
+
     def _partial_frontiers(self, sid: str) -> list[list[str]]:
         """The input sets between the direct inputs and the whole frontier, deepest first: the
         direct inputs with maps expanded into their own inputs k times (k = depth-1 .. 1).  When
@@ -397,6 +420,16 @@ class Lowering:
                 rows = [(args, y) for args, y in rows]  # same values, now one-hot read
             choice = direct
             units = self._units([u for u in choice], rows, out_numeric)
+            if units is None:
+                close = self._closest_values(choice, rows) if not any(
+                    u.endswith(":onehot") for u in choice) else None
+                if close is not None:  # no projection separates values this close in the dtype
+                    u, a, b = close
+                    raise self.an.error(sid, f"{self.an.describe(sid)} reads {u}, whose values {a!r} and "
+                                        f"{b!r} differ only by float rounding: no layer of the model can "
+                                        "tell them apart, but the map's answer depends on which it is",
+                                        hint="round first (round(m * 10) == 1), or keep the values "
+                                        "whole numbers (count instead of averaging 0.1s)")
             if units is None or units > 4 * UNIT_CAP:
                 raise self.an.error(sid, f"{self.an.describe(sid)} needs {units or 'unboundedly many'} "
                                     "hidden units", hint="shrink the value sets of its inputs "
@@ -823,6 +856,14 @@ class Lowering:
             return None
         if len(ki.values) < 2 or not self._always_matched(k, q):
             return None
+        kv = sorted({float(v) for v in ki.values})
+        d2 = min((a - b) ** 2 for a, b in zip(kv, kv[1:], strict=False))
+        # Scores reach (max - min)^2 / d2 while the match leads by 1: the dtype's rounding of the
+        # scores (and of q) must stay well below that lead, or another key wins without a trace
+        # (keys i^3 at N = 24 gave a clean, wrong answer in float32).  Otherwise: one-hot blocks.
+        eps = float(np.finfo(np.float32 if an.dtype == "float32" else np.float64).eps)
+        if eps * (kv[-1] - kv[0]) ** 2 / d2 > QUADRATIC_ROUNDING:
+            return None
         if qi.encoding == "numerical":
             qfeat = self.need(q)
         else:
@@ -840,7 +881,6 @@ class Lowering:
                 self.ops[qfeat].node = q
         kfeat = self.need(k)
         kv = [float(v) for v in self.features[kfeat].values]
-        d2 = min((a - b) ** 2 for a, b in zip(sorted(set(kv)), sorted(set(kv))[1:], strict=False))
         c = (min(kv) + max(kv)) / 2.0
         return [Block(qfeat, kfeat, np.ones((1, len(kv)), dtype=bool), quad=(kv, c, 1.0 / d2))]
 
@@ -1087,3 +1127,11 @@ class Lowering:
         self._feature(sid, info, sid)
         self.ops[sid] = MLPOp(sid, sid, sid, [nid], [((float(w),), w) for w in values], info.pos,
                               "convert")
+
+
+def _differ(a: Any, b: Any) -> bool:
+    """Whether two outputs of a map differ by more than float rounding (numbers) or at all."""
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
+    if numbers:
+        return abs(a - b) > 1e-6 * max(1.0, abs(a), abs(b))
+    return a != b

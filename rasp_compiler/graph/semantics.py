@@ -19,7 +19,10 @@ the position and the source line.
 from __future__ import annotations
 
 import operator
+from fractions import Fraction
 from typing import Any
+
+import numpy as np
 
 
 class OperatorError(Exception):
@@ -128,3 +131,19 @@ def lookup(table: Any, key: Any, is_dict: bool) -> Any:
 def contains(value: Any, collection: tuple) -> bool:
     """``value in collection`` (a constant tuple of atoms)."""
     return value in collection
+
+
+def exact_means(values: list[Any], rows: np.ndarray) -> list[float]:
+    """The mean of the values each row of ``rows`` selects, exactly rounded: the exact sum divided
+    by the count, rounded once.  Whole numbers add exactly in floats, so they take the fast path;
+    other values are added as fractions.  (The original adds floats key by key, and (0.1 + 0.1 +
+    0.1) / 3 is 0.10000000000000002 there, a last-bit difference that no compiled model can follow:
+    it averages in attention and reads the mean back from the exact value set.)"""
+    nums = np.array(values, dtype=np.float64)
+    counts = rows.sum(axis=1)
+    if np.all(np.isfinite(nums) & (nums == np.round(nums))) and np.abs(nums).sum() < 2.0 ** 52:
+        sums = rows.astype(np.float64) @ nums           # every partial sum is an exact integer
+        return [float(s) / int(c) for s, c in zip(sums, counts, strict=True)]
+    fracs = [Fraction(float(v)) for v in nums]
+    return [float(sum((fracs[k] for k in np.nonzero(row)[0]), Fraction(0)) / int(c))
+            for row, c in zip(rows, counts, strict=True)]
