@@ -18,6 +18,7 @@ is legal wherever a statement is, and in a program file it draws nothing.
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 _SUBSET = r"(?:(s-op|selector)\s+)?"
 # `set [s-op|selector] example EXPR` (EXPR possibly empty or unfinished: see example_state)
@@ -60,25 +61,33 @@ def split_example(rest: str) -> tuple[str, str]:
     """``rest`` (what follows ``set example``, comments removed) cut after its first ``;`` outside
     brackets and strings: the example's part (with the ``;``) and what follows it, which is
     statements sharing the line ("" when there is no such ``;``)."""
-    depth, quoted = 0, False
+    for k, ch, depth in _unquoted(rest):
+        if ch == ";" and depth == 0:
+            return rest[:k + 1], rest[k + 1:]
+    return rest, ""
+
+
+def _unquoted(text: str, depth: int = 0) -> Iterator[tuple[int, str, int]]:
+    """(index, character, bracket depth before it) of every character of ``text`` outside string
+    literals (an opening quote is yielded; a string ends at its closing quote or the line's end)."""
+    quoted = False
     k = 0
-    while k < len(rest):
-        ch = rest[k]
+    while k < len(text):
+        ch = text[k]
         if quoted:
             if ch == "\\":
                 k += 1
             elif ch in '"\n':
                 quoted = False
-        elif ch == '"':
-            quoted = True
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth = max(0, depth - 1)
-        elif ch == ";" and depth == 0:
-            return rest[:k + 1], rest[k + 1:]
+        else:
+            yield k, ch, depth
+            if ch == '"':
+                quoted = True
+            elif ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth = max(0, depth - 1)
         k += 1
-    return rest, ""
 
 
 def code_of(text: str) -> str:
@@ -172,25 +181,14 @@ def _code_of(line: str) -> str:
 
 def _scan(code: str, depth: int, at_start: bool) -> tuple[int, bool]:
     """Bracket depth after ``code``, and whether a statement may start right after it."""
-    quoted = False
-    k = 0
-    while k < len(code):
-        ch = code[k]
-        if quoted:
-            if ch == "\\":
-                k += 1
-            elif ch == '"':
-                quoted = False
-        elif ch == '"':
-            quoted, at_start = True, False
-        elif ch in "([{":
-            depth, at_start = depth + 1, False
+    for _, ch, before in _unquoted(code, depth):
+        if ch in "([{":
+            depth, at_start = before + 1, False
         elif ch in ")]}":
-            depth = max(0, depth - 1)
+            depth = max(0, before - 1)
             at_start = ch == "}" and depth == 0
         elif ch == ";":
-            at_start = depth == 0 or at_start
-        elif not ch.isspace():
+            at_start = before == 0 or at_start
+        elif not ch.isspace():   # an opening quote too
             at_start = False
-        k += 1
     return depth, at_start
