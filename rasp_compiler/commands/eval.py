@@ -68,7 +68,7 @@ def read_batch(path: str, json_lines: bool) -> list[tuple[int, list[Any]]]:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as err:
         raise UserError(f"{path}: cannot read ({getattr(err, 'strerror', None) or err})") from None
-    shown = "<stdin>" if path == "-" else path
+    shown = _source_name(path)
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -99,10 +99,13 @@ def _run_chunk(model: Any, chunk: list[tuple[int, list[Any]]], path: str) -> lis
         try:
             model.run([x])
         except UserError as err:
-            shown = "<stdin>" if path == "-" else path
-            raise type(err)(f"{shown}:{number}: {err.message.replace('input 0 ', 'the input ')}",
+            raise type(err)(f"{_source_name(path)}:{number}: {err.message.replace('input 0 ', 'the input ')}",
                             err.hint) from None
     raise AssertionError("a chunk failed, but none of its inputs alone")  # not expected
+
+
+def _source_name(path: str) -> str:
+    return "<stdin>" if path == "-" else path
 
 
 def _shown(out: list[Any]) -> str:
