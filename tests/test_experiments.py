@@ -280,6 +280,20 @@ def test_cli_json_output_keys(tmp_path, capsys):
     assert rc == 0 and out["k"] is None and out["task"] == "dyck1"
 
 
+def test_cli_progress_off_a_terminal(tmp_path, capsys):
+    """Piped to a log, a training run says how far it is: a line per tenth, not a redrawn bar."""
+    rc = cli_main(["experiment", "dyck1", "--steps", "20", "--batch", "4", "--width", "8",
+                   "--heads", "2", "--out", str(tmp_path / "d")])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if ": step " in line]
+    assert rc == 0 and "\r" not in err
+    assert [line.split(": step ")[1].split(" ")[0] for line in lines] == [f"{2 * i}/20" for i in range(1, 11)]
+    assert "acc " in lines[0] and "loss " in lines[0] and lines[-1].split(", ")[-1].endswith(" s")
+    rc = cli_main(["experiment", "dyck1", "--steps", "20", "--batch", "4", "--width", "8",
+                   "--heads", "2", "--out", str(tmp_path / "d2"), "--no-progress"])
+    assert rc == 0 and ": step " not in capsys.readouterr().err
+
+
 def test_cli_user_errors(capsys):
     assert cli_main(["experiment", "dyck1", "--width", "3", "--backbone", "sparse", "--steps", "1"]) == 1
     assert "too small" in capsys.readouterr().err

@@ -104,7 +104,9 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
     p.add_argument("--out", default=None,
                    help="checkpoint directory (default runs/experiments/NAME)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress on stderr (a bar on a terminal, otherwise a line per tenth of "
+                        "the run)")
     p.set_defaults(func=_run, task=task)
 
 
@@ -196,7 +198,7 @@ def _run(args) -> int:
         key = (args.task, k if args.task == "khop" else None, args.backbone)
         print(f"settings: floor (measured to reach the paper's {100 * FLOORS[key]:.1f} %)" if recipe
               else "settings: base", file=sys.stderr)
-    result, _ = train(cfg, out=out, progress=not args.no_progress and sys.stderr.isatty())
+    result, _ = train(cfg, out=out, progress=not args.no_progress)
     if args.json:
         print(json.dumps(result))
     else:

@@ -1,8 +1,9 @@
 """The training loop: AdamW, linear warm-up + cosine decay, gradient clipping at 1.0.
 
 Only parameters with ``requires_grad`` reach the optimiser (for frozen backbones: the token and
-position tables and the unembedding).  Shows a tqdm bar with the running accuracy, evaluates on the
-disjoint test set, and saves the checkpoint (safetensors + JSON) and the training curve.
+position tables and the unembedding).  Shows the running accuracy (a tqdm bar on a terminal, a line
+per tenth of the run in a log), evaluates on the disjoint test set, and saves the checkpoint
+(safetensors + JSON) and the training curve.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -206,6 +208,7 @@ def default_test_size(task: str) -> int:
 def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool = True,
           backbone_weights: list[dict] | None = None) -> tuple[dict, dict]:
     """Train one configuration. Returns (result, curve); writes the checkpoint to ``out`` if given.
+    ``progress`` shows it on stderr: a bar on a terminal, otherwise a line per tenth of the run.
 
     With a k-hop curriculum the run trains on hop_1, ..., hop_{k-1} targets (``cfg.curriculum``
     steps each) and then on hop_k (``cfg.steps``), each stage with a fresh optimiser and its own
@@ -238,9 +241,11 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
     if len(cfg.stages()) > 1:
         curve["hop"] = []      # which targets each curve point trains and tests on
     bar = None
-    if progress:
+    if progress and sys.stderr.isatty():
         from tqdm import tqdm
         bar = tqdm(total=total, desc=cfg.name(), unit="step", dynamic_ncols=True, leave=False)
+    elif progress:
+        bar = LineProgress(total, cfg.name())
     done = 0
     for hop, steps in cfg.stages():
         probe = Batch(test.tokens[:n_probe], test.targets[:n_probe])
@@ -266,6 +271,33 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
     if out is not None:
         save_checkpoint(model, cfg, result, curve, out)
     return result, curve
+
+
+class LineProgress:
+    """Progress for a log file or a pipe, where tqdm's redrawn line would be one endless line:
+    one plain line on stderr at every tenth of the run.  Has the part of tqdm's interface that
+    the training loop uses."""
+
+    def __init__(self, total: int, name: str, parts: int = 10, stream=None) -> None:
+        self.total, self.name, self.parts = total, name, parts
+        self.stream = stream if stream is not None else sys.stderr
+        self.n, self.shown, self.postfix = 0, 0, ""
+        self.start = time.monotonic()
+
+    def set_postfix(self, **fields: str) -> None:
+        self.postfix = ", ".join(f"{k} {v}" for k, v in fields.items())
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        part = self.n * self.parts // max(1, self.total)
+        if part > self.shown:
+            self.shown = part
+            postfix = f", {self.postfix}" if self.postfix else ""
+            print(f"{self.name}: step {self.n:,}/{self.total:,} ({100 * self.n // max(1, self.total)} %)"
+                  f"{postfix}, {time.monotonic() - self.start:.0f} s", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        pass
 
 
 def prepare_out(out: str | os.PathLike, flag: str = "--out", what: str = "the checkpoint") -> None:
