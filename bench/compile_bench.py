@@ -10,7 +10,7 @@ Times are **CPU seconds of the process** (``time.process_time``): the bench mach
 and wall time there measures the other jobs; wall times are in the JSON too.
 Then: reverse at max length 80 and shuffle-Dyck-2 at 40 (tracr: 425 s and 420 s), the
 ``rasp compile`` process wall time including start-up, and a comparison with tracr's figures
-from ../shared/design/tracr-lessons.md and issue 3.
+(docs/references.md).
 
     nice -n 5 .venv/bin/python bench/compile_bench.py            # everything
     .venv/bin/python bench/compile_bench.py --programs reverse --lengths 5 10 --batch 64

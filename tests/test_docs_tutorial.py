@@ -114,3 +114,27 @@ def test_tutorial_transformer_lens_section(tmp_path: Path, monkeypatch) -> None:
     # the padded-batch advice names a function that exists and masks padding
     assert "run_padded" in section
     from rasp_compiler.export import run_padded  # noqa: F401
+
+
+def test_rasp_run_transcripts_in_the_docs(monkeypatch) -> None:
+    """Every ``$ rasp run ...`` line in a code block of docs/programs.md and docs/language.md (run from
+    the repository root) prints the lines shown after it."""
+    import shlex
+
+    monkeypatch.chdir(ROOT)
+    checked = 0
+    for page in ("programs.md", "language.md"):
+        lines = (ROOT / "docs" / page).read_text(encoding="utf-8").splitlines()
+        in_block = False
+        for i, line in enumerate(lines):
+            if line.startswith("```"):
+                in_block = not in_block
+            elif in_block and line.startswith("$ rasp run "):
+                shown = []
+                for after in lines[i + 1:]:
+                    if after.startswith(("$ ", "```")):
+                        break
+                    shown.append(after)
+                assert _run(shlex.split(line)[2:]) == shown, f"docs/{page}:{i + 1}: {line}"
+                checked += 1
+    assert checked >= 40

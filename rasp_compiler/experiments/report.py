@@ -144,7 +144,7 @@ def _markdown(cells, got, runs, plots, rel, quick, results=None) -> list[str]:
                 L.append(f"| {_task_label(task, k)} | {arch} | " + " | ".join(row) +
                          f" | {_pct(maj)} | {'; '.join(paper)} |")
     L += ["", "(n/m): seeds run / seeds in the grid. The paper's numbers are those condensed in "
-          "`shared/design/fixed-universal-transformers.md`."
+          "`docs/references.md`."
           + ("" if quick else " This table is the grid's base settings (" +
              ", ".join(f"{t}: width {d['width']}, {d['layers']} layers, {d['heads']} heads, "
                        f"{d['steps']:,} steps" for t, d in DEFAULTS.items()) +
