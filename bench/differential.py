@@ -9,6 +9,7 @@ minimised into tests/test_regressions.py.  Writes bench/results/differential.jso
     nice -n 5 .venv/bin/python bench/differential.py --programs 3000 --max-len 8 --inputs 30
     .venv/bin/python bench/differential.py --seeds 283 1342        # re-check given seeds
     nice -n 5 .venv/bin/python bench/differential.py --causal --programs 2000 --start 2000000
+    nice -n 5 .venv/bin/python bench/differential.py --vocab '["x", "yy", "0", "ab", "q", "r2"]'
 
 With ``--causal`` every selector is restricted to keys at or before its query and ``length`` is
 never read, and each program is compiled with ``causal=True``.
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from rasp_compiler.compiler.random_source import check_generated, generate
+from rasp_compiler.compiler.random_source import VOCAB, check_generated, generate
 
 RESULTS = Path(__file__).resolve().parent / "results" / "differential.json"
 
@@ -40,6 +41,8 @@ def main() -> int:
     ap.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     ap.add_argument("--causal", action="store_true",
                     help="programs that look only backwards, compiled causally")
+    ap.add_argument("--vocab", type=json.loads, default=list(VOCAB),
+                    help='tokens as a JSON list of strings (default ["a", "b", "c"])')
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -50,7 +53,7 @@ def main() -> int:
     inputs = 0
     start = time.perf_counter()
     for seed in seeds:
-        gen = generate(seed, max_len=args.max_len, causal=args.causal)
+        gen = generate(seed, max_len=args.max_len, causal=args.causal, vocab=tuple(args.vocab))
         out = check_generated(gen, max_len=args.max_len, inputs=args.inputs, dtype=args.dtype)
         counts[out.status] += 1
         depths[gen.depth] += 1
@@ -64,7 +67,7 @@ def main() -> int:
                   flush=True)
     secs = time.perf_counter() - start
     print(f"{len(seeds)} programs (depths {dict(sorted(depths.items()))}), {inputs:,} inputs compared, "
-          f"max_len {args.max_len}: {dict(counts)} in {secs:.0f} s")
+          f"max_len {args.max_len}, vocab {args.vocab}: {dict(counts)} in {secs:.0f} s")
     for why, k in refused.most_common(5):
         print(f"  refused x{k}: {why}")
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -152,6 +152,32 @@ class Analysis:
         for node in program.nodes():
             if not node.is_selector and (wanted is None or node.id in wanted):
                 self.info[node.id] = self._analyse(node)
+        if program.output in self.info:
+            self._check_bool_number_output(program.output)
+
+    def _check_bool_number_output(self, out: str) -> None:
+        """Refuse a categorical output that may be False at one position and 0 at another (or True
+        and 1).  Python holds them equal, so value sets (``sorted_values``) keep one of each pair
+        and the model would print 0 where the interpreter prints False.  Seen where a row of the
+        output's own table or an aggregate's default brings the other type: the common case is
+        ``aggregate(sel, tokens == "a")``, whose default is 0.  A clash passed on from an input
+        further up is not seen here (docs/known-bugs.md #13); ``rasp check`` reports it."""
+        info = self.info[out]
+        if info.encoding != "categorical":
+            return
+        node = self.node(out)
+        values = list(info.values) + list(info.table.values())
+        if isinstance(node, Aggregate):
+            values += list(self.info[node.inputs[1]].values) + [node.default]
+        bools = {v for v in values if isinstance(v, bool)}
+        for v in values:
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v in bools:
+                hint = ("give the aggregate a default of the values' type, e.g. aggregate(sel, x, False)"
+                        if isinstance(node, Aggregate) else "keep the output's values all booleans or "
+                        "all numbers (indicator(x) turns a boolean into 0/1)")
+                raise self.error(out, f"{self.describe(out)} may be {v!r} at one position and "
+                                 f"{bool(v)!r} at another: they are equal in Python, and the model "
+                                 "could not tell them apart in its output", hint=hint)
 
     # ------------------------------------------------------------------ helpers
     def node(self, node_id: str) -> Node:

@@ -277,8 +277,8 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
         else:
             m = 0
         layers_cfg.append({"n_heads": n_heads, "d_head": d_head, "d_mlp": m})
-        if m and acc.multi_number and dtype == "float32":
-            layers_cfg[-1]["mlp_dtype"] = "float64"   # see MLPWeights.multi_number
+        if m and acc.wide and dtype == "float32":
+            layers_cfg[-1]["mlp_dtype"] = "float64"   # step pairs: see blocks._steps
         plan.append(layer_plan)
 
     # ---------------------------------------------------------------- unembedding

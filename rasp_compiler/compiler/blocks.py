@@ -197,8 +197,9 @@ class MLPWeights:
         self.w_out: list[tuple[np.ndarray, np.ndarray]] = []  # per block: dims [u, k'] and weights [u, k']
         self.b_out: dict[int, float] = {}
         self.n_units = 0
-        # some unit steps along a projection of two or more numbers (see ``_step_mlp``)
-        self.multi_number = False
+        # some units are step pairs along a number: ``assemble`` then keeps this MLP in float64
+        # inside a float32 model (see ``_steps``)
+        self.wide = False
 
     def unit(self, dims: np.ndarray, weights: np.ndarray, bias: float,
              out_dims: np.ndarray, out_w: np.ndarray) -> None:
@@ -400,10 +401,6 @@ def _step_mlp(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: lis
         return np.array([layout.dim(op.inputs[j], v) for j, vs in zip(cat, sets, strict=True) for v in vs],
                         dtype=int)
 
-    # Mixed-radix projections of several numbers give pre-activations of 1e4 and more, where a
-    # float32 step pair is 1 only up to ulp(p) ~ 2^-10: enough to tilt an averaging head that
-    # reads the result (known-bugs #9).  ``assemble`` keeps such an MLP in float64.
-    acc.multi_number |= len(num) >= 2
     for sets, pts in merge_groups(groups):
         coef = projection(pts, mags, dtype)
         if coef is None:
@@ -458,13 +455,22 @@ def _shared_step_units(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output,
             acc.units(np.broadcast_to(dims, (2, len(dims))), np.broadcast_to(weights, (2, len(dims))),
                       np.array([base + 0.5, base - 0.5]), np.repeat(odims, 2, axis=0),
                       np.array([ow[0], -ow[0]]))
+            acc.wide = True   # float32 would blur the pair (see ``_steps``)
 
 
 def _steps(acc: MLPWeights, out: _Output, z: np.ndarray, ys: list[Any], at: np.ndarray,
            coef: np.ndarray, span: float, xdims: np.ndarray, gdims: np.ndarray, n_cat: int) -> None:
     """The two units of each step from z[i] to z[i + 1], i in ``at``, as one block (unit pairs in
     step order).  Elementwise NumPy float64 arithmetic, in the order the scalar formulas use it:
-    the same weights as computing each step on its own."""
+    the same weights as computing each step on its own.
+
+    A saturated pair ReLU(p + ½) − ReLU(p − ½) is 1 only up to the rounding of p ± ½, about ulp(p),
+    and p reaches slope × (distance to the threshold): 2·span/gap, often 10^2 to 10^4.  In float32
+    that leaves 2^-17 to 2^-10 on one-hot entries, and an averaging head that reads them as key or
+    query turns it into unequal weights: 1.3e-4 off a mean at max_len 16 from one number's steps
+    (tests/test_regressions.py::test_mean_over_a_one_hot_stepped_from_one_number), 1 % from a
+    two-number projection (known-bugs #9).  So ``assemble`` runs every MLP with step pairs in
+    float64 inside a float32 model: the pairs are then exact to ~1e-13."""
     z0, z1 = z[at], z[at + 1]
     gap = z1 - z0
     t = (z0 + z1) / 2.0
@@ -483,6 +489,7 @@ def _steps(acc: MLPWeights, out: _Output, z: np.ndarray, ys: list[Any], at: np.n
     acc.units(np.broadcast_to(dims, (2 * len(at), len(dims))), pair(weights, 2, axis=0),
               np.stack([base + 0.5, base - 0.5], axis=1).ravel(), pair(odims, 2, axis=0),
               np.stack([ow, -ow], axis=1).reshape(2 * len(at), -1))
+    acc.wide = True
 
 
 def separable_weights(op: MLPOp, layout: Layout, acc: MLPWeights) -> None:

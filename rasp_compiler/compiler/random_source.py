@@ -52,6 +52,7 @@ class Generated:
     seed: int
     output_kind: str
     causal: bool = False
+    vocab: tuple[str, ...] = VOCAB  # the tokens (``generate``'s ``vocab``)
 
 
 def _q(s: str) -> str:
@@ -64,6 +65,7 @@ class _Builder:
     max_len: int
     max_depth: int
     causal: bool = False  # every selector looks only backwards, so the program compiles causally
+    vocab: tuple[str, ...] = VOCAB
     lines: list[str] = field(default_factory=list)
     vars: list[Var] = field(default_factory=list)
     counter: int = 0
@@ -97,7 +99,7 @@ class _Builder:
     def map_str(self, x: Var) -> Var:
         r = self.rng
         a = r.choice(x.strs)
-        b = r.choice(VOCAB + ("z",))
+        b = r.choice(self.vocab + ("z",))
         choice = r.randrange(5)
         if choice == 0:
             return self.bind(f"{x.name} == {_q(a)}", "bool", x.depth)
@@ -108,7 +110,7 @@ class _Builder:
             return self.bind(f"{_q(b)} if {x.name} == {_q(a)} else {x.name}", "str", x.depth,
                              strs=x.strs + (b,))
         if choice == 3:
-            table = {s: r.choice(VOCAB) for s in x.strs}
+            table = {s: r.choice(self.vocab) for s in x.strs}
             body = ", ".join(f"{_q(k)}: {_q(v)}" for k, v in table.items())
             return self.bind(f"{{{body}}}[{x.name}]", "str", x.depth, strs=tuple(table.values()))
         table_i = {s: r.randint(-2, 3) for s in x.strs}
@@ -151,7 +153,7 @@ class _Builder:
         if choice == 1:
             return self.bind(f"indicator({x.name})", "int", x.depth, lo=0, hi=1)
         if choice == 2:
-            a, b = r.sample(VOCAB, 2)
+            a, b = r.sample(self.vocab, 2)
             return self.bind(f"{_q(a)} if {x.name} else {_q(b)}", "str", x.depth, strs=(a, b))
         a, b = r.randint(-2, 4), r.randint(-2, 4)
         return self.bind(f"{a} if {x.name} else {b}", "int", x.depth, lo=min(a, b), hi=max(a, b))
@@ -345,13 +347,15 @@ class _Builder:
 
 
 def generate(seed: int, *, max_len: int = 5, max_depth: int = 6, statements: int | None = None,
-             causal: bool = False) -> Generated:
+             causal: bool = False, vocab: tuple[str, ...] = VOCAB) -> Generated:
     """One random program (deterministic in ``seed``) as RASP source text.  ``causal`` programs
     select only keys at or before their query and never read ``length``, so a causal model can
-    compute them."""
+    compute them.  ``vocab`` (at least two tokens, no quotes or backslashes; several characters
+    each allowed) replaces a, b, c in the program's literals and in the inputs."""
     rng = random.Random(seed)
-    b = _Builder(rng, max_len, max_depth, causal)
-    b.vars = [Var("tokens", "str", 0, strs=VOCAB), Var("indices", "int", 0, lo=0, hi=max_len - 1)]
+    vocab = tuple(vocab)
+    b = _Builder(rng, max_len, max_depth, causal, vocab)
+    b.vars = [Var("tokens", "str", 0, strs=vocab), Var("indices", "int", 0, lo=0, hi=max_len - 1)]
     if not causal:
         b.vars.append(Var("length", "int", 0, lo=1, hi=max_len))
     target = rng.randint(1, max_depth)  # the attention depth this program aims for
@@ -370,11 +374,11 @@ def generate(seed: int, *, max_len: int = 5, max_depth: int = 6, statements: int
     if out.name in ("tokens", "indices", "length"):
         out = b.bind(out.name, out.kind, out.depth, lo=out.lo, hi=out.hi, strs=out.strs)
     source = "\n".join(b.lines + [f"{out.name};", ""])
-    return Generated(source, deepest, seed, out.kind, causal)
+    return Generated(source, deepest, seed, out.kind, causal, vocab)
 
 
-def random_input(rng: random.Random, max_len: int) -> list[str]:
-    return [rng.choice(VOCAB) for _ in range(rng.randint(1, max_len))]
+def random_input(rng: random.Random, max_len: int, vocab: tuple[str, ...] = VOCAB) -> list[str]:
+    return [rng.choice(vocab) for _ in range(rng.randint(1, max_len))]
 
 
 @dataclass
@@ -399,14 +403,14 @@ def check_generated(gen: Generated, *, max_len: int = 5, inputs: int = 20, dtype
 
     program = program_from_source(gen.source, f"<random {gen.seed}>")
     try:
-        model = compile_program(program, list(VOCAB), max_len, dtype=dtype, causal=gen.causal)
+        model = compile_program(program, list(gen.vocab), max_len, dtype=dtype, causal=gen.causal)
     except UserError as err:  # CompileError included: a clear refusal
         return Outcome(gen, "refused", str(err).splitlines()[0])
     except Exception as err:  # noqa: BLE001 - any other exception is a compiler bug to report
         return Outcome(gen, "crash", f"{type(err).__name__}: {err}")
     rng = random.Random(gen.seed * 7919 + 1)
-    batch = [random_input(rng, max_len) for _ in range(inputs)]
-    batch += [[t] * n for t in VOCAB for n in (1, max_len)]
+    batch = [random_input(rng, max_len, gen.vocab) for _ in range(inputs)]
+    batch += [[t] * n for t in gen.vocab for n in (1, max_len)]
     try:
         res = check_model(model, program, batch)
     except Exception as err:  # noqa: BLE001
