@@ -7,6 +7,7 @@ Each command module exposes ``register(subparsers)``, which adds its parser and 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import re
@@ -21,11 +22,13 @@ COMMANDS = ("run", "repl", "compile", "eval", "check", "show", "export", "simula
 
 class Parser(argparse.ArgumentParser):
     """argparse, reading ``-1e6`` as a number: Python 3.11's own test knows only ``-1`` and ``-1.5``,
-    so ``--input-range -1e6 1e6`` stopped with "expected 2 arguments"."""
+    so ``--input-range -1e6 1e6`` stopped with "expected 2 arguments".  ``-inf`` and ``-nan`` (which
+    float() reads) too, so that they reach the option's own check ("finite LO <= HI")."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+        self._negative_number_matcher = re.compile(
+            r"^-((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|inf|infinity|nan)$", re.IGNORECASE)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,11 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if sys.stdin is None:  # started with stdin closed (`<&-`): read it as empty, like </dev/null
+        sys.stdin = open(os.devnull, encoding="utf-8")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # a failed write of buffered output surfaces here, not at exit
+        return code
     except UserError as err:
         print(err.render(), file=sys.stderr)
         return err.exit_code
@@ -67,10 +75,19 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as err:
+        if err.filename is None and err.errno in WRITE_ERRORS:  # stdout on a full disk, `>/dev/full`
+            # Python would fail again when it flushes the rest of stdout at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            print(f"error: cannot write the output: {err.strerror or err}", file=sys.stderr)
+            return 1
         if err.filename is None:  # not about a file the user named: a bug, shown in full
             raise
         print(f"error: {err.filename}: {err.strerror or err}", file=sys.stderr)
         return 1
+
+
+# errors of writing to a full or failing device, which the output stream reports without a file name
+WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG}
 
 
 def _out_of_memory() -> int:

@@ -243,7 +243,13 @@ class RaspModel:
 
     # ------------------------------------------------------------------ files
     def save(self, directory: str) -> None:
-        os.makedirs(directory, exist_ok=True)
+        if os.path.exists(directory) and not os.path.isdir(directory):  # makedirs says "File exists"
+            raise ModelArtifactError(f"{directory}: cannot write the model there: it is a file, not a "
+                                     "directory", hint="give a directory to write the model to")
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as err:  # a parent that is a file, a read-only place
+            raise ModelArtifactError(f"{directory}: cannot write the model ({err.strerror or err})") from None
         config = dict(self.config)
         config["weights_sha256"] = weights_digest(self.tensors)
         digest = config_digest(config)
@@ -266,9 +272,14 @@ class RaspModel:
     @classmethod
     def load(cls, directory: str) -> "RaspModel":
         cpath, wpath = os.path.join(directory, CONFIG_FILE), os.path.join(directory, WEIGHTS_FILE)
+        if os.path.isfile(directory):  # a program or one of the model's files: "X/config.json does not exist"
+            raise ModelArtifactError(f"{directory} is a file, not a model directory",
+                                     hint="give the directory 'rasp compile' wrote (it holds config.json "
+                                          "and model.safetensors)")
         for p in (cpath, wpath):
             if not os.path.isfile(p):
-                raise ModelArtifactError(f"{p} does not exist", hint="run 'rasp compile' to create the model")
+                what = "is not a file" if os.path.exists(p) else "does not exist"
+                raise ModelArtifactError(f"{p} {what}", hint="run 'rasp compile' to create the model")
         try:
             with open(cpath, encoding="utf-8") as fh:
                 config = json.load(fh)

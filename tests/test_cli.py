@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+
+import pytest
 
 from rasp_compiler.cli import COMMANDS, build_parser
 
@@ -35,3 +38,39 @@ def test_negative_numbers_in_exponent_form_are_values_not_options() -> None:
     assert args.input_range == [-1e6, 1e6]
     args = parser.parse_args(["simulate", "--n", "2", "--d", "2", "--input-range", "-1.5E+2", "-.5"])
     assert args.input_range == [-150.0, -0.5]
+
+
+def test_negative_infinity_and_nan_are_values_that_reach_the_option_check(capsys) -> None:
+    """`--input-range -inf 1` stopped at argparse with "expected 2 arguments", which is not what
+    was wrong; now the range check says the range must be finite."""
+    from rasp_compiler.cli import main
+
+    args = build_parser().parse_args(["simulate", "--n", "2", "--d", "2", "--input-range", "-inf", "-NaN"])
+    assert args.input_range[0] == float("-inf") and args.input_range[1] != args.input_range[1]
+    assert main(["simulate", "--n", "2", "--d", "2", "-o", "U", "--input-range", "-inf", "1"]) == 1
+    assert capsys.readouterr().err.startswith("error: --input-range needs finite LO <= HI, got -inf")
+
+
+def _shell(command: str) -> subprocess.CompletedProcess:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120, cwd=root)
+
+
+def test_a_closed_stdin_reads_as_empty(tmp_path) -> None:
+    """`rasp repl <&-` and `rasp eval DIR --inputs - <&-`: sys.stdin is None, and both tracebacked."""
+    rasp = f"{sys.executable} -m rasp_compiler.cli"
+    out = _shell(f"{rasp} repl <&-")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    model = tmp_path / "m"
+    out = _shell(f"{rasp} compile programs/reverse.rasp --vocab ab --max-len 3 -o {model} && "
+                 f"{rasp} eval {model} --inputs - <&-")
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith("error: <stdin> holds no inputs")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_output_to_a_full_device_is_one_error() -> None:
+    """stdout on a full disk raised OSError(ENOSPC) with no file name: a traceback."""
+    out = _shell(f"{sys.executable} -m rasp_compiler.cli run programs/reverse.rasp --input abc >/dev/full")
+    assert out.returncode == 1, out.stderr
+    assert out.stderr == "error: cannot write the output: No space left on device\n"

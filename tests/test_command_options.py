@@ -316,3 +316,95 @@ def test_export_refuses_a_file_named_only_pt(capsys, compiled_reverse, tmp_path)
     rc, _, err = run(capsys, "export", compiled_reverse, "-o", str(tmp_path / ".pt"))
     assert_one_error(rc, err, "give the file a name before .pt")
     assert not (tmp_path / ".json").exists()
+
+
+# ----- options that did nothing: refused instead of silently ignored -------------------------------
+SIM = ["simulate", "--n", "2", "--d", "2"]
+TABLE = ["experiment", "table", "--quick", "--dry-run"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    # they act only with --verify / --check: without it the command ran and ignored them
+    (["export", "no-such-model", "-o", "x.pt", "--inputs", "5"], "--inputs applies only with --verify"),
+    (["export", "no-such-model", "-o", "x.pt", "--seed", "3", "--tolerance", "1"],
+     "--seed, --tolerance apply only with --verify"),
+    (["export", "no-such-model", "-o", "x.pt", "--verify", "--tolerance", "inf"],
+     "--tolerance must be a non-negative finite number, got inf"),
+    (SIM + ["-o", "U", "--trials", "3"], "--trials applies only with --check"),
+    (SIM + ["-o", "U", "--trace", "--seed", "1"], "--trace, --seed apply only with --check"),
+    (["simulate", "--model", "no-such-U", "--input-json", "[1]", "--seed", "1"],
+     "--seed does not apply to --model"),
+    (UT + ["--trials", "3"], "--trials cannot be used without --check or --target"),
+    (UT + ["--lengths", "3", "--dtype", "float32"], "--lengths, --dtype cannot be used without --check"),
+    (UT + ["--check", "--vocab", "abc"], "--vocab cannot be used without --program"),
+    (UT + ["--check", "--max-len", "3", "--attention-layer", "0"],
+     "--max-len, --attention-layer cannot be used without --program"),
+    (["check", REVERSE, "--vocab", "ab", "--max-len", "3", "--exhaustive", "--seed", "5"],
+     "--seed draws random inputs, and --exhaustive checks every input"),
+    (["check", str(ROOT / "programs/maxmin.rasp"), "--input-range", "-1", "1", "--exhaustive"],
+     "--exhaustive needs a vocabulary"),
+    (["check", str(ROOT / "programs/maxmin.rasp"), "--input-range", "-1", "1", "--device", "cuda"],
+     "--device cuda: a real-valued check (--input-range) runs on the CPU"),
+    (TABLE + ["--only", "no-such-run"], "--only no-such-run selects no run of the quick grid"),
+    (TABLE + ["--seeds", "99"], "--seeds 99 selects no run of the quick grid"),
+    (["experiment", "table", "--quick", "--report-only", "--jobs", "2"],
+     "--report-only runs nothing, so --jobs would do nothing"),
+    # an empty value (an unset shell variable) fell back to the default without a word
+    (["run", REVERSE, "--input", "ab", "--output", ""], "--output is empty"),
+    (["compile", REVERSE, "--vocab", "ab", "--max-len", "3", "-o", ""], "--out is empty"),
+    (["compile", REVERSE, "--vocab", "ab", "--max-len", "3", "-o", "m", "--output", ""], "--output is empty"),
+    (["check", REVERSE, "--vocab", "ab", "--max-len", "3", "--output", ""], "--output is empty"),
+    (["show", REVERSE, "--vocab", "ab", "--max-len", "3", "-o", "p.png", "--output", ""],
+     "--output is empty"),
+    (SIM + ["-o", ""], "--out is empty"),
+    (SIM + ["--emit-rasp", ""], "--emit-rasp is empty"),
+    (UT + ["--save", ""], "--save is empty"),
+    (["universal", "--program", HISTOGRAM, "--vocab", "abc", "--output", ""], "--output is empty"),
+    (DYCK + ["--out", ""], "--out is empty"),
+    (["experiment", "probe", "no-such-run", "--save", ""], "--save is empty"),
+    (TABLE + ["--seeds", ""], "--seeds is empty"),
+    (["repl", "--example", ""], "--example is empty"),
+    # too many inputs: drawing them all at once ran out of memory
+    (["check", REVERSE, "--vocab", "ab", "--max-len", "3", "--samples", "100000000"],
+     "--samples 100,000,000 is more than the 1,000,000 a check takes"),
+    # --vocab: repeats were dropped (and `check` counted each input twice); '[]' is two characters
+    (["check", REVERSE, "--vocab", "aab", "--max-len", "2"], '--vocab repeats the token "a"'),
+    (["check", REVERSE, "--vocab", '["a", "b", "a"]', "--max-len", "2"], '--vocab repeats the token "a"'),
+    (["check", REVERSE, "--vocab", "[]", "--max-len", "2"], """--vocab '["[", "]"]'"""),
+    (["check", REVERSE, "--vocab", "[](){}", "--max-len", "2"],
+     """--vocab '["[", "]", "(", ")", "{", "}"]'"""),
+    # valid JSON that json.loads cannot read: a traceback before
+    (["simulate", "--model", "no-such-U", "--input-json", "[" + "1" * 5000 + "]"],
+     "--input-json cannot be read: a number in it has more than 4,300 digits"),
+    (["simulate", "--model", "no-such-U", "--input-json", "[" * 100_000],
+     "--input-json cannot be read: it nests too deeply"),
+])
+def test_ignored_or_empty_options_are_refused(capsys, tmp_path, monkeypatch, argv: list[str],
+                                              message: str) -> None:
+    monkeypatch.chdir(tmp_path)  # nothing may be written, and nothing into the repository
+    rc, out, err = run(capsys, *argv)
+    assert_one_error(rc, err, message)
+    assert out == "" and not any(tmp_path.iterdir())
+
+
+def test_check_of_a_fixed_length_model_checks_that_length(capsys) -> None:
+    """It checked every length up to --max-len, and the model refused the first shorter input."""
+    rc, out, err = run(capsys, "check", REVERSE, "--vocab", "abc", "--max-len", "4", "--fixed-length", "3")
+    assert rc == 0, err
+    assert "exhaustive: 27/27 inputs agree" in out
+    rc, out, err = run(capsys, "check", REVERSE, "--vocab", "abc", "--max-len", "4", "--fixed-length", "3",
+                       "--samples", "10", "--json")
+    assert rc == 0, err
+    report = json.loads(out)
+    assert report["mode"] == "random" and 0 < report["inputs_checked"] == report["inputs_agreeing"] <= 27
+
+
+def test_a_saved_u_refuses_an_integer_past_the_float_range(capsys, tmp_path) -> None:
+    """np.array(..., float64) raised OverflowError on a 400-digit integer: a traceback."""
+    assert cli(["simulate", "--n", "1", "--d", "1", "-o", str(tmp_path / "U")]) == 0
+    capsys.readouterr()
+    size = 3  # A (1), V (1), X (1)
+    rc, out, err = run(capsys, "simulate", "--model", str(tmp_path / "U"), "--input-json",
+                       "[" + ", ".join(["1" * 400] + ["0.5"] * (size - 1)) + "]")
+    assert_one_error(rc, err, "non-finite value at position 0")
+    assert out == ""

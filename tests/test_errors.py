@@ -213,3 +213,18 @@ def test_an_error_in_a_loaded_file_names_the_load(tmp_path) -> None:
         load_program(tmp_path / "main.rasp")
     assert err.value.file.endswith("uses_secret.rasp") and err.value.line == 1
     assert f"loaded by {tmp_path / 'main.rasp'}:2" in err.value.hint
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/sys"), reason="needs Linux /proc/sys")
+def test_a_repl_draw_that_cannot_be_written_is_reported_and_the_session_goes_on(monkeypatch) -> None:
+    """The OSError of an unwritable directory left the REPL: the statements after it never ran."""
+    import io
+
+    from rasp_compiler.commands.repl import Repl
+
+    monkeypatch.chdir("/proc/sys")  # nothing can be created there, even by root
+    repl, out = Repl(), io.StringIO()
+    repl.loop(io.StringIO("draw(tokens);\nx = tokens;\n"), out)
+    shown = out.getvalue()
+    assert "error: cannot write draw-1.png" in shown and "s-op: x" in shown
+    assert repl.errors == 1

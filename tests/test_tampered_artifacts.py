@@ -419,3 +419,22 @@ def test_an_edited_simulator_block_is_refused(tmp_path: Path, edit: Edit, words:
     bad = tamper(tmp_path / "u", tmp_path / "bad", edit)
     with pytest.raises(ArtifactError, match=words):
         load_simulator(str(bad))
+
+
+def test_a_model_path_of_the_wrong_kind_is_named_as_such(categorical: Path, tmp_path: Path) -> None:
+    """A file given as the model directory was "FILE/config.json does not exist", a config.json that is
+    a directory "does not exist", and saving over a file "File exists"."""
+    with pytest.raises(ModelArtifactError, match=r"config\.json is a file, not a model directory"):
+        RaspModel.load(str(categorical / "config.json"))
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / "config.json").mkdir()
+    (odd / "model.safetensors").write_bytes((categorical / "model.safetensors").read_bytes())
+    with pytest.raises(ModelArtifactError, match=r"odd/config\.json is not a file"):
+        RaspModel.load(str(odd))
+    model = RaspModel.load(str(categorical))
+    (tmp_path / "plain").write_text("x")
+    with pytest.raises(ModelArtifactError, match="it is a file, not a directory"):
+        model.save(str(tmp_path / "plain"))
+    with pytest.raises(ModelArtifactError, match=r"plain/sub: cannot write the model \(Not a directory\)"):
+        model.save(str(tmp_path / "plain" / "sub"))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import random
 import sys
 
 from rasp_compiler.commands.options import SEED_HELP, check_seed, check_tokens_or_range
@@ -23,6 +25,9 @@ Exit status 0 only if every input agrees."""
 # Inputs from which `rasp check` shows a progress bar on a terminal (the interpreter takes about
 # 1 ms an input, so a few seconds' work).
 PROGRESS_FROM = 2_000
+# The most inputs one check takes (--samples, or --exhaustive's count): all are held in memory, and
+# the interpreter takes about 1 ms an input; --samples 100,000,000 ran out of memory.
+MAX_SAMPLES = 1_000_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,7 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--exhaustive", action="store_true", help="every input up to --max-len")
     mode.add_argument("--samples", type=int, metavar="K", help="K random inputs of all lengths")
-    p.add_argument("--seed", type=int, default=0, help=f"seed of the random inputs ({SEED_HELP}; default 0)")
+    p.add_argument("--seed", type=int, default=None,
+                   help=f"seed of the random inputs ({SEED_HELP}; default 0; not with --exhaustive)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--device", default="cpu", metavar="cpu|cuda",
                    help="where the compiled model runs (default cpu); the interpreter runs on the CPU")
@@ -60,9 +66,24 @@ def main(args: argparse.Namespace) -> int:
 
     if args.samples is not None and args.samples < 1:
         raise UserError(f"--samples must be at least 1, got {args.samples}")
+    if args.samples is not None and args.samples > MAX_SAMPLES:  # all are drawn and kept at once
+        raise UserError(f"--samples {args.samples:,} is more than the {MAX_SAMPLES:,} a check takes",
+                        hint="several runs with different --seed")
+    if args.exhaustive and args.seed is not None:  # it would be ignored: no input is drawn
+        raise UserError("--seed draws random inputs, and --exhaustive checks every input",
+                        hint="drop --seed, or use --samples K instead of --exhaustive")
+    args.seed = 0 if args.seed is None else args.seed
     check_tokens_or_range(args)
     if getattr(args, "input_range", None) is not None:  # real-valued tokens
         from rasp_compiler.compiler.real_check import main_check
+
+        # the real-valued check draws its inputs and runs the model on the CPU: refuse what it ignores
+        if args.exhaustive:
+            raise UserError("--exhaustive needs a vocabulary: real-valued inputs (--input-range) are "
+                            "sampled", hint="use --samples K")
+        if args.device != "cpu":
+            raise UserError(f"--device {args.device}: a real-valued check (--input-range) runs on the CPU",
+                            hint="drop --device")
         return main_check(args)
     torch.set_num_threads(max(1, min(4, torch.get_num_threads())))
     if args.vocab is None:
@@ -70,17 +91,26 @@ def main(args: argparse.Namespace) -> int:
     vocab = parse_vocab(args.vocab)
     model = compile_from_args(args)
     program = load_program(args.file, output=args.output or "out")
-    total = count_inputs(len(vocab), args.max_len)
-    if args.exhaustive and total > 20 * EXHAUSTIVE_LIMIT:
+    # a model for one input length (--fixed-length) refuses every other length: check that one only
+    fixed = model.config.get("fixed_length")
+    total = len(vocab) ** fixed if fixed else count_inputs(len(vocab), args.max_len)
+    if args.exhaustive and total > MAX_SAMPLES:
         raise UserError(f"--exhaustive would check {total:,} inputs", hint="use --samples K")
     if args.exhaustive or (args.samples is None and total <= EXHAUSTIVE_LIMIT):
         mode = "exhaustive"
-        inputs = list(exhaustive_inputs(vocab, args.max_len))
+        inputs = ([list(x) for x in itertools.product(vocab, repeat=fixed)] if fixed
+                  else list(exhaustive_inputs(vocab, args.max_len)))
         drawn = len(inputs)
+    elif fixed:
+        mode = "random"
+        rng = random.Random(args.seed)
+        inputs = [[rng.choice(vocab) for _ in range(fixed)] for _ in range(args.samples or 1000)]
+        inputs += [x for x in edge_inputs(vocab, fixed) if len(x) == fixed]
     else:
         mode = "random"
         inputs = random_inputs(vocab, args.max_len, args.samples or 1000, args.seed)
         inputs += edge_inputs(vocab, args.max_len)
+    if mode == "random":
         drawn = len(inputs)
         # short random inputs repeat, and edge inputs may be among them: count each input once
         inputs = [list(x) for x in dict.fromkeys(tuple(x) for x in inputs)]

@@ -21,21 +21,33 @@ compile that takes more than a second names its stage on stderr."""
 def parse_vocab(text: str) -> list[Any]:
     text = text.strip() if text.strip().startswith("[") else text
     if text.startswith("["):
+        # a vocabulary of characters that starts with "[" ('[]', '[](){}' for Dyck) reads as JSON:
+        # say how to give those characters, rather than only that the JSON is bad or empty
+        as_chars = f"for the characters themselves, give a JSON list: --vocab '{json.dumps(list(text))}'"
         try:
             value = json.loads(text)
         except json.JSONDecodeError as err:
-            raise UserError(f"--vocab looks like JSON but is not valid: {err.msg}") from None
+            raise UserError(f"--vocab looks like JSON but is not valid: {err.msg}", hint=as_chars) from None
         except (ValueError, RecursionError) as err:  # an int of over 4,300 digits; nesting too deep
             from rasp_compiler.commands.run import json_trouble
 
             raise UserError(f"--vocab cannot be read: {json_trouble(err)}") from None
         if not isinstance(value, list) or not all(isinstance(v, (str, int, float, bool)) for v in value):
             raise UserError("--vocab as JSON must be a list of strings, numbers or booleans")
+        if not value:
+            raise UserError("--vocab is an empty JSON list", hint=as_chars)
         vocab = value
     else:
         vocab = list(text)
     if not vocab:
         raise UserError("--vocab is empty", hint="give the tokens, e.g. --vocab abc")
+    seen: set = set()
+    for token in vocab:  # a repeat was dropped without a word, and `check` then counted inputs twice
+        key = (type(token), token)
+        if key in seen:
+            raise UserError(f"--vocab repeats the token {json.dumps(token, ensure_ascii=False)}",
+                            hint="list each token once")
+        seen.add(key)
     return vocab
 
 
@@ -110,10 +122,11 @@ class CompileStatus:
 
 
 def compile_from_args(args: argparse.Namespace):
-    from rasp_compiler.commands.options import check_tokens_or_range
+    from rasp_compiler.commands.options import check_not_empty, check_tokens_or_range
     from rasp_compiler.compiler import compile_program
     from rasp_compiler.lang import load_program
 
+    check_not_empty(args, "output")
     check_tokens_or_range(args)
     if args.max_len is None and getattr(args, "input_range", None) is not None:
         # a matrix listing states its shape by its example: use that length, fixed
@@ -143,6 +156,9 @@ def compile_from_args(args: argparse.Namespace):
 
 
 def main(args: argparse.Namespace) -> int:
+    from rasp_compiler.commands.options import check_not_empty
+
+    check_not_empty(args, "out")  # before the compile, which may take a while
     import torch
 
     torch.set_num_threads(max(1, min(4, torch.get_num_threads())))

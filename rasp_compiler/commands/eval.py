@@ -13,7 +13,7 @@ EPILOG = """examples:
   rasp eval out/ --input-json '["a", "b"]' --json      -> {"output": [...]}
   rasp eval out/ --inputs words.txt                     one output per line, in order
   rasp eval out/ --inputs-json inputs.jsonl --json      one {"input": ..., "output": ...} per line
-  printf 'abc\nba\n' | rasp eval out/ --inputs -
+  printf 'abc\\nba\\n' | rasp eval out/ --inputs -
 
 --inputs reads one input string per line; --inputs-json one JSON list (or string) per line (JSON
 Lines).  The inputs run in batches; an input the model cannot read stops the run with its line."""

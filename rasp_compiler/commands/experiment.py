@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 from textwrap import fill
 
-from rasp_compiler.commands.options import SEED_HELP, check_at_least, check_finite, check_seed
+from rasp_compiler.commands.options import (
+    SEED_HELP,
+    check_at_least,
+    check_finite,
+    check_not_empty,
+    check_seed,
+)
 from rasp_compiler.errors import UserError
 
 EXAMPLES = {
@@ -173,6 +179,7 @@ def _run(args) -> int:
     check_at_least(args, 1, "width", "layers", "heads", "steps", "batch", "threads")
     check_at_least(args, 0, "curriculum")
     check_finite(args, "lr", positive=True)
+    check_not_empty(args, "out", "device")  # --out '' trained into runs/experiments/NAME instead
     _check_threads(args.threads)
     arch = args.arch or ("attn" if args.task == "dyck1" else "attn-res-ln")
     k = getattr(args, "k", None)
@@ -233,6 +240,14 @@ def _table(args) -> int:
 
     check_at_least(args, 1, "jobs")
     check_finite(args, "time_budget", positive=True)
+    check_not_empty(args, "only", "seeds", "results", "doc", "img", "device")
+    if args.report_only:  # it runs nothing: options choosing or pacing runs would be ignored
+        given = [flag for flag, on in (("--dry-run", args.dry_run), ("--only", args.only),
+                                       ("--seeds", args.seeds), ("--time-budget", args.time_budget),
+                                       ("--jobs", args.jobs != 1)) if on]
+        if given:
+            raise UserError(f"--report-only runs nothing, so {', '.join(given)} would do nothing",
+                            hint=f"drop {', '.join(given)}, or drop --report-only")
     if args.quick:
         configs = grid.quick_grid(device=args.device)
         results = args.results or "runs/experiments-quick/results"
@@ -258,6 +273,12 @@ def _table(args) -> int:
         if min(seeds) < 0:
             raise UserError(f"--seeds: seeds are at least 0, got {args.seeds!r}")
         configs = [c for c in configs if c.seed in seeds]
+    if (args.only or args.seeds) and not configs:  # a typo: "0 of 0 runs", then the report rewritten
+        chosen = " and ".join(f"{flag} {value}" for flag, value in
+                              (("--only", args.only), ("--seeds", args.seeds)) if value)
+        verb = "select" if args.only and args.seeds else "selects"
+        raise UserError(f"{chosen} {verb} no run of the {'quick ' if args.quick else ''}grid",
+                        hint="--dry-run without --only and --seeds lists the runs still missing")
     if not args.dry_run:   # the grid writes these only after hours of runs: check them first
         if not args.report_only:
             prepare_out(results, "--results", "the results")
@@ -284,6 +305,7 @@ def _probe(args) -> int:
 
     check_at_least(args, 1, "samples")
     check_seed(args)
+    check_not_empty(args, "save")
     run = Path(args.run)
     if not (run / "config.json").is_file() or not (run / "model.safetensors").is_file():
         raise UserError(f"{run} is not a run checkpoint (no config.json and model.safetensors)",

@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 
-from rasp_compiler.commands.options import SEED_HELP, check_at_least, check_seed
+from rasp_compiler.commands.options import SEED_HELP, check_at_least, check_finite, check_seed, refuse_unless
 from rasp_compiler.errors import UserError
 
 EPILOG = """examples:
@@ -35,9 +35,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--out", required=True, metavar="FILE.pt", help="the state dict to write; the "
                    "config goes beside it as FILE.json")
     p.add_argument("--verify", action="store_true", help="compare both models on random inputs")
-    p.add_argument("--inputs", type=int, default=200, metavar="K", help="random inputs for --verify "
+    p.add_argument("--inputs", type=int, default=None, metavar="K", help="random inputs for --verify "
                    "(default 200)")
-    p.add_argument("--seed", type=int, default=0, help=f"seed of the random inputs, {SEED_HELP} (default 0)")
+    p.add_argument("--seed", type=int, default=None,
+                   help=f"seed of the random inputs of --verify, {SEED_HELP} (default 0)")
     p.add_argument("--tolerance", type=float, default=None, metavar="EPS",
                    help="--verify fails (exit 1) when a logit, residual or attention value differs by more "
                         "(default 1e-4 for float32, 1e-9 for float64)")
@@ -45,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
+VERIFY_INPUTS = 200  # --inputs' default
 # float rounding of the same weights; a real mismatch (a wrong head, a lost scale) is far larger
 DEFAULT_TOLERANCE = {"float32": 1e-4, "float64": 1e-9}
 
@@ -71,13 +73,16 @@ def main(args: argparse.Namespace) -> int:
                         hint=f"compile it first: rasp compile {args.model} --vocab ... --max-len ... -o out/")
     check_at_least(args, 1, "inputs")
     check_seed(args)
+    check_finite(args, "tolerance")
+    if not args.verify:  # they only shape --verify's comparison: without it they did nothing
+        refuse_unless(args, "--verify", {"inputs": None, "seed": None, "tolerance": None})
+    args.inputs = VERIFY_INPUTS if args.inputs is None else args.inputs
+    args.seed = 0 if args.seed is None else args.seed
     if os.path.basename(args.out) == ".pt":  # torch cannot name a zip archive ".pt"
         raise UserError(f"-o {args.out}: give the file a name before .pt", hint="e.g. -o model_tl.pt")
     if not args.out.endswith(".pt"):
         raise UserError(f"-o {args.out}: the TransformerLens state dict is written as a .pt file",
                         hint="e.g. -o model_tl.pt")
-    if args.tolerance is not None and not args.tolerance >= 0:  # also refuses nan
-        raise UserError(f"--tolerance must be a number >= 0, got {args.tolerance}")
     _check_not_model_files(args.model, (args.out, os.path.splitext(args.out)[0] + ".json"))
     model = RaspModel.load(args.model)
     _import_tl()  # a clear error before writing anything when TransformerLens is missing

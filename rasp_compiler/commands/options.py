@@ -53,3 +53,23 @@ def check_tokens_or_range(args: argparse.Namespace) -> None:
         raise UserError("--vocab and --input-range exclude each other",
                         hint="--input-range LO HI for real-valued tokens (tokens_float), --vocab for "
                              "a vocabulary of tokens")
+
+
+def check_not_empty(args: argparse.Namespace, *names: str) -> None:
+    """Each string option given (not None) is not empty: ``-o ''`` or ``--output ''`` is almost
+    always an unset shell variable, and the commands read an empty value as "not given" (``if
+    args.out:``), so it fell back to a default without a word."""
+    for name in names:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and not value.strip():
+            raise UserError(f"{_flag(name)} is empty",
+                            hint=f"give {_flag(name)} a value (an unset shell variable?)")
+
+
+def refuse_unless(args: argparse.Namespace, needed: str, defaults: dict) -> None:
+    """Options (names mapped to their parser defaults) that only act with the option ``needed``:
+    one given without it is an error, not silently ignored."""
+    given = [_flag(name) for name, default in defaults.items() if getattr(args, name, None) != default]
+    if given:
+        raise UserError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} only with "
+                        f"{needed}", hint=f"add {needed}, or drop {', '.join(given)}")

@@ -66,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if not args.example:  # every s-op shown on it would fail, as `set example ""` is refused
+        raise UserError("--example is empty: an example is a non-empty string",
+                        hint='e.g. --example hello, or set example [1, 2, 3] at the prompt')
     repl = Repl(example=args.example)
     repl.loop(sys.stdin, sys.stdout)
     # A session read from a pipe or file is a script: a statement that failed makes it fail.
@@ -280,6 +283,8 @@ class Repl:
                       f"{model.n_layers} layers, heads {model.heads_per_layer}")
         except UserError as err:
             self.report(err.render())
+        except OSError as err:  # an unwritable directory: reported like any error, the session goes on
+            self.report(f"error: cannot write {path}: {err.strerror or err}")
         else:
             self.drawn += 1
             self.say(f"wrote {path}: compiled over the example's tokens and length, {model.n_layers} "

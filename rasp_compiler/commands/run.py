@@ -90,16 +90,18 @@ def file_example_input(path: str) -> list[Any]:
     value = session.eval_expression(example, f"{path} (set example)",
                                     usage='set example "hello" or set example [1, 2, 3]')
     if not (isinstance(value, str) or isinstance(value, list)) or not value:
-        raise InputError(f"the file's example {example} is not a string or a non-empty list")
+        raise InputError(f"the file's example {example} is not a non-empty string or list")
     print(f"(input: the file's example {example})", file=sys.stderr)
     return list(value)
 
 
 def main(args: argparse.Namespace) -> int:
+    from rasp_compiler.commands.options import check_not_empty
     from rasp_compiler.interpreter import run
     from rasp_compiler.lang.elaborator import load_program
     from rasp_compiler.lang.format import format_value, json_value
 
+    check_not_empty(args, "output")
     output = args.output or "out"
     program = load_program(args.file, output=output)
     if args.input is not None:

@@ -65,6 +65,9 @@ def picture_format(path: str, fmt: str | None) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    from rasp_compiler.commands.options import check_not_empty
+
+    check_not_empty(args, "out", "output", "vocab")
     fmt = picture_format(args.out, args.format)
     parent = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(parent):

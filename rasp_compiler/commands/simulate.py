@@ -7,7 +7,13 @@ import json
 import os
 import time
 
-from rasp_compiler.commands.options import SEED_HELP, check_at_least, check_seed
+from rasp_compiler.commands.options import (
+    SEED_HELP,
+    check_at_least,
+    check_not_empty,
+    check_seed,
+    refuse_unless,
+)
 from rasp_compiler.errors import UserError
 
 EPILOG = """examples:
@@ -46,8 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--check", action="store_true", help="compare U with NumPy on random layers")
     p.add_argument("--trials", type=int, help="random layers for --check (default 100)")
     p.add_argument("--trace", action="store_true", help="with --check: the error of every intermediate")
-    p.add_argument("--seed", type=int, default=0,
-                   help=f"seed of the random layers, {SEED_HELP} (default 0)")
+    p.add_argument("--seed", type=int, default=None,
+                   help=f"with --check: seed of the random layers, {SEED_HELP} (default 0)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--model", metavar="DIR", help="run a saved U (with --input-json) instead of generating")
     p.add_argument("--input-json", metavar="JSON", help="with --model: U's input sequence as a JSON list")
@@ -55,6 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_saved(args: argparse.Namespace) -> int:
+    import math
+
     import numpy as np
 
     from rasp_compiler.errors import InputError
@@ -62,15 +70,25 @@ def _run_saved(args: argparse.Namespace) -> int:
 
     if args.input_json is None:
         raise UserError("--model needs --input-json with U's input sequence")
-    sim = load_simulator(args.model)
     try:
         seq = json.loads(args.input_json)
     except json.JSONDecodeError as err:
         raise InputError(f"--input-json is not valid JSON: {err.msg}") from None
+    except (ValueError, RecursionError) as err:  # an int of over 4,300 digits; nesting too deep
+        from rasp_compiler.commands.run import json_trouble
+
+        raise InputError(f"--input-json cannot be read: {json_trouble(err)}") from None
     if not isinstance(seq, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                             for v in seq):
         raise InputError("--input-json must be a JSON list of numbers")
-    arr = sim.layout.check_sequence(np.array(seq, dtype=np.float64))
+    values = []
+    for v in seq:
+        try:
+            values.append(float(v))
+        except OverflowError:  # an int past the float range: refused below as a non-finite value
+            values.append(math.inf)
+    sim = load_simulator(args.model)
+    arr = sim.layout.check_sequence(np.array(values, dtype=np.float64))
     T = sim.layout.read_output(sim.run_sequences(arr[None])[0])
     if args.json:
         print(json.dumps({"output": T.tolist()}))
@@ -83,13 +101,16 @@ def _run_saved(args: argparse.Namespace) -> int:
 # options that shape or check a new U: a saved U (--model) has its own, and ignoring them silently
 # let `--model U/ --check` print one output as if it were a check
 GENERATE_ONLY = ("n", "d", "heads", "causal", "dtype", "input_range", "emit_rasp", "out", "check",
-                 "trials", "trace")
-DEFAULTS = {"heads": 1, "dtype": "float64", "input_range": (-1.0, 1.0), "trials": 100}
+                 "trials", "trace", "seed")
+DEFAULTS = {"heads": 1, "dtype": "float64", "input_range": (-1.0, 1.0), "trials": 100, "seed": 0}
+# options of --check alone, with their parser defaults: without --check they changed nothing
+CHECK_ONLY = {"trials": None, "trace": False, "seed": None}
 MAX_DRAWN_BYTES = 1 << 30  # --check draws every random layer at once (seeded, reproducible)
 
 
 def _check_combination(args: argparse.Namespace) -> None:
     """One error for options that do not apply, instead of ignoring them."""
+    check_not_empty(args, "model", "out", "emit_rasp")
     if args.model:
         given = [name for name in GENERATE_ONLY if getattr(args, name) not in (None, False)]
         if given:
@@ -100,6 +121,8 @@ def _check_combination(args: argparse.Namespace) -> None:
     elif args.input_json is not None:
         raise UserError("--input-json needs --model DIR (the saved U to run it on)",
                         hint="save U with -o DIR first, then rasp simulate --model DIR --input-json ...")
+    if not args.model and not args.check:
+        refuse_unless(args, "--check", CHECK_ONLY)
     for name, value in DEFAULTS.items():
         if getattr(args, name) is None:
             setattr(args, name, value)

@@ -7,7 +7,13 @@ import json
 import math
 import sys
 
-from rasp_compiler.commands.options import SEED_HELP, check_at_least, check_finite, check_seed
+from rasp_compiler.commands.options import (
+    SEED_HELP,
+    check_at_least,
+    check_finite,
+    check_not_empty,
+    check_seed,
+)
 from rasp_compiler.errors import UserError
 
 EXAMPLES = """\
@@ -108,8 +114,15 @@ def run(args: argparse.Namespace) -> int:
     check_at_least(args, 1, "layers", "heads", "dim", "width", "head_dim", "trials", "max_len", "max_inputs")
     check_at_least(args, 0, "attention_layer")
     check_finite(args, "tolerance")
+    check_not_empty(args, "program", "vocab", "output", "save", "load", "target")
     if args.program:
         return _program(args)
+    # the options of --program, and those of a check, would be ignored where they do not apply
+    _refuse(args, PROGRAM_FLAGS[1:], "without --program")
+    if not args.check and not args.target:
+        _refuse(args, ("--trials", "--lengths", "--tolerance", "--dtype"), "without --check or --target")
+    if args.target:
+        _refuse(args, ("--trials",), "with --target (it checks the one saved target)")
     return _build(args)
 
 
