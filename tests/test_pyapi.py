@@ -349,3 +349,37 @@ def test_a_map_must_give_atoms_and_numpy_scalars_are_numbers() -> None:
     sign = rasp.Map(lambda t: np.sign(t - 2), rasp.tokens)
     model = rasp.compile_program(sign, {np.int64(1), np.int64(2), np.int64(3)}, 4)
     assert model.vocab == [1, 2, 3] and model.run([[1, 2, 3]]) == [[-1, 0, 1]]
+
+
+def test_tracr_none_default_of_a_boolean_is_false() -> None:
+    """tracr's shift_by pads with None; here a shift of a comparison pads with False (not 0, which
+    Python holds equal to False but prints apart), so detect_pattern's output is all booleans and
+    compiles to a model that prints what the interpreter prints."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.compiler import compile_program
+    from rasp_compiler.pyapi import lib
+
+    shifted = lib.shift_by(1, rasp.tokens == "a")
+    assert shifted("aba") == [False, True, False]
+    assert lib.shift_by(1, rasp.tokens)("ab") == [0, "a"]          # not a boolean: RASP's 0
+    pattern = lib.detect_pattern(rasp.tokens, "ab")
+    model = compile_program(pattern.program(), list("ab"), 6)
+    for word in ("a", "ab", "abab", "bbab", "aabb"):
+        want = pattern(word)
+        got = model.run([list(word)])[0]
+        assert got == want and all(isinstance(v, bool) for v in got + want), (word, got, want)
+
+
+def test_a_boolean_the_api_cannot_see_keeps_the_default_0_and_is_refused_as_output() -> None:
+    """A lambda's booleans are not known to be booleans while the program is built: its aggregate
+    keeps the default 0, and an output that may be 0 or False is a compile error with a hint."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.compiler import compile_program
+    from rasp_compiler.errors import CompileError
+
+    is_a = rasp.Map(lambda t: t == "a", rasp.tokens)
+    prev = rasp.Aggregate(rasp.Select(rasp.indices, rasp.indices, lambda k, q: k == q - 1), is_a)
+    assert prev("ab") == [0, True]
+    with pytest.raises(CompileError) as err:
+        compile_program(prev.program(), list("ab"), 4)
+    assert "False" in str(err.value) and "default" in (err.value.hint or "")

@@ -204,6 +204,13 @@ def _elementwise(make: Callable[..., Expr], args: list[Any]) -> "SOp":
     return SOp(cls, tuple(inputs), fn=fn)
 
 
+def _boolean(sop: "SOp", *operands: Any) -> "SOp":
+    """Mark ``sop`` as built as a boolean; with ``operands`` (``&``/``|``, which give back an
+    operand), only when each is a boolean s-op or a bool."""
+    sop.boolean = all(isinstance(o, bool) or getattr(o, "boolean", False) for o in operands)
+    return sop
+
+
 class SOp(RASPExpr):
     """A sequence operation: one value per position."""
 
@@ -211,6 +218,8 @@ class SOp(RASPExpr):
                  **fields: Any) -> None:
         super().__init__(cls, inputs, **fields)
         self.encoding = encoding
+        # built as a boolean (a comparison, ~, & or | of booleans, tokens_bool): see ``aggregate``
+        self.boolean = cls is Tokens and fields.get("type") == "bool"
 
     # arithmetic
     def __add__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("+", a, b), [self, o])
@@ -228,21 +237,24 @@ class SOp(RASPExpr):
     def __neg__(self) -> "SOp": return _elementwise(lambda a: Unary("-", a), [self])
 
     # comparisons (elementwise booleans, as in tracr)
-    def __eq__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("==", a, b), [self, o])  # type: ignore[override]
-    def __ne__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("!=", a, b), [self, o])  # type: ignore[override]
-    def __lt__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("<", a, b), [self, o])
-    def __le__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary("<=", a, b), [self, o])
-    def __gt__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary(">", a, b), [self, o])
-    def __ge__(self, o: Any) -> "SOp": return _elementwise(lambda a, b: Binary(">=", a, b), [self, o])
+    def _compare(self, op: str, o: Any) -> "SOp":
+        return _boolean(_elementwise(lambda a, b: Binary(op, a, b), [self, o]))
+
+    def __eq__(self, o: Any) -> "SOp": return self._compare("==", o)  # type: ignore[override]
+    def __ne__(self, o: Any) -> "SOp": return self._compare("!=", o)  # type: ignore[override]
+    def __lt__(self, o: Any) -> "SOp": return self._compare("<", o)
+    def __le__(self, o: Any) -> "SOp": return self._compare("<=", o)
+    def __gt__(self, o: Any) -> "SOp": return self._compare(">", o)
+    def __ge__(self, o: Any) -> "SOp": return self._compare(">=", o)
 
     # logic (tracr: &, |, ~ on boolean s-ops)
     # tracr's & and | are Python's `x and y` / `x or y`, which give back an operand (`2 & 0` is 0,
     # `0 | "z"` is "z"); RASP's own `and` / `or` give booleans, so these are written as ternaries.
-    def __and__(self, o: Any) -> "SOp": return _elementwise(_python_and, [self, o])
-    def __rand__(self, o: Any) -> "SOp": return _elementwise(_python_and, [o, self])
-    def __or__(self, o: Any) -> "SOp": return _elementwise(_python_or, [self, o])
-    def __ror__(self, o: Any) -> "SOp": return _elementwise(_python_or, [o, self])
-    def __invert__(self) -> "SOp": return _elementwise(lambda a: Unary("not", a), [self])
+    def __and__(self, o: Any) -> "SOp": return _boolean(_elementwise(_python_and, [self, o]), self, o)
+    def __rand__(self, o: Any) -> "SOp": return _boolean(_elementwise(_python_and, [o, self]), self, o)
+    def __or__(self, o: Any) -> "SOp": return _boolean(_elementwise(_python_or, [self, o]), self, o)
+    def __ror__(self, o: Any) -> "SOp": return _boolean(_elementwise(_python_or, [o, self]), self, o)
+    def __invert__(self) -> "SOp": return _boolean(_elementwise(lambda a: Unary("not", a), [self]))
 
     __hash__ = RASPExpr.__hash__
 
@@ -353,11 +365,17 @@ def select(keys: Any, queries: Any, predicate: Comparison | str | Callable[[Any,
 
 
 def aggregate(selector: Selector, sop: Any, default: Any = 0) -> SOp:
-    """Per query: the selected value (one key), their mean (several; numbers), ``default`` (none)."""
+    """Per query: the selected value (one key), their mean (several; numbers), ``default`` (none).
+    tracr's ``None`` default becomes RASP's 0, or ``False`` when ``sop`` is built as a boolean
+    (a comparison, ``~``, ``&``/``|`` of booleans): then the result holds one type, as tracr's
+    ``shift_by`` of a comparison does, and the compiler need not refuse an output that could be
+    either ``0`` or ``False`` (Python holds them equal)."""
+    sop = _sop(sop, "aggregate's s-op")
     if default is None:
-        default = 0  # tracr's None default; RASP's default is 0
-    return SOp(AggregateNode, (_selector(selector), _sop(sop, "aggregate's s-op")),
-               default=_atom(default, "aggregate's default"))
+        default = False if sop.boolean else 0
+    out = SOp(AggregateNode, (_selector(selector), sop), default=_atom(default, "aggregate's default"))
+    out.boolean = sop.boolean and isinstance(default, bool)
+    return out
 
 
 def selector_width(selector: Selector) -> SOp:
