@@ -169,6 +169,22 @@ def print_table(rows: list[dict]) -> None:
               + ("" if r["sample_agrees"] else "  DISAGREES"))
 
 
+def markdown_table(rows: list[dict]) -> str:
+    """The size-and-speed table of docs/compiler-results.md, from a results file's rows."""
+    lines = ["| program | N | layers | heads | width | params | nonzero | compile s | run s / 1024 | "
+             "module s | interpreter s | run × | module × |", "|---" * 13 + "|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['program']} | {r['max_len']} | error: {r['error'][:80]} |" + " |" * 10)
+            continue
+        lines.append(f"| {r['program']} | {r['max_len']} | {r['layers']} | {r['heads_per_layer']} | "
+                     f"{r['residual_width']} | {r['params']:,} | {r['nonzero_params']:,} | "
+                     f"{r['compile_s']:.3f} | {r['forward_s']:.3f} | {r['module_s']:.3f} | "
+                     f"{r['interp_s']:.2f} | {r['speedup']:.0f} | {r['module_speedup']:.0f} |"
+                     + ("" if r["sample_agrees"] else " DISAGREES"))
+    return "\n".join(lines)
+
+
 def comparison(rows: list[dict], extra: list[dict]) -> list[dict]:
     by = {(r["program"], r["max_len"]): r for r in rows + extra if "error" not in r}
     out = []
@@ -200,8 +216,14 @@ def main() -> int:
                     help="compiles per cell, best kept (default 3 below N=64, 1 at 64 and above)")
     ap.add_argument("--no-extras", action="store_true",
                     help="only the table: skip the N=80 compiles, the CLI timings and the tracr comparison")
+    ap.add_argument("--markdown", type=Path, metavar="JSON",
+                    help="print the docs' table from a results file (e.g. bench/results/compile_bench.json) "
+                         "and run nothing")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.markdown:
+        print(markdown_table(json.loads(args.markdown.read_text())["rows"]))
+        return 0
     if args.child:
         name, batch, repeats, *lengths = args.child
         print(json.dumps(bench_program(name, [int(x) for x in lengths], int(batch), int(repeats) or None)))
