@@ -6,6 +6,7 @@ raises a subclass of ``UserError``; the command line prints ``err.render()`` and
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
@@ -98,3 +99,14 @@ class ArtifactError(UserError):
 
 class CompileError(RaspError):
     """A program (or node of it) the compiler cannot turn into weights; says what to change."""
+
+
+def file_in_the_way(directory: str | os.PathLike) -> str | None:
+    """The file (``directory`` itself or one of its parents, as the user wrote it) that stops
+    ``directory`` from being created, or None.  ``os.makedirs`` reports one only as "File exists"
+    or "Not a directory", which does not say which path is the file."""
+    path = Path(directory)
+    for p in (path, *path.parents):
+        if os.path.exists(p):  # the nearest existing path decides
+            return None if os.path.isdir(p) else str(p)
+    return None

@@ -343,8 +343,11 @@ TABLE = ["experiment", "table", "--quick", "--dry-run"]
      "--seed draws random inputs, and --exhaustive checks every input"),
     (["check", str(ROOT / "programs/maxmin.rasp"), "--input-range", "-1", "1", "--exhaustive"],
      "--exhaustive needs a vocabulary"),
-    (["check", str(ROOT / "programs/maxmin.rasp"), "--input-range", "-1", "1", "--device", "cuda"],
-     "--device cuda: a real-valued check (--input-range) runs on the CPU"),
+    # it said "fixed_length must be between 1 and max_len (3)", the Python keywords
+    (["compile", REVERSE, "--vocab", "ab", "--max-len", "3", "--fixed-length", "0", "-o", "m"],
+     "error: --fixed-length 0 is not between 1 and --max-len (3)"),
+    (["check", REVERSE, "--vocab", "ab", "--max-len", "3", "--fixed-length", "4"],
+     "error: --fixed-length 4 is not between 1 and --max-len (3)"),
     (TABLE + ["--only", "no-such-run"], "--only no-such-run selects no run of the quick grid"),
     (TABLE + ["--seeds", "99"], "--seeds 99 selects no run of the quick grid"),
     (["experiment", "table", "--quick", "--report-only", "--jobs", "2"],
@@ -385,6 +388,27 @@ def test_ignored_or_empty_options_are_refused(capsys, tmp_path, monkeypatch, arg
     rc, out, err = run(capsys, *argv)
     assert_one_error(rc, err, message)
     assert out == "" and not any(tmp_path.iterdir())
+
+
+def test_a_real_valued_check_runs_the_model_on_its_device(capsys, monkeypatch) -> None:
+    """--device was ignored with --input-range (the model ran on the CPU whatever it said)."""
+    from rasp_compiler.runtime import RaspModel
+
+    asked: list[str] = []
+    real_to = RaspModel.to
+
+    def to(self, device):  # record where it was sent; run on the CPU (no GPU needed here)
+        asked.append(str(device))
+        return real_to(self, "cpu")
+    monkeypatch.setattr(RaspModel, "to", to)
+    maxmin = str(ROOT / "programs/maxmin.rasp")
+    rc, out, err = run(capsys, "check", maxmin, "--input-range", "-1", "1", "--samples", "5",
+                       "--device", "cuda:0", "--json")
+    assert rc == 0, err
+    assert asked == ["cuda:0"] and json.loads(out)["device"] == "cpu"
+    monkeypatch.undo()
+    rc, out, err = run(capsys, "check", maxmin, "--input-range", "-1", "1", "--device", "tpu")
+    assert_one_error(rc, err, "error: unknown device 'tpu'")
 
 
 def test_check_of_a_fixed_length_model_checks_that_length(capsys) -> None:

@@ -4,6 +4,7 @@ pass, role shares on patterns whose answer is known, and the command's errors.""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -136,6 +137,33 @@ def test_probe_command_errors(tmp_path, capsys):
     assert cli_main(["experiment", "probe", str(tmp_path / "ck")]) == 1
     assert "cannot read checkpoint" in capsys.readouterr().err
     assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", "0"]) == 1
+
+
+def test_probe_of_a_compiled_model_says_what_it_is(tmp_path, capsys):
+    """A compiled model directory also holds config.json and model.safetensors; reading it as a
+    checkpoint said "does not match its config.json: 'run'" (a bare KeyError)."""
+    root = Path(__file__).resolve().parents[1]
+    assert cli_main(["compile", str(root / "programs/reverse.rasp"), "--vocab", "ab", "--max-len", "4",
+                     "-o", str(tmp_path / "m")]) == 0
+    capsys.readouterr()
+    assert cli_main(["experiment", "probe", str(tmp_path / "m")]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'm'} is a compiled model (rasp compile), not an experiment checkpoint" in err
+    assert "rasp show or rasp eval" in err and "'run'" not in err and err.count("error:") == 1
+
+
+def test_probe_save_into_a_file_says_it_is_a_file(tmp_path, capsys):
+    """mkdir said only "File exists" (or "Not a directory"), not which path is the file."""
+    cfg = RunConfig(task="dyck1", backbone="random", width=8, layers=1, heads=2, steps=2, batch=4,
+                    test_size=8, curve_points=1)
+    train(cfg, out=tmp_path / "ck", progress=False)
+    (tmp_path / "afile").write_text("")
+    for save in ("x.json", "sub/x.json"):
+        assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", "4",
+                         "--save", str(tmp_path / "afile" / save)]) == 1
+        err = capsys.readouterr().err
+        assert f"{tmp_path / 'afile'} is a file, not a directory" in err, err
+        assert err.count("error:") == 1
 
 
 @pytest.mark.parametrize("edit, words", [

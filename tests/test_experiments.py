@@ -695,6 +695,34 @@ def test_unwritable_out_fails_before_training(tmp_path, monkeypatch, capsys):
     assert f"--out {tmp_path / 'file' / 'run'}: cannot write the checkpoint" in err
 
 
+def test_an_out_that_is_a_file_is_named_as_a_file(tmp_path, monkeypatch, capsys):
+    """mkdir said only "File exists" (--out is a file) or "Not a directory" (a parent is)."""
+    from rasp_compiler.experiments import grid
+    from rasp_compiler.experiments import train as train_mod
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("a run started although the output path is a file")
+    monkeypatch.setattr(train_mod, "_train_stage", no_run)
+    monkeypatch.setattr(grid, "run_grid", no_run)
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for argv, says in (
+            (["dyck1", "--steps", "1", "--no-progress", "--out", str(afile)],
+             f"--out {afile}: cannot write the checkpoint there: it is a file, not a directory"),
+            (["dyck1", "--steps", "1", "--no-progress", "--out", str(afile / "run")],
+             f"--out {afile / 'run'}: cannot write the checkpoint there: {afile} is a file, not a "
+             "directory"),
+            (["table", "--quick", "--results", str(afile), "--doc", str(tmp_path / "d.md"),
+              "--img", str(tmp_path / "i")],
+             f"--results {afile}: cannot write the results there: it is a file, not a directory"),
+            (["table", "--quick", "--results", str(tmp_path / "r"), "--doc", str(afile / "x.md"),
+              "--img", str(tmp_path / "i")],
+             f"--doc {afile}: cannot write the report there: it is a file, not a directory")):
+        assert cli_main(["experiment", *argv]) == 1
+        err = capsys.readouterr().err
+        assert says in err and err.count("error:") == 1, err
+
+
 def test_diverged_training_is_an_error_not_a_result(tmp_path, capsys):
     rc = cli_main(["experiment", "dyck1", "--settings", "base", "--width", "8", "--heads", "2",
                    "--steps", "5", "--batch", "4", "--lr", "1e30", "--no-progress",

@@ -220,6 +220,20 @@ def test_cli_export_errors(tmp_path, capsys) -> None:
     assert "does not exist" in capsys.readouterr().err
 
 
+def test_cli_export_into_a_file_says_it_is_a_file(tmp_path, capsys) -> None:
+    # os.makedirs said only "File exists" (or "Not a directory"), not which path is the file
+    out = tmp_path / "model"
+    assert cli(["compile", str(ROOT / "programs/reverse.rasp"), "--vocab", "ab", "--max-len", "4",
+                "-o", str(out)]) == 0
+    (tmp_path / "afile").write_text("")
+    for target in ("afile/x.pt", "afile/sub/x.pt"):
+        capsys.readouterr()
+        assert cli(["export", str(out), "--format", "transformer-lens", "-o", str(tmp_path / target)]) == 1
+        err = capsys.readouterr().err
+        assert f"{tmp_path / 'afile'} is a file, not a directory" in err, err
+        assert err.count("error:") == 1 and "File exists" not in err
+
+
 @requires_tl
 def test_float64_model_exports_float64() -> None:
     model = compile_program(load_program(ROOT / "programs/histogram.rasp"), "abc", 6, dtype="float64")

@@ -246,6 +246,15 @@ def test_a_range_whose_products_would_overflow_is_refused() -> None:
     compile_program(prog, None, 6, input_range=(-1e36, 1e36), fixed_length=6, dtype="float64")
 
 
+def test_a_square_whose_bound_overflows_is_refused_not_a_traceback() -> None:
+    """The interval of y * y was a[0] ** 2, and a Python float ** that overflows raises
+    OverflowError: +-1e300 ended in a traceback instead of the too-large error."""
+    prog = program_from_source("tokens = tokens_float;\n"
+                               "y = aggregate(select(indices, 0, ==), tokens, 0);\nz = y * y + 1;\nz;\n")
+    with pytest.raises(CompileError, match="'tokens_float' can reach 1e\\+300, too large"):
+        compile_program(prog, None, 4, input_range=(-1e300, 1e300), dtype="float64")
+
+
 def test_check_samples_stay_inside_a_range_float32_cannot_hold() -> None:
     """1e16 is not a float32: rounded, a sample at the end fell outside the range and the check
     stopped with 'outside the input range'."""

@@ -98,9 +98,9 @@ def test_random_seed_283() -> None:
     _agrees_exhaustively(SEED_283, 4)
 
 
-# programs/dyck1.rasp disagrees from max_len 40 on (29/100 random inputs; ["a"] gives F, wants T);
-# the correctness bar at max_len 64 found it.  OPEN (docs/known-bugs.md #3): the MLP that reads
-# the boolean `wn` and the rounded prefix depth misreads them at N >= 40.
+# programs/dyck1.rasp disagreed from max_len 40 on (29/100 random inputs; ["a"] gave F, wants T);
+# the correctness bar at max_len 64 found it: the MLP that reads the boolean `wn` and the rounded
+# prefix depth misread them at N >= 40.  Fixed (docs/known-bugs.md #3); this guards against its return.
 DYCK_DEPTH = """up = select(indices, indices, <=);
 step = indicator(tokens == "(") - indicator(tokens == ")");
 depth = round((indices + 1) * aggregate(up, step));

@@ -244,6 +244,21 @@ def test_check_draws_from_the_input_range_and_reports_progress(capsys) -> None:
     assert "entries uniform in [0, 1]" in capsys.readouterr().out
 
 
+def test_a_range_whose_products_overflow_is_one_error_and_no_warning(tmp_path, capsys) -> None:
+    """+-1e300 printed "RuntimeWarning: invalid value encountered in multiply" (0 * inf in an
+    interval bound) before its error, and that NaN bound hid the derived value from the check."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning would now be an exception, not the one error
+        assert cli(["simulate", "--n", "2", "--d", "2", "--input-range", "-1e300", "1e300",
+                    "-o", str(tmp_path / "U")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "Warning" not in err
+    assert "'tokens_float' can reach 1e+300, too large to compute exactly" in err  # the input, first
+    assert not (tmp_path / "U").exists()
+
+
 def test_too_many_trials_are_refused_before_building(capsys) -> None:
     """10^11 trials was 'error: out of memory' with a hint about --max-len and vocabularies."""
     assert cli(["simulate", "--n", "2", "--d", "2", "--check", "--trials", "100000000000"]) == 1

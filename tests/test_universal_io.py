@@ -151,6 +151,23 @@ def test_cli_user_errors_have_no_traceback(capsys):
     assert "target file not found" in capsys.readouterr().err
 
 
+def test_a_target_that_is_a_directory_is_named_as_one(tmp_path, capsys):
+    """A directory given as --target was reported "target file not found" although it exists."""
+    ut = build_universal("sparse", 1, 1, 2)
+    ut.save(tmp_path / "ut")
+    model = tmp_path / "model"  # what `rasp compile -o` writes
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"")
+    for target, what, then in ((model, "a compiled model directory", "--program"),
+                               (tmp_path / "ut", "a saved universal transformer directory", "--load"),
+                               (tmp_path, "a directory", "Target.save")):
+        assert main(["universal", "--load", str(tmp_path / "ut"), "--target", str(target)]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {target} is {what}, not a target file"), err
+        assert then in err and "not found" not in err and err.count("error:") == 1
+
+
 def _resave(src, dst, config=None, tensors=None):
     """Copy a saved UT with its header config and/or tensors changed (a hand-edited artifact)."""
     from safetensors import safe_open

@@ -128,8 +128,10 @@ def compile_from_args(args: argparse.Namespace):
 
     check_not_empty(args, "output")
     check_tokens_or_range(args)
+    longest = "--max-len"  # what the longest input length is called in messages
     if args.max_len is None and getattr(args, "input_range", None) is not None:
         # a matrix listing states its shape by its example: use that length, fixed
+        longest = "the example's length"
         from rasp_compiler.compiler.real_check import example_length
         args.max_len = example_length(args.file)
         if args.fixed_length is None:
@@ -139,6 +141,11 @@ def compile_from_args(args: argparse.Namespace):
                         hint="the longest input the model accepts, e.g. --max-len 16")
     if args.max_len < 1:
         raise UserError(f"--max-len must be at least 1, got {args.max_len}")
+    fixed = getattr(args, "fixed_length", None)
+    if fixed is not None and not 1 <= fixed <= args.max_len:  # compile_program names its keywords
+        raise UserError(f"--fixed-length {fixed} is not between 1 and {longest} ({args.max_len})",
+                        hint="the one input length the model takes, 1 to the longest"
+                             + ("" if longest == "--max-len" else "; give --max-len for longer inputs"))
     program = load_program(args.file, output=args.output or "out")
     if getattr(args, "input_range", None) is not None:  # real-valued tokens (compiler/real.py)
         from rasp_compiler.compiler.real_check import range_from_args

@@ -425,9 +425,9 @@ class NumericCompiler:
             return self._interval_any(atom[1])
         if atom[0] == "xx":
             a, b = self._interval_any(atom[1]), self._interval_any(atom[2])
-            if atom[1] == atom[2]:
-                lo = 0.0 if a[0] <= 0 <= a[1] else min(a[0] ** 2, a[1] ** 2)
-                return lo, max(a[0] ** 2, a[1] ** 2)
+            if atom[1] == atom[2]:  # x * x, not x ** 2: a float ** overflowing raises OverflowError
+                lo = 0.0 if a[0] <= 0 <= a[1] else min(a[0] * a[0], a[1] * a[1])
+                return lo, max(a[0] * a[0], a[1] * a[1])
             ps = [x * y for x in a for y in b]
             return min(ps), max(ps)
         lin: Lin = atom[1]
@@ -444,8 +444,12 @@ class NumericCompiler:
         for atom, c in f.terms.items():
             a = self._atom_interval(atom)
             c = np.nan_to_num(c, nan=0.0)
-            lo += np.minimum(c * a[0], c * a[1])
-            hi += np.maximum(c * a[0], c * a[1])
+            # a huge --input-range makes a bound overflow to inf (_check_magnitudes then refuses it
+            # with one clear error): no RuntimeWarning before it, and a zero coefficient (the atom
+            # is absent at that position) adds 0, not 0 * inf = NaN
+            with np.errstate(over="ignore", invalid="ignore"):
+                lo += np.where(c == 0, 0.0, np.minimum(c * a[0], c * a[1]))
+                hi += np.where(c == 0, 0.0, np.maximum(c * a[0], c * a[1]))
         return float(lo.min()), float(hi.max())
 
     def _check_selector(self, sel: str, nid: str) -> None:
@@ -831,7 +835,10 @@ def _check_magnitudes(nc: NumericCompiler, program: Program) -> None:
     import networkx as nx
 
     needed = nx.ancestors(program.graph, program.output) | {program.output}
-    for nid, (lo, hi) in sorted(nc.interval.items()):
+    # inputs before what is computed from them: name the first value that is too large (an
+    # input at 1e300), not one derived from it (a product that overflowed to inf)
+    order = {nid: i for i, nid in enumerate(nx.lexicographical_topological_sort(program.graph))}
+    for nid, (lo, hi) in sorted(nc.interval.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
         if nid in needed and max(abs(lo), abs(hi)) > limit:
             raise CompileError(f"'{nid}' can reach {max(abs(lo), abs(hi)):.3g}, too large to compute "
                                f"exactly in {nc.dtype} (products and attention scores of values above "

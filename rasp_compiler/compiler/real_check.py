@@ -141,6 +141,7 @@ def main_check(args: argparse.Namespace) -> int:
     samples = args.samples if args.samples is not None else 1000
     numeric = (model.config.get("input") or {}).get("kind") == "numerical"
     inputs = sample_inputs(lo, hi, lengths_for(model), samples, args.seed, integers=not numeric)
+    model.to(args.device)  # the model's run moves its inputs there and its logits back
     res = check_real(model, program, inputs)
     stats = model.stats()
     report = {"layers": stats["layers"], "heads_per_layer": stats["heads_per_layer"],
@@ -150,7 +151,8 @@ def main_check(args: argparse.Namespace) -> int:
               "max_abs_error": res["max_abs_error"], "error_bound": res["error_bound"],
               "maps": model.config.get("numeric", {}).get("maps", []),
               "compile_seconds": stats["compile_seconds"],
-              "output_encoding": model.config["output"]["encoding"], "failures": res["failures"]}
+              "output_encoding": model.config["output"]["encoding"], "device": str(model.device),
+              "failures": res["failures"]}
     if args.json:
         print(json.dumps(report))
     else:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from rasp_compiler.errors import UserError, file_in_the_way
 from rasp_compiler.experiments.data import IGNORE, dyck_batch, khop_batch, khop_pointers
 from rasp_compiler.experiments.train import load_checkpoint
 
@@ -157,5 +158,9 @@ def format_probe(p: dict) -> str:
 
 def save_probe(p: dict, path: str | os.PathLike) -> None:
     path = Path(path)
+    blocker = file_in_the_way(path.parent)  # mkdir would only say "File exists" or "Not a directory"
+    if blocker is not None:
+        raise UserError(f"{path}: cannot write the probe: {blocker} is a file, not a directory",
+                        "write it inside a directory")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(p, indent=1) + "\n")

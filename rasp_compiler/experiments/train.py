@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from rasp_compiler.errors import UserError
+from rasp_compiler.errors import UserError, file_in_the_way
 from rasp_compiler.experiments.data import (
     IGNORE,
     Batch,
@@ -304,6 +304,11 @@ def prepare_out(out: str | os.PathLike, flag: str = "--out", what: str = "the ch
     """Create the directory ``out`` and make sure files can be written there, or raise a UserError
     naming ``flag``; called before training (which may take an hour) and before a grid's runs."""
     out = Path(out)
+    blocker = file_in_the_way(out)  # mkdir would only say "File exists" or "Not a directory"
+    if blocker is not None:
+        which = "it is" if blocker == str(out) else f"{blocker} is"
+        raise UserError(f"{flag} {out}: cannot write {what} there: {which} a file, not a directory",
+                        f"choose a writable directory with {flag}")
     probe = out / f".write-test-{os.getpid()}"
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -412,12 +417,18 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[EmbeddingProgrammedTransfo
     from safetensors.torch import load_file
 
     from rasp_compiler.errors import ArtifactError
+    from rasp_compiler.runtime import FORMAT as MODEL_FORMAT
     path = Path(path)
     try:
         meta = json.loads((path / "config.json").read_text())
         tensors = load_file(str(path / "model.safetensors"))
     except (SafetensorError, OSError, ValueError) as err:
         raise ArtifactError(f"cannot read checkpoint {path}: {err}") from None
+    # a compiled model directory also holds these two files; read as a run it failed on KeyError 'run'
+    if isinstance(meta, dict) and meta.get("format") == MODEL_FORMAT:
+        raise ArtifactError(f"{path} is a compiled model (rasp compile), not an experiment checkpoint",
+                            "pass the directory a `rasp experiment dyck1|khop` run wrote (its --out); "
+                            "for a compiled model use rasp show or rasp eval")
     try:
         _check_run_meta(meta, _saved_result(path))
         mcfg = ModelConfig(**meta["model"])

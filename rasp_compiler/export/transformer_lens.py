@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from rasp_compiler.errors import ArtifactError, UserError
+from rasp_compiler.errors import ArtifactError, UserError, file_in_the_way
 from rasp_compiler.runtime import RaspModel
 
 FORMAT = "rasp-compiler-transformer-lens/1"
@@ -290,6 +290,10 @@ def save_transformer_lens(model: RaspModel | str | os.PathLike, path: str) -> tu
     json_path = base + ".json"
     doc = {"format": FORMAT, "cfg": cfg, "weights": os.path.basename(path), **metadata(m),
            "how_to_load": LOAD_HOWTO}
+    blocker = file_in_the_way(os.path.dirname(path))  # makedirs would only say "File exists"
+    if blocker is not None:
+        raise UserError(f"{path}: cannot write: {blocker} is a file, not a directory",
+                        hint="write it inside a directory")
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     except OSError as err:

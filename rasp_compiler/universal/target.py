@@ -156,6 +156,14 @@ class Target:
     @classmethod
     def load(cls, path: str | Path) -> Target:
         path = Path(path)
+        if path.is_dir():  # "not found" was false: say what it is and what --target takes
+            what, hint = "a directory", ""
+            if (path / "ut.safetensors").is_file():
+                what, hint = "a saved universal transformer directory", "; a saved UT is given with --load"
+            elif (path / "config.json").is_file() and (path / "model.safetensors").is_file():
+                what, hint = "a compiled model directory", "; run a RASP program through a UT with --program"
+            raise ArtifactError(f"{path} is {what}, not a target file",
+                                hint="--target takes the one .safetensors file Target.save wrote" + hint)
         if not path.is_file():
             raise ArtifactError(f"target file not found: {path}")
         tensors, config = read_artifact(path, TARGET_FORMAT, "universal-transformer target")
