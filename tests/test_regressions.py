@@ -192,7 +192,8 @@ def test_oversized_model_is_refused_before_allocation(monkeypatch: pytest.Monkey
 
     assemble_module = importlib.import_module("rasp_compiler.compiler.assemble")
 
-    monkeypatch.setattr(assemble_module, "MAX_PARAMS", 1000)
+    # (the guard counts the 2N - 1 units of `opp`'s separable MLP, no longer 2 per table row)
+    monkeypatch.setattr(assemble_module, "MAX_PARAMS", 500)
     program = program_from_source(
         "opp = length - indices - 1;\nrev = aggregate(select(indices, opp, ==), tokens);\nrev;\n")
     with pytest.raises(CompileError, match="the model would need about"):
@@ -364,3 +365,115 @@ def test_the_checker_tells_false_from_zero() -> None:
 def test_false_or_zero_passed_on_from_an_input() -> None:
     _agrees_exhaustively('x = aggregate(select(indices, indices - 1, ==), tokens == "a");\n'
                          "y = aggregate(select(indices, indices, ==), x, 0);\ny;\n", 4, "ab")
+
+
+# Docs audit of 1 Dec: --max-len accepts 2,048, but reverse was refused from 490 on ("about 958M
+# weights", then "needs 245,350 hidden units" with no hint).  `length - indices - 1` has
+# N(N+1)/2 (index, length) rows, above the analysis's DOMAIN_CAP (120,000) at 490, so it became a
+# base of its own and needed a one-hot of the length and a table over the pairs.  A map that is an
+# integer combination a·indices + b·length + c is now kept as such (``Analysis._affine_base``) and
+# built from the index and the length head's BOS weight in 2N - 1 units (``Lowering.
+# _affine_number``); past N ~ 1,450 its `==` against indices is scored exactly (``_exact_quadratic``).
+# DOMAIN_CAP and QUADRATIC_ROUNDING are lowered here so that those paths run at a length where
+# every input can be checked.
+AFFINE_PAST_THE_CAP = {
+    "reverse": "flip = select(indices, length - indices - 1, ==);\nr = aggregate(flip, tokens);\nr;\n",
+    "categorical output": "o = length - indices;\no;\n",
+    "numerical output": "o = numerical(length - 2 * indices);\no;\n",
+    "not always matched": 's = select(indices, length - indices, ==);\no = aggregate(s, tokens, "z");\no;\n',
+    "affine key": "s = select(length - indices - 1, indices, ==);\no = aggregate(s, tokens);\no;\n",
+    "nested": "x = 2 * length - indices;\no = aggregate(select(indices, x - length - 1, ==), indices);\no;\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(AFFINE_PAST_THE_CAP))
+def test_affine_maps_of_index_and_length_past_the_tabulation_cap(name: str, monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
+    from rasp_compiler.compiler import analysis
+
+    monkeypatch.setattr(analysis, "DOMAIN_CAP", 20)   # 28 (index, length) pairs at max_len 7
+    program = program_from_source(AFFINE_PAST_THE_CAP[name])
+    model = compile_program(program, list("ab"), 7)
+    res = check_model(model, program, exhaustive_inputs(list("ab"), 7))
+    assert res.inputs_checked == 254 and res.ok, res.failures[:2]
+    if name == "reverse":
+        assert model.n_layers == 2 and model.mlp_sizes == [2 * 7 - 1, 0]
+
+
+def test_reverse_compiles_past_the_tabulation_cap() -> None:
+    from rasp_compiler.compiler.checking import random_inputs
+
+    program = program_from_source(AFFINE_PAST_THE_CAP["reverse"])
+    model = compile_program(program, list("ab"), 490)   # refused before: 120,295 (index, length) pairs
+    assert model.n_layers == 2 and model.mlp_sizes == [979, 0] and model.params < 1_300_000
+    inputs = random_inputs(list("ab"), 490, 12, 3) + [list("ab" * 245), list("ba" * 244 + "b")]
+    res = check_model(model, program, inputs)
+    assert res.inputs_checked == 14 and res.ok, res.failures[:1]
+
+
+def test_exact_quadratic_scores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exact quadratic block (forced here at max_len 9): a power-of-two scale and d_head a power
+    of 4, so every score is an exact multiple of the scale and the match leads by exactly 256."""
+    import math
+
+    from rasp_compiler.compiler import lowering
+
+    monkeypatch.setattr(lowering, "QUADRATIC_ROUNDING", 0.0)
+    program = program_from_source(AFFINE_PAST_THE_CAP["reverse"])
+    model = compile_program(program, list("abc"), 9)
+    assert model.config["layers"][1]["d_head"] == 4
+    res = check_model(model, program, [*exhaustive_inputs(list("abc"), 6), list("abcabcabc")])
+    assert res.ok, res.failures[:1]
+    tr = model.trace([list("abcabcabc")])
+    r = tr["residuals"][2][0]
+    q, k = r @ model.tensors["layers.1.attn.W_Q"][0], r @ model.tensors["layers.1.attn.W_K"][0]
+    s = ((q @ k.T) / math.sqrt(4))[1:, 1:].double()
+    lead = s.max(dim=1).values.unsqueeze(1) - s
+    assert torch.equal(s.argmax(dim=1), torch.arange(8, -1, -1))
+    assert torch.all((lead == 0) | (lead >= 256)) and torch.all(lead % 64 == 0)
+
+
+def test_exact_quadratic_block_at_1500() -> None:
+    """Past the rounding rule for real (keys 0..1499): the scores of the longest input are exact."""
+    import math
+
+    program = program_from_source(AFFINE_PAST_THE_CAP["reverse"])
+    model = compile_program(program, list("ab"), 1500)
+    assert model.n_layers == 2 and model.mlp_sizes == [2999, 0]
+    x = list(("abbab" * 300)[:1500])
+    assert model.run([x, x[:777]]) == [run(program, x), run(program, x[:777])]
+    r = model.trace([x])["residuals"][2][0]
+    q, k = r @ model.tensors["layers.1.attn.W_Q"][0], r @ model.tensors["layers.1.attn.W_K"][0]
+    s = ((q @ k.T) / math.sqrt(model.config["layers"][1]["d_head"]))[1:, 1:]
+    top = torch.topk(s, 2, dim=1).values
+    assert torch.equal(s.argmax(dim=1), torch.arange(1499, -1, -1))
+    assert float((top[:, 0] - top[:, 1]).min()) == 256.0
+
+
+def test_a_map_of_index_and_length_past_the_cap_says_what_to_change(monkeypatch: pytest.MonkeyPatch
+                                                                    ) -> None:
+    import importlib
+
+    from rasp_compiler.compiler import analysis
+    from rasp_compiler.errors import CompileError
+
+    monkeypatch.setattr(analysis, "DOMAIN_CAP", 20)   # 28 (index, length) pairs at max_len 7
+    monkeypatch.setattr(importlib.import_module("rasp_compiler.compiler.assemble"), "MAX_PARAMS", 2_000)
+    program = program_from_source("rot = select(indices, (indices + 3) % length, ==);\n"
+                                  "r = aggregate(rot, tokens);\nr;\n")
+    with pytest.raises(CompileError) as err:
+        compile_program(program, list("ab"), 7)
+    hint = err.value.hint or ""
+    assert "(index, length) pairs" in hint and "--max-len 5" in hint and "length - indices - 1" in hint
+
+
+def test_integer_affine_forms_only() -> None:
+    from rasp_compiler.compiler.analysis import Analysis
+
+    program = program_from_source("a = length - indices - 1;\nb = length - indices - 0.5;\n"
+                                  "c = (length - indices) / 1;\nd = 3 * (indices + 1) - length * 2;\n"
+                                  "e = length - indices + True;\n"
+                                  "o = a + b + c + d + e;\no;\n")
+    an = Analysis(program, list("ab"), 6)
+    got = {s: getattr(an.info[s], "posaff", None) for s in "abcde"}
+    assert got == {"a": (-1, 1, -1), "b": None, "c": None, "d": (3, -2, 3), "e": None}

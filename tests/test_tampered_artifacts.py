@@ -169,8 +169,9 @@ CATEGORICAL = [
     ("layer_missing_key", _del("layers.0.d_head"), r"layers\[0\] has no 'd_head'"),
     ("layer_unknown_key", _set("layers.0.activation", "gelu"),
      r"layers\[0\] has an unknown key 'activation'"),
-    ("mlp_dtype_float64", _set("layers.0.mlp_dtype", "float64"),
-     r"layers\.0\.mlp\.W_in is float32 but .* says float64 \(layers\[0\]\.mlp_dtype"),
+    # reverse's first MLP has step pairs, so it is stored in float64 (blocks._steps)
+    ("mlp_dtype_float32", _set("layers.0.mlp_dtype", "float32"),
+     r"layers\.0\.mlp\.W_in is float64 but .* says float32 \(layers\[0\]\.mlp_dtype"),
     ("mlp_dtype_bogus", _set("layers.0.mlp_dtype", "float8"), r"layers\[0\]\.mlp_dtype must be"),
     # sizes
     ("max_len_bigger", _set("max_len", 100), r"max_len \+ 1 .* is 101 but embed\.pos"),

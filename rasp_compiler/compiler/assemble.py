@@ -131,6 +131,16 @@ def _check_size(an: Analysis, low: Lowering, sched: Schedule, layout: Layout) ->
         return total
 
     def rows_bound(op) -> int:   # at most two units per table row: cheap, and an upper bound
+        sep = getattr(op, "separable", None)
+        if sep is not None:  # one unit per categorical part, a step pair per change of a numerical one
+            units = 0
+            for fid, g in zip(op.inputs, sep[0], strict=False):
+                if layout.features[fid].encoding == "categorical":
+                    units += 1
+                else:
+                    ys = [y for _, y in sorted((float(x), y) for x, y in g.values())]
+                    units += 2 * sum(a != b for a, b in zip(ys, ys[1:], strict=False))
+            return units + 1
         return 2 * max(len(op.rows), 1)
 
     def counted(op) -> int:
@@ -152,6 +162,11 @@ def _check_size(an: Analysis, low: Lowering, sched: Schedule, layout: Layout) ->
     listing = ", ".join(f"{f.id} ({f.size:,} values)" for f in big)
     heads = sum(len(h) for h in sched.heads)
     shape = f"{sched.n_layers} layers, {heads} heads, residual width {d:,}"
+    # a map of the index and the length past the analysis's tabulation cap: the usual cause
+    pairs = [(sid, h) for sid in sorted(low.features) if (h := an.pair_table_hint(sid))]
+    if pairs:
+        raise an.error(pairs[0][0], f"the model would need about {total:,} weights ({shape}); the "
+                       f"largest one-hot encodings are {listing}", hint=pairs[0][1])
     if big and big[0].size >= LARGE_ONE_HOT:
         raise an.error(big[0].id, f"the model would need about {total:,} weights ({shape}); "
                        f"the largest one-hot encodings are {listing}",
@@ -217,6 +232,9 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
         hws = [shared_head_weights([low.ops[h] for h in g], layout, r_bos)  # type: ignore[misc]
                for g in groups]
         d_head = max([max(hw.W_Q.shape[1], hw.W_V.shape[1]) for hw in hws], default=0)
+        exact = [any(b.quad_exact for b in low.ops[g[0]].blocks) for g in groups]  # type: ignore[union-attr]
+        if any(exact):  # sqrt(d_head) a power of 2: the exact quadratic scores stay exact
+            d_head = 4 ** math.ceil(math.log(d_head, 4) - 1e-9)
         n_heads = len(hws)
         layer_plan: dict[str, Any] = {"layer": li, "heads": [], "mlp": None}
         if n_heads:
@@ -232,6 +250,8 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
                 # resolution), because every unit of gap also multiplies the rounding noise of the
                 # one-hot key/query values into unequal weights among the selected keys.
                 g = min(gap, math.log(an.max_len + 1) + MEAN_GAP[dtype]) if op.mean else gap
+                if exact[h]:  # a power of two (``Lowering._exact_quadratic``)
+                    g = 2.0 ** math.ceil(math.log2(gap))
                 scale = (g if op.bos == "always" else 2.0 * g) * math.sqrt(d_head)
                 if op.bos_log:  # BOS key's score column (c_bos, see ``head_weights``): + bos_log nats
                     hw.W_K[1, hw.W_Q.shape[1] - 2] += op.bos_log / (scale / math.sqrt(d_head))
@@ -306,7 +326,7 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
     notes = []
     for sid in sorted(an.info):
         for note in an.info[sid].notes:
-            if note != "opaque":
+            if note not in ("opaque", "affine"):  # internal markers
                 notes.append(f"{sid}: {note}")
     undefined = an.undefined()
     raising = sorted(set(an.failures) - {sid for sid, _ in undefined.values()})  # not noted below

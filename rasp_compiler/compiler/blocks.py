@@ -531,6 +531,7 @@ def separable_weights(op: MLPOp, layout: Layout, acc: MLPWeights) -> None:
         for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
             if y1 == y0:
                 continue
+            acc.wide = True   # a step pair: float32 would blur it (see ``_steps``)
             gap = x1 - x0
             t = (x0 + x1) / 2.0
             a = 2.0 / gap

@@ -93,6 +93,8 @@ class Block:
     # A quadratic block (``Lowering._quadratic``): the query is one number q, the key a one-hot
     # over the numbers ``values``; key v scores (2(v-c)(q-c) - (v-c)^2) / d2 = ((q-c)^2 - (q-v)^2) / d2.
     quad: tuple[list[float], float, float] | None = None  # (key values, c, 1/d2)
+    # scored exactly (``Lowering._exact_quadratic``): a power-of-two scale, d_head a power of 4
+    quad_exact: bool = False
 
 
 @dataclass
@@ -363,6 +365,9 @@ class Lowering:
             self.ops[sid] = op
             return
         opaque = info.base_kind is not None
+        if opaque and "affine" in info.notes:
+            self._affine_map(sid, info)
+            return
         choice: list[str] | None = None
         parts = None
         if not opaque:
@@ -432,8 +437,9 @@ class Lowering:
                                         "whole numbers (count instead of averaging 0.1s)")
             if units is None or units > 4 * UNIT_CAP:
                 raise self.an.error(sid, f"{self.an.describe(sid)} needs {units or 'unboundedly many'} "
-                                    "hidden units", hint="shrink the value sets of its inputs "
-                                    "(smaller vocabulary or --max-len) or split it into steps")
+                                    "hidden units", hint=self.an.pair_table_hint(sid) or (
+                                        "shrink the value sets of its inputs (smaller vocabulary or "
+                                        "--max-len) or split it into steps"))
         feats = [self.need(u) if not u.endswith(":onehot") else u for u in choice]
         self._feature(sid, info, sid if sid in self.an.graph else None)
         self.ops[sid] = self._with_shared(MLPOp(
@@ -862,10 +868,16 @@ class Lowering:
         # scores (and of q) must stay well below that lead, or another key wins without a trace
         # (keys i^3 at N = 24 gave a clean, wrong answer in float32).  Otherwise: one-hot blocks.
         eps = float(np.finfo(np.float32 if an.dtype == "float32" else np.float64).eps)
+        exact = False
         if eps * (kv[-1] - kv[0]) ** 2 / d2 > QUADRATIC_ROUNDING:
-            return None
+            if not self._exact_quadratic(kv, qi):
+                return None
+            exact = True
         if qi.encoding == "numerical":
             qfeat = self.need(q)
+        elif q not in self.features and qi.posaff is not None and \
+                qi.posaff[0] and qi.posaff[1]:
+            qfeat = self._affine_number(q)  # a·index + b·length + c: O(N) units, no table
         else:
             if q in self.features or qi.base_kind is not None or qi.kind not in ("map", "sequence_map"):
                 return None  # its one-hot exists already, or costs no table MLP
@@ -882,7 +894,27 @@ class Lowering:
         kfeat = self.need(k)
         kv = [float(v) for v in self.features[kfeat].values]
         c = (min(kv) + max(kv)) / 2.0
-        return [Block(qfeat, kfeat, np.ones((1, len(kv)), dtype=bool), quad=(kv, c, 1.0 / d2))]
+        return [Block(qfeat, kfeat, np.ones((1, len(kv)), dtype=bool), quad=(kv, c, 1.0 / d2),
+                      quad_exact=exact)]
+
+    def _exact_quadratic(self, kv: list[float], qi: SInfo) -> bool:
+        """Whether a quadratic block too wide for the rounding rule (keys 0..N-1 past N ~ 1,450 in
+        float32) can be scored *exactly*: integer keys one apart, and an integer query computed
+        exactly (``a·index + b·length + c``: its separable MLP runs in float64 and its value rounds
+        to the integer).  With a power-of-two score scale and d_head a power of 4 (``assemble``),
+        every entry of Q = S'·[q - c, 1] and K = [2(v - c), -(v - c)^2], every product and every
+        partial sum of the score is a multiple of S'/4 below 3R^2·S'/4 (R: the key range), all
+        representable when 3R^2 <= 2^24 (float32; R <= 2,364): the score is exact and the match
+        leads every other key by S."""
+        pa = qi.posaff
+        if not ("affine" in qi.notes or (qi.encoding != "numerical" and pa is not None and pa[0] and pa[1])):
+            return False  # q is not built by ``_affine_number``
+        if any(v != int(v) for v in kv) or any(b - a != 1.0 for a, b in zip(kv, kv[1:], strict=False)):
+            return False
+        if any(not float(v).is_integer() for v in qi.values):
+            return False
+        mantissa = 24 if self.an.dtype == "float32" else 53
+        return 3 * (kv[-1] - kv[0]) ** 2 <= 2.0 ** mantissa
 
     def _always_matched(self, k: str, q: str) -> bool:
         """Whether at every (index, length) each value q can hold is held by some key position
@@ -890,6 +922,22 @@ class Lowering:
         an = self.an
         if not an.positional(k):
             return False
+        posaff = an.info[q].posaff
+        if posaff is not None and not an.causal and an.info[k].bases and all(
+                an.info[b].base_kind == "index" for b in an.info[k].bases):
+            # q = a·i + b·n + c (exact integers) against a key of the index alone: per length, one
+            # vectorised membership test instead of one set per (index, length)
+            a, b, c = posaff
+            top = max(an.lengths)
+            kvals = [an._positional_value(k, j, top) for j in range(top)]
+            if any(not isinstance(v, (int, float)) or isinstance(v, bool) for v in kvals):
+                return False
+            karr = np.array(kvals, dtype=np.float64)
+            for n in an.lengths:
+                qs = a * np.arange(n, dtype=np.int64) + b * n + c
+                if not np.isin(qs.astype(np.float64), karr[:n]).all():
+                    return False
+            return True
         keysets: dict[tuple[int, int], set] = {}
         for ctx in an.ctx_all:
             i, n = ctx
@@ -900,6 +948,53 @@ class Lowering:
             if not set(an.ctx_values(q, ctx)) <= ks:
                 return False
         return True
+
+    def _affine_number(self, sid: str) -> str:
+        """The numerical feature of ``a·index + b·length + c`` (an opaque map of the analysis's
+        ``_affine_base``): one separable MLP, a unit on the index's one-hot and one step per length
+        on the length head's BOS weight 1/(n+1) — 2N - 1 units, where a table over the (index,
+        length) pairs would need N(N+1)/2.  ``sid`` itself when numerical, else ``sid:num``."""
+        an = self.an
+        info = an.info[sid]
+        fid = sid if info.encoding == "numerical" else f"{sid}:num"
+        if fid in self.features:
+            return fid
+        a, b, c = info.posaff  # type: ignore[misc]
+        up = _ancestors_of(an, sid)
+        idx = next(u for u in sorted(up) if u in an.graph and isinstance(an.node(u), Indices))
+        # the length's source: the built-in length, else a width that equals it (tracr's)
+        length = min((u for u in up if an.length_like(u)),
+                     key=lambda u: (an.info[u].base_kind != "length", u))
+        scratch = self.scratch(length)
+        feats = [self.need(idx), self.need(scratch)]
+        g_idx = {value_key(v): (v, float(a * v)) for v in an.info[idx].values}
+        g_len = {value_key(1.0 / (n + 1)): (1.0 / (n + 1), float(b * n)) for n in an.info[length].values}
+        if fid != sid:
+            an.info[fid] = SInfo(fid, info.kind, "numerical", list(info.values), info.bases, info.table,
+                                 base_kind=info.base_kind, cond=info.cond, pos=info.pos,
+                                 inputs=info.inputs, fn=info.fn, notes=list(info.notes))
+            an.info[fid].posaff = info.posaff
+        self._feature(fid, an.info[fid], sid if sid in an.graph else None)
+        op = MLPOp(fid, sid if sid in an.graph else info.inputs[0], fid, feats, [], info.pos, "map")
+        op.separable = ([g_idx, g_len], float(c))  # type: ignore[attr-defined]
+        self.ops[fid] = op
+        return fid
+
+    def _affine_map(self, sid: str, info: SInfo) -> None:
+        """An opaque ``a·index + b·length + c`` read as itself: its number (``_affine_number``),
+        and when it is categorical, that number's one-hot (steps of gap 1) one MLP later."""
+        num = self._affine_number(sid)
+        if num == sid:
+            return
+        rows = [((v,), v) for v in info.values]
+        units = self._units([num], rows, False)
+        if units is None or units > UNIT_CAP:
+            raise self.an.error(sid, f"{self.an.describe(sid)} needs {units or 'unboundedly many'} "
+                                "hidden units", hint="compare it with == against indices (one "
+                                "number, no one-hot), or use a smaller --max-len")
+        self._feature(sid, info, sid if sid in self.an.graph else None)
+        self.ops[sid] = self._with_shared(MLPOp(sid, sid if sid in self.an.graph else info.inputs[0],
+                                                sid, [num], rows, info.pos, "map"))
 
     def scratch(self, sid: str) -> str:
         """The numerical s-op 1/(w+1) that the head of width ``sid`` writes (BOS's attention weight)."""
@@ -1127,6 +1222,18 @@ class Lowering:
         self._feature(sid, info, sid)
         self.ops[sid] = MLPOp(sid, sid, sid, [nid], [((float(w),), w) for w in values], info.pos,
                               "convert")
+
+
+def _ancestors_of(an: Analysis, sid: str) -> set[str]:
+    """The s-ops ``sid`` is computed from (through the analysis's inputs)."""
+    out: set[str] = set()
+    todo = list(an.info[sid].inputs)
+    while todo:
+        u = todo.pop()
+        if u not in out and u in an.info:
+            out.add(u)
+            todo.extend(an.info[u].inputs)
+    return out
 
 
 def _differ(a: Any, b: Any) -> bool:
