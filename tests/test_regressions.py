@@ -332,7 +332,7 @@ def test_mean_over_a_one_hot_stepped_from_one_number() -> None:
     assert model.config["layers"][0].get("mlp_dtype") == "float64"
 
 
-# Audit of 1 Dec (regimes the generator does not reach): `aggregate(sel, tokens == "a")` has the
+# Audit of 30 Nov (regimes the generator does not reach): `aggregate(sel, tokens == "a")` has the
 # default default 0, so it is 0 where nothing is selected and False/True elsewhere.  Value sets
 # hold 0 and False as one value (Python: 0 == False), and the model printed 0 where the interpreter
 # prints False ([0, T, 0, T] for [0, T, F, T]); `rasp check` compared with == and said "agree".
@@ -359,15 +359,61 @@ def test_the_checker_tells_false_from_zero() -> None:
     assert not agree([1], [True], False, 0.0)[0]
 
 
-# Still open (docs/known-bugs.md #13): the clash comes from an input further up, so the output's
-# own values look consistent.  `x` is 0 or a boolean; `y` passes it on.
-@pytest.mark.xfail(strict=True, reason="known-bugs #13: 0 and False share one value in a value set")
+# docs/known-bugs.md #13: the clash comes from an input further up, so the output's own values
+# look consistent.  `x` is 0 or a boolean; `y` passes it on.  The model answered [0, True, 0] on
+# "abb" for the interpreter's [0, True, False]; ``Analysis._propagate_bool_number`` now marks `x`
+# and everything that passes its clash on, and refuses a categorical output so marked.
+FALSE_OR_ZERO_X = 'x = aggregate(select(indices, indices - 1, ==), tokens == "a");\n'
+
+
 def test_false_or_zero_passed_on_from_an_input() -> None:
-    _agrees_exhaustively('x = aggregate(select(indices, indices - 1, ==), tokens == "a");\n'
-                         "y = aggregate(select(indices, indices, ==), x, 0);\ny;\n", 4, "ab")
+    from rasp_compiler.errors import CompileError
+
+    source = FALSE_OR_ZERO_X + "y = aggregate(select(indices, indices, ==), x, 0);\ny;\n"
+    with pytest.raises(CompileError, match="passed on from 'x'") as err:
+        compile_program(program_from_source(source), list("ab"), 4)
+    assert "a default of its values' type" in (err.value.hint or "")
+    _agrees_exhaustively(source.replace('"a");', '"a", False);').replace("x, 0)", "x, False)"), 4, "ab")
 
 
-# Docs audit of 1 Dec: --max-len accepts 2,048, but reverse was refused from 490 on ("about 958M
+# The map rules: a map that gives the same result on a value's twin (False <-> 0, True <-> 1) does
+# not pass the clash on; one that gives an equal result of the other type does; one that gives a
+# different result tells 0 from False, which the compiled model cannot, and is refused.
+@pytest.mark.parametrize("tail", ["y = indicator(x);\ny;\n", "y = x == 0;\ny;\n",
+                                  "y = aggregate(select(indices, indices, ==), indicator(x), 0);\ny;\n"])
+def test_a_map_that_gives_the_same_on_twins_is_not_refused(tail: str) -> None:
+    _agrees_exhaustively(FALSE_OR_ZERO_X + tail, 4, "ab")
+
+
+@pytest.mark.parametrize("tail", ["y = x if indices > 0 else True;\ny;\n",
+                                  "y = x if indices > 0 else True;\n"
+                                  "z = aggregate(select(indices, indices, ==), y, True);\nz;\n"])
+def test_a_map_that_passes_false_or_zero_on_is_marked(tail: str) -> None:
+    from rasp_compiler.errors import CompileError
+
+    with pytest.raises(CompileError, match="passed on from 'x'"):
+        compile_program(program_from_source(FALSE_OR_ZERO_X + tail), list("ab"), 4)
+
+
+def test_a_map_that_tells_false_from_zero_is_refused() -> None:
+    from rasp_compiler import pyapi
+    from rasp_compiler.errors import CompileError
+
+    x = pyapi.aggregate(pyapi.select(pyapi.indices, pyapi.indices - 1, pyapi.Comparison.EQ),
+                        pyapi.Map(lambda t: t == "a", pyapi.tokens))
+    y = pyapi.Map(lambda v: "bool" if isinstance(v, bool) else "number", x)
+    with pytest.raises(CompileError, match="gives 'number' for 0 but 'bool' for False") as err:
+        pyapi.compile_program(y, list("ab"), 4)
+    assert "a default of its values' type" in (err.value.hint or "")
+    # with a boolean default the map's input is never a number: it compiles and agrees
+    x = pyapi.aggregate(pyapi.select(pyapi.indices, pyapi.indices - 1, pyapi.Comparison.EQ),
+                        pyapi.Map(lambda t: t == "a", pyapi.tokens), default=False)
+    y = pyapi.Map(lambda v: "bool" if isinstance(v, bool) else "number", x)
+    model = pyapi.compile_program(y, list("ab"), 4)
+    assert model.run([list("ab")])[0] == ["bool", "bool"]
+
+
+# Docs audit of 30 Nov: --max-len accepts 2,048, but reverse was refused from 490 on ("about 958M
 # weights", then "needs 245,350 hidden units" with no hint).  `length - indices - 1` has
 # N(N+1)/2 (index, length) rows, above the analysis's DOMAIN_CAP (120,000) at 490, so it became a
 # base of its own and needed a one-hot of the length and a table over the pairs.  A map that is an

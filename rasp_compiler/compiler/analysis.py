@@ -51,6 +51,9 @@ DOMAIN_CAP = 120_000
 # A numerical map over more joint assignments than this keeps only its per-position value sets
 # (a categorical one from DOMAIN_CAP on, see ``map_info``).
 REBASE_SIZE = 40_000
+# The most evaluations of one map on the twins (0 <-> False, 1 <-> True) of its inputs' values
+# (``_propagate_bool_number``); past it the map is taken to pass the clash on.
+TWIN_CAP = 20_000
 
 
 
@@ -59,6 +62,34 @@ def _is_value(v: Any) -> bool:
     if v is None or isinstance(v, (bool, int, float, str)):
         return True
     return isinstance(v, tuple) and all(_is_value(x) for x in v)
+
+
+def _tag(v: Any) -> Any:
+    """Which values are booleans: equal values with different tags are what value sets collapse."""
+    if isinstance(v, bool):
+        return "b"
+    if isinstance(v, tuple):
+        return tuple(_tag(x) for x in v)
+    return "n"
+
+
+def _clash(values: Iterable[Any]) -> tuple[Any, Any] | None:
+    """Two of ``values`` that are equal but a boolean where the other is a number (0 and False)."""
+    seen: dict[Any, Any] = {}
+    for v in values:
+        first = seen.setdefault(v, v)
+        if _tag(first) != _tag(v):
+            return first, v
+    return None
+
+
+def _twin(v: Any) -> Any:
+    """The value of the other type equal to ``v`` (False <-> 0, True <-> 1), or None."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, (int, float)) and v in (0, 1):
+        return bool(v)
+    return None
 
 
 class _NotAnAtom(Exception):
@@ -150,12 +181,20 @@ class Analysis:
         self.partial: set[str] = set()  # maps whose function raised on some value (``undefined``)
         self.failures: dict[str, tuple[tuple, Exception]] = {}  # each one's first failure
         self.non_atoms: dict[str, tuple[tuple, Any]] = {}  # maps that gave a list, None, …
+        # A map's results equal to 0 or 1 (or tuples), by value, and the first pair of them that
+        # are equal but of different types (False and 0): value sets collapse such pairs.
+        self._zero_one: dict[str, dict[Any, Any]] = {}
+        self._own_clash: dict[str, tuple[Any, Any]] = {}
+        # s-op -> the s-op where its clash arises: it may hold a boolean at one position and an
+        # equal number at another (``_propagate_bool_number``, docs/known-bugs.md #13)
+        self.marked: dict[str, str] = {}
         wanted = None
         if not whole_program and program.output in self.graph:
             wanted = nx.ancestors(self.graph, program.output) | {program.output}
         for node in program.nodes():
             if not node.is_selector and (wanted is None or node.id in wanted):
                 self.info[node.id] = self._analyse(node)
+        self._propagate_bool_number()
         if program.output in self.info:
             self._check_bool_number_output(program.output)
 
@@ -165,7 +204,8 @@ class Analysis:
         and the model would print 0 where the interpreter prints False.  Seen where a row of the
         output's own table or an aggregate's default brings the other type: the common case is
         ``aggregate(sel, tokens == "a")``, whose default is 0.  A clash passed on from an input
-        further up is not seen here (docs/known-bugs.md #13); ``rasp check`` reports it."""
+        further up is seen by ``_propagate_bool_number`` (docs/known-bugs.md #13).  A numerical
+        output is a number by declaration and is not refused."""
         info = self.info[out]
         if info.encoding != "categorical":
             return
@@ -182,6 +222,132 @@ class Analysis:
                 raise self.error(out, f"{self.describe(out)} may be {v!r} at one position and "
                                  f"{bool(v)!r} at another: they are equal in Python, and the model "
                                  "could not tell them apart in its output", hint=hint)
+        origin = self.marked.get(out)
+        if origin is not None:
+            onode = self.node(origin)
+            hint = (f"give {self.describe(origin)} a default of its values' type, e.g. "
+                    "aggregate(sel, x, False)" if isinstance(onode, Aggregate) else
+                    f"keep {self.describe(origin)}'s values all booleans or all numbers "
+                    "(indicator(x) turns a boolean into 0/1)")
+            raise self.error(out, f"{self.describe(out)} may be a boolean at one position and an equal "
+                             f"number at another (False and 0, or True and 1), passed on from "
+                             f"{self.describe(origin)}: they are equal in Python, and the model could "
+                             "not tell them apart in its output", hint=hint)
+
+    def _propagate_bool_number(self) -> None:
+        """Mark each s-op that may hold a boolean at one position and an equal number at another
+        (False and 0, True and 1).  Value sets keep one of each such pair, so the model holds
+        both as one value; that is harmless as long as nothing downstream tells them apart.
+        In topological order (``self.info`` is filled in it):
+
+        * tokens: the vocabulary (as read) holds both;
+        * a map with no marked input: its own results bring both (``_own_clash``);
+        * a map with a marked input: it is evaluated on the twin (False <-> 0, True <-> 1) of
+          each 0/1 value of its marked inputs, the other inputs over their value sets.  A twin
+          with a different result means the map tells 0 from False, which the model cannot: the
+          program is refused there.  An equal result of the other type (``x if c else y``) passes
+          the clash on; the same result (``indicator(x)``, ``x == 0``) does not;
+        * an aggregate: its input is marked, or its input's values and its default (when the
+          selector may be empty) bring both.
+
+        Selectors compare with ==, <, … on which twins agree, and selector widths are numbers."""
+        out = self.program.output
+        # only the compiled program is refused (``whole_program`` analyses other s-ops too)
+        needed = nx.ancestors(self.graph, out) | {out} if out in self.graph else set()
+        for sid in self.info:
+            node = self.node(sid)
+            if isinstance(node, Tokens):
+                if _clash(convert_token(v, node.type) for v in self.vocab) is not None:
+                    self.marked[sid] = sid
+            elif isinstance(node, (Map, SequenceMap)):
+                if sid in self._own_clash:
+                    self.marked[sid] = sid
+                if any(i in self.marked for i in node.inputs):
+                    self._twin_map(node, sid in needed)
+            elif isinstance(node, Aggregate):
+                sel_id, src = node.inputs
+                if src in self.marked:
+                    self.marked[sid] = self.marked[src]
+                    continue
+                # the default counts when the selector may select nothing (checked last: costly)
+                if _clash([*self.info[src].values, node.default]) is not None \
+                        and not self._never_empty(sel_id):
+                    self.marked[sid] = sid
+
+    def _never_empty(self, sel_id: str) -> bool:
+        """Whether the selector provably selects some key for every query: its widths (a
+        positional selector) are never 0, or it is ``select(indices, q, ==)`` with q a valid index
+        at every position (tracr's ``select(indices, length - 1, ==)``), or a disjunction with
+        such a part.  Otherwise an aggregate's default is taken to occur."""
+        w = self.widths(sel_id)
+        if w is not None:
+            return min(w.values(), default=0) > 0
+
+        def covered(f: sl.Formula) -> bool:
+            if isinstance(f, sl.Any_):
+                return any(covered(p) for p in f.parts)
+            if not isinstance(f, sl.Atom) or f.op != "==" or f.negated \
+                    or self.info[f.key].base_kind != "index":
+                return False
+            for ctx in self.ctx_all:
+                for v in self.ctx_values(f.query, ctx):
+                    if not (isinstance(v, (int, float)) and float(v).is_integer() and 0 <= v < ctx[1]):
+                        return False
+            return True
+        return covered(self.formula(sel_id))
+
+    def _twin_map(self, node: Map | SequenceMap, refuse: bool) -> None:
+        """The map rule of ``_propagate_bool_number``."""
+        sid = node.id
+        flip = [i in self.marked for i in node.inputs]
+        sets = [[v for v in self.info[i].values if _twin(v) is not None] if f else self.info[i].values
+                for i, f in zip(node.inputs, flip, strict=True)]
+        cost = 2 ** sum(flip)
+        for vs in sets:
+            cost *= len(vs)
+        if cost > TWIN_CAP:  # too many to try: assume it passes the clash on (never refused)
+            first = next(i for i, f in zip(node.inputs, flip, strict=True) if f)
+            self.marked.setdefault(sid, self.marked[first])
+            return
+        fails = object()
+
+        def apply(args: tuple) -> Any:
+            try:
+                value = eval_expr(node.fn, args)
+            except Exception:  # the interpreter raises there (``undefined``), if it occurs
+                return fails
+            return value.item() if isinstance(value, np.generic) else value
+
+        for args in itertools.product(*sets):
+            base = apply(args)
+            if base is fails:
+                continue
+            for mask in itertools.product((False, True), repeat=len(args)):
+                if not any(mask) or any(m and not f for m, f in zip(mask, flip, strict=True)):
+                    continue
+                twin = tuple(_twin(a) if m else a for a, m in zip(args, mask, strict=True))
+                got = apply(twin)
+                if got is fails:
+                    continue
+                try:
+                    same = bool(got == base)
+                except Exception:
+                    same = False
+                k = mask.index(True)
+                src = node.inputs[k]
+                if not same and refuse:
+                    origin = self.marked[src]
+                    raise self.error(sid, f"{self.describe(sid)} gives {base!r} for {args[k]!r} but "
+                                     f"{got!r} for {twin[k]!r}: {self.describe(src)} may be either "
+                                     "(they are equal in Python, and the compiled model holds them as "
+                                     "one value), so the model could not tell which to give",
+                                     hint=f"keep {self.describe(origin)}'s values all booleans or all "
+                                          "numbers (give an aggregate a default of its values' type, "
+                                          "e.g. False; indicator(x) turns a boolean into 0/1)")
+                if not same or _tag(got) != _tag(base):
+                    self.marked.setdefault(sid, self.marked[src])
+                    if not refuse:
+                        return
 
     # ------------------------------------------------------------------ helpers
     def node(self, node_id: str) -> Node:
@@ -339,6 +505,12 @@ class Analysis:
                 if not _is_value(value):
                     self.non_atoms.setdefault(_id, (args, value))
                     raise _NotAnAtom
+                if isinstance(value, tuple) or (isinstance(value, (int, float)) and value in (0, 1)):
+                    # the table keeps each result, but value sets (and so the model) keep one of
+                    # False/0: note a map whose own results bring both
+                    first = self._zero_one.setdefault(_id, {}).setdefault(value, value)
+                    if _tag(first) != _tag(value):
+                        self._own_clash.setdefault(_id, (first, value))
                 return value
             info = None
             if enc == "numerical":
