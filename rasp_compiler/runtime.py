@@ -456,8 +456,12 @@ class RaspModel:
                                            f"at position {i} on any input (the interpreter raises there)",
                                            hint="the program is undefined at this length; see the note "
                                                 "in the compile summary")
-            for r, n in enumerate(lengths):
-                odd = (~torch.isfinite(logits[r, :n])).any(dim=-1).nonzero().flatten().tolist()
+            # one pass over the whole batch: a loop over rows costs more than the forward pass
+            valid = torch.arange(logits.shape[1], device=logits.device)[None, :] < \
+                torch.tensor(lengths, device=logits.device)[:, None]
+            nonfinite = (~torch.isfinite(logits)).any(dim=-1) & valid
+            for r in nonfinite.any(dim=1).nonzero().flatten().tolist()[:1]:
+                odd = nonfinite[r].nonzero().flatten().tolist()
                 if odd:
                     shown = ", ".join(map(str, odd[:8])) + (", …" if len(odd) > 8 else "")
                     kinds = sorted({"nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
