@@ -188,6 +188,7 @@ class Analysis:
         # s-op -> the s-op where its clash arises: it may hold a boolean at one position and an
         # equal number at another (``_propagate_bool_number``, docs/known-bugs.md #13)
         self.marked: dict[str, str] = {}
+        self._length_like: dict[str, bool] = {}  # cache of ``length_like``
         wanted = None
         if not whole_program and program.output in self.graph:
             wanted = nx.ancestors(self.graph, program.output) | {program.output}
@@ -755,8 +756,6 @@ class Analysis:
             return True
         if info.base_kind != "cond" or sid not in self.graph or not isinstance(self.node(sid), SelectorWidth):
             return False
-        if not hasattr(self, "_length_like"):
-            self._length_like: dict[str, bool] = {}
         if sid not in self._length_like:
             w = self.widths(self.node(sid).inputs[0])
             self._length_like[sid] = w is not None and len(w) == len(self.ctx_all) and all(
