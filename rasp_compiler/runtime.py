@@ -148,13 +148,16 @@ class Transformer(torch.nn.Module):
             if lc["n_heads"]:
                 wq, wk = self.w(f"layers.{li}.attn.W_Q"), self.w(f"layers.{li}.attn.W_K")
                 wv, wo = self.w(f"layers.{li}.attn.W_V"), self.w(f"layers.{li}.attn.W_O")
-                q = torch.einsum("btd,hde->bhte", x, wq)
-                k = torch.einsum("btd,hde->bhte", x, wk)
-                v = torch.einsum("btd,hde->bhte", x, wv)
+                reads = _support((wq, wk, wv), dim=1)
+                writes = _support((wo,), dim=2)
+                xr = _columns(x, reads)
+                q = torch.einsum("btd,hde->bhte", xr, _rows(wq, reads, dim=1))
+                k = torch.einsum("btd,hde->bhte", xr, _rows(wk, reads, dim=1))
+                v = torch.einsum("btd,hde->bhte", xr, _rows(wv, reads, dim=1))
                 scores = q @ k.transpose(-1, -2) / math.sqrt(lc["d_head"])
                 scores = scores.masked_fill(~allowed.unsqueeze(1), neg)
                 attn = torch.softmax(scores, dim=-1)
-                x = x + torch.einsum("bhte,hed->btd", attn @ v, wo)
+                x = _add_columns(x, writes, torch.einsum("bhte,hed->btd", attn @ v, _rows(wo, writes, dim=2)))
                 if trace:
                     patterns.append(attn)
             elif trace:
@@ -178,11 +181,18 @@ class Transformer(torch.nn.Module):
         w_gate = self.w(f"layers.{li}.mlp.W_gate") if gated else None
         b_gate = self.w(f"layers.{li}.mlp.b_gate") if gated else None
 
+        reads = _support((w_in,) + ((w_gate,) if gated else ()), dim=0)
+        writes = _support((w_out, b_out.unsqueeze(0)), dim=1)
+        w_in, w_out, b_out = _rows(w_in, reads, 0), _rows(w_out, writes, 1), _rows(b_out, writes, 0)
+        if gated:
+            w_gate = _rows(w_gate, reads, 0)
+
         def block(xs: torch.Tensor) -> torch.Tensor:
-            h = torch.relu(xs @ w_in + b_in)
+            xr = _columns(xs, reads)
+            h = torch.relu(xr @ w_in + b_in)
             if gated:  # a gated unit: relu(x W_in + b_in) * (x W_gate + b_gate)
-                h = h * (xs @ w_gate + b_gate)
-            return xs + h @ w_out + b_out
+                h = h * (xr @ w_gate + b_gate)
+            return _add_columns(xs, writes, h @ w_out + b_out)
 
         def widened(xs: torch.Tensor) -> torch.Tensor:   # a float64 MLP in a float32 model
             return block(xs.to(w_in.dtype)).to(xs.dtype) if w_in.dtype != xs.dtype else block(xs)
@@ -204,6 +214,44 @@ class Transformer(torch.nn.Module):
         heads = max([int(lc.get("n_heads", 0)) for lc in self.layers_cfg] + [0])
         d_head = max([int(lc.get("d_head", 0)) for lc in self.layers_cfg] + [0])
         return t * (3 * d_model + heads * (3 * t + 4 * d_head))
+
+
+# Compiled weights are mostly zeros, and most sublayers read and write a few residual dimensions, so
+# on a CPU a sublayer runs on the dimensions its weights touch.  Dropping exact zero terms changes no
+# sum but for the order of additions.  A GPU keeps the dense products: they are cheap there, and each gather is one more
+# kernel launch.  Where a weight requires grad (and gradients are on), the dense product is kept too,
+# so that zero weights still get their gradients.
+
+def _support(weights: tuple[torch.Tensor, ...], dim: int) -> torch.Tensor | None:
+    """Indices along ``dim`` where some weight is non-zero, or None to run dense (on a GPU, for
+    gradients, or when so many are used that gathering them would cost more than it saves)."""
+    if weights[0].device.type != "cpu":
+        return None
+    if torch.is_grad_enabled() and any(w.requires_grad for w in weights):
+        return None
+    used = None
+    for w in weights:
+        nonzero = (w != 0).movedim(dim, 0).flatten(1).any(dim=1)
+        used = nonzero if used is None else used | nonzero
+    assert used is not None
+    if 4 * int(used.sum()) > 3 * used.numel():
+        return None
+    return used.nonzero().flatten()
+
+
+def _rows(w: torch.Tensor, index: torch.Tensor | None, dim: int) -> torch.Tensor:
+    return w if index is None else w.index_select(dim, index)
+
+
+def _columns(x: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
+    return x if index is None else x.index_select(-1, index)
+
+
+def _add_columns(x: torch.Tensor, index: torch.Tensor | None, delta: torch.Tensor) -> torch.Tensor:
+    """x + delta, where delta holds only the columns ``index`` (all of them when None)."""
+    if index is None:
+        return x + delta
+    return x.index_add(x.dim() - 1, index, delta)
 
 
 class RaspModel:

@@ -249,3 +249,38 @@ def test_a_numerical_model_names_an_input_that_is_not_a_list() -> None:
         model.run([5])
     with pytest.raises(InputError, match=r"position 1 holds True: this model reads finite real numbers"):
         model.run([[0.5, True, 0, 0]])
+
+
+def test_sublayers_on_their_own_dimensions_match_the_dense_products() -> None:
+    """On a CPU each sublayer runs on the residual dimensions its weights touch; with gradients
+    wanted it stays dense.  Both give the same logits (to float rounding) and decoded outputs, and a
+    weight edited after loading is seen (the dimensions are not cached)."""
+    model = compile_program(load_program(str(ROOT / "programs" / "dyck2.rasp")), list("()[]x"), 12)
+    g = torch.Generator().manual_seed(1)
+    xs = [["()[]x"[int(i)] for i in torch.randint(0, 5, (int(n),), generator=g)]
+          for n in torch.randint(1, 13, (200,), generator=g)]
+    ids, lengths, _ = model.encode_inputs(xs)
+    mod = model.module
+
+    def both() -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():
+            sparse = mod(ids, lengths)
+        for p in mod.parameters():
+            p.requires_grad_(True)
+        dense = mod(ids, lengths)
+        assert dense.requires_grad  # the dense path ran
+        for p in mod.parameters():
+            p.requires_grad_(False)
+        return sparse, dense.detach()
+
+    sparse, dense = both()
+    assert float((sparse - dense).abs().max()) < 1e-5
+    assert model.decode(sparse[:, 1:], lengths.tolist()) == model.decode(dense[:, 1:], lengths.tolist())
+    w_in = mod.w("layers.0.mlp.W_in")
+    # a token dimension that layer 0's MLP did not read, now read by every hidden unit
+    unread = ((mod.w("embed.token") != 0).any(dim=0) & (w_in == 0).all(dim=1)).nonzero()[0, 0]
+    with torch.no_grad():
+        w_in[unread] = 5.0
+    edited, edited_dense = both()
+    assert float((edited_dense - dense).abs().max()) > 1e-3
+    assert float((edited - edited_dense).abs().max()) < 1e-5
