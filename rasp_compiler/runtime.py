@@ -218,14 +218,18 @@ class Transformer(torch.nn.Module):
 
 # Compiled weights are mostly zeros, and most sublayers read and write a few residual dimensions, so
 # on a CPU a sublayer runs on the dimensions its weights touch.  Dropping exact zero terms changes no
-# sum but for the order of additions.  A GPU keeps the dense products: they are cheap there, and each gather is one more
-# kernel launch.  Where a weight requires grad (and gradients are on), the dense product is kept too,
-# so that zero weights still get their gradients.
+# sum but for the order of additions.  A GPU keeps the dense products: they are cheap there, and each
+# gather is one more kernel launch.  Where a weight requires grad (and gradients are on), the dense
+# product is kept too, so that zero weights still get their gradients.
+
+SPARSE_MIN_ELEMENTS = 1 << 14  # below this a dense product costs less than choosing dimensions
+
 
 def _support(weights: tuple[torch.Tensor, ...], dim: int) -> torch.Tensor | None:
     """Indices along ``dim`` where some weight is non-zero, or None to run dense (on a GPU, for
-    gradients, or when so many are used that gathering them would cost more than it saves)."""
-    if weights[0].device.type != "cpu":
+    gradients, for small weights, or when so many are used that gathering them would cost more than
+    it saves)."""
+    if weights[0].device.type != "cpu" or weights[0].numel() < SPARSE_MIN_ELEMENTS:
         return None
     if torch.is_grad_enabled() and any(w.requires_grad for w in weights):
         return None
