@@ -293,3 +293,82 @@ def test_the_worked_session_in_the_docs_is_what_the_repl_prints(tmp_path: Path, 
     shown = [ln for ln in block.splitlines() if not ln.startswith((">> ", ".. "))]
     monkeypatch.chdir(tmp_path)
     assert lines("\n".join(typed) + "\n") == shown
+
+
+# -- 7. load as the original's (tests/in/load_*.txt there) --------------------------------------------
+
+def test_a_load_with_errors_binds_the_rest_and_prints_everything_in_order(tmp_path: Path,
+                                                                          monkeypatch) -> None:
+    # tests/in/load_nesteds.txt: each statement of a loaded file runs on its own; a failing one is
+    # reported where it stood and the rest still bind; a nested load prints when it ends
+    (tmp_path / "outer.rasp").write_text('a = f;\na = 3;\nload "inner";\nc = b;\nd = _b;\n_a = 4;\ne = _a;\n')
+    (tmp_path / "inner.rasp").write_text("b = 7;\n_b = 8;\n_c = a;\n")
+    monkeypatch.chdir(tmp_path)
+    out = lines('f = 10;\nload "outer";\na;\nb;\nc;\ne;\nd;\n')
+    printed = [ln for ln in out if ln.startswith("    value:") or "error:" in ln]
+    assert printed[:9] == [
+        "    value: f =  10",
+        f"{tmp_path / 'outer.rasp'}:1:5: error: unknown name 'f'", "    value: a =  3",
+        "    value: b =  7", f"{tmp_path / 'inner.rasp'}:3:6: error: unknown name 'a'",
+        "    value: c =  7", f"{tmp_path / 'outer.rasp'}:5:5: error: unknown name '_b'", "    value: e =  4",
+        "    value: a =  3"]
+    assert printed[9:] == ["    value: b =  7", "    value: c =  7", "    value: e =  4",
+                           "<repl:7>:1:1: error: unknown name 'd'"]
+
+
+def test_a_load_prints_each_name_once_as_its_last_top_level_statement_bound_it(tmp_path: Path,
+                                                                                monkeypatch) -> None:
+    # tests/in/load_multi_assigns2.txt and load_rover.txt's `stages`: names in the order of their
+    # last top-level binding, with that binding's value; a loop binds but prints nothing
+    (tmp_path / "lib.rasp").write_text("a = 4;\na = a + 5;\nb = 3;\nstages = [];\n"
+                                       "for n in [1, 2] { stages = stages + [n]; }\na = a + b;\n"
+                                       'x = indices;\nx("ab");\nx;\n')
+    monkeypatch.chdir(tmp_path)
+    assert lines('load "lib";\nstages;\nn;\n') == [
+        "    value: b =  3", "     list: stages = []", "    value: a =  12", "     s-op: x",
+        "     list: stages = [1, 2]", "    value: n =  2"]
+
+
+def test_a_load_runs_the_files_repl_commands_and_stops_at_its_exit(tmp_path: Path, monkeypatch) -> None:
+    # tests/rasps/rover.rasp sets `set example example2` and `full seq display on`, which hold after
+    (tmp_path / "lib.rasp").write_text('ex = "abc";\nset example ex\nfull seq display on\n'
+                                       "y = indices * 0;\nexit\nz = 1;\n")
+    monkeypatch.chdir(tmp_path)
+    out = lines('load "lib";\nz;\ny;\nshow example\n')
+    assert out[:2] == ['    value: ex =  "abc"', "     s-op: y"]
+    assert "unknown name 'z'" in out[2]
+    assert ' \t Example: y("abc") = [0]*3 (ints) [skipped full display: identical values]' in out
+    assert out[-2:] == ['\ts-op example: "abc"', '\tselector example: "abc"']
+
+
+def test_a_loaded_function_is_named_after_the_load(tmp_path: Path, monkeypatch) -> None:
+    # tests/tgt/load_rover.txt: "tests/rasps/rover function: checkfor(item, in_ness)"
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "lib.rasp").write_text("def double(x) { return x * 2; }\n")
+    monkeypatch.chdir(tmp_path)
+    assert lines('load "sub/lib";\ndouble;\n') == ["     sub/lib function: double(x)"] * 2
+
+
+# -- 8. reserved names (tests/in/set_reserved.txt there) -----------------------------------------------
+
+@pytest.mark.parametrize("name", ["indices", "tokens_int", "True", "range", "length", "full_s", "sort",
+                                  "selector_width", "get"])
+def test_built_in_and_library_names_cannot_be_set(name: str) -> None:
+    out = lines(f"{name} = 2;\n{name};\n")
+    assert out[0] == (f"<repl:1>:1:1: error: cannot set reserved name '{name}': "
+                      "it is a built-in or library name")
+    assert "=  2" not in "\n".join(out[1:])   # still the built-in's or library's
+
+
+def test_tokens_can_be_set_and_library_names_used_inside_functions(tmp_path: Path, monkeypatch) -> None:
+    out = lines("set example [0, 1, 2]\ntokens = tokens_int;\n"
+                "def f(x) { length = x + 1; return length; }\nf(indices);\n"
+                "for sort in [1] { }\n")
+    assert out[:2] == ["     s-op: tokens", " \t Example: tokens([0, 1, 2]) = [0, 1, 2] (ints)"]
+    assert out[3:5] == ["     s-op: out", " \t Example: out([0, 1, 2]) = [1, 2, 3] (ints)"]
+    assert "cannot set reserved name 'sort'" in out[5]
+    # a loaded file's public names reach the console, where they are reserved too
+    (tmp_path / "lib.rasp").write_text("sort = 1;\n_max = 2;\nok = 3;\n")
+    monkeypatch.chdir(tmp_path)
+    out = lines('load "lib";\nok;\n')
+    assert "cannot set reserved name 'sort'" in out[0] and out[-2:] == ["    value: ok =  3"] * 2

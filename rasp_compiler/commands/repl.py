@@ -6,7 +6,10 @@ original REPL prints them — s-ops and selectors together with their value on t
 (``set example "hello"`` changes it; ``set s-op example`` / ``set selector example`` change one of
 the two), lists and dicts of them element by element, ``full seq display on`` as an input/output
 table.  ``draw(sop[, example]);`` is a statement (in a ``def`` or ``for`` body too): here it draws
-the compiled s-op and prints its value.  Errors print and the session goes on.  Works with a pipe
+the compiled s-op and prints its value.  ``load "file";`` runs the file as the original's load
+does: statement by statement (an error is reported, the rest still binds), its REPL commands acting
+here, what it bound printed when it ends.  As in the original, the built-ins' and the library's
+names cannot be set at the prompt.  Errors print and the session goes on.  Works with a pipe
 as stdin (no prompts are printed then), which is how the tests drive it.
 """
 
@@ -15,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from lark.exceptions import UnexpectedCharacters, UnexpectedToken
 
@@ -75,10 +78,16 @@ def main(args: argparse.Namespace) -> int:
     return 1 if repl.errors and not sys.stdin.isatty() else 0
 
 
+# Names the original's REPL refuses to set anywhere (its Environment's reserved words and constants).
+ALWAYS_RESERVED = frozenset({"tokens_asis", "tokens_str", "tokens_int", "tokens_bool", "tokens_float",
+                             "indices", "True", "False", "range", "zip", "len", "get"})
+
+
 def _session_for(repl: Repl) -> Any:
     """An elaboration session that tells ``repl`` what it needs to print like the original: the
-    input an s-op or selector was applied to, whether a ``load`` is running, and each ``draw``."""
-    from rasp_compiler.lang.elaborator import Session
+    input an s-op or selector was applied to, what a ``load`` runs and binds, and each ``draw``;
+    and that refuses to set the names the original's REPL reserves."""
+    from rasp_compiler.lang.elaborator import LIBRARY_FILE, Session
 
     class ReplSession(Session):
         def apply_to_input(self, value, args, tree, ctx):  # type: ignore[no-untyped-def]
@@ -87,11 +96,30 @@ def _session_for(repl: Repl) -> Any:
             return result
 
         def load(self, token, env, ctx, on_result=None):  # type: ignore[no-untyped-def]
+            """As the original's load: statement by statement, an error reported and the rest run,
+            each public name bound in the loader at once; what it bound printed when it ends."""
+            path, text, file_env = self.load_source(token, ctx)
+            self._loading.append(path.resolve())
             repl.loading += 1  # the original shows no examples for what a load binds
             try:
-                super().load(token, env, ctx, on_result)
+                repl.run_loaded_file(text, str(path), path.parent, file_env,
+                                     lambda: self.import_public(file_env, env, ctx))
+                repl.print_loaded()
             finally:
                 repl.loading -= 1
+                self._loading.pop()
+
+        def _check_bindable(self, name, tree, ctx):  # type: ignore[no-untyped-def]
+            super()._check_bindable(name, tree, ctx)
+            if ctx.file == LIBRARY_FILE:
+                return
+            # The original's names that no statement may set; at top level (its console and what a
+            # load hands to it) the built-ins' and the library's names too (`tokens` excepted).
+            defined = ctx.function is None and name != "tokens" and (
+                name in self.builtins.vars or name in self.library.vars)
+            if name in ALWAYS_RESERVED or defined:
+                raise self.error(f"cannot set reserved name '{name}': it is a built-in or library name",
+                                 tree, ctx, hint="choose another name")
 
     session = ReplSession()
     session.on_draw = repl.on_draw
@@ -106,6 +134,9 @@ class Repl:
         self.show_sel_examples = True
         self.full_seq_display = False         # `full seq display on`: the input/output table
         self.loading = 0                      # > 0 while a `load` runs
+        # What the running loads bound ((name, value)) and the errors they met (str), printed when a
+        # load ends: one list for nested loads too, as in the original.
+        self.loaded: list[tuple[str, Any] | str] = []
         self.count = 0
         self.drawn = 0  # pictures written by draw(...): draw-1.png, draw-2.png, …
         self.errors = 0  # statements and commands that failed
@@ -153,16 +184,22 @@ class Repl:
     stopped = False
 
     def report(self, message: str) -> None:
-        """An error of the statement or command just run (the session goes on)."""
+        """An error of the statement or command just run (the session goes on); in a load, it is
+        printed with what the load bound, when the load ends."""
         self.errors += 1
-        self.say(message)
+        if self.loading:
+            self.loaded.append(message)
+        else:
+            self.say(message)
 
     def say(self, text: str = "", end: str = "\n") -> None:
         print(text, file=self.out, end=end)
 
-    def feed(self, text: str) -> str:
+    def feed(self, text: str, run: Callable[[str], None] | None = None) -> str:
         """Act on ``text`` (the lines read since the last statement) as far as it is whole: returns
-        what still needs more lines (as the original reads on), "" when all was used up."""
+        what still needs more lines (as the original reads on), "" when all was used up.  ``run``
+        runs the statements (default: at the prompt)."""
+        run = run or self.run_statements
         code = code_of(text)
         if not code.strip():
             return ""
@@ -176,20 +213,67 @@ class Repl:
                 return text
             self.set_example(m.group(1), expression, state)
             # `set example "ab"; x = indices;`: the statements sharing its line run too
-            return self.feed(after) if after.strip() else ""
+            return self.feed(after, run) if after.strip() else ""
         if self.incomplete(text):
             return text
-        self.run_statements(text)
+        run(text)
         return ""
 
-    def finish(self, text: str) -> None:
+    def finish(self, text: str, run: Callable[[str], None] | None = None) -> None:
         """The input ended in the middle of ``text``: say what is missing."""
         m = SET_EXAMPLE.match(code_of(text))
         if m:
             expression, state = example_state(m.group(2))
             self.set_example(m.group(1), expression, MISSING if not expression else DONE)
             return
-        self.run_statements(text)
+        (run or self.run_statements)(text)
+
+    # ------------------------------------------------------------------ load
+    def run_loaded_file(self, text: str, file: str, directory: Path, env: Any,
+                        import_public: Callable[[], Any]) -> None:
+        """A loaded file, read as the original's load reads it: line by line like the prompt, each
+        statement run on its own in the file's environment ``env`` (a failing one is reported, the
+        rest still run) and its public names bound in the loader at once (``import_public``).  The
+        file's REPL commands act here (`set example`, `full seq display on`); `exit` ends the file."""
+        def runner(first_line: int) -> Callable[[str], None]:
+            def run(chunk: str) -> None:
+                try:  # the chunk keeps its line numbers, so errors point into the file
+                    self.session.exec_source("\n" * first_line + chunk, file, env, directory,
+                                             on_result=self.show)
+                except InputError as err:
+                    self.report(self.rehinted(err, NUMERIC_INPUT_HINT).render())
+                except UserError as err:
+                    self.report(err.render())
+                finally:
+                    self.session.sources[file] = text  # what later errors on its nodes quote
+                    import_public()
+            return run
+
+        stopped, self.stopped = self.stopped, False
+        buffer, first = "", 0
+        for number, line in enumerate(text.splitlines(keepends=True)):
+            if not buffer:
+                first = number
+            buffer = self.feed(buffer + line, runner(first))
+            if self.stopped:  # `exit` in a file stops reading the file, not the session
+                break
+        else:
+            if code_of(buffer).strip():
+                self.finish(buffer, runner(first))
+        self.stopped = stopped
+
+    def print_loaded(self) -> None:
+        """Print what the loads bound and their errors, in order.  As in the original: without an
+        error, each name once, where it was last bound; with one, everything as it happened."""
+        loaded, self.loaded = self.loaded, []
+        if not any(isinstance(item, str) for item in loaded):
+            last = {item[0]: k for k, item in enumerate(loaded)}  # type: ignore[index]
+            loaded = [item for k, item in enumerate(loaded) if last[item[0]] == k]  # type: ignore[index]
+        for item in loaded:
+            if isinstance(item, str):
+                self.say(item)
+            else:
+                self.print_named(*item)
 
     def incomplete(self, text: str) -> bool:
         """True when ``text`` is a prefix of a statement (more lines will complete it)."""
@@ -289,7 +373,7 @@ class Repl:
             self.drawn += 1
             self.say(f"wrote {path}: compiled over the example's tokens and length, {model.n_layers} "
                      f"layers, heads per layer {model.heads_per_layer}")
-        if shown:
+        if shown and not self.loading:  # a draw in a loaded file draws, and prints no value
             self.print_just_val(values, example)
 
     # ------------------------------------------------------------------ statements
@@ -313,6 +397,10 @@ class Repl:
     def show(self, name: str, value: Any) -> None:
         from rasp_compiler.lang.values import AppliedResult
 
+        if self.loading:  # printed when the load ends; the file's `out` and private names never
+            if not name.startswith("_") and name != "out":
+                self.loaded.append((name, value))
+            return
         if isinstance(value, AppliedResult) and name == "out":  # `reverse("abc");`
             self.print_just_val(list(value), getattr(value, "created_from_input", None))
         else:
@@ -524,6 +612,9 @@ def function_desc(fn: Any) -> str:
         creator = "console"
     elif fn.file == LIBRARY_FILE:
         creator = "library"
-    else:
-        creator = Path(fn.file).stem
+    else:  # a loaded file's: named as its load wrote it (`tests/rasps/rover function: …`)
+        env = fn.env
+        while env.parent is not None and env.parent.label != "library":
+            env = env.parent
+        creator = env.label
     return f"{creator} function: {fn.name}({', '.join(fn.params)})"

@@ -308,22 +308,8 @@ class Session(Expressions):
             self.on_draw(value, example, self.pos(sop_tree, ctx).text, shown)
 
     def load(self, token: Token, env: Env, ctx: _Context, on_result=None) -> None:
-        name = decode_string(token.value)
-        path = self._find_file(name, ctx)
-        if path is None:
-            raise self.error(f"cannot find '{name}.rasp' to load", token, ctx,
-                             hint="load looks next to the loading file, then in the current directory, "
-                                  "then in programs/")
-        resolved = path.resolve()
-        if resolved in self._loading:
-            raise self.error(f"'{name}' loads itself (through {' → '.join(p.stem for p in self._loading)})",
-                             token, ctx)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise self.error(f"cannot read {path}: {err}", token, ctx) from None
-        file_env = Env(parent=self.library, label=str(path))
-        self._loading.append(resolved)
+        path, text, file_env = self.load_source(token, ctx)
+        self._loading.append(path.resolve())
         try:
             self.exec_source(text, str(path), file_env, path.parent)
         except RaspError as err:
@@ -334,14 +320,40 @@ class Session(Expressions):
             raise
         finally:
             self._loading.pop()
-        for var, value in file_env.vars.items():
-            if var.startswith("_") or var == "out":
-                continue  # private to the loaded file, as in the original
+        for var, value in self.import_public(file_env, env, ctx):
+            if on_result:
+                on_result(var, value)
+
+    def import_public(self, file_env: Env, env: Env, ctx: _Context) -> list[tuple[str, Any]]:
+        """Bind the loaded file's public names in the loader's environment ``env``; returns them.
+        A name starting with '_' (and ``out``) stays private to the file, as in the original."""
+        public = [(var, value) for var, value in file_env.vars.items()
+                  if not var.startswith("_") and var != "out"]
+        for var, value in public:
             env.vars[var] = value
             if isinstance(value, (SOp, Selector)) and ctx.function is None:
                 self.builder.bind(value.node, var, TOP_LEVEL)
-            if on_result:
-                on_result(var, value)
+        return public
+
+    def load_source(self, token: Token, ctx: _Context) -> tuple[Path, str, Env]:
+        """The file a ``load "name";`` names, its text, and the fresh environment it runs in: it
+        sees the built-ins and the library, not the loader's names (as in the original).  The
+        environment is labelled with the name as the load wrote it (the original's REPL calls a
+        function defined there a "NAME function")."""
+        name = decode_string(token.value)
+        path = self._find_file(name, ctx)
+        if path is None:
+            raise self.error(f"cannot find '{name}.rasp' to load", token, ctx,
+                             hint="load looks next to the loading file, then in the current directory, "
+                                  "then in programs/")
+        if path.resolve() in self._loading:
+            raise self.error(f"'{name}' loads itself (through {' → '.join(p.stem for p in self._loading)})",
+                             token, ctx)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise self.error(f"cannot read {path}: {err}", token, ctx) from None
+        return path, text, Env(parent=self.library, label=name.removesuffix(".rasp"))
 
     def _find_file(self, name: str, ctx: _Context) -> Path | None:
         filename = name if name.endswith(".rasp") else name + ".rasp"
