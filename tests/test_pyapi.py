@@ -258,7 +258,8 @@ def test_tracr_annotations_and_constants() -> None:
                                                          note=1)
     assert named.annotations == {"name": "same", "encoding": rasp.Encoding.NUMERICAL, "note": 1}
     assert rasp.annotate(named, encoding="categorical") is named and rasp.is_categorical(named)
-    assert rasp.Map(lambda t: t, rasp.tokens).name.startswith("map_")
+    unnamed = rasp.Map(lambda t: t, rasp.tokens)
+    assert (unnamed.name, unnamed.label) == ("map", f"map_{unnamed.unique_id}")
     assert named.children == (rasp.tokens,)
     with pytest.raises(TypeError):
         rasp.get_encoding(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ))

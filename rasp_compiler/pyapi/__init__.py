@@ -14,6 +14,7 @@ from typing import Any, Union
 from rasp_compiler.pyapi.builder import (
     Aggregate,
     Comparison,
+    ConstantLengthError,
     ConstantSelector,
     ConstantSOp,
     Full,
@@ -37,7 +38,11 @@ from rasp_compiler.pyapi.builder import (
     numerical,
     rasp_round,
     select,
+    selector_and,
+    selector_not,
+    selector_or,
     selector_width,
+    sop_not,
     tokens,
     tokens_bool,
     tokens_float,
@@ -70,19 +75,30 @@ def compile_program(program_or_sop: Any, vocab: Any, max_len: int, **options: An
 def run(program_or_sop: Any, inputs: Any) -> Any:
     """The reference interpreter's output of the program on one input."""
     from rasp_compiler.interpreter import run as interpret
+    from rasp_compiler.pyapi.builder import evaluate_expr
 
-    return interpret(as_program(program_or_sop), inputs)
+    if isinstance(program_or_sop, RASPExpr):
+        return evaluate_expr(program_or_sop, inputs)
+    return interpret(program_or_sop, inputs)
 
 
 evaluate = run  # tracr's rasp.evaluate(expr, xs)
 
 
+class DefaultRASPEvaluator:
+    """tracr's evaluator class: ``DefaultRASPEvaluator().evaluate(expr, xs)`` is ``evaluate``."""
+
+    def evaluate(self, expr: Any, xs: Any) -> Any:
+        return run(expr, xs)
+
+
 __all__ = [
-    "Aggregate", "Comparison", "ConstantSOp", "ConstantSelector", "Encoding", "annotate", "get_encoding",
-    "is_categorical", "is_numerical", "Full", "LinearSequenceMap", "Map", "RASPExpr", "Select",
-    "Selector", "SelectorAnd", "SelectorNot", "SelectorOr", "SelectorWidth", "SequenceMap", "SOp",
-    "aggregate", "as_program", "build_program", "categorical", "compile_program", "evaluate", "indicator",
-    "indices",
-    "length", "numerical", "rasp_round", "run", "select", "selector_width", "to_source", "tokens",
-    "tokens_bool", "tokens_float", "tokens_int", "tokens_str", "Value", "NumericValue", "SelectorValue",
+    "Aggregate", "Comparison", "ConstantLengthError", "ConstantSOp", "ConstantSelector",
+    "DefaultRASPEvaluator", "Encoding", "Full", "LinearSequenceMap", "Map", "NumericValue", "RASPExpr",
+    "Select", "Selector", "SelectorAnd", "SelectorNot", "SelectorOr", "SelectorValue", "SelectorWidth",
+    "SequenceMap", "SOp", "Value", "aggregate", "annotate", "as_program", "build_program", "categorical",
+    "compile_program", "evaluate", "get_encoding", "indicator", "indices", "is_categorical", "is_numerical",
+    "length", "numerical", "rasp_round", "run", "select", "selector_and", "selector_not", "selector_or",
+    "selector_width", "sop_not", "to_source", "tokens", "tokens_bool", "tokens_float", "tokens_int",
+    "tokens_str",
 ]

@@ -1,7 +1,8 @@
 """Build RASP program graphs from Python, with tracr's names.
 
 Every call makes one node, exactly as the elaborator makes one node per RASP operation, so a
-program written here and the same program written as a ``.rasp`` file have the same graph::
+program written here and the same program written as a ``.rasp`` file have the same graph (one
+exception, tracr's: a map of an unnamed map is merged into one map, see ``Map``)::
 
     from rasp_compiler.pyapi import tokens, indices, length, select, aggregate, Comparison
     flip = select(indices, length - indices - 1, Comparison.EQ).named("flip")
@@ -12,21 +13,26 @@ Operators on s-ops (``sop + 1``, ``a - b``, ``sop == "x"``, ``~sop``, ``a & b``)
 functions are expression trees (readable by the compiler and by ``to_source``); ``Map(fn, sop)``
 and ``SequenceMap(fn, a, b)`` with a Python callable build maps whose function is opaque
 (``PyFn``): the compiler tabulates it over the input value sets.  Selectors combine with ``&``,
-``|`` and ``~``.  Nodes are named with ``.named("x")``; unnamed ones get ``kind_N`` ids.
+``|`` and ``~``.  Nodes are named with ``.named("x")``; unnamed ones get ``kind_N`` ids.  tracr's
+names are classes with tracr's constructors and fields (``Map(f, inner).inner``,
+``Select(keys, queries, predicate).keys``), so tracr code that inspects expressions runs.
 """
 
 from __future__ import annotations
 
+import copy
 import enum
 import itertools
 import keyword
+import logging
 import re
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
 import networkx as nx
 
-from rasp_compiler.graph.expr import Binary, Const, Expr, PyFn, Ternary, Unary, Var
+from rasp_compiler.errors import UserError
+from rasp_compiler.graph.expr import Binary, Const, Expr, PyFn, Ternary, Unary, Var, evaluate, substitute
 from rasp_compiler.graph.nodes import (
     Aggregate as AggregateNode,
 )
@@ -65,19 +71,7 @@ from rasp_compiler.graph.nodes import (
 PYTHON_FILE = "<python>"
 ATOMS = (bool, int, float, str)
 _ids = itertools.count(1)
-
-
-class Comparison(enum.Enum):
-    """tracr's predicates: ``sel[q][k] = key OP query`` (TRUE/FALSE select everything/nothing)."""
-
-    EQ = "=="
-    NEQ = "!="
-    LT = "<"
-    LEQ = "<="
-    GT = ">"
-    GEQ = ">="
-    TRUE = "true"
-    FALSE = "false"
+log = logging.getLogger(__name__)
 
 
 def _caller() -> tuple[str, int]:
@@ -90,6 +84,20 @@ def _caller() -> tuple[str, int]:
     return frame.f_code.co_filename, frame.f_lineno
 
 
+def _tracr_kind(expr: "RASPExpr") -> str:
+    """tracr's default name of an expression: its most specific class, in snake case."""
+    for cls in type(expr).__mro__:
+        if cls.__name__ in _TRACR_KINDS:
+            return _TRACR_KINDS[cls.__name__]
+    return expr.cls.kind
+
+
+_TRACR_KINDS = {"LinearSequenceMap": "linear_sequence_map", "SequenceMap": "sequence_map", "Map": "map",
+                "Full": "full", "ConstantSOp": "constant_sop", "SelectorWidth": "selector_width",
+                "Aggregate": "aggregate", "SOp": "sop", "Select": "select", "SelectorAnd": "selector_and",
+                "SelectorOr": "selector_or", "SelectorNot": "selector_not",
+                "ConstantSelector": "constant_selector", "Selector": "selector"}
+
 class RASPExpr:
     """One node of a program under construction: its node class, inputs and fields."""
 
@@ -100,7 +108,7 @@ class RASPExpr:
         self.cls = cls
         self.inputs = inputs
         self.fields = fields
-        self.label: str | None = None
+        self.ident: str | None = None  # the node id a name asks for
         self.where = _caller()
 
     def named(self, name: str) -> "RASPExpr":
@@ -114,28 +122,44 @@ class RASPExpr:
         label = re.sub(r"\W+", "_", re.sub(r"-(?=\d)", "neg", name)).strip("_") or "node"
         if label[0].isdigit() or keyword.iskeyword(label):
             label = f"n_{label}"
-        if any(self is p for p in PRIMITIVES):
-            return self  # shared by every program (tokens, indices, length): they keep their names
-        self.label, self.given_name = label, name
+        if _primitive_key(self):
+            # tokens, indices and length keep their node ids (as tracr keeps their labels); the
+            # shared ones are never changed, so naming one names a copy, as tracr's `named` does
+            named = self.copy() if any(self is p for p in PRIMITIVES) else self
+            named.given_name = name
+            return named
+        self.ident, self.given_name = label, name
         return self
+
+    def copy(self) -> "RASPExpr":
+        """tracr's ``copy``: the same expression (inputs, name, annotations) with a new id; renaming
+        either leaves the other as it was."""
+        new = copy.copy(self)
+        new.uid = next(_ids)
+        new.extra_annotations = dict(getattr(self, "extra_annotations", {}))
+        return new
 
     @property
     def name(self) -> str:
-        """The given name; unnamed, ``kind_N`` (N counts every expression built), as in tracr."""
-        return getattr(self, "given_name", None) or self.label or f"{self.cls.kind}_{self.uid}"
+        """The given name; unnamed, the kind as tracr names it (``map``, ``select``, …)."""
+        return getattr(self, "given_name", None) or self.ident or _tracr_kind(self)
+
+    @property
+    def label(self) -> str:
+        """tracr's label: ``name_N`` (N counts every expression built); tokens, indices and length
+        are labelled with their name alone."""
+        return self.ident if _primitive_key(self) and self.ident else f"{self.name}_{self.uid}"
 
     def __call__(self, xs: Any) -> Any:
         """The interpreter's output on one input (tracr's ``program(xs)``)."""
-        from rasp_compiler.interpreter import run as interpret
-
-        return interpret(self.program(), xs)
+        return evaluate_expr(self, xs)
 
     def program(self, source_file: str = PYTHON_FILE) -> Program:
         """The program graph computing this node."""
         return build_program(self, source_file)
 
     def __repr__(self) -> str:
-        return f"<{self.cls.kind} {self.label or '#' + str(self.uid)}>"
+        return f"<{self.cls.kind} {self.ident or '#' + str(self.uid)}>"
 
     @property
     def children(self) -> tuple["RASPExpr", ...]:
@@ -186,8 +210,9 @@ def _python_or(a: Expr, b: Expr) -> Expr:
     return Ternary(a, a, b)  # `a if a else b`
 
 
-def _elementwise(make: Callable[..., Expr], args: list[Any]) -> "SOp":
-    """A Map (one distinct s-op input) or SequenceMap (several), as the elaborator builds them."""
+def _elementwise(make: Callable[..., Expr], args: list[Any], simplify: bool = True) -> "SOp":
+    """A Map (one distinct s-op input) or SequenceMap (several), as the elaborator builds them;
+    a map of a map is merged as tracr's ``Map`` merges it, unless not ``simplify``."""
     inputs: list[SOp] = []
     exprs: list[Expr] = []
     for a in args:
@@ -200,8 +225,7 @@ def _elementwise(make: Callable[..., Expr], args: list[Any]) -> "SOp":
         else:
             exprs.append(Const(_atom(a, "an operand")))
     fn = make(*exprs)
-    cls = MapNode if len(inputs) == 1 else SequenceMapNode
-    return SOp(cls, tuple(inputs), fn=fn)
+    return Map(fn, inputs[0], simplify) if len(inputs) == 1 else SequenceMap(fn, *inputs)
 
 
 def _boolean(sop: "SOp", *operands: Any) -> "SOp":
@@ -238,7 +262,11 @@ class SOp(RASPExpr):
 
     # comparisons (elementwise booleans, as in tracr)
     def _compare(self, op: str, o: Any) -> "SOp":
-        return _boolean(_elementwise(lambda a, b: Binary(op, a, b), [self, o]))
+        out = _boolean(_elementwise(lambda a, b: Binary(op, a, b), [self, o]))
+        if isinstance(o, SOp) and op in ("==", "!="):
+            # As a truth value (`assertEqual(a, b)`, `a in list`), s-op == s-op is identity.
+            out.truth = (self is o) == (op == "==")
+        return out
 
     def __eq__(self, o: Any) -> "SOp": return self._compare("==", o)  # type: ignore[override]
     def __ne__(self, o: Any) -> "SOp": return self._compare("!=", o)  # type: ignore[override]
@@ -259,23 +287,28 @@ class SOp(RASPExpr):
     __hash__ = RASPExpr.__hash__
 
     def __bool__(self) -> bool:
+        truth = getattr(self, "truth", None)
+        if truth is not None:
+            return truth
         raise TypeError("an s-op has no truth value while the program is built; use & | ~ for logic "
                         "and Python's if only on atoms")
 
 
 class Selector(RASPExpr):
-    """A selection matrix ``sel[query][key]``."""
+    """A selection matrix ``sel[query][key]``.  ``&``, ``|`` and ``~`` make one node each, as
+    ``and``, ``or`` and ``not`` do in a ``.rasp`` file; tracr's ``selector_and`` / ``selector_or`` /
+    ``selector_not`` functions also merge two selects into one, as tracr does."""
 
     is_selector = True
 
     def __and__(self, o: "Selector") -> "Selector":
-        return Selector(AndNode, (self, _selector(o)))
+        return SelectorAnd(self, o)
 
     def __or__(self, o: "Selector") -> "Selector":
-        return Selector(OrNode, (self, _selector(o)))
+        return SelectorOr(self, o)
 
     def __invert__(self) -> "Selector":
-        return Selector(NotNode, (self,))
+        return SelectorNot(self)
 
 
 def _selector(value: Any) -> Selector:
@@ -285,18 +318,18 @@ def _selector(value: Any) -> Selector:
 
 
 def _sop(value: Any, what: str) -> SOp:
-    """An s-op, or a fresh Constant s-op for an atom (as the elaborator does)."""
+    """An s-op, or a fresh constant s-op (``Full``) for an atom (as the elaborator does)."""
     if isinstance(value, SOp):
         return value
     if isinstance(value, Selector):
         raise TypeError(f"{what} must be an s-op, got a selector")
-    return SOp(Constant, (), value=_atom(value, what))
+    return Full(_atom(value, what))
 
 
 # --------------------------------------------------------------------------- primitives
 def _primitive(cls: type[Node], label: str, **fields: Any) -> SOp:
     sop = SOp(cls, (), **fields)
-    sop.label = label
+    sop.ident = label
     sop.where = (PYTHON_FILE, 0)
     return sop
 
@@ -311,9 +344,103 @@ length = _primitive(Length, "length")
 PRIMITIVES = (tokens, tokens_str, tokens_int, tokens_float, tokens_bool, indices, length)
 
 
-def Full(value: Any) -> SOp:  # noqa: N802 - tracr's name
-    """The s-op holding ``value`` at every position (tracr's ``Full``)."""
-    return SOp(Constant, (), value=_atom(value, "Full's value"))
+# --------------------------------------------------------------------------- tracr's classes
+# Each class builds one node, with tracr's constructor and fields (``Map(f, inner).inner``,
+# ``Select(keys, queries, predicate).keys`` ...), so tracr code that inspects expressions runs.
+class Full(SOp):
+    """The s-op holding ``fill`` at every position (a constant node)."""
+
+    def __init__(self, fill: Any) -> None:
+        super().__init__(Constant, (), value=_atom(fill, "Full's value"))
+
+    @property
+    def fill(self) -> Any:
+        return self.fields["value"]
+
+
+def _function(f: Any, arity: int, what: str) -> Expr:
+    """A map's function as an expression: trees are kept, Python callables become ``PyFn``."""
+    if isinstance(f, Expr):
+        return f
+    if not callable(f) or isinstance(f, RASPExpr):
+        raise TypeError(f"{what} takes the function first, then the s-op(s): got {type(f).__name__}")
+    return PyFn(f, getattr(f, "__name__", "fn"), arity)
+
+
+def _fusable(inner: SOp) -> bool:
+    """tracr merges a map of a map into one map; here only when the inner map carries nothing the
+    user gave it (a name, an encoding, annotations), so named nodes stay in the program."""
+    return (isinstance(inner, Map) and not inner.ident and inner.encoding is None
+            and not getattr(inner, "extra_annotations", None))
+
+
+class Map(SOp):
+    """``f`` applied at every position.  A Python callable is tabulated by the compiler.  With
+    ``simplify`` (tracr's default) a map of an unnamed, unannotated map becomes one map."""
+
+    def __init__(self, f: Callable[[Any], Any] | Expr, inner: SOp, simplify: bool = True) -> None:
+        fn = _function(f, 1, "Map(f, sop)")
+        inner = _sop(inner, "Map's input")
+        if simplify and _fusable(inner):
+            fn, inner = substitute(fn, {0: inner.fields["fn"]}), inner.inner
+        super().__init__(MapNode, (inner,), fn=fn)
+
+    @property
+    def inner(self) -> SOp:
+        return self.inputs[0]  # type: ignore[return-value]
+
+    @property
+    def f(self) -> Callable[[Any], Any]:
+        fn = self.fields["fn"]
+        return lambda x: evaluate(fn, (x,))
+
+
+class SequenceMap(SOp):
+    """``f(a[i], b[i], …)`` at every position (tracr's two s-ops, or more).  An s-op given twice
+    is one input of the node."""
+
+    def __init__(self, f: Callable[..., Any] | Expr, *sops: SOp) -> None:
+        if not sops:
+            raise TypeError("SequenceMap needs at least one s-op")
+        sops = tuple(_sop(s, "SequenceMap's input") for s in sops)
+        if len(sops) == 2 and sops[0] is sops[1]:
+            log.warning("Creating a SequenceMap with both inputs being the same SOp is discouraged. "
+                        "You should use a Map instead.")  # tracr's warning
+        self.function = _function(f, len(sops), "SequenceMap(f, a, b)")
+        self.fst, self.snd = sops[0], sops[-1]
+        distinct: list[SOp] = []
+        for s in sops:
+            if not any(s is d for d in distinct):
+                distinct.append(s)
+        order = [next(j for j, d in enumerate(distinct) if d is s) for s in sops]
+        fn = self.function
+        if order != list(range(len(sops))):
+            fn = substitute(fn, {i: Var(j) for i, j in enumerate(order)})
+        super().__init__(MapNode if len(distinct) == 1 else SequenceMapNode, tuple(distinct), fn=fn)
+
+    @property
+    def f(self) -> Callable[..., Any]:
+        fn = self.function
+        return lambda *xs: evaluate(fn, xs)
+
+
+class LinearSequenceMap(SequenceMap):
+    """tracr's ``fst_fac * fst + snd_fac * snd``, as an expression the compiler can read."""
+
+    def __init__(self, fst: SOp, snd: SOp, fst_fac: float, snd_fac: float) -> None:
+        if (fst_fac, snd_fac) == (1, 1):
+            fn: Expr = Binary("+", Var(0), Var(1))  # one operation, as the RASP text `a + b` elaborates
+        elif (fst_fac, snd_fac) == (1, -1):
+            fn = Binary("-", Var(0), Var(1))
+        else:
+            fn = Binary("+", Binary("*", Const(fst_fac), Var(0)), Binary("*", Const(snd_fac), Var(1)))
+        super().__init__(fn, fst, snd)
+        self.fst_fac, self.snd_fac = fst_fac, snd_fac
+
+
+class ConstantLengthError(UserError, ValueError):
+    """A constant s-op or selector evaluated on an input of another length (a ValueError, as in
+    tracr)."""
 
 
 def _length_checked(n_values: int) -> SOp:
@@ -321,147 +448,289 @@ def _length_checked(n_values: int) -> SOp:
     constant s-ops and selectors raise (compiled, the other lengths have no answer either)."""
     def position(i: Any, n: Any) -> Any:
         if n != n_values:
-            raise ValueError(f"the constant has length {n_values} but the input has length {n}")
+            raise ConstantLengthError(_length_message(n_values, n))
         return i
     return SequenceMap(position, indices, length)
 
 
-def ConstantSOp(value: Any, check_length: bool = True) -> SOp:  # noqa: N802 - tracr's name
+def _length_message(n_values: int, n: int) -> str:
+    return (f"Constant len {n_values} doesn't match input len {n}: the constant has length {n_values} "
+            f"but the input has length {n}")
+
+
+class ConstantSOp(SOp):
     """tracr's constant s-op: ``value[i]`` at position ``i`` (a sequence of atoms).  With
-    ``check_length`` an input of another length is an error; without it, a longer input is."""
-    values = [_atom(v, "ConstantSOp's values") for v in value]
-    if check_length:
-        return Map(lambda i: values[i], _length_checked(len(values)))
-    return Map(lambda i: values[i], indices)
+    ``check_length`` an input of another length is an error; without it, positions past the
+    constant hold 0 (tracr's evaluator gives the constant as it is)."""
+
+    def __init__(self, value: Any, check_length: bool = True) -> None:
+        self.value = [_atom(v, "ConstantSOp's values") for v in value]
+        self.check_length = check_length
+        values = self.value
+        position = _length_checked(len(values)) if check_length else indices
+        fn = PyFn(lambda i: values[i] if i < len(values) else 0, "constant", 1)
+        super().__init__(MapNode, (position,), fn=fn)
 
 
-def ConstantSelector(value: Any, check_length: bool = True) -> "Selector":  # noqa: N802 - tracr's name
-    """tracr's constant selector: ``value[q][k]`` selects key ``k`` for query ``q`` (a square
-    matrix of booleans), with the length check of ``ConstantSOp``."""
-    rows = [[bool(x) for x in row] for row in value]
-    if any(len(row) != len(rows) for row in rows):
-        raise ValueError("ConstantSelector's value must be a square matrix (one row per query)")
-    queries = _length_checked(len(rows)) if check_length else indices
-    return select(indices, queries, lambda k, q: rows[q][k])
+class Comparison(enum.Enum):
+    """tracr's predicates: ``sel[q][k] = key OP query`` (TRUE/FALSE select everything/nothing).
+    Called as tracr's are: ``Comparison.LT(key, query)``."""
+
+    EQ = "=="
+    NEQ = "!="
+    LT = "<"
+    LEQ = "<="
+    GT = ">"
+    GEQ = ">="
+    TRUE = "true"
+    FALSE = "false"
+
+    def __call__(self, key: Any, query: Any) -> bool:
+        return _predicate(self)(key, query)
 
 
-# --------------------------------------------------------------------------- operations
-def select(keys: Any, queries: Any, predicate: Comparison | str | Callable[[Any, Any], Any]) -> Selector:
+Predicate = Union[Comparison, str, Callable[[Any, Any], Any]]
+_OPS = ("==", "!=", "<", "<=", ">", ">=")
+_NEGATED = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">", "true": "false",
+            "false": "true"}
+
+
+def _op(predicate: Any) -> str | None:
+    """The comparison a predicate names (``Comparison.LT``, ``"<"``), or None for a function."""
+    if isinstance(predicate, Comparison):
+        return predicate.value
+    if isinstance(predicate, str):
+        if predicate not in _OPS and predicate not in ("true", "false"):
+            raise ValueError(f"unknown comparison {predicate!r}; use Comparison.EQ/LT/... or '==', '<', ...")
+        return predicate
+    if callable(predicate):
+        return None
+    raise TypeError(f"a predicate is a Comparison, a comparison string or a function, got {predicate!r}")
+
+
+def _predicate(predicate: Any) -> Callable[[Any, Any], bool]:
+    """A predicate as a Python function of (key, query)."""
+    from rasp_compiler.graph.semantics import apply_binary
+
+    op = _op(predicate)
+    if op is None:
+        return predicate
+    if op in ("true", "false"):
+        return lambda k, q: op == "true"
+    return lambda k, q: bool(apply_binary(op, k, q))
+
+
+def _select_node(keys: SOp, queries: SOp, predicate: Any) -> tuple[tuple[RASPExpr, ...], dict[str, Any]]:
+    """The inputs and fields of a select node."""
+    op = _op(predicate)
+    if op is None:
+        return (keys, queries), {"op": "fn", "fn": PyFn(predicate, getattr(predicate, "__name__", "fn"), 2)}
+    if op in ("true", "false"):
+        # Constant keys and queries: the predicate no longer depends on the s-ops (tracr's TRUE).
+        return (Full(0), Full(0)), {"op": "==" if op == "true" else "!="}
+    return (keys, queries), {"op": op}
+
+
+class Select(Selector):
     """``sel[q][k] = keys[k] predicate queries[q]``; ``predicate`` is a ``Comparison``, one of
     ``== != < <= > >=`` (``Comparison.TRUE`` / ``FALSE`` select all / no keys), or a Python
     function ``predicate(key, query)`` (tracr's lambda predicates; the compiler tabulates it over
-    the key and query value sets)."""
-    if callable(predicate) and not isinstance(predicate, (Comparison, str)):
-        fn = PyFn(predicate, getattr(predicate, "__name__", "fn"), 2)
-        return Selector(SelectNode, (_sop(keys, "select's keys"), _sop(queries, "select's queries")),
-                        op="fn", fn=fn)
-    op = predicate.value if isinstance(predicate, Comparison) else predicate
-    if op in ("true", "false"):
-        # Constant keys and queries: the predicate no longer depends on the s-ops (tracr's TRUE).
-        return Selector(SelectNode, (_sop(0, "keys"), _sop(0, "queries")), op="==" if op == "true" else "!=")
-    if op not in ("==", "!=", "<", "<=", ">", ">="):
-        raise ValueError(f"unknown comparison {predicate!r}; use Comparison.EQ/LT/... or '==', '<', ...")
-    return Selector(SelectNode, (_sop(keys, "select's keys"), _sop(queries, "select's queries")), op=op)
+    the key and query value sets).  ``.keys``, ``.queries`` and ``.predicate`` are as given."""
+
+    def __init__(self, keys: Any, queries: Any, predicate: Predicate) -> None:
+        self.keys, self.queries = _sop(keys, "select's keys"), _sop(queries, "select's queries")
+        self.predicate = predicate
+        inputs, fields = _select_node(self.keys, self.queries, predicate)
+        super().__init__(SelectNode, inputs, **fields)
 
 
-def aggregate(selector: Selector, sop: Any, default: Any = 0) -> SOp:
+class ConstantSelector(Selector):
+    """tracr's constant selector: ``value[q][k]`` selects key ``k`` for query ``q`` (a square
+    matrix of booleans), with the length check of ``ConstantSOp``; without it, keys and queries
+    past the matrix are not selected."""
+
+    def __init__(self, value: Any, check_length: bool = True) -> None:
+        rows = [[bool(x) for x in row] for row in value]
+        if any(len(row) != len(rows) for row in rows):
+            raise ValueError("ConstantSelector's value must be a square matrix (one row per query)")
+        self.value, self.check_length = rows, check_length
+        n = len(rows)
+        queries = _length_checked(n) if check_length else indices
+        inputs, fields = _select_node(indices, queries, lambda k, q: q < n and k < n and rows[q][k])
+        super().__init__(SelectNode, inputs, **fields)
+
+
+class SelectorWidth(SOp):
+    """How many keys each query selects."""
+
+    def __init__(self, selector: Selector) -> None:
+        super().__init__(WidthNode, (_selector(selector),))
+
+    @property
+    def selector(self) -> Selector:
+        return self.inputs[0]  # type: ignore[return-value]
+
+
+class Aggregate(SOp):
     """Per query: the selected value (one key), their mean (several; numbers), ``default`` (none).
     tracr's ``None`` default becomes RASP's 0, or ``False`` when ``sop`` is built as a boolean
     (a comparison, ``~``, ``&``/``|`` of booleans): then the result holds one type, as tracr's
     ``shift_by`` of a comparison does, and the compiler need not refuse an output that could be
-    either ``0`` or ``False`` (Python holds them equal)."""
-    sop = _sop(sop, "aggregate's s-op")
-    if default is None:
-        default = False if sop.boolean else 0
-    out = SOp(AggregateNode, (_selector(selector), sop), default=_atom(default, "aggregate's default"))
-    out.boolean = sop.boolean and isinstance(default, bool)
-    return out
+    either ``0`` or ``False`` (Python holds them equal).  ``.default`` is the default used."""
+
+    def __init__(self, selector: Selector, sop: Any, default: Any = None) -> None:
+        sop = _sop(sop, "aggregate's s-op")
+        if default is None:
+            default = False if sop.boolean else 0
+        default = _atom(default, "aggregate's default")
+        super().__init__(AggregateNode, (_selector(selector), sop), default=default)
+        self.boolean = sop.boolean and isinstance(default, bool)
+
+    selector = property(lambda self: self.inputs[0])
+    sop = property(lambda self: self.inputs[1])
+    default = property(lambda self: self.fields["default"])
+
+
+class SelectorAnd(Selector):
+    def __init__(self, fst: Selector, snd: Selector) -> None:
+        super().__init__(AndNode, (_selector(fst), _selector(snd)))
+
+    fst = property(lambda self: self.inputs[0])
+    snd = property(lambda self: self.inputs[1])
+
+
+class SelectorOr(Selector):
+    def __init__(self, fst: Selector, snd: Selector) -> None:
+        super().__init__(OrNode, (_selector(fst), _selector(snd)))
+
+    fst = property(lambda self: self.inputs[0])
+    snd = property(lambda self: self.inputs[1])
+
+
+class SelectorNot(Selector):
+    def __init__(self, inner: Selector) -> None:
+        super().__init__(NotNode, (_selector(inner),))
+
+    inner = property(lambda self: self.inputs[0])
+
+
+# --------------------------------------------------------------------------- tracr's functions
+def select(keys: Any, queries: Any, predicate: Predicate) -> Select:
+    """``Select`` under its RASP name."""
+    return Select(keys, queries, predicate)
+
+
+def aggregate(selector: Selector, sop: Any, default: Any = 0) -> SOp:
+    """``Aggregate`` with RASP's default 0 (``None`` gives tracr's default, see ``Aggregate``)."""
+    return Aggregate(selector, sop, default)
 
 
 def selector_width(selector: Selector) -> SOp:
     """How many keys each query selects."""
-    return SOp(WidthNode, (_selector(selector),))
+    return SelectorWidth(selector)
 
 
-def Map(fn: Callable[[Any], Any] | Expr, sop: SOp, simplify: bool = True) -> SOp:  # noqa: N802
-    """``fn`` applied at every position (a Python callable: tabulated by the compiler)."""
-    del simplify  # tracr's flag; maps are fused by the compiler anyway
-    if isinstance(fn, Expr):
-        return SOp(MapNode, (_sop(sop, "Map's input"),), fn=fn)
-    return SOp(MapNode, (_sop(sop, "Map's input"),), fn=PyFn(fn, getattr(fn, "__name__", "fn"), 1))
+def _merge(fst: Select, snd: Select, combine: Callable[[bool, bool], bool]) -> Select | None:
+    """tracr's simplification: two selects over the same keys and queries (a ``Full`` matches
+    anything, its fill baked into the predicate) are one select with a combined predicate."""
+    p, r = _predicate(fst.predicate), _predicate(snd.predicate)
+    keys = queries = None
+    if isinstance(fst.keys, Full):
+        keys, p = snd.keys, (lambda k, q, p=p, fill=fst.keys.fill: p(fill, q))
+    if isinstance(snd.keys, Full):
+        keys, r = fst.keys, (lambda k, q, r=r, fill=snd.keys.fill: r(fill, q))
+    if isinstance(fst.queries, Full):
+        queries, p = snd.queries, (lambda k, q, p=p, fill=fst.queries.fill: p(k, fill))
+    if isinstance(snd.queries, Full):
+        queries, r = fst.queries, (lambda k, q, r=r, fill=snd.queries.fill: r(k, fill))
+    if fst.keys is snd.keys:
+        keys = fst.keys
+    if fst.queries is snd.queries:
+        queries = fst.queries
+    if keys is None or queries is None:
+        return None
+    return Select(keys, queries, lambda k, q: combine(p(k, q), r(k, q)))
 
 
-def SequenceMap(fn: Callable[..., Any], *sops: SOp) -> SOp:  # noqa: N802
-    """``fn(a[i], b[i], …)`` at every position."""
-    if not sops:
-        raise TypeError("SequenceMap needs at least one s-op")
-    distinct: list[SOp] = []
-    for s in sops:
-        s = _sop(s, "SequenceMap's input")
-        if not any(s is d for d in distinct):
-            distinct.append(s)
-    order = [next(i for i, d in enumerate(distinct) if d is s) for s in sops]
-    inner = fn
-    call = inner if order == list(range(len(sops))) else (lambda *a: inner(*(a[j] for j in order)))
-    label = getattr(fn, "__name__", "fn")
-    cls = MapNode if len(distinct) == 1 else SequenceMapNode
-    return SOp(cls, tuple(distinct), fn=PyFn(call, label, len(distinct)))
+def selector_and(fst: Selector, snd: Selector, simplify: bool = True) -> Selector:
+    """tracr's ``selector_and``: one ``Select`` when both are selects that can merge."""
+    if simplify and isinstance(fst, Select) and isinstance(snd, Select):
+        merged = _merge(fst, snd, lambda a, b: a and b)
+        if merged is not None:
+            return merged
+    return SelectorAnd(fst, snd)
 
 
-def LinearSequenceMap(a: SOp, b: SOp, coeff_a: float, coeff_b: float) -> SOp:  # noqa: N802
-    """tracr's ``coeff_a * a + coeff_b * b``, as an expression the compiler can read."""
-    if (coeff_a, coeff_b) == (1, 1):
-        return a + b  # one operation, as the RASP text `a + b` elaborates
-    if (coeff_a, coeff_b) == (1, -1):
-        return a - b
-    fn = Binary("+", Binary("*", Const(coeff_a), Var(0)), Binary("*", Const(coeff_b), Var(1)))
-    return SOp(SequenceMapNode, (a, b), fn=fn)
+def selector_or(fst: Selector, snd: Selector, simplify: bool = True) -> Selector:
+    """tracr's ``selector_or``: one ``Select`` when both are selects that can merge."""
+    if simplify and isinstance(fst, Select) and isinstance(snd, Select):
+        merged = _merge(fst, snd, lambda a, b: a or b)
+        if merged is not None:
+            return merged
+    return SelectorOr(fst, snd)
 
 
+def selector_not(inner: Selector, simplify: bool = True) -> Selector:
+    """tracr's ``selector_not``: a ``Select`` with the opposite predicate when ``inner`` is one."""
+    if simplify and isinstance(inner, Select):
+        op = _op(inner.predicate)
+        if op is None:
+            p = inner.predicate
+            return Select(inner.keys, inner.queries, lambda k, q: not p(k, q))
+        return Select(inner.keys, inner.queries, _NEGATED[op])
+    return SelectorNot(inner)
+
+
+def sop_not(sop: SOp) -> SOp:
+    """tracr's ``sop_not``: ``~sop``."""
+    return ~sop
+
+
+# indicator and rasp_round are RASP's built-ins, not tracr's: one node per call, as in .rasp text
 def indicator(sop: SOp) -> SOp:
     """1 where ``sop`` is true, else 0 (numbers a numerical aggregate can average)."""
-    return _elementwise(lambda a: Unary("indicator", a), [sop])
+    return _elementwise(lambda a: Unary("indicator", a), [sop], simplify=False)
 
 
 def rasp_round(sop: SOp) -> SOp:
-    return _elementwise(lambda a: Unary("round", a), [sop])
+    return _elementwise(lambda a: Unary("round", a), [sop], simplify=False)
 
 
 def _annotate(sop: SOp, encoding: str) -> SOp:
     if not isinstance(sop, SOp):
         raise TypeError(f"{encoding}(…) annotates an s-op, got {type(sop).__name__}")
-    if any(sop is p for p in PRIMITIVES):
-        # The primitives are shared by every program: annotate a copy, merged by build_program.
-        copy = _primitive(sop.cls, sop.label or sop.cls.kind, **sop.fields)
-        copy.encoding = encoding
-        return copy
+    sop = sop.copy()
     sop.encoding = encoding
     return sop
 
 
 def numerical(sop: SOp) -> SOp:
-    """Mark ``sop`` as one residual dimension holding its value."""
+    """A copy of ``sop`` marked as one residual dimension holding its value (tracr's
+    ``numerical``: ``sop`` itself keeps its encoding)."""
     return _annotate(sop, "numerical")
 
 
 def categorical(sop: SOp) -> SOp:
-    """Mark ``sop`` as one-hot over its values."""
+    """A copy of ``sop`` marked as one-hot over its values (tracr's ``categorical``)."""
     return _annotate(sop, "categorical")
 
 
-Select, Aggregate, SelectorWidth = select, aggregate, selector_width
+def evaluate_expr(expr: RASPExpr, xs: Any) -> Any:
+    """The interpreter's output of ``expr`` on ``xs``.  A constant of another length than ``xs``
+    raises tracr's ``ValueError`` (``ConstantLengthError``) before evaluation."""
+    from rasp_compiler.interpreter import run as interpret
 
-
-def SelectorAnd(a: Selector, b: Selector) -> Selector:  # noqa: N802
-    return _selector(a) & b
-
-
-def SelectorOr(a: Selector, b: Selector) -> Selector:  # noqa: N802
-    return _selector(a) | b
-
-
-def SelectorNot(a: Selector) -> Selector:  # noqa: N802
-    return ~_selector(a)
+    seen: set[int] = set()
+    todo = [expr]
+    while todo:
+        e = todo.pop()
+        if e.uid in seen:
+            continue
+        seen.add(e.uid)
+        if isinstance(e, (ConstantSOp, ConstantSelector)) and e.check_length and len(e.value) != len(xs):
+            raise ConstantLengthError(_length_message(len(e.value), len(xs)))
+        todo.extend(e.inputs)
+    return interpret(build_program(expr), xs)
 
 
 # --------------------------------------------------------------------------- to a Program
@@ -507,11 +776,11 @@ def build_program(output: RASPExpr, source_file: str = PYTHON_FILE) -> Program:
     ids: dict[int, str] = {}
     taken: set[str] = set()
     for e in order:
-        if e.label:
-            name, k = e.label, 1
+        if e.ident:
+            name, k = e.ident, 1
             while name in taken:
                 k += 1
-                name = f"{e.label}_{k}"
+                name = f"{e.ident}_{k}"
             ids[e.uid] = name
             taken.add(name)
     counters: dict[str, int] = {}
@@ -536,7 +805,7 @@ def build_program(output: RASPExpr, source_file: str = PYTHON_FILE) -> Program:
         if isinstance(e, SOp):
             fields["encoding"] = e.encoding
         inputs = tuple(id_of(i) for i in e.inputs)
-        built.append((e, e.cls(id=id_of(e), inputs=inputs, name=e.label, **fields)))
+        built.append((e, e.cls(id=id_of(e), inputs=inputs, name=e.ident, **fields)))
     constants = {n.id: n.value for _, n in built if isinstance(n, Constant)}
     for e, node in built:
         # The position is the Python line that built the node; its text is the RASP operation,
@@ -546,7 +815,7 @@ def build_program(output: RASPExpr, source_file: str = PYTHON_FILE) -> Program:
             continue
         file, line = e.where
         add_node(graph, _with_pos(node, SourcePos(file, line, 1, node_text(node, {}, constants))))
-    names = {e.label: id_of(e) for e in order if e.label}
+    names = {e.ident: id_of(e) for e in order if e.ident}
     return Program(graph, id_of(output), names, source_file)
 
 

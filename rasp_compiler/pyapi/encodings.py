@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from rasp_compiler.pyapi.builder import RASPExpr, SOp, categorical, numerical
+from rasp_compiler.pyapi.builder import PRIMITIVES, RASPExpr, SOp
 
 
 class Encoding(enum.Enum):
@@ -20,9 +20,10 @@ class Encoding(enum.Enum):
 
 
 def annotate(expr: RASPExpr, **annotations: Any) -> RASPExpr:
-    """Set ``name``, ``encoding`` (an ``Encoding`` or its value) and any other annotations; returns
-    the expression (a copy for the shared primitives ``tokens``, ``indices``, ``length`` given an
-    encoding, as ``numerical`` does)."""
+    """Set ``name``, ``encoding`` (an ``Encoding`` or its value) and any other annotations on
+    ``expr`` itself and return it (tracr returns an annotated copy; ``numerical`` and
+    ``categorical`` do here too).  The shared primitives ``tokens``, ``indices``, ``length`` are
+    never changed: a name or encoding for one goes on a copy."""
     if not isinstance(expr, RASPExpr):
         raise TypeError(f"annotate takes a RASP expression, got {type(expr).__name__}")
     encoding = annotations.pop("encoding", None)
@@ -31,7 +32,10 @@ def annotate(expr: RASPExpr, **annotations: Any) -> RASPExpr:
         if not isinstance(expr, SOp):
             raise TypeError("only s-ops have an encoding; this is a selector")
         encoding = Encoding(encoding.value if isinstance(encoding, Encoding) else encoding)
-        expr = numerical(expr) if encoding is Encoding.NUMERICAL else categorical(expr)
+        # in place, as `named` is; the shared primitives are never changed (as in `numerical`)
+        if any(expr is p for p in PRIMITIVES):
+            expr = expr.copy()
+        expr.encoding = encoding.value  # type: ignore[attr-defined]
     if name is not None:
         expr = expr.named(name)
     if annotations:

@@ -12,8 +12,8 @@ value sets: pass ``vocab`` and ``max_len`` (the compiler's value-set analysis su
 one-input function stays one map node.  A several-input function becomes a chain of lookups
 selected by the first input (``{…}[y] if x == 1 else {…}[y]``), which computes the same values
 with a few more map nodes.  Maps whose function nests several operators (which the elaborator
-never builds; the Python API does only for ``LinearSequenceMap``) are written as nested
-expressions and likewise elaborate to a few more nodes.
+never builds; the Python API does for ``LinearSequenceMap`` and when it merges a map of a map, as
+tracr does) are written as nested expressions and likewise elaborate to a few more nodes.
 """
 
 from __future__ import annotations
