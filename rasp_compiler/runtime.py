@@ -19,7 +19,9 @@ refuses NaN or infinite outputs.
 
 The network: position 0 holds a BOS token; token embedding + position embedding; per layer a
 multi-head softmax attention (scores divided by sqrt(d_head), padded keys masked, optionally
-causal) then a ReLU MLP, both added to the residual stream; a linear unembedding to logits.
+causal) then a ReLU MLP, both added to the residual stream; a linear unembedding to logits.  On a
+CPU, a sublayer whose weights are large and touch few residual dimensions runs on those dimensions
+alone (the same sums without their zero terms).
 
 Real-valued models (``rasp compile --input-range``): ``config["input"] = {"kind": "numerical",
 "range": [lo, hi]}``; every token is the number token (id 0) and its value is added times
