@@ -8,7 +8,7 @@
     model.save("out/"); load("out/")
     print(model.summary()); model.plan
 
-Stages (one module each): ``analysis`` (value sets, encodings, joint domains) → ``lowering``
+Stages (one module or package each): ``analysis`` (value sets, encodings, joint domains) → ``lowering``
 (residual features, heads, MLP ops, map fusion) → ``schedule`` (layers) → ``blocks`` (weights of
 each head / MLP) → ``assemble`` (tensors + config).  The model itself is
 ``rasp_compiler.runtime.RaspModel``, the same class users load with torch alone.

@@ -1,0 +1,179 @@
+"""The ``Analysis`` class: its state, the pass over the program's nodes, and error messages.
+
+Each node kind is analysed by a part of its own, mixed in here: maps (``maps``, ``affine``),
+attention outputs (``aggregates``), and what they read (``domains``, ``selector_formulas``,
+``selector_facts``); ``bool_number`` then checks the finished value sets for 0 / False clashes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+
+from rasp_compiler.compiler import selectors as sl
+from rasp_compiler.compiler.analysis.affine import PositionalAffine
+from rasp_compiler.compiler.analysis.aggregates import AttentionOutputs
+from rasp_compiler.compiler.analysis.bool_number import BoolNumberChecks
+from rasp_compiler.compiler.analysis.domains import Domains
+from rasp_compiler.compiler.analysis.maps import MapTables
+from rasp_compiler.compiler.analysis.selector_facts import SelectorFacts
+from rasp_compiler.compiler.analysis.selector_formulas import SelectorFormulas
+from rasp_compiler.compiler.analysis.sinfo import SInfo, _preview, convert_token
+from rasp_compiler.compiler.values import sorted_values
+from rasp_compiler.errors import CompileError
+from rasp_compiler.graph.nodes import (
+    Aggregate,
+    Constant,
+    Indices,
+    Length,
+    Map,
+    Node,
+    Program,
+    SelectorWidth,
+    SequenceMap,
+    SourcePos,
+    Tokens,
+)
+
+
+class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorFacts, AttentionOutputs,
+               BoolNumberChecks):
+    """Value sets, encodings and joint domains of every s-op of ``program``."""
+
+    def __init__(self, program: Program, vocab: list[Any], max_len: int, *,
+                 fixed_length: int | None = None, causal: bool = False, dtype: str = "float32",
+                 whole_program: bool = False) -> None:
+        """Analyses the s-ops the output depends on (a file may define several programs: the
+        others are not compiled, so their value sets, size limits and notes do not matter), or
+        every s-op with ``whole_program``."""
+        self.program = program
+        self.dtype = dtype
+        self.graph = program.graph
+        self.vocab = list(vocab)
+        self.max_len = max_len
+        self.fixed_length = fixed_length
+        self.causal = causal
+        self.info: dict[str, SInfo] = {}
+        if fixed_length is not None:
+            self.lengths = [fixed_length]
+        else:
+            self.lengths = list(range(1, max_len + 1))
+        self.ctx_all = [(i, n) for n in self.lengths for i in range(n)]
+        self._sum_cache: dict = {}
+        self._ctx_cache: dict[str, dict] = {}
+        self._ctx_memo: dict[str, dict] = {}  # ctx_values by the identity of each base's choices
+        self._formulas: dict[str, sl.Formula] = {}
+        # s-op -> ({(index, length): values there}, keyed by index?, keyed by length?) (``_values_at``)
+        self._at_cache: dict[str, tuple[dict | None, bool, bool]] = {}
+        self._uniform_cache: dict[str, bool] = {}
+        self._lex_cache: dict[str, tuple[str, str, bool, bool] | None] = {}
+        self._width_cache: dict[str, dict[tuple[int, int], int] | None] = {}
+        self.partial: set[str] = set()  # maps whose function raised on some value (``undefined``)
+        self.failures: dict[str, tuple[tuple, Exception]] = {}  # each one's first failure
+        self.non_atoms: dict[str, tuple[tuple, Any]] = {}  # maps that gave a list, None, …
+        # A map's results equal to 0 or 1 (or tuples), by value, and the first pair of them that
+        # are equal but of different types (False and 0): value sets collapse such pairs.
+        self._zero_one: dict[str, dict[Any, Any]] = {}
+        self._own_clash: dict[str, tuple[Any, Any]] = {}
+        # s-op -> the s-op where its clash arises: it may hold a boolean at one position and an
+        # equal number at another (``_propagate_bool_number``, docs/known-bugs.md #13)
+        self.marked: dict[str, str] = {}
+        self._length_like: dict[str, bool] = {}  # cache of ``length_like``
+        wanted = None
+        if not whole_program and program.output in self.graph:
+            wanted = nx.ancestors(self.graph, program.output) | {program.output}
+        for node in program.nodes():
+            if not node.is_selector and (wanted is None or node.id in wanted):
+                self.info[node.id] = self._analyse(node)
+        self._propagate_bool_number()
+        if program.output in self.info:
+            self._check_bool_number_output(program.output)
+
+    def node(self, node_id: str) -> Node:
+        return self.graph.nodes[node_id]["node"]
+
+    def error(self, node_id: str | None, message: str, hint: str | None = None,
+              pos: SourcePos | None = None) -> CompileError:
+        if pos is None and node_id is not None and node_id in self.graph:
+            pos = self.node(node_id).pos
+            # a built-in (length, tokens) has no position: point at the first node that reads it
+            todo, seen = [node_id], {node_id}
+            while pos is None and todo:
+                cur = todo.pop(0)
+                for nxt in sorted(self.graph.successors(cur)):
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        todo.append(nxt)
+                        if pos is None and self.node(nxt).pos is not None:
+                            pos = self.node(nxt).pos
+        if pos is None and node_id in self.info:
+            pos = self.info[node_id].pos
+        source = None
+        if pos is not None:
+            source = getattr(self.program, "sources", {}).get(pos.file)
+            return CompileError(message, pos.file, pos.line, pos.col, source=source, hint=hint,
+                                width=max(1, len(pos.text.splitlines()[0]) if pos.text else 1))
+        return CompileError(message, self.program.source_file, hint=hint)
+
+    def describe(self, node_id: str) -> str:
+        self.info.get(node_id)
+        node = self.node(node_id) if node_id in self.graph else None
+        text = node.pos.text if node is not None and node.pos is not None and node.pos.text else ""
+        return f"'{node_id}'" + (f" ({text})" if text and text != node_id else "")
+
+    def _base(self, node: Node, kind: str, values: list[Any], encoding: str, *,
+              cond: dict | None = None) -> SInfo:
+        values = sorted_values(values)
+        return SInfo(node.id, node.kind, encoding, values, (node.id,), {(v,): v for v in values},
+                     base_kind=kind, cond=cond, pos=node.pos, inputs=node.inputs)
+
+    def _const(self, node_id: str, kind: str, value: Any, pos: SourcePos | None, encoding: str) -> SInfo:
+        return SInfo(node_id, kind, encoding, [value], (), {(): value}, base_kind="const", pos=pos)
+
+    def _analyse(self, node: Node) -> SInfo:
+        enc = getattr(node, "encoding", None)
+        if isinstance(node, Tokens):
+            values = [convert_token(v, node.type) for v in self.vocab]
+            info = self._base(node, "token", values, enc or "categorical")
+        elif isinstance(node, Indices):
+            info = self._base(node, "index", list(range(max(self.lengths))), enc or "categorical")
+        elif isinstance(node, Length):
+            if self.fixed_length is not None:
+                info = self._const(node.id, node.kind, self.fixed_length, node.pos, enc or "categorical")
+            else:
+                if self.causal:
+                    raise self.error(node.id, "length needs the whole input, which a causal model "
+                                     "cannot see", hint="compile without --causal")
+                info = self._base(node, "length", list(self.lengths), enc or "categorical")
+        elif isinstance(node, Constant):
+            info = self._const(node.id, node.kind, node.value, node.pos, enc or "categorical")
+        elif isinstance(node, (Map, SequenceMap)):
+            info = self._analyse_map(node, enc)
+        elif isinstance(node, Aggregate):
+            info = self._aggregate(node)
+        elif isinstance(node, SelectorWidth):
+            info = self._selector_width(node)
+        elif node.kind == "softmax_aggregate":
+            raise self.error(node.id, f"{self.describe(node.id)} is a soft attention over real-valued "
+                             "scores: it compiles only in a real-valued program",
+                             hint="read the input as tokens_float and compile with --input-range LO HI")
+        else:
+            raise self.error(node.id, f"the compiler does not know the node kind {node.kind!r}")
+        if info.encoding == "numerical" and not info.numeric and info.kind not in ("aggregate",) \
+                and not all(isinstance(v, bool) for v in info.values):  # booleans are held as 0/1
+            raise self.error(node.id, f"{self.describe(node.id)} is marked numerical but holds "
+                             f"non-numbers ({_preview(info.values)})",
+                             hint="remove numerical(...) or make the values numbers (indicator(...))")
+        return info
+
+    def undefined(self) -> dict[int, tuple[str, int]]:
+        """Input length -> (an s-op, a position) where that s-op has no value for any input of that
+        length (``6 / indices`` at 0).  The interpreter evaluates every s-op at every position, so
+        it raises on every input of those lengths."""
+        out: dict[int, tuple[str, int]] = {}
+        for sid in sorted(self.partial):
+            for i, n in self.ctx_all:
+                if n not in out and not self.ctx_values(sid, (i, n)):
+                    out[n] = (sid, i)
+        return dict(sorted(out.items()))

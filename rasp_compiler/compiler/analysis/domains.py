@@ -1,0 +1,186 @@
+"""Joint domains: which value assignments of a set of bases can occur at one position.
+
+Index and length are tied (index < length) and conditional bases have values per (index, length),
+so the assignments are enumerated per position *context*; contexts whose bases offer the same
+choices are enumerated once.  ``joint`` reads the tuples of values of any s-ops off these
+assignments through their tables, and ``ctx_values`` the values of one s-op in one context.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+
+from rasp_compiler.compiler.analysis import limits
+from rasp_compiler.compiler.values import sorted_values
+
+
+class Domains:
+    """Part of ``Analysis`` (``core``): enumeration of the assignments of bases per context."""
+
+    def _ctx_list(self, kinds: set[str], bases: tuple[str, ...] = ()) -> list[tuple[int | None, int | None]]:
+        if "cond" in kinds and "length" not in kinds and all(
+                self.info[b].cond_by_index for b in bases if self.info[b].base_kind == "cond"):
+            # conditional bases that depend on the index only (prefix means): one length per index
+            top = max(self.lengths)
+            return [(i, top) for i in range(top)]
+        if "cond" in kinds or ("index" in kinds and "length" in kinds):
+            return list(self.ctx_all)
+        if "index" in kinds:
+            return [(i, None) for i in range(max(self.lengths))]
+        if "length" in kinds:
+            return [(None, n) for n in self.lengths]
+        return [(None, None)]
+
+    def _choices(self, bases: tuple[str, ...], ctx: tuple) -> list[list[Any]]:
+        out = []
+        for b in bases:
+            info = self.info[b]
+            if info.base_kind == "index":
+                out.append([ctx[0]])
+            elif info.base_kind == "length":
+                out.append([ctx[1]])
+            elif info.base_kind == "cond":
+                out.append(info.cond[ctx])  # type: ignore[index]
+            else:
+                out.append(info.values)
+        return out
+
+    def domain_size(self, bases: tuple[str, ...]) -> int:
+        kinds = {self.info[b].base_kind for b in bases}
+        total = 0
+        for ctx in self._ctx_list(kinds, bases):  # type: ignore[arg-type]
+            total += int(np.prod([len(c) for c in self._choices(bases, ctx)], dtype=np.float64))
+            if total > 10 * limits.DOMAIN_CAP:
+                break
+        return total
+
+    def domain(self, bases: tuple[str, ...]) -> list[tuple]:
+        """Every assignment of values to ``bases`` that can occur at one position."""
+        kinds = {self.info[b].base_kind for b in bases}
+        out: dict[tuple, None] = {}
+        for ctx in self._ctx_list(kinds, bases):  # type: ignore[arg-type]
+            for combo in itertools.product(*self._choices(bases, ctx)):
+                out[combo] = None
+        return list(out)
+
+    def value_of(self, sid: str, bases: tuple[str, ...], assignment: tuple) -> Any:
+        info = self.info[sid]
+        key = tuple(assignment[bases.index(b)] for b in info.bases)
+        return info.table[key]
+
+    def joint(self, sids: list[str], extra: str | None = None) -> list[tuple]:
+        """Distinct tuples of values of ``sids`` (then ``extra``) that can occur at one position."""
+        allsids = list(sids) + ([extra] if extra else [])
+        bases = tuple(sorted({b for s in allsids for b in self.info[s].bases}))
+        pairs = [(_key_getter([bases.index(b) for b in self.info[s].bases], len(bases)),
+                  self.info[s].table) for s in allsids]
+        out: dict[tuple, None] = {}
+        # every assignment of every context, as ``domain`` lists them (an assignment seen in an
+        # earlier context gives a row already there, so the rows' order is the same; a context
+        # whose choices repeat an earlier one's is skipped whole)
+        for _ctx, choices, first in self._contexts(bases):
+            if first is None:
+                out.update(dict.fromkeys(row for _, row in _lookup(pairs, itertools.product(*choices))))
+        return list(out)
+
+    def _contexts(self, bases: tuple[str, ...]) -> Iterator[tuple[tuple, list[list[Any]], tuple | None]]:
+        """(context, each base's choices, the earlier context with the same choices or None), in
+        ``domain``'s order.  Choices are the same when each base's list is the same
+        object (or the same index / length): then so are the context's assignments."""
+        kinds = {self.info[b].base_kind for b in bases}
+        by_value = [self.info[b].base_kind in ("index", "length") for b in bases]
+        seen: dict[tuple, tuple] = {}
+        for ctx in self._ctx_list(kinds, bases):  # type: ignore[arg-type]
+            choices = self._choices(bases, ctx)
+            # the lists are held by the bases' SInfo (values / cond), so their ids stay unique
+            key = tuple(c[0] if v else id(c) for v, c in zip(by_value, choices, strict=True))
+            first = seen.setdefault(key, ctx)
+            yield ctx, choices, (None if first is ctx else first)
+
+    def ctx_values(self, sid: str, ctx: tuple[int, int]) -> list[Any]:
+        """The values ``sid`` can hold at index ctx[0] of an input of length ctx[1]."""
+        info = self.info[sid]
+        kind = info.base_kind
+        if kind == "index":
+            return [ctx[0]]
+        if kind == "length":
+            return [ctx[1]]
+        if kind == "cond":
+            return info.cond[ctx]  # type: ignore[index]
+        if kind is not None:
+            return info.values
+        cache = self._ctx_cache.setdefault(sid, {})
+        if not cache:
+            bkinds = {self.info[b].base_kind for b in info.bases}
+            for c in self.ctx_all:
+                cache[c] = None  # filled lazily below
+            if not bkinds & {"index", "length", "cond"}:
+                for c in self.ctx_all:
+                    cache[c] = info.values
+        if cache.get(ctx) is None:
+            choices = self._choices(info.bases, ctx)
+            # contexts with the same choices per base (e.g. a prefix mean's values depend on the
+            # index only) have the same values: enumerate each distinct set of choices once
+            key = tuple(c[0] if self.info[b].base_kind in ("index", "length") else id(c)
+                        for b, c in zip(info.bases, choices, strict=True))
+            memo = self._ctx_memo.setdefault(sid, {})
+            if key not in memo:
+                vals = set()
+                for combo in itertools.product(*choices):
+                    if combo in info.table:
+                        vals.add(info.table[combo])
+                memo[key] = (choices, sorted_values(vals))  # holding choices keeps their ids unique
+            cache[ctx] = memo[key][1]
+        return cache[ctx]
+
+
+_MISSING = object()
+
+
+def _lookup(pairs: list[tuple[Callable[[tuple], tuple], dict]], assignments: Iterable[tuple]
+            ) -> Iterator[tuple[tuple, tuple]]:
+    """(assignment, the value of each (key getter, table) pair) for every assignment that every
+    table holds.  One and two tables (most maps and joints) are unrolled: this runs once per
+    joint assignment, tens of thousands of times per map."""
+    missing = _MISSING
+    if len(pairs) == 1:
+        (g0, t0), = pairs
+        for a in assignments:
+            v0 = t0.get(g0(a), missing)
+            if v0 is not missing:
+                yield a, (v0,)
+    elif len(pairs) == 2:
+        (g0, t0), (g1, t1) = pairs
+        for a in assignments:
+            v0 = t0.get(g0(a), missing)
+            if v0 is missing:
+                continue
+            v1 = t1.get(g1(a), missing)
+            if v1 is not missing:
+                yield a, (v0, v1)
+    else:
+        for a in assignments:
+            row = []
+            for get, table in pairs:
+                v = table.get(get(a), missing)
+                if v is missing:
+                    break
+                row.append(v)
+            else:
+                yield a, tuple(row)
+
+
+def _key_getter(proj: list[int], width: int) -> Callable[[tuple], tuple]:
+    """``lambda a: tuple(a[j] for j in proj)``, without a generator per call."""
+    if proj == list(range(width)):
+        return lambda a: a
+    if not proj:
+        return lambda a: ()
+    if len(proj) == 1:
+        j = proj[0]
+        return lambda a: (a[j],)
+    return operator.itemgetter(*proj)

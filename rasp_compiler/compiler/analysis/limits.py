@@ -1,0 +1,17 @@
+"""Size limits of the analysis: past each, a cheaper and coarser path is taken.
+
+The code reads them as ``limits.NAME`` at call time, so that a test can lower one (on this module,
+or on the package: ``analysis.DOMAIN_CAP = 20`` is passed on here) to reach the past-the-limit
+path on a small input.
+"""
+
+from __future__ import annotations
+
+# The largest joint domain enumerated for one s-op; beyond it the s-op becomes a base of its own.
+DOMAIN_CAP = 120_000
+# A numerical map over more joint assignments than this keeps only its per-position value sets
+# (a categorical one from DOMAIN_CAP on, see ``map_info``).
+REBASE_SIZE = 40_000
+# The most evaluations of one map on the twins (0 <-> False, 1 <-> True) of its inputs' values
+# (``_propagate_bool_number``); past it the map is taken to pass the clash on.
+TWIN_CAP = 20_000

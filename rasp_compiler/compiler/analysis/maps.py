@@ -1,0 +1,242 @@
+"""Maps: a positionwise function's table over the joint domain of its inputs' bases.
+
+A map is tabulated (``map_info``) while its joint domain stays under the limits; past them it keeps
+its values per position context (its inputs share no bases, or it is a numerical combination of
+attention outputs), or becomes a base of its own, tabulated on its inputs' value sets.  The
+special forms that need no table at all live in ``affine`` (integer ``a·index + b·length + c``)
+and here (``_linear_map``: a numerical ``w·x + c`` of attention outputs).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable
+
+import numpy as np
+
+from rasp_compiler.compiler.analysis import limits
+from rasp_compiler.compiler.analysis.bool_number import _tag
+from rasp_compiler.compiler.analysis.domains import _key_getter, _lookup
+from rasp_compiler.compiler.analysis.sinfo import SInfo
+from rasp_compiler.compiler.forms import linear_form
+from rasp_compiler.compiler.values import sorted_values
+from rasp_compiler.graph.expr import evaluate as eval_expr
+from rasp_compiler.graph.nodes import Map, Node, SequenceMap, SourcePos
+
+
+def _is_value(v: Any) -> bool:
+    """An atom, tracr's None, or a tuple of such (tracr's n-ary sequence maps pass tuples on)."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return True
+    return isinstance(v, tuple) and all(_is_value(x) for x in v)
+
+
+class _NotAnAtom(Exception):
+    """A map gave a value that is not an atom (recorded in ``Analysis.non_atoms``)."""
+
+
+class MapTables:
+    """Part of ``Analysis`` (``core``): the ``SInfo`` of maps and sequence maps."""
+
+    def _analyse_map(self, node: Map | SequenceMap, enc: str | None) -> SInfo:
+        """The ``SInfo`` of a map (the map case of ``Analysis._analyse``): an integer
+        ``a·index + b·length + c`` is kept as such, a numerical ``w·x + c`` of attention outputs
+        by its sums, any other map tabulated over its bases (``map_info``).  Its function is
+        called through a wrapper that records where it raises, which results are not atoms,
+        and which results bring both 0 and False."""
+        fn = node.fn
+
+        def call(*args: Any, _fn=fn, _id=node.id) -> Any:
+            try:
+                value = eval_expr(_fn, args)
+            except Exception as err:
+                self.partial.add(_id)
+                self.failures.setdefault(_id, (args, err))
+                raise
+            if isinstance(value, np.generic):  # a NumPy scalar from a Python function: its number
+                value = value.item()
+            if not _is_value(value):
+                self.non_atoms.setdefault(_id, (args, value))
+                raise _NotAnAtom
+            if isinstance(value, tuple) or (isinstance(value, (int, float)) and value in (0, 1)):
+                # the table keeps each result, but value sets (and so the model) keep one of
+                # False/0: note a map whose own results bring both
+                first = self._zero_one.setdefault(_id, {}).setdefault(value, value)
+                if _tag(first) != _tag(value):
+                    self._own_clash.setdefault(_id, (first, value))
+            return value
+        info = None
+        if enc == "numerical":
+            info = self._linear_map(node, call)
+        posaff = self._positional_affine(node, call) if info is None else None
+        if posaff is not None and posaff[0] and posaff[1] and len(self.ctx_all) > limits.DOMAIN_CAP:
+            info = self._affine_base(node, call, enc or "categorical", posaff)
+        if info is None:
+            info = self.map_info(node.id, node.kind, node.inputs, call, enc or "categorical", node.pos)
+        if posaff is not None:
+            info.posaff = posaff
+        if node.id in self.non_atoms:
+            args, value = self.non_atoms[node.id]
+            shown = repr(args[0]) if len(args) == 1 else "(" + ", ".join(map(repr, args)) + ")"
+            raise self.error(node.id, f"{self.describe(node.id)} gives {value!r} for {shown}: the "
+                             "value of an s-op at a position is a string, a number or a boolean "
+                             "(or a tuple of them)",
+                             hint="return an atom (a tuple or list can be joined into a string)")
+        return info
+
+    def _independent_map(self, sid: str, kind: str, inputs: tuple[str, ...], fn: Callable[..., Any],
+                         encoding: str, pos: SourcePos | None) -> SInfo | None:
+        """A map whose inputs share no bases: its values per position context are f over the
+        product of its inputs' values there (no enumeration of their bases' joint domain)."""
+        seen: set[str] = set()
+        for i in inputs:
+            bs = set(self.info[i].bases)
+            if bs & seen:
+                return None
+            seen |= bs
+        cond: dict[tuple[int, int], list[Any]] = {}
+        memo: dict[tuple, Any] = {}
+        failed = object()
+        cache: dict[tuple, list[Any]] = {}
+        for ctx in self.ctx_all:
+            sets = tuple(tuple(self.ctx_values(i, ctx)) for i in inputs)
+            if sets not in cache:
+                vals = []
+                for args in itertools.product(*sets):
+                    mkey = args + tuple(type(a) for a in args)
+                    v = memo.get(mkey, failed)
+                    if v is failed and mkey not in memo:
+                        try:
+                            v = fn(*args)
+                        except Exception:
+                            v = failed
+                        memo[mkey] = v
+                    if v is not failed:
+                        vals.append(v)
+                cache[sets] = sorted_values(vals)
+            cond[ctx] = cache[sets]
+        values = sorted_values(v for vs in cache.values() for v in vs)
+        return SInfo(sid, kind, encoding, values, (sid,), {(v,): v for v in values}, base_kind="cond",
+                     cond=cond, pos=pos, inputs=inputs, fn=fn, notes=["opaque", "independent"])
+
+    def map_info(self, sid: str, kind: str, inputs: tuple[str, ...], fn: Callable[..., Any],
+                 encoding: str, pos: SourcePos | None) -> SInfo:
+        """Tabulate a positionwise function of ``inputs`` over the joint domain of their bases."""
+        for i in inputs:
+            self.require_values(i, sid)
+        bases = tuple(sorted({b for i in inputs for b in self.info[i].bases}))
+        size = self.domain_size(bases)
+        # An opaque (per-position value sets only) map cannot be fused into the maps that read it:
+        # each such map costs a layer of its own.  So a categorical map is tabulated up to
+        # DOMAIN_CAP (dyck2's `bad` at max_len 64 has 42,880 assignments: tabulated, it fuses into
+        # indicator(bad) and the program keeps 5 layers instead of 7); only a numerical map is
+        # rebased from REBASE_SIZE on.
+        if size > (limits.REBASE_SIZE if encoding == "numerical" else limits.DOMAIN_CAP):
+            got = self._independent_map(sid, kind, inputs, fn, encoding, pos)
+            if got is not None:
+                return got
+        if size <= limits.DOMAIN_CAP:
+            pairs = [(_key_getter([bases.index(b) for b in self.info[i].bases], len(bases)),
+                      self.info[i].table) for i in inputs]
+            table: dict[tuple, Any] = {}
+            memo: dict[tuple, Any] = {}
+            failed = object()
+            rebase = (encoding == "numerical" and size > limits.REBASE_SIZE
+                      and sum(self.info[b].base_kind not in ("index", "length") for b in bases) >= 2)
+            per_ctx: dict[tuple, set] = {}
+            for ctx, choices, first in self._contexts(bases):
+                if first is not None:  # an earlier context's assignments: its table rows and values
+                    if rebase:
+                        per_ctx[ctx] = per_ctx[first]
+                    continue
+                seen = per_ctx.setdefault(ctx, set()) if rebase else None
+                for a, args in _lookup(pairs, itertools.product(*choices)):
+                    mkey = (*args, *map(type, args))
+                    value = memo.get(mkey, failed)
+                    if value is failed and mkey not in memo:
+                        try:
+                            value = fn(*args)
+                        except Exception:  # the interpreter raises here, if this occurs
+                            value = failed
+                        memo[mkey] = value
+                    if value is failed:
+                        continue
+                    table[a] = value
+                    if seen is not None:
+                        seen.add(value)
+            values = sorted_values(table.values())
+            if rebase and all(self.info[b].base_kind in ("index", "length", "cond") for b in bases):
+                # A numerical combination of several attention outputs (e.g. opens - closes): keep
+                # only its values per position context, so later maps enumerate its values, not
+                # the product of its inputs'.  Maps reading it then read it from the residual.
+                cond: dict[tuple[int, int], list[Any]] = {}
+                for (i, n), vals in per_ctx.items():
+                    ordered = sorted_values(vals)
+                    if i is None:
+                        continue
+                    if n == max(self.lengths) and self._ctx_list({"cond"}, ()) != self.ctx_all:
+                        pass
+                    cond[(i, n)] = ordered
+                if any(n is None for (_, n) in per_ctx):
+                    cond = {}
+                by_index = (all(ctx[1] == max(self.lengths) for ctx in per_ctx)
+                            and len(per_ctx) < len(self.ctx_all))
+                if by_index:
+                    cond = {(i, n): cond[(i, max(self.lengths))] for (i, n) in self.ctx_all}
+                if cond and len(cond) == len(self.ctx_all):
+                    return SInfo(sid, kind, encoding, values, (sid,), {(v,): v for v in values},
+                                 base_kind="cond", cond=cond, pos=pos, inputs=inputs, fn=fn,
+                                 notes=["opaque"])
+            return SInfo(sid, kind, encoding, values, bases, table, pos=pos, inputs=inputs, fn=fn)
+        # Too many joint assignments: the map becomes a base, tabulated on its inputs' value sets.
+        combos = 1
+        for i in inputs:
+            combos *= max(1, len(self.info[i].values))
+        if combos > limits.DOMAIN_CAP:
+            raise self.error(sid, f"{self.describe(sid)} combines inputs with {combos} value "
+                             "combinations, too many to tabulate",
+                             hint="give its inputs smaller value sets (fewer tokens, a smaller "
+                                  "--max-len), or split the expression")
+        vals = []
+        for args in itertools.product(*(self.info[i].values for i in inputs)):
+            try:
+                vals.append(fn(*args))
+            except Exception:
+                continue
+        values = sorted_values(vals)
+        return SInfo(sid, kind, encoding, values, (sid,), {(v,): v for v in values}, base_kind="free",
+                     pos=pos, inputs=inputs, fn=fn, notes=["opaque"])
+
+    def _linear_map(self, node: Node, call: Callable[..., Any]) -> SInfo | None:
+        """A numerical w·x + c over attention outputs that only read positions (e.g. opens -
+        closes of two prefix means): its values per position context, from sums of value sets,
+        without enumerating the joint assignments one by one."""
+        form = linear_form(node.fn, len(node.inputs))  # type: ignore[attr-defined]
+        if form is None or len(set(node.inputs)) != len(node.inputs):
+            return None
+        infos = [self.info[i] for i in node.inputs]
+        if not all(i.base_kind in ("cond", "const") and i.numeric for i in infos):
+            return None
+        if sum(i.base_kind == "cond" for i in infos) < 2:
+            return None
+        w, c = form
+        cond: dict[tuple[int, int], list[Any]] = {}
+        cache: dict[tuple, list[Any]] = {}
+        for ctx in self.ctx_all:
+            sets = [np.array([float(v) for v in (i.cond[ctx] if i.base_kind == "cond" else i.values)])
+                    for i in infos]
+            key = tuple(tuple(x) for x in sets)
+            if key not in cache:
+                acc = np.array([c])
+                for wj, xs in zip(w, sets, strict=False):
+                    if wj != 0.0:
+                        acc = np.add.outer(acc, wj * xs).ravel()
+                vals = np.unique(np.round(acc, 12))
+                cache[key] = sorted_values(float(v) for v in vals)
+            cond[ctx] = cache[key]
+        values = sorted_values(v for vs in cache.values() for v in vs)
+        info = SInfo(node.id, node.kind, "numerical", values, (node.id,), {(v,): v for v in values},
+                     base_kind="cond", cond=cond, pos=node.pos, inputs=node.inputs, fn=call,
+                     notes=["opaque"])
+        info.linear = (w, c)  # type: ignore[attr-defined]
+        return info

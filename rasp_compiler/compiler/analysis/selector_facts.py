@@ -1,0 +1,176 @@
+"""Facts about selections and keys that the rest of the compiler relies on.
+
+Positional selectors (that read only the index and the length) are evaluated outright: their width
+at every (index, length).  For others, what can be proved from the value sets: a selector never
+selects nothing, or at most one key; an s-op differs at every position (``injective``) or holds
+one value across an input (``uniform``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rasp_compiler.compiler import selectors as sl
+from rasp_compiler.compiler.values import value_key
+from rasp_compiler.graph.nodes import Aggregate, SelectorWidth
+
+
+class SelectorFacts:
+    """Part of ``Analysis`` (``core``): widths and provable properties of selectors and keys."""
+
+    def positional(self, sid: str) -> bool:
+        """Whether ``sid`` is a function of the index and the length only."""
+        return all(self.info[b].base_kind in ("index", "length") for b in self.info[sid].bases)
+
+    def widths(self, sel_id: str) -> dict[tuple[int, int], int] | None:
+        """For a selector that reads only positional s-ops: its width at each (index, length)."""
+        if sel_id in self._width_cache:
+            return self._width_cache[sel_id]
+        f = self.formula(sel_id)
+        result: dict[tuple[int, int], int] | None = None
+        if all(self.positional(a.key) and self.positional(a.query) for a in sl.atoms(f)):
+            result = {}
+            for n in self.lengths:
+                sel = self._selection(f, n)
+                for i, w in enumerate(sel.sum(axis=1).tolist()):
+                    result[(i, n)] = int(w)
+        self._width_cache[sel_id] = result
+        return result
+
+    def _selection(self, f: sl.Formula, n: int) -> np.ndarray:
+        """The selection matrix [query, key] at length ``n`` of a selector whose atoms read
+        positional s-ops only."""
+        pos_n = list(range(n))
+        mats = {}
+        for a in sl.atoms(f):
+            kv = [self._positional_value(a.key, j, n) for j in pos_n]
+            qv = [self._positional_value(a.query, i, n) for i in pos_n]
+            # compare distinct values once, then index (n² Python comparisons is slow)
+            kd, qd = list(dict.fromkeys(kv)), list(dict.fromkeys(qv))
+            small = sl.atom_matrix(a, qd, kd)
+            kpos = {v: j for j, v in enumerate(kd)}
+            qpos = {v: j for j, v in enumerate(qd)}
+            mats[a] = small[np.array([qpos[v] for v in qv], dtype=np.intp)[:, None],
+                            np.array([kpos[v] for v in kv], dtype=np.intp)[None, :]]
+        return sl.evaluate(f, mats)
+
+    def _positional_value(self, sid: str, i: int, n: int) -> Any:
+        info = self.info[sid]
+        key = tuple(i if self.info[b].base_kind == "index" else n for b in info.bases)
+        return info.table.get(key)
+
+    def _never_empty(self, sel_id: str) -> bool:
+        """Whether the selector provably selects some key for every query: its widths (a
+        positional selector) are never 0, or it is ``select(indices, q, ==)`` with q a valid index
+        at every position (tracr's ``select(indices, length - 1, ==)``), or a disjunction with
+        such a part.  Otherwise an aggregate's default is taken to occur."""
+        w = self.widths(sel_id)
+        if w is not None:
+            return min(w.values(), default=0) > 0
+
+        def covered(f: sl.Formula) -> bool:
+            if isinstance(f, sl.Any_):
+                return any(covered(p) for p in f.parts)
+            if not isinstance(f, sl.Atom) or f.op != "==" or f.negated \
+                    or self.info[f.key].base_kind != "index":
+                return False
+            for ctx in self.ctx_all:
+                for v in self.ctx_values(f.query, ctx):
+                    if not (isinstance(v, (int, float)) and float(v).is_integer() and 0 <= v < ctx[1]):
+                        return False
+            return True
+        return covered(self.formula(sel_id))
+
+    def at_most_one(self, sel_id: str) -> bool:
+        """Whether the selector provably selects at most one key for every query: some conjunct
+        is an atom that matches at most one value of an injective key, or the conjunction's ``==``
+        atoms pin the key's (X, rank of X) pair, which differs at every position."""
+        w = self.widths(sel_id)
+        if w is not None:
+            return max(w.values(), default=0) <= 1
+        pinned = set()
+        for c in sl.conjuncts(self.formula(sel_id)):
+            if not isinstance(c, sl.Atom):
+                continue
+            kv, qv = self.info[c.key].values, self.info[c.query].values
+            if sl.atom_matrix(c, qv, kv).sum(axis=1).max(initial=0) > 1:
+                continue
+            if self.injective(c.key):
+                return True
+            pinned.add(c.key)
+        return any(self.rank_of(k) in pinned for k in pinned)
+
+    def injective(self, sid: str) -> bool:
+        """Whether ``sid`` holds a different value at every position of every input: a positional
+        s-op checked at every length, or a function of the index and of s-ops that hold one value
+        across an input (``uniform``) that differs at every index for each of their values, such
+        as ``indices + length - add_index`` with ``add_index`` the position of the "+" token."""
+        if self.info[sid].base_kind == "index":
+            return True
+        posaff = self.info[sid].posaff
+        if posaff is not None and posaff[0] != 0:  # a·index + b·length + c, a != 0: i -> value is 1-1
+            return True
+        if not self.positional(sid):
+            return self._injective_given_uniform(sid)
+        for n in self.lengths:
+            vals = [self._positional_value(sid, i, n) for i in range(n)]
+            if None in vals or len(set(vals)) != n:
+                return False
+        return True
+
+    def _injective_given_uniform(self, sid: str) -> bool:
+        info = self.info[sid]
+        kinds = [self.info[b].base_kind for b in info.bases]
+        if kinds.count("index") != 1 or not info.table:
+            return False
+        if not all(k == "index" or self.uniform(b) for b, k in zip(info.bases, kinds, strict=True)):
+            return False
+        at = kinds.index("index")
+        seen: dict[tuple, dict[tuple, Any]] = {}
+        for key, v in info.table.items():
+            held = seen.setdefault(key[:at] + key[at + 1:], {})
+            if held.setdefault(value_key(v), key[at]) != key[at]:
+                return False
+        return True
+
+    def uniform(self, sid: str) -> bool:
+        """Whether ``sid`` holds one value at every position of an input: the length, constants,
+        and attention outputs whose selector gives every query the same keys (each atom's query
+        side is itself uniform), and maps of those."""
+        cache = self._uniform_cache
+        if sid in cache:
+            return cache[sid]
+        cache[sid] = False  # no cycles in a DAG; guards the recursion
+        info = self.info[sid]
+        if info.bases != (sid,):
+            result = all(self.uniform(b) for b in info.bases)
+        elif info.base_kind in ("length", "const"):
+            result = True
+        elif info.base_kind in ("free", "cond") and sid in self.graph:
+            node = self.node(sid)
+            result = isinstance(node, (Aggregate, SelectorWidth)) and all(
+                self.uniform(a.query) for a in sl.atoms(self.formula(node.inputs[0])))
+        else:
+            result = False
+        cache[sid] = result
+        return result
+
+    def rank_of(self, sid: str) -> str | None:
+        """X when ``sid`` is ``selector_width(select(X, X, ==) and select(indices, indices, op))``
+        with op one of < <= > >=: the number of earlier (or later) positions holding the same X.
+        It strictly increases (decreases) along the positions of equal X, so the pair (X, sid)
+        differs at every position."""
+        node = self.node(sid) if sid in self.graph else None
+        if not isinstance(node, SelectorWidth):
+            return None
+        parts = sl.conjuncts(self.formula(node.inputs[0]))
+        if len(parts) != 2 or not all(isinstance(p, sl.Atom) and not p.negated for p in parts):
+            return None
+        same = [p for p in parts if p.op == "==" and p.key == p.query]
+        order = [p for p in parts if p.op in ("<", "<=", ">", ">=") and p.key == p.query
+                 and self.info[p.key].base_kind == "index"]
+        if len(same) == 1 and len(order) == 1:
+            return same[0].key
+        return None

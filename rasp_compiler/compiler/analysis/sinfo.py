@@ -1,0 +1,70 @@
+"""``SInfo``, what the analysis records for one s-op, and the value helpers every part reads.
+
+An ``SInfo`` holds the s-op's encoding, its sorted value set and its *table*: its value as a
+function of its bases (see the package docstring).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from rasp_compiler.errors import CompileError
+from rasp_compiler.graph.nodes import SourcePos
+
+
+@dataclass
+class SInfo:
+    id: str
+    kind: str  # node kind, or "convert" / "tuple" / "width_scratch"
+    encoding: str  # "categorical" | "numerical"
+    values: list[Any]
+    bases: tuple[str, ...]
+    table: dict[tuple, Any]
+    base_kind: str | None = None  # "index" "length" "token" "free" "cond" for bases
+    cond: dict[tuple[int, int], list[Any]] | None = None  # for "cond" bases: (i, n) -> values
+    pos: SourcePos | None = None
+    inputs: tuple[str, ...] = ()
+    fn: Callable[..., Any] | None = None  # for virtual maps
+    notes: list[str] = field(default_factory=list)
+    # (a, b, c) for a map that is a·index + b·length + c in integers (``_positional_affine``)
+    posaff: tuple[int, int, int] | None = None
+
+    @property
+    def cond_by_index(self) -> bool:
+        """Whether a conditional base's values depend on the index only, not on the length."""
+        if self.cond is None:
+            return False
+        if not hasattr(self, "_cond_by_index"):
+            by_i: dict[int, list] = {}
+            ok = True
+            for (i, _n), vals in self.cond.items():
+                if by_i.setdefault(i, vals) != vals:
+                    ok = False
+                    break
+            self._cond_by_index = ok
+        return self._cond_by_index
+
+    @property
+    def numeric(self) -> bool:
+        return is_numeric(self.values)
+
+
+def is_numeric(values: list[Any]) -> bool:
+    """Values the interpreter will average: ints/floats, not only booleans."""
+    return bool(values) and all(isinstance(v, (int, float)) for v in values) and \
+        not all(isinstance(v, bool) for v in values)
+
+
+def convert_token(v: Any, type_name: str) -> Any:
+    """A vocabulary entry read as ``tokens_<type>`` (as the interpreter's ``convert_input``)."""
+    try:
+        return {"str": str, "int": int, "float": float, "bool": bool, "value": lambda x: x}[type_name](v)
+    except (TypeError, ValueError) as err:
+        raise CompileError(f"vocabulary entry {v!r} cannot be read as {type_name} (tokens_{type_name})",
+                           hint="give the vocabulary as a JSON list of numbers") from err
+
+
+def _preview(values: list[Any], k: int = 4) -> str:
+    shown = ", ".join(repr(v) for v in values[:k])
+    return shown + (", …" if len(values) > k else "")
