@@ -210,8 +210,8 @@ def test_huge_joint_one_hot_is_refused_before_it_is_tabulated(monkeypatch: pytes
 
     from rasp_compiler.errors import CompileError
 
-    lowering = importlib.import_module("rasp_compiler.compiler.lowering")
-    monkeypatch.setattr(lowering, "MAX_TUPLE", 500)
+    limits = importlib.import_module("rasp_compiler.compiler.lowering.limits")
+    monkeypatch.setattr(limits, "MAX_TUPLE", 500)
     with pytest.raises(CompileError, match="one-hot over the joint values of"):
         compile_program(program_from_source(OR3_WIDTH), list("abc"), 8)
 
@@ -435,9 +435,9 @@ AFFINE_PAST_THE_CAP = {
 @pytest.mark.parametrize("name", sorted(AFFINE_PAST_THE_CAP))
 def test_affine_maps_of_index_and_length_past_the_tabulation_cap(name: str, monkeypatch: pytest.MonkeyPatch
                                                                  ) -> None:
-    from rasp_compiler.compiler import analysis
+    from rasp_compiler.compiler.analysis import limits
 
-    monkeypatch.setattr(analysis, "DOMAIN_CAP", 20)   # 28 (index, length) pairs at max_len 7
+    monkeypatch.setattr(limits, "DOMAIN_CAP", 20)   # 28 (index, length) pairs at max_len 7
     program = program_from_source(AFFINE_PAST_THE_CAP[name])
     model = compile_program(program, list("ab"), 7)
     res = check_model(model, program, exhaustive_inputs(list("ab"), 7))
@@ -462,9 +462,9 @@ def test_exact_quadratic_scores(monkeypatch: pytest.MonkeyPatch) -> None:
     of 4, so every score is an exact multiple of the scale and the match leads by exactly 256."""
     import math
 
-    from rasp_compiler.compiler import lowering
+    from rasp_compiler.compiler.lowering import limits
 
-    monkeypatch.setattr(lowering, "QUADRATIC_ROUNDING", 0.0)
+    monkeypatch.setattr(limits, "QUADRATIC_ROUNDING", 0.0)
     program = program_from_source(AFFINE_PAST_THE_CAP["reverse"])
     model = compile_program(program, list("abc"), 9)
     assert model.config["layers"][1]["d_head"] == 4
@@ -500,10 +500,10 @@ def test_a_map_of_index_and_length_past_the_cap_says_what_to_change(monkeypatch:
                                                                     ) -> None:
     import importlib
 
-    from rasp_compiler.compiler import analysis
+    from rasp_compiler.compiler.analysis import limits
     from rasp_compiler.errors import CompileError
 
-    monkeypatch.setattr(analysis, "DOMAIN_CAP", 20)   # 28 (index, length) pairs at max_len 7
+    monkeypatch.setattr(limits, "DOMAIN_CAP", 20)   # 28 (index, length) pairs at max_len 7
     monkeypatch.setattr(importlib.import_module("rasp_compiler.compiler.assemble"), "MAX_PARAMS", 2_000)
     program = program_from_source("rot = select(indices, (indices + 3) % length, ==);\n"
                                   "r = aggregate(rot, tokens);\nr;\n")

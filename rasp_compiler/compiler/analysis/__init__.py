@@ -27,12 +27,7 @@ The analysis is one class, ``Analysis`` (``core``), built from parts with one jo
 
 from __future__ import annotations
 
-from rasp_compiler.compiler.analysis import limits
 from rasp_compiler.compiler.analysis.core import Analysis
-from rasp_compiler.compiler.analysis.limits import DOMAIN_CAP, REBASE_SIZE, TWIN_CAP
 from rasp_compiler.compiler.analysis.sinfo import SInfo, convert_token, is_numeric
-from rasp_compiler.compiler.tunable import forward_limits
 
-forward_limits(__name__, limits)
-
-__all__ = ["DOMAIN_CAP", "REBASE_SIZE", "TWIN_CAP", "Analysis", "SInfo", "convert_token", "is_numeric"]
+__all__ = ["Analysis", "SInfo", "convert_token", "is_numeric"]

@@ -24,24 +24,7 @@ The lowering is one class, ``Lowering`` (``core``), built from parts with one jo
 
 from __future__ import annotations
 
-from rasp_compiler.compiler.lowering import limits
 from rasp_compiler.compiler.lowering.core import Lowering
-from rasp_compiler.compiler.lowering.limits import (
-    MAX_BLOCK,
-    MAX_TUPLE,
-    MULTI_NUMERIC_CAP,
-    MULTI_NUMERIC_LAST_CAP,
-    PRODUCT_CAP,
-    QUADRATIC_ROUNDING,
-    QUOTIENT_MIN,
-    THROUGH_PARTS_CAP,
-    UNIT_CAP,
-)
 from rasp_compiler.compiler.lowering.ops import ONE, Block, EmbedOp, Feature, HeadOp, MLPOp, Op
-from rasp_compiler.compiler.tunable import forward_limits
 
-forward_limits(__name__, limits)
-
-__all__ = ["MAX_BLOCK", "MAX_TUPLE", "MULTI_NUMERIC_CAP", "MULTI_NUMERIC_LAST_CAP", "ONE", "PRODUCT_CAP",
-           "QUADRATIC_ROUNDING", "QUOTIENT_MIN", "THROUGH_PARTS_CAP", "UNIT_CAP", "Block", "EmbedOp",
-           "Feature", "HeadOp", "Lowering", "MLPOp", "Op"]
+__all__ = ["ONE", "Block", "EmbedOp", "Feature", "HeadOp", "Lowering", "MLPOp", "Op"]
