@@ -13,6 +13,14 @@ minimised into tests/test_regressions.py.  Writes bench/results/differential.jso
 
 With ``--causal`` every selector is restricted to keys at or before its query and ``length`` is
 never read, and each program is compiled with ``causal=True``.
+
+With ``--python-api`` the programs are tracr-style Python built through ``rasp_compiler.pyapi``
+(``rasp_compiler.pyapi.random_programs``: opaque lambdas, merged maps, ``selector_and``/``or``/``not``,
+numerical annotations; the larger run behind tests/test_pyapi_differential.py).  Its vocabulary is
+``abc`` or ``{1, 2, 3}`` by seed unless ``--vocab`` is given (numbers allowed):
+
+    nice -n 5 .venv/bin/python bench/differential.py --python-api --programs 800 --max-len 7 \
+        --vocab '[0, 1, 2, 5]' --out bench/results/pyapi_differential_ints.json
 """
 
 from __future__ import annotations
@@ -20,13 +28,15 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import logging
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from rasp_compiler.compiler.random_source import VOCAB, check_generated, generate
+from rasp_compiler.compiler import random_source
+from rasp_compiler.pyapi import random_programs
 
 RESULTS = Path(__file__).resolve().parent / "results" / "differential.json"
 
@@ -41,10 +51,16 @@ def main() -> int:
     ap.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     ap.add_argument("--causal", action="store_true",
                     help="programs that look only backwards, compiled causally")
-    ap.add_argument("--vocab", type=json.loads, default=list(VOCAB),
-                    help='tokens as a JSON list of strings (default ["a", "b", "c"])')
+    ap.add_argument("--vocab", type=json.loads, default=None,
+                    help='tokens as a JSON list (default ["a", "b", "c"]; with --python-api, by seed)')
+    ap.add_argument("--python-api", action="store_true",
+                    help="tracr-style programs built through rasp_compiler.pyapi")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
+    if args.python_api and args.causal:
+        ap.error("--causal has no --python-api generator")
+    if args.python_api:  # tracr's warning for SequenceMap(f, x, x), which the generator writes on purpose
+        logging.getLogger("rasp_compiler.pyapi.builder").setLevel(logging.ERROR)
     torch.set_num_threads(1)
     seeds = args.seeds if args.seeds else list(range(args.start, args.start + args.programs))
     counts: collections.Counter = collections.Counter()
@@ -53,8 +69,15 @@ def main() -> int:
     inputs = 0
     start = time.perf_counter()
     for seed in seeds:
-        gen = generate(seed, max_len=args.max_len, causal=args.causal, vocab=tuple(args.vocab))
-        out = check_generated(gen, max_len=args.max_len, inputs=args.inputs, dtype=args.dtype)
+        if args.python_api:
+            gen = random_programs.generate(seed, max_len=args.max_len,
+                                           vocab=None if args.vocab is None else tuple(args.vocab))
+            out = random_programs.check_generated(gen, inputs=args.inputs, dtype=args.dtype)
+        else:
+            gen = random_source.generate(seed, max_len=args.max_len, causal=args.causal,
+                                         vocab=tuple(args.vocab or random_source.VOCAB))
+            out = random_source.check_generated(gen, max_len=args.max_len, inputs=args.inputs,
+                                                dtype=args.dtype)
         counts[out.status] += 1
         depths[gen.depth] += 1
         inputs += out.inputs_checked

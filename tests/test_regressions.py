@@ -523,3 +523,15 @@ def test_integer_affine_forms_only() -> None:
     an = Analysis(program, list("ab"), 6)
     got = {s: getattr(an.info[s], "posaff", None) for s in "abcde"}
     assert got == {"a": (-1, 1, -1), "b": None, "c": None, "d": (3, -2, 3), "e": None}
+
+
+def test_mean_of_the_tokens_over_an_or_with_key_0_is_not_a_bos_count() -> None:
+    """(pyapi random programs) `tokens_int` reads the input, so a mean of it over `s or <key 0>` is
+    no hand-made BOS count; the rewrite took it for positional and compiled a model that said 0."""
+    source = ("s = select(indices, 4, <) or select(indices, 0, ==);\n"
+              "m = numerical(aggregate(s, tokens_int, 0));\nm;\n")
+    program = program_from_source(source)
+    model = compile_program(program, [1, 2, 5], 6)
+    inputs = [[2, 5], [1, 1, 5, 2], [5, 5, 5, 5, 5, 2]]
+    assert check_model(model, program, inputs).ok
+    assert model.run([[2, 5]]) == [[3.5, 3.5]]

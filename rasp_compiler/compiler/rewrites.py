@@ -159,22 +159,31 @@ def _bos_count(program: Program, agg: Aggregate, max_len: int) -> tuple[Aggregat
 
 
 def _positional(program: Program, nid: str) -> bool:
-    """Whether ``nid`` depends only on the length (it reads no tokens)."""
-    return not any(isinstance(program.node(a), Tokens) for a in nx.ancestors(program.graph, nid))
+    """Whether ``nid`` depends only on the length: neither it nor anything it reads is the tokens."""
+    nodes = nx.ancestors(program.graph, nid) | {nid}
+    return not any(isinstance(program.node(a), Tokens) for a in nodes)
 
 
-def _values(program: Program, nid: str, max_len: int) -> list[Any]:
-    """The value of a positional node at every length 1..max_len."""
+def _values(program: Program, nid: str, max_len: int) -> list[Any] | None:
+    """The value of a positional node at every length 1..max_len; None when it fails at one of
+    them (e.g. a constant s-op checked against one length): then no rewrite is proved safe."""
+    from rasp_compiler.errors import UserError
     from rasp_compiler.interpreter import evaluate
 
-    return [evaluate(program, [0] * n, [nid])[nid] for n in range(1, max_len + 1)]
+    try:
+        return [evaluate(program, [0] * n, [nid])[nid] for n in range(1, max_len + 1)]
+    except UserError:
+        return None
 
 
 def _selects_key_0(program: Program, sel_id: str, max_len: int) -> bool:
     """Whether the selector selects key 0, and only key 0, for every query at every length."""
     if not program.node(sel_id).is_selector or not _positional(program, sel_id):
         return False
-    for m in _values(program, sel_id, max_len):
+    values = _values(program, sel_id, max_len)
+    if values is None:
+        return False
+    for m in values:
         want = np.zeros_like(m, dtype=bool)
         want[:, 0] = True
         if not np.array_equal(np.asarray(m, dtype=bool), want):
@@ -186,8 +195,11 @@ def _only_at_0(program: Program, value_id: str, max_len: int) -> Any:
     """c when the s-op holds the number c at position 0 and 0 everywhere else, at every length."""
     if not _positional(program, value_id):
         return None
+    values = _values(program, value_id, max_len)
+    if values is None:
+        return None
     c = None
-    for vals in _values(program, value_id, max_len):
+    for vals in values:
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
             return None
         if any(v != 0 for v in vals[1:]):

@@ -756,19 +756,23 @@ def build_program(output: RASPExpr, source_file: str = PYTHON_FILE) -> Program:
         seen[e.uid] = e
         todo.extend(e.inputs)
     # One node per primitive kind; an annotated copy gives it its encoding.
+    # The encoding goes in this program's node only: the canonical expression may be the shared
+    # `tokens` (or one of the user's), which must not keep it for the next program.
     canon: dict[tuple, RASPExpr] = {}
     alias: dict[int, int] = {}
+    encodings: dict[int, str] = {}
     for e in sorted(seen.values(), key=lambda e: e.uid):
         key = _primitive_key(e)
         if key is None:
             continue
         if key in canon:
             first = canon[key]
-            enc_a, enc_b = getattr(first, "encoding", None), getattr(e, "encoding", None)
+            enc_a = encodings.get(first.uid) or getattr(first, "encoding", None)
+            enc_b = getattr(e, "encoding", None)
             if enc_a and enc_b and enc_a != enc_b:
                 raise ValueError(f"{key[0]} is annotated both {enc_a} and {enc_b}")
             if enc_b and not enc_a:
-                first.encoding = enc_b  # type: ignore[attr-defined]
+                encodings[first.uid] = enc_b
             alias[e.uid] = first.uid
         else:
             canon[key] = e
@@ -803,7 +807,7 @@ def build_program(output: RASPExpr, source_file: str = PYTHON_FILE) -> Program:
     for e in order:
         fields = dict(e.fields)
         if isinstance(e, SOp):
-            fields["encoding"] = e.encoding
+            fields["encoding"] = encodings.get(e.uid) or e.encoding
         inputs = tuple(id_of(i) for i in e.inputs)
         built.append((e, e.cls(id=id_of(e), inputs=inputs, name=e.ident, **fields)))
     constants = {n.id: n.value for _, n in built if isinstance(n, Constant)}
