@@ -1,4 +1,4 @@
-"""Numerical compilation (compiler/real.py): exact units, stated bounds proven by dense sampling,
+"""Numerical compilation (compiler/real/): exact units, stated bounds proven by dense sampling,
 clear errors for what cannot be compiled or bounded, and the runtime's real-valued input."""
 
 from __future__ import annotations

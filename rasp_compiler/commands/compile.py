@@ -147,7 +147,7 @@ def compile_from_args(args: argparse.Namespace):
                         hint="the one input length the model takes, 1 to the longest"
                              + ("" if longest == "--max-len" else "; give --max-len for longer inputs"))
     program = load_program(args.file, output=args.output or "out")
-    if getattr(args, "input_range", None) is not None:  # real-valued tokens (compiler/real.py)
+    if getattr(args, "input_range", None) is not None:  # real-valued tokens (compiler/real/)
         from rasp_compiler.compiler.real_check import range_from_args
         return compile_program(program, None, args.max_len, dtype=args.dtype, causal=args.causal,
                                fixed_length=args.fixed_length, input_range=range_from_args(args))

@@ -110,7 +110,7 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
                     progress: Callable[[str], None] | None = None) -> CompiledModel:
     """Compile ``program`` for inputs over ``vocab`` of length 1..``max_len``.  With
     ``input_range=(lo, hi)`` the program reads real numbers in [lo, hi] (``tokens_float``) and is
-    compiled numerically (``compiler/real.py``; ``vocab`` is ignored).  ``progress`` is called
+    compiled numerically (``compiler/real/``; ``vocab`` is ignored).  ``progress`` is called
     with the name of each stage as it starts."""
     stage = progress or (lambda name: None)
     start = time.perf_counter()

@@ -1,0 +1,222 @@
+"""Assembly: ``compile_numeric`` runs the ``NumericCompiler`` and writes its plan as weights.
+
+Features are laid out in slot order after the ``one`` and ``bos`` dimensions; heads with the same
+score pattern are merged (one value column per target); each layer's heads and gated MLP become
+the runtime's tensors (``W_Q``/``W_K``/``W_V``/``W_O``, ``W_in``/``W_gate``/``W_out``), and the
+config records the plan, the residual layout and the error bounds (``bounds``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from rasp_compiler.compiler.real.bounds import _bound_note, _output_bound
+from rasp_compiler.compiler.real.core import NumericCompiler
+from rasp_compiler.compiler.real.specs import BOS, ONE, HeadSpec
+from rasp_compiler.errors import CompileError
+from rasp_compiler.graph.nodes import Program
+
+
+def _check_magnitudes(nc: NumericCompiler, program: Program) -> None:
+    """Refuse values so large that a product of two of them, or a squared score difference,
+    overflows the dtype: the model would output inf or NaN where the program has a number.
+    Below sqrt(max) / 1024 every such product and sum of up to 1,024 of them stays finite."""
+    limit = math.sqrt(float(np.finfo(np.float32 if nc.dtype == "float32" else np.float64).max)) / 1024
+    import networkx as nx
+
+    needed = nx.ancestors(program.graph, program.output) | {program.output}
+    # inputs before what is computed from them: name the first value that is too large (an
+    # input at 1e300), not one derived from it (a product that overflowed to inf)
+    order = {nid: i for i, nid in enumerate(nx.lexicographical_topological_sort(program.graph))}
+    for nid, (lo, hi) in sorted(nc.interval.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
+        if nid in needed and max(abs(lo), abs(hi)) > limit:
+            raise CompileError(f"'{nid}' can reach {max(abs(lo), abs(hi)):.3g}, too large to compute "
+                               f"exactly in {nc.dtype} (products and attention scores of values above "
+                               f"{limit:.3g} can overflow)", program.source_file,
+                               hint="narrow --input-range" + (", or use --dtype float64"
+                                                              if nc.dtype == "float32" else ""))
+
+
+def compile_numeric(program: Program, input_range: tuple[float, float], max_len: int, *,
+                    dtype: str, causal: bool, fixed_length: int | None) -> tuple[dict, dict]:
+    """(config, tensors) of the numerical program, in the runtime's saved-model format."""
+    from rasp_compiler.runtime import FORMAT
+
+    nc = NumericCompiler(program, input_range, max_len, fixed_length=fixed_length, dtype=dtype,
+                         causal=causal)
+    out_id = program.output
+    if out_id in nc.pos:
+        raise CompileError(f"the output '{out_id}' does not depend on the input", program.source_file,
+                           hint="compile it without --input-range")
+    _check_magnitudes(nc, program)   # before the heads: an overflow is the first thing to say
+    nc.need(out_id)
+    # layout: one, bos, token, then features in slot order
+    order = sorted(nc.feats.values(), key=lambda f: (f.slot, f.kind != "token", f.id))
+    d = 2
+    for f in order:
+        f.start = d
+        d += f.size
+    n_layers = max((f.slot // 2 for f in order if f.slot >= 0), default=-1) + 1
+
+    def dim(fid: str) -> int:
+        return ONE if fid == "one" else nc.feats[fid].start
+
+    P = max_len
+    tok = np.zeros((3, d))
+    tok[0, ONE] = 1.0  # the number token
+    tok[1, BOS] = 1.0
+    pos = np.zeros((P + 1, d))
+    val = np.zeros(d)
+    for f in order:
+        if f.kind == "token":
+            val[f.start] = 1.0
+        elif f.pos_values is not None:
+            pos[1:len(f.pos_values) + 1, f.start:f.start + f.size] = f.pos_values
+    tensors: dict[str, np.ndarray] = {"embed.token": tok, "embed.pos": pos, "embed.value": val}
+    r_bos = tok[1] + pos[0]
+    layers_cfg, plan = [], []
+    for li in range(n_layers):
+        heads = _merged([h for h in nc.heads if h.slot == 2 * li])
+        mlps = [m for m in nc.mlps if m.slot == 2 * li + 1]
+        lp: dict[str, Any] = {"layer": li, "heads": [], "mlp": None}
+        hw = [_head_weights(h, dim, d, r_bos) for h in heads]
+        width = max([max(w[0].shape[1], w[2].shape[1]) for w in hw], default=0)
+        d_head = 1
+        while d_head < width:
+            d_head *= 4  # a power of 4: the runtime's 1/sqrt(d_head) is a power of 2, exact
+        if heads:
+            H = len(heads)
+            wq = np.zeros((H, d, d_head))
+            wk, wv = np.zeros_like(wq), np.zeros_like(wq)
+            wo = np.zeros((H, d_head, d))
+            out_bos = np.zeros(d)
+            for h, (spec, (q, k, v, o)) in enumerate(zip(heads, hw, strict=False)):
+                wq[h, :, :q.shape[1]] = q * math.sqrt(d_head)
+                wk[h, :, :k.shape[1]] = k
+                wv[h, :, :v.shape[1]] = v
+                wo[h, :o.shape[0], :] = o
+                out_bos += (r_bos @ v) @ o
+                lp["heads"].append({"head": h, "kind": spec.kind, "node": spec.node,
+                                    "writes": ", ".join(spec.targets), "nodes": spec.nodes,
+                                    "value": ", ".join(spec.values), "scale": spec.scale,
+                                    "blocks": [{"query": b[0], "key": b[1]} for b in spec.blocks],
+                                    "score": [list(p) for p in spec.data],
+                                    "source": _src(program, spec.node), "text": _text(program, spec.node)})
+            tensors.update({f"layers.{li}.attn.W_Q": wq, f"layers.{li}.attn.W_K": wk,
+                            f"layers.{li}.attn.W_V": wv, f"layers.{li}.attn.W_O": wo})
+            r_bos = r_bos + out_bos
+        units = [u for m in mlps for u in m.units]
+        if units:
+            m_ = len(units)
+            w_in, w_g = np.zeros((d, m_)), np.zeros((d, m_))
+            b_in, b_g = np.zeros(m_), np.zeros(m_)
+            w_out = np.zeros((m_, d))
+            for j, u in enumerate(units):
+                for fid, w in u.w_in.items():
+                    w_in[dim(fid), j] += w
+                for fid, w in u.w_gate.items():
+                    w_g[dim(fid), j] += w
+                b_in[j], b_g[j] = u.b_in, u.b_gate
+                w_out[j, dim(u.out)] += u.out_w
+            tensors.update({f"layers.{li}.mlp.W_in": w_in, f"layers.{li}.mlp.b_in": b_in,
+                            f"layers.{li}.mlp.W_gate": w_g, f"layers.{li}.mlp.b_gate": b_g,
+                            f"layers.{li}.mlp.W_out": w_out, f"layers.{li}.mlp.b_out": np.zeros(d)})
+            r_bos = r_bos + (np.maximum(r_bos @ w_in + b_in, 0) * (r_bos @ w_g + b_g)) @ w_out
+            ops, start = [], 0
+            for m in mlps:
+                ops.append({"kind": m.kind, "node": m.node, "writes": m.target,
+                            "inputs": sorted(set(m.inputs)),
+                            "units": [start, start + len(m.units)], "error_bound": m.bound,
+                            "source": _src(program, m.node), "text": _text(program, m.node)})
+                start += len(m.units)
+            lp["mlp"] = {"hidden": m_, "ops": ops, "gated": True}
+        layers_cfg.append({"n_heads": len(heads), "d_head": d_head if heads else 0, "d_mlp": len(units)})
+        plan.append(lp)
+    w_u = np.zeros((d, 1))
+    w_u[dim(out_id), 0] = 1.0
+    tensors["unembed.W_U"], tensors["unembed.b_U"] = w_u, np.zeros(1)
+    residual = [{"feature": name, "node": None, "start": k, "size": 1, "encoding": "constant",
+                 "labels": [name]} for k, name in ((ONE, "one"), (BOS, "bos"))]
+    for f in order:
+        residual.append({"feature": f.id, "node": f.node, "start": f.start, "size": f.size,
+                         "encoding": "positional" if f.kind == "positional" else "numerical",
+                         "labels": f.labels})
+    bounds = [r for r in nc.map_reports]
+    total_bound = _output_bound(nc, out_id)
+    from rasp_compiler.compiler.assemble import DTYPES
+
+    torch_dtype = DTYPES[dtype]
+    out_t = {k: torch.from_numpy(np.ascontiguousarray(v)).to(torch_dtype) for k, v in sorted(tensors.items())}
+    notes = [_bound_note(r, dtype) for r in bounds if not r["exact"]]
+    config = {
+        "format": FORMAT, "program": program.source_file, "vocab": ["<number>"], "bos": "<BOS>",
+        "pad": "<PAD>", "max_len": max_len, "fixed_length": fixed_length, "causal": causal, "dtype": dtype,
+        "d_model": d, "n_layers": n_layers, "layers": layers_cfg, "attention_scale": "1/sqrt(d_head)",
+        "score_gap": nc.gap, "residual": residual, "plan": plan, "critical_path": [],
+        "output": {"encoding": "numerical", "integer": False, "node": out_id, "feature": out_id},
+        "input": {"kind": "numerical", "range": [nc.range[0], nc.range[1]]},
+        "numeric": {"maps": bounds, "output_interval": list(nc.interval[out_id]),
+                    "approx_error_bound": total_bound},
+        "notes": notes,
+    }
+    return config, out_t
+
+
+def _head_weights(h: HeadSpec, dim: Any, d: int, r_bos: np.ndarray) -> tuple[np.ndarray, ...]:
+    cols = len(h.blocks) + len(h.data) + 2
+    wq, wk = np.zeros((d, cols)), np.zeros((d, cols))
+    for c, (qf, kf, w) in enumerate(h.blocks):
+        wq[dim(qf), c] += h.scale * float(w[0, 0])
+        wk[dim(kf), c] += 1.0
+    for j, (qf, kf) in enumerate(h.data):
+        c = len(h.blocks) + j
+        wq[dim(qf), c] += 1.0
+        wk[dim(kf), c] += 1.0
+    c_bos, c_self = cols - 2, cols - 1
+    wq[ONE, c_bos] = h.scale  # every real query scores the BOS key at -scale/2
+    k = len(h.values)
+    wv = np.zeros((d, k))
+    wo = np.zeros((k, d))
+    for j, (v, t) in enumerate(zip(h.values, h.targets, strict=False)):
+        wv[dim(v), j] += 1.0
+        wo[j, dim(t)] = 1.0
+    # the BOS rows cancel what the BOS residual holds, then set BOS's key, query and value
+    rb = r_bos.copy()
+    rb[BOS] = 0.0
+    k_t = np.zeros(cols)
+    k_t[c_bos] = -0.5
+    k_t[c_self] = 1.0
+    q_t = np.zeros(cols)
+    q_t[c_self] = h.scale
+    wk[BOS] = k_t - rb @ wk
+    wq[BOS] = q_t - rb @ wq
+    wv[BOS] = np.array(h.defaults) - rb @ wv
+    return wq, wk, wv, wo
+
+
+def _merged(heads: list[HeadSpec]) -> list[HeadSpec]:
+    groups: dict[tuple, HeadSpec] = {}
+    for h in heads:
+        key = h.merge_key()
+        if key in groups:
+            g = groups[key]
+            g.values, g.targets = g.values + h.values, g.targets + h.targets
+            g.defaults, g.nodes = g.defaults + h.defaults, g.nodes + h.nodes
+        else:
+            groups[key] = HeadSpec(h.node, h.kind, h.target, h.blocks, h.data, list(h.values),
+                                   list(h.defaults), h.scale, h.slot, list(h.targets), list(h.nodes))
+    return list(groups.values())
+
+
+def _src(program: Program, nid: str) -> str | None:
+    node = program.node(nid) if nid in program.graph else None
+    return f"{node.pos.file}:{node.pos.line}" if node is not None and node.pos is not None else None
+
+
+def _text(program: Program, nid: str) -> str | None:
+    node = program.node(nid) if nid in program.graph else None
+    return node.pos.text if node is not None and node.pos is not None and node.pos.text else None

@@ -1,0 +1,89 @@
+"""The ``NumericCompiler`` class: its state, its errors, and ``need``, which makes an s-op a
+residual feature.
+
+``need`` dispatches on what the s-op is: positional s-ops are embedded (``positions``), tokens
+are the value dimension, aggregates become heads (``heads``, scored by ``score_blocks``) and maps
+become gated units (``gated_units``, ``piecewise``).  The constructor runs the analysis
+(``positions``, ``intervals``, ``deferred``); ``assembly`` then asks for the output.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from rasp_compiler.compiler.real.deferred import DeferredMaps
+from rasp_compiler.compiler.real.gated_units import GatedUnits
+from rasp_compiler.compiler.real.heads import Heads
+from rasp_compiler.compiler.real.intervals import Intervals
+from rasp_compiler.compiler.real.limits import GAP
+from rasp_compiler.compiler.real.piecewise import PiecewiseLinear
+from rasp_compiler.compiler.real.positions import PositionalFolding
+from rasp_compiler.compiler.real.score_blocks import ScoreBlocks
+from rasp_compiler.compiler.real.specs import Deferred, Feat, HeadSpec, MLPSpec
+from rasp_compiler.compiler.real_forms import Form
+from rasp_compiler.errors import CompileError
+from rasp_compiler.graph.nodes import Aggregate, Program, SoftmaxAggregate, Tokens
+
+
+class NumericCompiler(PositionalFolding, Intervals, DeferredMaps, PiecewiseLinear, ScoreBlocks,
+                      Heads, GatedUnits):
+    """The features, heads and MLPs of a program over real-valued tokens in ``input_range``."""
+
+    def __init__(self, program: Program, input_range: tuple[float, float], max_len: int, *,
+                 fixed_length: int | None, dtype: str, causal: bool) -> None:
+        lo, hi = float(input_range[0]), float(input_range[1])
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+            raise CompileError(f"--input-range needs finite LO <= HI, got {lo} {hi}")
+        self.program, self.graph = program, program.graph
+        self.range = (lo, hi)
+        self.fixed = fixed_length
+        self.n = fixed_length or max_len
+        self.max_len = max_len
+        self.dtype, self.causal = dtype, causal
+        self.gap = GAP[dtype]
+        self.pos: dict[str, Any] = {}  # positional node -> per-position values / selector matrix
+        self.interval: dict[str, tuple[float, float]] = {}
+        self.forms: dict[str, Form] = {}
+        self.feats: dict[str, Feat] = {}
+        self.heads: list[HeadSpec] = []
+        self.mlps: list[MLPSpec] = []
+        self.embed_cache: dict[bytes, str] = {}
+        self.map_reports: list[dict[str, Any]] = []
+        self.deferred: dict[str, Deferred] = {}
+        self._analyse()
+
+    def error(self, node_id: str, message: str, hint: str | None = None) -> CompileError:
+        node = self.program.node(node_id) if node_id in self.graph else None
+        pos = node.pos if node is not None else None
+        source = self.program.sources.get(pos.file) if pos is not None else None
+        shown = pos is not None and pos.text and pos.text != node_id
+        text = f"'{node_id}'" + (f" ({pos.text})" if shown else "")
+        return CompileError(message.replace("{node}", text), pos.file if pos else self.program.source_file,
+                            pos.line if pos else None, pos.col if pos else None, source, hint=hint)
+
+    def need(self, sid: str) -> str:
+        """Make ``sid`` a residual feature; returns its id."""
+        if sid in self.feats:
+            return sid
+        if sid in self.pos:
+            vals = self.pos[sid]
+            nums = np.array([float(v) if isinstance(v, (int, float)) else np.nan for v in vals])
+            return self.embed(nums, sid)
+        node = self.program.node(sid)
+        if sid in self.deferred:
+            raise self._deferred_error(sid)
+        if isinstance(node, Tokens):
+            self.feats[sid] = Feat(sid, 1, -1, sid, "token", labels=[sid])
+        elif isinstance(node, Aggregate):
+            self._head(node)
+        elif isinstance(node, SoftmaxAggregate):
+            self._head(node)
+        else:
+            self._mlp(node)
+        return sid
+
+    def slot(self, fid: str) -> int:
+        return self.feats[fid].slot

@@ -1,0 +1,86 @@
+"""Maps → gated MLP units ``relu(x W_in + b_in) * (x W_gate + b_gate)``, exact up to one rounding.
+
+Each atom of a map's form becomes units: a constant or ``c(p) * x`` gates by an embedded
+coefficient, ``a * b = relu(a) * b + relu(-a) * (-b)`` (one pair per distinct coefficient, switched
+off elsewhere), and ``relu`` of a linear combination is one unit (``max(a, b) = b + relu(a - b)``).
+A map with no form gets piecewise-linear units instead (``piecewise``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rasp_compiler.compiler.real.specs import Feat, MLPSpec, Unit, _next
+from rasp_compiler.compiler.real_forms import Form, Lin
+
+
+class GatedUnits:
+    """Part of ``NumericCompiler`` (``core``): the MLP of each map."""
+
+    def _mlp(self, node: Any) -> None:
+        nid = node.id
+        approx = getattr(self, "_approx", {})
+        if nid in approx:
+            units, bound, inputs = self._approx_units(nid, *approx[nid])
+            kind = "approx"
+        else:
+            units, inputs = self._form_units(nid, self.forms[nid])
+            bound, kind = 0.0, "exact"
+        slot = _next(max([self.slot(f) for f in inputs if f != "one"] + [-1]), 1)
+        self.feats[nid] = Feat(nid, 1, slot, nid, "numerical", labels=[nid])
+        self.mlps.append(MLPSpec(nid, nid, units, kind, bound, slot, inputs))
+        rep = {"node": nid, "kind": "map", "exact": kind == "exact", "bound": bound,
+               "interval": list(self.interval[nid]), "units": len(units)}
+        self.map_reports.append(rep)
+
+    def _gate(self, c: np.ndarray, label: str) -> tuple[dict[str, float], float, list[str]]:
+        c = np.nan_to_num(c, nan=0.0)
+        if np.all(c == c[0]):
+            return {}, float(c[0]), []
+        f = self.embed(c, label)
+        return {f: 1.0}, 0.0, [f]
+
+    def _form_units(self, nid: str, form: Form) -> tuple[list[Unit], list[str]]:
+        units: list[Unit] = []
+        inputs: list[str] = []
+        for atom, c in sorted(form.terms.items(), key=lambda t: repr(t[0])):
+            if atom[0] == "one":
+                wg, bg, extra = self._gate(c, f"{nid}.const")
+                units.append(Unit({"one": 1.0}, 0.0, wg, bg, nid))
+                inputs += extra
+            elif atom[0] == "x":
+                x = self.need(atom[1])
+                wg, bg, extra = self._gate(c, f"{nid}.coef_{atom[1]}")
+                units.append(Unit({x: 1.0}, 0.0, wg, bg, nid))
+                units.append(Unit({x: -1.0}, 0.0, {k: -v for k, v in wg.items()}, -bg, nid))
+                inputs += [x, *extra]
+            elif atom[0] == "xx":
+                a, b = self.need(atom[1]), self.need(atom[2])
+                inputs += [a, b]
+                cc = np.nan_to_num(c, nan=0.0)
+                vals = sorted({float(v) for v in cc if v != 0})
+                ia = self._interval_any(atom[1])
+                big = 2.0 * max(abs(ia[0]), abs(ia[1])) + 1.0
+                for kappa in vals:
+                    w_in: dict[str, float] = {a: 1.0}
+                    w_neg: dict[str, float] = {a: -1.0}
+                    if len(vals) > 1 or np.any(cc == 0):  # switch the unit off where c(p) != kappa
+                        off = self.embed(np.where(cc == kappa, 0.0, -big), f"{nid}.on_{kappa:g}")
+                        w_in[off] = 1.0
+                        w_neg[off] = 1.0
+                        inputs.append(off)
+                    units.append(Unit(w_in, 0.0, {b: kappa}, 0.0, nid))
+                    units.append(Unit(w_neg, 0.0, {b: -kappa}, 0.0, nid))
+            else:
+                lin: Lin = atom[1]
+                w_in = {}
+                for s, w in lin.terms:
+                    feat = self.need(s)  # a position-only s-op is an embedded feature of another id
+                    w_in[feat] = w_in.get(feat, 0.0) + w
+                    inputs.append(feat)
+                wg, bg, extra = self._gate(c, f"{nid}.coef_relu")
+                units.append(Unit(w_in, lin.const, wg, bg, nid))
+                inputs += extra
+        return units, inputs

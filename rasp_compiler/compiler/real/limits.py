@@ -1,0 +1,21 @@
+"""Tolerances and limits of numerical compilation: score gaps, the error a piecewise-linear map
+aims for, the rounding an exact unit may carry, and how far rounded softmax scores may move weights.
+
+The modules that use them import them by name: a test that changes one patches the module that
+reads it.
+"""
+
+from __future__ import annotations
+
+GAP = {"float32": 120.0, "float64": 800.0}  # score gap at which exp(-gap) underflows to 0
+# interpolation error a piecewise-linear map aims for, relative to max(1, |f|): finer knots would
+# cost more units than the dtype's own rounding of their sum gives back
+APPROX_TARGET = {"float32": 1e-5, "float64": 1e-6}
+# most segments of a piecewise-linear unit: where these do not reach APPROX_TARGET, the stated
+# bound is larger instead
+MAX_SEGMENTS = 4096
+# Rounding allowance of an "exact" unit, relative to max(1, |value|): a few ulps of a few operations.
+EXACT_TOL = {"float32": 1e-5, "float64": 1e-10}
+# A softmax head's scores are rounded to the dtype, and the rounding moves its weights by up to
+# e^(2 * drift): past this factor - 1 the model no longer computes the program's softmax at all.
+MAX_WEIGHT_DRIFT = 0.01

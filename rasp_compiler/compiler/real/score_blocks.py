@@ -1,0 +1,117 @@
+"""Score blocks of a positional selector: 0 on selected keys, <= -1 elsewhere.
+
+A conjunction of comparisons gets one-hot blocks per atom (one column per query or key class), or
+for ``select(indices, f, ==)`` over many integer keys a quadratic block ``-(k - f)^2`` written in
+base-B digits so that it stays small; any other selector is one block over its whole matrix.
+Every block's query and key columns are positional features (``embed``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from rasp_compiler.compiler import selectors as sl
+
+
+class ScoreBlocks:
+    """Part of ``NumericCompiler`` (``core``): the score blocks of selectors."""
+
+    def _blocks(self, sel: str, nid: str, digits: bool = True) -> list[tuple[str, str, np.ndarray]]:
+        """Score blocks of a positional selector: 0 on selected keys, <= -1 elsewhere.  ``digits``
+        allows quadratic blocks; a softmax head must not use them: their terms cancel only in sum,
+        and that cancellation would round away the low bits of the data scores added to them."""
+        f = sl.formula(self.graph, sel)
+        conj = sl.conjuncts(f)
+        out = []
+        if all(isinstance(c, sl.Atom) for c in conj):
+            for a in conj:
+                out.extend(self._atom_blocks(a, digits))
+            return out
+        return self._matrix_block(np.asarray(self.pos[sel], dtype=bool), sel)
+
+    def _matrix_block(self, m: np.ndarray, label: str) -> list[tuple[str, str, np.ndarray]]:
+        """A whole selector matrix as one block over distinct query rows x distinct key columns."""
+        qrows, qidx = np.unique(m, axis=0, return_inverse=True)
+        kcols, kidx = np.unique(m, axis=1, return_inverse=True)
+        small = np.zeros((len(qrows), len(kcols)), dtype=bool)
+        for q in range(m.shape[0]):
+            for k in range(m.shape[1]):
+                small[qidx[q], kidx[k]] = m[q, k]
+        return self._onehot_block(qidx.ravel(), kidx.ravel(), small, label)
+
+    def _onehot_block(self, qidx: np.ndarray, kidx: np.ndarray, small: np.ndarray,
+                      label: str) -> list[tuple[str, str, np.ndarray]]:
+        nq, nk = small.shape
+        out = []
+        if nq <= nk:  # one column per query class: Q one-hot, K = truth - 1
+            for j in range(nq):
+                qf = self.embed((qidx == j).astype(float), f"{label}.q{j}")
+                kf = self.embed(small[j, kidx].astype(float) - 1.0, f"{label}.k{j}")
+                out.append((qf, kf, np.array([[1.0]])))
+        else:
+            for j in range(nk):
+                qf = self.embed(small[qidx, j].astype(float) - 1.0, f"{label}.q{j}")
+                kf = self.embed((kidx == j).astype(float), f"{label}.k{j}")
+                out.append((qf, kf, np.array([[1.0]])))
+        return out
+
+    def _atom_blocks(self, a: sl.Atom, digits: bool = True) -> list[tuple[str, str, np.ndarray]]:
+        kv, qv = self.pos[a.key], self.pos[a.query]
+        label = a.select
+        ints = [v for v in kv if _is_int(v)]
+        if (digits and a.op == "==" and not a.negated and len(ints) == len(kv) and min(ints) >= 0
+                and len(set(ints)) > 8):
+            return self._digit_blocks([int(v) for v in kv], qv, label)
+        kvals = _distinct(kv)
+        qvals = _distinct(qv)
+        small = np.array([[sl.holds(a, k, q) for k in kvals] for q in qvals], dtype=bool)
+        if a.negated:
+            small = ~small
+        kidx = np.array([_index(kvals, v) for v in kv])
+        qidx = np.array([_index(qvals, v) for v in qv])
+        return self._onehot_block(qidx, kidx, small, label)
+
+    def _digit_blocks(self, keys: list[int], qv: list[Any], label: str) -> list[tuple[str, str, np.ndarray]]:
+        """-(k - q)^2 summed over base-B digits of key and query values (exact small integers)."""
+        base = max(2, math.isqrt(max(keys)) + 1)
+        ka = np.array([k // base for k in keys], dtype=float)
+        kb = np.array([k % base for k in keys], dtype=float)
+        qa = np.full(len(qv), -2.0)  # a query with no valid target: digit -2 matches no key
+        qb = np.zeros(len(qv))
+        for p, v in enumerate(qv):
+            if _is_int(v) and 0 <= int(v) < base * base:
+                qa[p], qb[p] = int(v) // base, int(v) % base
+        out = []
+        for name, kd, qd in (("hi", ka, qa), ("lo", kb, qb)):
+            # -(k - q)^2 = 2kq - q^2 - k^2 as three rank-one columns
+            fk = self.embed(kd, f"{label}.key_{name}")
+            fk2 = self.embed(kd * kd, f"{label}.key_{name}^2")
+            fq = self.embed(qd, f"{label}.query_{name}")
+            fq2 = self.embed(qd * qd, f"{label}.query_{name}^2")
+            out.append((fq, fk, np.array([[2.0]])))
+            out.append((fq2, "one", np.array([[-1.0]])))
+            out.append(("one", fk2, np.array([[-1.0]])))
+        return out
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer()
+
+
+def _distinct(vals: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in vals:
+        if _index(out, v) < 0:
+            out.append(v)
+    return out
+
+
+def _index(vals: list[Any], v: Any) -> int:
+    for i, u in enumerate(vals):
+        if type(u) is type(v) and u == v or (u is None and v is None) or (
+                _is_int(u) and _is_int(v) and float(u) == float(v)):
+            return i
+    return -1
