@@ -228,3 +228,15 @@ def test_a_repl_draw_that_cannot_be_written_is_reported_and_the_session_goes_on(
     shown = out.getvalue()
     assert "error: cannot write draw-1.png" in shown and "s-op: x" in shown
     assert repl.errors == 1
+
+
+def test_a_tuple_of_s_ops_is_described_by_its_parts() -> None:
+    """A selector comparing several s-ops at once reads their joint one-hot, whose internal id is
+    "(a,b)"; an error about it names the s-ops and their source instead."""
+    from rasp_compiler.compiler.analysis import Analysis
+
+    program = program_from_source("a = tokens == \"x\";\nb = indices + 1;\n"
+                                  "c = aggregate(select(a, b, ==), tokens);\nc;\n")
+    an = Analysis(program, list("xy"), 4)
+    assert an.describe("(a,b)") == "the tuple of 'a' (tokens == \"x\") and 'b' (indices + 1)"
+    assert an.describe("a") == "'a' (tokens == \"x\")"

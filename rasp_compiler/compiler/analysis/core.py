@@ -117,7 +117,10 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         return CompileError(message, self.program.source_file, hint=hint)
 
     def describe(self, node_id: str) -> str:
-        self.info.get(node_id)
+        parts = node_id[1:-1].split(",") if node_id.startswith("(") and node_id.endswith(")") else []
+        if node_id not in self.graph and len(parts) > 1 and all(p in self.graph for p in parts):
+            # the one-hot of several s-ops that a selector compares at once (lowering's tuples)
+            return "the tuple of " + " and ".join(self.describe(p) for p in parts)
         node = self.node(node_id) if node_id in self.graph else None
         text = node.pos.text if node is not None and node.pos is not None and node.pos.text else ""
         return f"'{node_id}'" + (f" ({text})" if text and text != node_id else "")
