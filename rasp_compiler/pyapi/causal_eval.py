@@ -35,9 +35,16 @@ def _masked(expr: RASPExpr, done: dict[int, RASPExpr]) -> RASPExpr:
     return out
 
 
+def masked_program(expr: RASPExpr) -> RASPExpr:
+    """``expr`` with every selector it reads and-ed with ``Select(indices, indices, LEQ)``: a program
+    whose plain meaning is ``expr``'s causal one (what ``evaluate`` here computes).  Compiled with
+    ``causal=True`` it is tracr's causal model of ``expr``."""
+    return _masked(expr, {})
+
+
 def evaluate(expr: RASPExpr, xs: Any) -> Any:
     """``expr`` on ``xs`` with causal selectors (tracr's ``causal_eval.evaluate``)."""
-    return evaluate_expr(_masked(expr, {}), xs)
+    return evaluate_expr(masked_program(expr), xs)
 
 
 class CausalEvaluator:

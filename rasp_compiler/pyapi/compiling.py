@@ -61,11 +61,20 @@ def compile_rasp_to_model(program: Any, vocab: Any, max_seq_len: int, causal: bo
                           compiler_bos: Any = COMPILER_BOS, compiler_pad: Any = COMPILER_PAD,
                           mlp_exactness: int = 100) -> AssembledModel:
     """tracr's signature.  ``mlp_exactness`` is accepted and ignored: every MLP here is exact on
-    the value sets the compiler derives, with margins computed from their gaps."""
+    the value sets the compiler derives, with margins computed from their gaps.
+
+    With ``causal=True``, as in tracr, every selector is masked to keys at or before its query:
+    the model computes ``causal_eval.evaluate(program, xs)``, also for a program that looks ahead
+    (tracr's ``make_length`` gives ``1, 2, 3, …``).  ``compile_program(..., causal=True)`` instead
+    keeps the program's own meaning and refuses a program that looks ahead."""
     del mlp_exactness
     from rasp_compiler.pyapi import compile_program
+    from rasp_compiler.pyapi.builder import RASPExpr
+    from rasp_compiler.pyapi.causal_eval import masked_program
 
     if compiler_bos in vocab or compiler_pad in vocab:
         raise UserError("the BOS and padding tokens must not be in the vocabulary")
+    if causal and isinstance(program, RASPExpr):
+        program = masked_program(program)
     model = compile_program(program, vocab, max_seq_len, causal=causal)
     return AssembledModel(model, compiler_bos, compiler_pad)
