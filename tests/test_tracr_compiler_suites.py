@@ -373,13 +373,21 @@ def test_categorical_mean_of_strings_has_no_answer() -> None:
 
 def test_categorical_mean_of_equal_values() -> None:
     """tracr's validator accepts several selected keys holding one value (nothing is averaged) and
-    compiles it.  Unannotated it compiles here; marked categorical it is refused (the analysis
-    does not prove that the selected values are equal), with a clear error."""
+    compiles it.  So does this compiler, as a mean (unannotated) or, marked categorical, as a one-hot:
+    the selector compares the tokens with ==, and the value is a function of the token, so every
+    key it picks for a query holds the same value (``Analysis.selected_values_agree``)."""
     doubled = rasp.Aggregate(rasp.Select(T, T, rasp.Comparison.EQ), rasp.Map(lambda x: 2 * x, T))
     assert rasp.run(doubled, [1, 1, 3]) == [2, 2, 6]
     assert _agrees_everywhere(doubled, {1, 2, 3}, 5) == 363
+    marked = rasp.categorical(doubled)
+    model = rasp.compile_program(marked, {1, 2, 3}, 5)
+    assert model.config["output"]["encoding"] == "categorical"
+    assert not any("several keys" in note for note in model.config["notes"])
+    assert _agrees_everywhere(marked, {1, 2, 3}, 5) == 363
+    # a value that is not a function of the compared key is still refused
     with pytest.raises(CompileError, match="may pick several keys"):
-        rasp.compile_program(rasp.categorical(doubled), {1, 2, 3}, 5)
+        rasp.compile_program(rasp.categorical(rasp.Aggregate(rasp.Select(T, T, rasp.Comparison.EQ), I)),
+                             {1, 2, 3}, 5)
 
 
 NUMERICAL_MEANS = {  # tracr flags a numerical aggregate of values other than 0 and 1

@@ -55,11 +55,13 @@ class AttentionOutputs:
             raise self.error(node.id, f"{self.describe(node.id)} averages {self.describe(src)}, "
                              f"which holds non-numbers ({_preview(sinfo.values)})",
                              hint="a numerical aggregate needs numbers; use indicator(...) on booleans")
-        if enc == "categorical" and not unique and numeric:
+        agreeing = not unique and enc == "categorical" and self.selected_values_agree(sel_id, src)
+        if enc == "categorical" and not unique and numeric and not agreeing:
             raise self.error(node.id, f"{self.describe(node.id)} is categorical, but its selector may "
                              "pick several keys, and the mean of several numbers has no categorical "
                              "encoding", hint="remove categorical(...) so it compiles as a numerical "
-                             "mean, or select at most one key (compare against indices with ==)")
+                             "mean, select at most one key (compare against indices with ==), or "
+                             "aggregate a function of the key that the selector compares with ==")
         widths = self.widths(sel_id)
         default = node.default
         if enc == "categorical":
@@ -71,7 +73,7 @@ class AttentionOutputs:
                 info.cond = {ctx: (empty if w == 0 else full) for ctx, w in widths.items()}
                 info.values = sorted_values(v for vs in info.cond.values() for v in vs)
                 info.table = {(v,): v for v in info.values}
-            if not unique:
+            if not unique and not (agreeing and numeric):
                 info.notes.append("several keys may be selected: the interpreter rejects such inputs "
                                   "(a mean of non-numbers)")
             return info

@@ -102,6 +102,25 @@ class SelectorFacts:
             pinned.add(c.key)
         return any(self.rank_of(k) in pinned for k in pinned)
 
+    def selected_values_agree(self, sel_id: str, src: str) -> bool:
+        """Whether every key the selector may pick for one query holds the same value of ``src``:
+        some conjunct matches at most one key value per query value, and ``src`` is a function of
+        that key (``aggregate(select(tokens, tokens, ==), f(tokens))``).  The mean of those keys is
+        then that value, so a categorical aggregate of numbers is exact (tracr compiles it too)."""
+        for c in sl.conjuncts(self.formula(sel_id)):
+            if not isinstance(c, sl.Atom):
+                continue
+            kv, qv = self.info[c.key].values, self.info[c.query].values
+            if sl.atom_matrix(c, qv, kv).sum(axis=1).max(initial=0) > 1:
+                continue
+            if c.key == src:
+                return True
+            of_key: dict[Any, Any] = {}
+            if all(of_key.setdefault(value_key(k), value_key(v)) == value_key(v)
+                   for k, v in self.joint([c.key, src])):
+                return True
+        return False
+
     def injective(self, sid: str) -> bool:
         """Whether ``sid`` holds a different value at every position of every input: a positional
         s-op checked at every length, or a function of the index and of s-ops that hold one value
