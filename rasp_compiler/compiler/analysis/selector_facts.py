@@ -91,28 +91,28 @@ class SelectorFacts:
         if w is not None:
             return max(w.values(), default=0) <= 1
         pinned = set()
-        for c in sl.conjuncts(self.formula(sel_id)):
-            if not isinstance(c, sl.Atom):
-                continue
-            kv, qv = self.info[c.key].values, self.info[c.query].values
-            if sl.atom_matrix(c, qv, kv).sum(axis=1).max(initial=0) > 1:
-                continue
+        for c in self._pinning_atoms(sel_id):
             if self.injective(c.key):
                 return True
             pinned.add(c.key)
         return any(self.rank_of(k) in pinned for k in pinned)
+
+    def _pinning_atoms(self, sel_id: str) -> list[sl.Atom]:
+        """The conjuncts of the selector that match at most one key value for each query value."""
+        out = []
+        for c in sl.conjuncts(self.formula(sel_id)):
+            if isinstance(c, sl.Atom):
+                kv, qv = self.info[c.key].values, self.info[c.query].values
+                if sl.atom_matrix(c, qv, kv).sum(axis=1).max(initial=0) <= 1:
+                    out.append(c)
+        return out
 
     def selected_values_agree(self, sel_id: str, src: str) -> bool:
         """Whether every key the selector may pick for one query holds the same value of ``src``:
         some conjunct matches at most one key value per query value, and ``src`` is a function of
         that key (``aggregate(select(tokens, tokens, ==), f(tokens))``).  The mean of those keys is
         then that value, so a categorical aggregate of numbers is exact (tracr compiles it too)."""
-        for c in sl.conjuncts(self.formula(sel_id)):
-            if not isinstance(c, sl.Atom):
-                continue
-            kv, qv = self.info[c.key].values, self.info[c.query].values
-            if sl.atom_matrix(c, qv, kv).sum(axis=1).max(initial=0) > 1:
-                continue
+        for c in self._pinning_atoms(sel_id):
             if c.key == src:
                 return True
             of_key: dict[Any, Any] = {}
