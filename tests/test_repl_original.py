@@ -204,7 +204,7 @@ def test_a_dict_of_s_ops_and_selectors_prints_each_with_its_key() -> None:
     out = lines('set example "ab"\nexamples off\n'
                 'd = {"s": tokens, "n": 1, "e": select(indices, indices, ==)};\nexamples on\nd;\n')
     assert out[:5] == ["     dict: d =  {", '\t\t\t "s" :     s-op: tokens', '\t\t\t "n" :     value:  1',
-                       '\t\t\t "e" :     selector: select(indices, indices, ==)', "               }"]
+                       '\t\t\t "e" :     selector: plain select', "               }"]
     assert out[5:8] == ["     dict: d =  {", '\t\t\t "s" :     s-op: tokens',
                         '\t\t\t \t Example: tokens("ab") = [a, b] (strings)']
     assert "\t\t\t \t\t\t     a b" in out and "\t\t\t \t\t\t a | 1  " in out
@@ -372,3 +372,73 @@ def test_tokens_can_be_set_and_library_names_used_inside_functions(tmp_path: Pat
     monkeypatch.chdir(tmp_path)
     out = lines('load "lib";\nok;\n')
     assert "cannot set reserved name 'sort'" in out[0] and out[-2:] == ["    value: ok =  3"] * 2
+
+
+# -- 9. names of s-ops and selectors nobody named (tests/tgt/load_rover.txt there) ---------------------
+# The original names every s-op / selector when it makes it and renames it on each assignment and each
+# function call that returns it (FunctionalSupport.py setname, Evaluator.py, make_operators.py,
+# Sugar.py); a list or dict shows its elements by that name.
+
+def test_a_call_names_its_result_after_the_call_and_its_arguments() -> None:
+    out = lines('examples off\ndef f(x, y) { return x + 1; }\n'
+                'd = {"a": f(indices, "q"), "b": f(indices, [1, 2]), "c": f(indices, {"k": 1}), '
+                '"d": f(indices, [1, 2, 3, 4, 5, 6, 7, 8]), "e": f(indices, {"key": "value", "k": 2}), '
+                '"f": f(indices, 2.5)};\n')
+    assert out[1:] == ["     dict: d =  {",
+                       '\t\t\t "a" :     s-op: f(indices , "q")',
+                       '\t\t\t "b" :     s-op: f(indices , [1, 2])',
+                       '\t\t\t "c" :     s-op: f(indices , {"k": 1})',
+                       '\t\t\t "d" :     s-op: f(indices , (list))',
+                       '\t\t\t "e" :     s-op: f(indices , (dict))',
+                       '\t\t\t "f" :     s-op: f(indices , 2.5)',
+                       "               }"]
+
+
+def test_select_and_aggregate_nobody_named_show_their_kind() -> None:
+    out = lines("examples off\nl = [select(indices, indices, ==), select(indices, indices, <) and "
+                "select(tokens, tokens, ==), aggregate(select(indices, indices, ==), tokens), "
+                "selector_width(select(indices, indices, <))];\n")
+    assert out == ["     list: l =  [", "\t\t     selector: plain select", "\t\t     selector: plain select",
+                       "\t\t     s-op: s-op", "\t\t     s-op: selector_width(plain select)",
+                       "               ]"]
+
+
+def test_a_name_over_30_characters_falls_back_to_the_kind() -> None:
+    out = lines("examples off\ndef select_same_values(q) { return select(q, q, ==); }\n"
+                "abcdefghijklmnopqrstuvwxyz_12345 = indices + 2;\n"
+                "l = [abcdefghijklmnopqrstuvwxyz_12345, select_same_values(indices), "
+                "select_same_values(tokens_float), (tokens == \"a\") and (indices < 2)];\n")
+    assert out[2:] == ["     list: l =  [", "\t\t     s-op: s-op",
+                       "\t\t     selector: select_same_values(indices)", "\t\t     selector: sel",
+                       "\t\t     s-op: s-op", "               ]"]
+
+
+def test_operators_name_their_result_as_the_original() -> None:
+    out = lines('examples off\nv = ["a", "b"];\n'
+                'l = [tokens + 1, 1 - indices, 1 < indices, indices ^ 2, -indices, round(indices), '
+                'indicator(tokens == "a"), not (tokens == "a"), tokens in v, tokens in ["a"], indices[0], '
+                'indices[-1], "a" in tokens, indices if tokens == "a" else 0];\n')
+    assert out[1:] == ["     list: l =  [", "\t\t     s-op: ( tokens + 1 )", "\t\t     s-op: ( 1 - indices )",
+                       "\t\t     s-op: ( indices > 1 )", "\t\t     s-op: ( indices pow 2 )",
+                       "\t\t     s-op: ( - indices )", "\t\t     s-op: ( round indices )",
+                       "\t\t     s-op: I(( tokens == a ))", "\t\t     s-op: ( not ( tokens == a ) )",
+                       "\t\t     s-op: tokens in v", "\t\t     s-op: tokens in ['a']",
+                       "\t\t     s-op: indices[0]", "\t\t     s-op: indices[-1]",
+                       "\t\t     s-op: ( s-op > 0 )", "\t\t     s-op: s-op", "               ]"]
+
+
+def test_assignment_and_calls_rename_the_value_itself() -> None:
+    # `b = a` renames the s-op `a` holds; a function returning its argument renames the argument
+    out = lines('set example "ab"\ndef same(s) { return s; }\na = indices + 1;\nb = a;\nexamples off\n'
+                "l = [same(tokens_int), a, tokens_int, tokens_str];\nexamples on\n[a];\n")
+    assert out[5:] == ["     list: l =  [", "\t\t     s-op: same(tokens_int)", "\t\t     s-op: b",
+                       "\t\t     s-op: same(tokens_int)", "\t\t     s-op: tokens", "               ]",
+                       "     list: out =  [", "\t\t     s-op: b", '\t\t \t Example: b("ab") = [1, 2] (ints)',
+                       "                 ]"]
+
+
+def test_a_function_argument_shows_in_a_call_name_as_the_repl_prints_it() -> None:
+    out = lines("examples off\ndef f(a) { return a; }\ndef g(h) { return indices + 1; }\n"
+                "[g(f), g(1.5), g(True)];\n")
+    assert out[2:] == ["     list: out =  [", "\t\t     s-op: g(console function: f(a))",
+                       "\t\t     s-op: g(1.5)", "\t\t     s-op: g(True)", "                 ]"]

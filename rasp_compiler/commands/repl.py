@@ -109,6 +109,9 @@ def _session_for(repl: Repl) -> Any:
                 repl.loading -= 1
                 self._loading.pop()
 
+        def describe_function(self, fn):  # type: ignore[no-untyped-def]
+            return function_desc(fn)  # `g(console function: f(x))`, as the original's str(function)
+
         def _check_bindable(self, name, tree, ctx):  # type: ignore[no-untyped-def]
             super()._check_bindable(name, tree, ctx)
             if ctx.file == LIBRARY_FILE:
@@ -407,17 +410,11 @@ class Repl:
             self.print_named(name, value)
 
     def name_of(self, value: Any) -> str:
-        """An s-op's or selector's name: the variable it was first bound to, else the expression
-        that made it (the original names `tokens in vowels` so too), else kind_N."""
-        builder = self.session.builder
-        binding = builder.bindings.get(value.node)
-        if binding is not None:
-            return binding[2]
-        node = builder.node(value.node)
-        text = " ".join(node.pos.text.split()) if node.pos is not None else ""
-        if text and len(text) <= 40:
-            return text
-        return f"{node.kind}_{value.node.lstrip('#')}"
+        """An s-op's or selector's name where no binding names it (in a list or dict), as the
+        original's: its last assignment or the call that returned it (`checkfor("a" , "<")`), else
+        the operator that made it (`( tokens + 1 )`, `tokens in vowels`), else its kind (`s-op`,
+        `plain select`); a name over 30 characters falls back to `s-op` / `sel`."""
+        return self.session.display_name(value)
 
     def evaluated(self, value: Any, example: Any) -> Any:
         from rasp_compiler.interpreter import evaluate

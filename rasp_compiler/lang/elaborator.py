@@ -90,6 +90,9 @@ class Session(Expressions):
         # While a library function runs for user code, its nodes and errors point at the user's
         # call (the user's line is what they can act on), not into rasplib.rasp.
         self._call_site: list[tuple[Tree, _Context]] = []
+        # The original REPL's current name of each s-op / selector node (see Expressions.display_name):
+        # read only by the REPL's printing, never by programs, node ids or compilation.
+        self.display_names: dict[str, str] = {}
         self.builtins = Env(label="built-ins")
         self._install_builtins()
         self.library = Env(parent=self.builtins, label="library")
@@ -278,6 +281,7 @@ class Session(Expressions):
         for name, v in pairs:
             env.vars[name] = v
             if isinstance(v, (SOp, Selector)):
+                self.set_display_name(v, name)  # as the original's assignment renames the value
                 if ctx.function is None:
                     self.builder.bind(v.node, name, TOP_LEVEL)
                 else:
@@ -409,9 +413,14 @@ class Session(Expressions):
             if not ok:
                 raise self.error(f"{fn.name} called with {len(args)} argument{'s' * (len(args) != 1)}; "
                                  f"usage: {fn.usage}", tree, ctx)
-            return fn.impl(self, args, tree, ctx)
+            result = fn.impl(self, args, tree, ctx)
+            if not any(result == a for a in args if isinstance(a, (SOp, Selector))):  # not numerical(x)
+                self.name_call_result(fn.name, args, result)
+            return result
         if isinstance(fn, Function):
-            return self.call_function(fn, args, tree, ctx)
+            result = self.call_function(fn, args, tree, ctx)
+            self.name_call_result(fn.name, args, result)
+            return result
         if isinstance(fn, (SOp, Selector)):
             return self.apply_to_input(fn, args, tree, ctx)
         raise self.error(f"{a_kind(fn)} is not a function and cannot be called", fn_tree or tree, ctx)
@@ -479,14 +488,18 @@ class Session(Expressions):
         for t in TOKEN_TYPES:
             env[f"tokens_{t}"] = SOp(b.add(Tokens, (), None, type=t))
             b.bind(env[f"tokens_{t}"].node, f"tokens_{t}" if t != "str" else "tokens", BUILTIN)
+            self.display_names[env[f"tokens_{t}"].node] = f"tokens_{t}" if t != "str" else "tokens"
         env["tokens"] = env["tokens_str"]
         # the input exactly as given: characters of a string, JSON values of a list (the original's)
         env["tokens_asis"] = SOp(b.add(Tokens, (), None, type="value"))
         b.bind(env["tokens_asis"].node, "tokens_asis", BUILTIN)
+        self.display_names[env["tokens_asis"].node] = "tokens_asis"
         env["indices"] = SOp(b.add(Indices, (), None))
         b.bind(env["indices"].node, "indices", BUILTIN)
+        self.display_names[env["indices"].node] = "indices"
         env["length"] = SOp(b.add(Length, (), None))
         b.bind(env["length"].node, "length", BUILTIN)
+        self.display_names[env["length"].node] = "length"
         env["True"], env["False"] = True, False
         for builtin in _BUILTINS:
             env[builtin.name] = builtin

@@ -29,6 +29,12 @@ from rasp_compiler.lang.values import Builtin, Env, Function, Selector, SOp, a_k
 if TYPE_CHECKING:
     from rasp_compiler.lang.elaborator import _Context
 
+# The REPL's names for s-ops and selectors nobody named, as the original's (tech-srl/RASP): a name
+# longer than this falls back to the kind (FunctionalSupport.py, name_maxlen and setname).
+NAME_MAXLEN = 30
+# `1 < x` names as Python reflects it to x's operator: `( x > 1 )` (make_operators.py).
+REFLECTED = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "==": "==", "!=": "!="}
+
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
 
 
@@ -49,6 +55,57 @@ def decode_string(token_text: str) -> str:
 
 class Expressions:
     """The expression half of the elaborator; ``Session`` supplies builder, error, pos, calls."""
+
+    display_names: dict[str, str]  # node id -> the REPL's name for it (set up by Session)
+
+    # -- display names: what the REPL calls an s-op or selector inside a printed list or dict.  They
+    # follow the original's mutable names (``setname``): every object is named when made (kind,
+    # operator or call), and renamed by each assignment to it and each function call returning it.
+    # Only the REPL reads them (``display_names``); node ids and programs do not depend on them.
+    def display_name(self, value: SOp | Selector) -> str:
+        name = self.display_names.get(value.node)
+        if name is None:  # the original's defaults: select(...) and aggregate(...) are not named
+            return "plain select" if isinstance(value, Selector) else "s-op"
+        return name
+
+    def set_display_name(self, value: SOp | Selector, name: str) -> None:
+        if len(name) > NAME_MAXLEN:
+            name = "sel" if isinstance(value, Selector) else "s-op"
+        self.display_names[value.node] = name
+
+    def operand_name(self, value: Any) -> str:
+        """An operand as the original's operator names show it: an s-op by name, an atom bare."""
+        return self.display_name(value) if isinstance(value, (SOp, Selector)) else str(value)
+
+    def describe(self, value: Any, cap: int | None = None) -> str:
+        """An argument as the original's call names show it (Evaluator.py, strdesc): strings quoted,
+        a list or dict longer than ``cap`` as (list) / (dict)."""
+        if isinstance(value, (SOp, Selector)):
+            return self.display_name(value)
+        if isinstance(value, (list, dict)):
+            if isinstance(value, list):
+                text = "[" + ", ".join(self.describe(v) for v in value) + "]"
+            else:
+                text = "{" + ", ".join(f"{self.describe(k)}: {self.describe(v)}"
+                                       for k, v in value.items()) + "}"
+            if cap is not None and len(text) > cap:
+                return "(list)" if isinstance(value, list) else "(dict)"
+            return text
+        if isinstance(value, str):
+            return f'"{value}"'
+        if isinstance(value, (Function, Builtin)):
+            return self.describe_function(value)
+        return str(value)
+
+    def describe_function(self, fn: Function | Builtin) -> str:
+        """A function argument in a call's name (the REPL words it as it prints functions)."""
+        return str(fn)
+
+    def name_call_result(self, fn_name: str, args: list[Any], result: Any) -> None:
+        """A function call names the s-op or selector it returns after itself: ``f("a" , x)``."""
+        if isinstance(result, (SOp, Selector)):
+            described = " , ".join(self.describe(a, 20) for a in args)
+            self.set_display_name(result, f"{fn_name}({described})")
 
     def expr(self, tree: Tree | Token, env: Env, ctx: _Context) -> Any:
         method = getattr(self, "e_" + tree.data, None)
@@ -144,7 +201,15 @@ class Expressions:
                     raise self.error(f"cannot apply '{op}' to an s-op and {a_kind(side)}", tree, ctx,
                                      hint=("to index by an s-op write table[sop]; for membership write "
                                            "sop in list") if isinstance(side, (list, dict)) else None)
-            return self.elementwise(lambda a, b: Binary(op, a, b), [left, right], tree, ctx)
+            result = self.elementwise(lambda a, b: Binary(op, a, b), [left, right], tree, ctx)
+            lname, rname = self.operand_name(left), self.operand_name(right)
+            if op in ("and", "or"):
+                self.set_display_name(result, f"( {lname} {op} {rname})")
+            elif not isinstance(left, SOp) and op in REFLECTED:
+                self.set_display_name(result, f"( {rname} {REFLECTED[op]} {lname} )")
+            else:
+                self.set_display_name(result, f"( {lname} {'pow' if op == '^' else op} {rname} )")
+            return result
         return self.atom_binary(op, left, right, tree, ctx)
 
     def atom_binary(self, op: str, left: Any, right: Any, tree, ctx: _Context) -> Any:
@@ -175,7 +240,10 @@ class Expressions:
                 return Selector(self.builder.add(SelectorNot, (value.node,), self.pos(tree, ctx)))
             raise self.error(f"cannot apply '{op}' to a selector", tree, ctx)
         if isinstance(value, SOp):
-            return self.elementwise(lambda a: Unary(op, a), [value], tree, ctx)
+            result = self.elementwise(lambda a: Unary(op, a), [value], tree, ctx)
+            name = self.display_name(value)
+            self.set_display_name(result, f"I({name})" if op == "indicator" else f"( {op} {name} )")
+            return result
         if not is_atom(value):
             raise self.error(f"cannot apply '{op}' to {a_kind(value)}", tree, ctx)
         from rasp_compiler.graph.semantics import OperatorError, apply_unary
@@ -213,13 +281,18 @@ class Expressions:
             if not isinstance(side, SOp) and not is_atom(side):
                 raise self.error(f"an elementwise 'if' picks between s-ops or atoms, not {a_kind(side)}",
                                  t, ctx)
-        return self.elementwise(lambda c, a, b: Ternary(a, c, b), [cond, then, other], tree, ctx)
+        result = self.elementwise(lambda c, a, b: Ternary(a, c, b), [cond, then, other], tree, ctx)
+        self.set_display_name(result, f"{self.operand_name(then)} if {self.display_name(cond)} else "
+                                      f"{self.operand_name(other)}")
+        return result
 
     def e_contains(self, tree: Tree, env: Env, ctx: _Context) -> Any:
         item_tree, coll_tree = tree.children
         item = self.expr(item_tree, env, ctx)
         coll = self.expr(coll_tree, env, ctx)
         if isinstance(item, SOp):
+            # named `x in vowels` after the variable, else after the list as Python prints it
+            coll_name = coll_tree.children[0].value if coll_tree.data == "var" else str(coll)
             if isinstance(coll, dict):
                 coll = list(coll)
             if not isinstance(coll, (list, tuple)):
@@ -229,11 +302,16 @@ class Expressions:
                 if not is_atom(v):
                     raise self.error(f"'s-op in X' needs X to be a list of atoms; it holds {a_kind(v)}",
                                      coll_tree, ctx)
-            return self.elementwise(lambda a: Contains(a, tuple(coll)), [item], tree, ctx)
+            result = self.elementwise(lambda a: Contains(a, tuple(coll)), [item], tree, ctx)
+            self.set_display_name(result, f"{self.display_name(item)} in {coll_name}")
+            return result
         if is_atom(item):
             if isinstance(coll, SOp):
                 contains = self._library_function("contains", tree, ctx)
-                return self.call_value(contains, [coll, item], tree, ctx)
+                result = self.call_value(contains, [coll, item], tree, ctx)
+                if isinstance(result, SOp):  # the original's `aggregate(full_s, indicator) > 0`
+                    self.set_display_name(result, "( s-op > 0 )")
+                return result
             if isinstance(coll, (list, dict)):
                 return item in coll
             if isinstance(coll, str):
@@ -296,11 +374,16 @@ class Expressions:
         indices = self._builtin_node("indices")
         if k >= 0:
             where = self.builder.add(Constant, (), pos, value=k)
+            self.set_display_name(SOp(where), str(k))
         else:
             length = self._builtin_node("length")
             where = self.builder.add(Map, (length,), pos, fn=Binary("+", Var(0), Const(k)))
+            self.set_display_name(SOp(where), f"{self.display_name(SOp(length))}{k}")
         sel = self.builder.add(Select, (indices, where), pos, op="==")
-        return SOp(self.builder.add(Aggregate, (sel, sop.node), pos, default=0))
+        self.set_display_name(Selector(sel), f"load from {k}")
+        result = SOp(self.builder.add(Aggregate, (sel, sop.node), pos, default=0))
+        self.set_display_name(result, f"{self.display_name(sop)}[{k}]")
+        return result
 
     def _builtin_node(self, name: str) -> str:
         return self.builtins.vars[name].node
@@ -318,7 +401,9 @@ class Expressions:
         if isinstance(value, SOp):
             return value.node
         if is_atom(value):
-            return self.builder.add(Constant, (), self.pos(tree, ctx), value=value)
+            node = self.builder.add(Constant, (), self.pos(tree, ctx), value=value)
+            self.set_display_name(SOp(node), str(value))
+            return node
         raise self.error(f"{what} must be an s-op or an atom, got {a_kind(value)}", tree, ctx)
 
     def e_aggregate(self, tree: Tree, env: Env, ctx: _Context) -> SOp:
