@@ -318,3 +318,33 @@ def test_a_vocabulary_of_equal_tokens_of_two_types_is_refused() -> None:
             compile_program(program, vocab, 4)
         assert info.type.__name__ == "UserError"
     assert compile_program(program, [1, 2, 1], 4).vocab == [1, 2]   # a plain repeat is dropped
+
+
+AGREEING_KEYS = {  # categorical aggregates whose selected keys provably hold one value
+    "value of the key": "x = categorical(aggregate(select(tokens_int, tokens_int, ==), tokens_int * 2));",
+    "with another conjunct": "x = categorical(aggregate(select(tokens_int, tokens_int, ==) and "
+                             "select(indices, indices, <), tokens_int % 2, 5));",
+    "a map as the key": "y = tokens_int % 2; x = categorical(aggregate(select(y, y, ==), y + 10));",
+    "query shifted": "x = categorical(aggregate(select(tokens_int, tokens_int + 1, ==), tokens_int * 3, 0));",
+    "constant query": "x = categorical(aggregate(select(tokens_int, 2, ==), tokens_int * 3, 0));",
+}
+
+
+@pytest.mark.parametrize("name", sorted(AGREEING_KEYS))
+def test_categorical_aggregate_of_keys_that_hold_one_value(name: str) -> None:
+    program = program_from_source(AGREEING_KEYS[name] + "\nx;\n")
+    model = compile_program(program, [1, 2, 3], 5)
+    assert model.config["output"]["encoding"] == "categorical"
+    result = check_model(model, program, exhaustive_inputs([1, 2, 3], 5))
+    assert result.ok and result.inputs_checked == 363
+
+
+@pytest.mark.parametrize("source", [
+    "x = categorical(aggregate(select(tokens_int, tokens_int, ==) or select(indices, indices, <), "
+    "tokens_int % 2, 5));",  # the `or` lets keys of another value in
+    "x = categorical(aggregate(select(tokens_int, tokens_int, ==), indices));",  # not the key's function
+    "x = categorical(aggregate(select(tokens_int, tokens_int, <=), tokens_int));",  # several key values
+])
+def test_categorical_aggregate_of_keys_that_may_differ_is_refused(source: str) -> None:
+    with pytest.raises(CompileError, match="may pick several keys"):
+        compile_program(program_from_source(source + "\nx;\n"), [1, 2, 3], 5)
