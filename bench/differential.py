@@ -63,6 +63,7 @@ def main() -> int:
         logging.getLogger("rasp_compiler.pyapi.builder").setLevel(logging.ERROR)
     torch.set_num_threads(1)
     seeds = args.seeds if args.seeds else list(range(args.start, args.start + args.programs))
+    vocab = args.vocab or ("abc or {1, 2, 3} by seed" if args.python_api else list(random_source.VOCAB))
     counts: collections.Counter = collections.Counter()
     depths: collections.Counter = collections.Counter()
     bad, refused = [], collections.Counter()
@@ -90,7 +91,7 @@ def main() -> int:
                   flush=True)
     secs = time.perf_counter() - start
     print(f"{len(seeds)} programs (depths {dict(sorted(depths.items()))}), {inputs:,} inputs compared, "
-          f"max_len {args.max_len}, vocab {args.vocab}: {dict(counts)} in {secs:.0f} s")
+          f"max_len {args.max_len}, vocab {vocab}: {dict(counts)} in {secs:.0f} s")
     for why, k in refused.most_common(5):
         print(f"  refused x{k}: {why}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
