@@ -652,22 +652,24 @@ def _merge(fst: Select, snd: Select, combine: Callable[[bool, bool], bool]) -> S
     return Select(keys, queries, lambda k, q: combine(p(k, q), r(k, q)))
 
 
-def selector_and(fst: Selector, snd: Selector, simplify: bool = True) -> Selector:
-    """tracr's ``selector_and``: one ``Select`` when both are selects that can merge."""
+def _merged_or(node: type[Selector], fst: Selector, snd: Selector, simplify: bool,
+               combine: Callable[[bool, bool], bool]) -> Selector:
+    """One ``Select`` when both are selects that can merge, else ``node(fst, snd)``."""
     if simplify and isinstance(fst, Select) and isinstance(snd, Select):
-        merged = _merge(fst, snd, lambda a, b: a and b)
+        merged = _merge(fst, snd, combine)
         if merged is not None:
             return merged
-    return SelectorAnd(fst, snd)
+    return node(fst, snd)  # type: ignore[call-arg]
+
+
+def selector_and(fst: Selector, snd: Selector, simplify: bool = True) -> Selector:
+    """tracr's ``selector_and``: one ``Select`` when both are selects that can merge."""
+    return _merged_or(SelectorAnd, fst, snd, simplify, lambda a, b: a and b)
 
 
 def selector_or(fst: Selector, snd: Selector, simplify: bool = True) -> Selector:
     """tracr's ``selector_or``: one ``Select`` when both are selects that can merge."""
-    if simplify and isinstance(fst, Select) and isinstance(snd, Select):
-        merged = _merge(fst, snd, lambda a, b: a or b)
-        if merged is not None:
-            return merged
-    return SelectorOr(fst, snd)
+    return _merged_or(SelectorOr, fst, snd, simplify, lambda a, b: a or b)
 
 
 def selector_not(inner: Selector, simplify: bool = True) -> Selector:
