@@ -327,5 +327,8 @@ def test_tracr_compile_entry_point_and_calls() -> None:
     assert len(out.trace["residuals"]) == 1 + 2 * model.model.n_layers
     with pytest.raises(UserError, match="must start with the BOS"):
         model.apply(["a", "b"])
+    # the empty input (BOS alone, or BOS and padding): nothing to decode
+    assert model.apply(["BOS"]).decoded == ["BOS"]
+    assert model.apply(["BOS", "PAD", "PAD"]).decoded == ["BOS", "PAD", "PAD"]
     frac = compiling.compile_rasp_to_model(CASES["frac_prevs"][0](), {"h", "e", "l", "o"}, 5)
     assert as_expected(frac.apply(["compiler_bos", *"hello"]).decoded[1:], CASES["frac_prevs"][4][0][1])

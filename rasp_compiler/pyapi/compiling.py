@@ -27,7 +27,7 @@ COMPILER_PAD = "compiler_pad"
 class ModelOutput:
     """What ``apply`` returns: ``decoded`` has tracr's layout (BOS, one value per input token,
     the pad token at padded positions); ``trace`` holds this compiler's logits, residual streams
-    and attention patterns (see ``RaspModel.trace``)."""
+    and attention patterns (see ``RaspModel.trace``), empty for the empty input."""
 
     decoded: list[Any]
     trace: dict[str, Any] = field(repr=False, default_factory=dict)
@@ -52,6 +52,8 @@ class AssembledModel:
             n -= 1
         if any(t == self.compiler_pad for t in body[:n]):
             raise UserError("padding tokens may only follow the input")
+        if n == 0:  # the empty input (BOS alone): nothing to compute, as RASP has no empty sequence
+            return ModelOutput([self.compiler_bos] + [self.compiler_pad] * len(body))
         trace = self.model.trace([body[:n]])
         out = self.model.decode(trace["logits"], [n])[0]
         return ModelOutput([self.compiler_bos, *out] + [self.compiler_pad] * (len(body) - n), trace)
