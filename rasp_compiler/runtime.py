@@ -20,8 +20,9 @@ refuses NaN or infinite outputs.
 The network: position 0 holds a BOS token; token embedding + position embedding; per layer a
 multi-head softmax attention (scores divided by sqrt(d_head), padded keys masked, optionally
 causal) then a ReLU MLP, both added to the residual stream; a linear unembedding to logits.  On a
-CPU, a sublayer whose weights are large and touch few residual dimensions runs on those dimensions
-alone (the same sums without their zero terms).
+CPU, each product large enough to gain runs on the dimensions its weights touch: the residual
+dimensions a sublayer reads and writes, and the head dimensions both factors of q.k or of v.W_O use
+(the same sums without their zero terms).
 
 Real-valued models (``rasp compile --input-range``): ``config["input"] = {"kind": "numerical",
 "range": [lo, hi]}``; every token is the number token (id 0) and its value is added times
@@ -145,21 +146,26 @@ class Transformer(torch.nn.Module):
         if self.causal:
             allowed = allowed & (pos.unsqueeze(0) <= pos.unsqueeze(1)).unsqueeze(0)
         neg = torch.finfo(x.dtype).min
+        # x is this call's own tensor: updated in place unless a trace keeps every step or
+        # autograd may have saved it
+        in_place = not trace and not torch.is_grad_enabled()
         residuals, patterns = [x], []
         for li, lc in enumerate(self.layers_cfg):
             if lc["n_heads"]:
                 wq, wk = self.w(f"layers.{li}.attn.W_Q"), self.w(f"layers.{li}.attn.W_K")
                 wv, wo = self.w(f"layers.{li}.attn.W_V"), self.w(f"layers.{li}.attn.W_O")
-                reads = _support((wq, wk, wv), dim=1)
-                writes = _support((wo,), dim=2)
-                xr = _columns(x, reads)
-                q = torch.einsum("btd,hde->bhte", xr, _rows(wq, reads, dim=1))
-                k = torch.einsum("btd,hde->bhte", xr, _rows(wk, reads, dim=1))
-                v = torch.einsum("btd,hde->bhte", xr, _rows(wv, reads, dim=1))
+                tokens = b * t
+                # head dimensions that both factors of a product use: q.k and v.W_O
+                qk = _support((wq, wk), dim=2, rows=tokens, every=True)
+                ov = _support((wv, wo.transpose(1, 2)), dim=2, rows=tokens, every=True)
+                q, k, v = (self._project(x, _rows(w, e, dim=2), tokens)
+                           for w, e in ((wq, qk), (wk, qk), (wv, ov)))
+                writes = _support((wo,), dim=2, rows=tokens)
+                wo = _rows(_rows(wo, writes, dim=2), ov, dim=1)
                 scores = q @ k.transpose(-1, -2) / math.sqrt(lc["d_head"])
                 scores = scores.masked_fill(~allowed.unsqueeze(1), neg)
                 attn = torch.softmax(scores, dim=-1)
-                x = _add_columns(x, writes, torch.einsum("bhte,hed->btd", attn @ v, _rows(wo, writes, dim=2)))
+                x = _add_columns(x, writes, torch.einsum("bhte,hed->btd", attn @ v, wo), in_place=in_place)
                 if trace:
                     patterns.append(attn)
             elif trace:
@@ -167,47 +173,57 @@ class Transformer(torch.nn.Module):
             if trace:
                 residuals.append(x)
             if lc["d_mlp"]:
-                x = self._mlp(li, x, int(lc["d_mlp"]))
+                x = self._mlp(li, x, int(lc["d_mlp"]), in_place=in_place)
             if trace:
                 residuals.append(x)
-        logits = x @ self.w("unembed.W_U") + self.w("unembed.b_U")
+        w_u = self.w("unembed.W_U")
+        reads = _support((w_u,), dim=0, rows=b * t)
+        logits = _columns(x, reads) @ _rows(w_u, reads, dim=0) + self.w("unembed.b_U")
         if trace:
             return logits, residuals, patterns
         return logits
 
-    def _mlp(self, li: int, x: torch.Tensor, d_mlp: int) -> torch.Tensor:
-        """x + MLP(x), over slices of at most ``chunk_elements // d_mlp`` positions."""
+    @staticmethod
+    def _project(x: torch.Tensor, w: torch.Tensor, tokens: int) -> torch.Tensor:
+        """x [b, t, d] times every head's w [h, d, e], on the residual dimensions w reads."""
+        reads = _support((w,), dim=1, rows=tokens)
+        return torch.einsum("btd,hde->bhte", _columns(x, reads), _rows(w, reads, dim=1))
+
+    def _mlp(self, li: int, x: torch.Tensor, d_mlp: int, in_place: bool = False) -> torch.Tensor:
+        """x + MLP(x), over slices of at most ``chunk_elements // d_mlp`` positions; with
+        ``in_place`` x itself is updated and returned."""
         w_in, b_in = self.w(f"layers.{li}.mlp.W_in"), self.w(f"layers.{li}.mlp.b_in")
         w_out, b_out = self.w(f"layers.{li}.mlp.W_out"), self.w(f"layers.{li}.mlp.b_out")
         gated = f"layers__{li}__mlp__W_gate" in self.params
         w_gate = self.w(f"layers.{li}.mlp.W_gate") if gated else None
         b_gate = self.w(f"layers.{li}.mlp.b_gate") if gated else None
 
-        reads = _support((w_in,) + ((w_gate,) if gated else ()), dim=0)
-        writes = _support((w_out, b_out.unsqueeze(0)), dim=1)
+        tokens = x.numel() // x.shape[-1]
+        reads = _support((w_in,) + ((w_gate,) if gated else ()), dim=0, rows=tokens)
+        writes = _support((w_out, b_out.unsqueeze(0)), dim=1, rows=tokens)
         w_in, w_out, b_out = _rows(w_in, reads, 0), _rows(w_out, writes, 1), _rows(b_out, writes, 0)
         if gated:
             w_gate = _rows(w_gate, reads, 0)
 
-        def block(xs: torch.Tensor) -> torch.Tensor:
-            xr = _columns(xs, reads)
+        def delta(xs: torch.Tensor) -> torch.Tensor:
+            """MLP(xs) on the columns ``writes``; a float64 MLP in a float32 model widens the columns
+            it reads and rounds its output back."""
+            xr = _columns(xs, reads).to(w_in.dtype)
             h = torch.relu(xr @ w_in + b_in)
             if gated:  # a gated unit: relu(x W_in + b_in) * (x W_gate + b_gate)
                 h = h * (xr @ w_gate + b_gate)
-            return _add_columns(xs, writes, h @ w_out + b_out)
+            return (h @ w_out + b_out).to(xs.dtype)
 
-        def widened(xs: torch.Tensor) -> torch.Tensor:   # a float64 MLP in a float32 model
-            return block(xs.to(w_in.dtype)).to(xs.dtype) if w_in.dtype != xs.dtype else block(xs)
-
-        shape = x.shape
-        flat = x.reshape(-1, shape[-1])
-        step = max(1, self.chunk_elements // max(1, d_mlp))
+        flat = x.reshape(-1, x.shape[-1])
+        # Slices stay small enough that their hidden activations are reused memory: one huge
+        # temporary costs more in fresh pages than its arithmetic.
+        step = max(1, min(self.chunk_elements, MLP_SLICE_ELEMENTS) // max(1, d_mlp))
         if step >= flat.shape[0]:
-            return widened(x)
-        out = torch.empty_like(flat)
+            return _add_columns(x, writes, delta(x), in_place=in_place)
+        out = flat if in_place else flat.clone()
         for s in range(0, flat.shape[0], step):
-            out[s:s + step] = widened(flat[s:s + step])
-        return out.reshape(shape)
+            _add_columns(out[s:s + step], writes, delta(flat[s:s + step]), in_place=True)
+        return out.reshape(x.shape)
 
     def _row_cost(self, t: int) -> int:
         """About how many numbers one input of t positions keeps alive at once (residual stream,
@@ -219,26 +235,31 @@ class Transformer(torch.nn.Module):
 
 
 # Compiled weights are mostly zeros, and most sublayers read and write a few residual dimensions, so
-# on a CPU a sublayer runs on the dimensions its weights touch.  Dropping exact zero terms changes no
+# on a CPU a product runs on the dimensions its weights touch.  Dropping exact zero terms changes no
 # sum but for the order of additions.  A GPU keeps the dense products: they are cheap there, and each
 # gather is one more kernel launch.  Where a weight requires grad (and gradients are on), the dense
 # product is kept too, so that zero weights still get their gradients.
 
-SPARSE_MIN_ELEMENTS = 1 << 14  # below this a dense product costs less than choosing dimensions
+# A dense product of fewer multiply-adds than this costs less than choosing its dimensions.
+SPARSE_MIN_WORK = 1 << 20
+# The most hidden activations one MLP slice holds on a CPU (see Transformer._mlp).
+MLP_SLICE_ELEMENTS = 1 << 18
 
 
-def _support(weights: tuple[torch.Tensor, ...], dim: int) -> torch.Tensor | None:
-    """Indices along ``dim`` where some weight is non-zero, or None to run dense (on a GPU, for
-    gradients, for small weights, or when so many are used that gathering them would cost more than
-    it saves)."""
-    if weights[0].device.type != "cpu" or weights[0].numel() < SPARSE_MIN_ELEMENTS:
+def _support(weights: tuple[torch.Tensor, ...], dim: int, rows: int,
+             every: bool = False) -> torch.Tensor | None:
+    """Indices along ``dim`` where some weight is non-zero (with ``every``: where all of them have
+    a non-zero, for the factors of one product), or None to run dense: on a GPU, for gradients, for
+    a product of ``rows`` vectors too small to gain, or when so many indices are used that gathering
+    them would cost more than it saves."""
+    if weights[0].device.type != "cpu" or rows * weights[0].numel() < SPARSE_MIN_WORK:
         return None
     if torch.is_grad_enabled() and any(w.requires_grad for w in weights):
         return None
     used = None
     for w in weights:
         nonzero = (w != 0).movedim(dim, 0).flatten(1).any(dim=1)
-        used = nonzero if used is None else used | nonzero
+        used = nonzero if used is None else (used & nonzero if every else used | nonzero)
     assert used is not None
     if 4 * int(used.sum()) > 3 * used.numel():
         return None
@@ -253,10 +274,14 @@ def _columns(x: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
     return x if index is None else x.index_select(-1, index)
 
 
-def _add_columns(x: torch.Tensor, index: torch.Tensor | None, delta: torch.Tensor) -> torch.Tensor:
-    """x + delta, where delta holds only the columns ``index`` (all of them when None)."""
+def _add_columns(x: torch.Tensor, index: torch.Tensor | None, delta: torch.Tensor,
+                 in_place: bool = False) -> torch.Tensor:
+    """x + delta, where delta holds only the columns ``index`` (all of them when None); with
+    ``in_place`` into x itself."""
     if index is None:
-        return x + delta
+        return x.add_(delta) if in_place else x + delta
+    if in_place:
+        return x.index_add_(x.dim() - 1, index, delta)
     return x.index_add(x.dim() - 1, index, delta)
 
 
