@@ -60,7 +60,7 @@ def main() -> int:
     if args.python_api and args.causal:
         ap.error("--causal has no --python-api generator")
     if args.python_api:  # tracr's warning for SequenceMap(f, x, x), which the generator writes on purpose
-        logging.getLogger("rasp_compiler.pyapi.builder").setLevel(logging.ERROR)
+        logging.getLogger("rasp_compiler.pyapi.sops").setLevel(logging.ERROR)
     torch.set_num_threads(1)
     seeds = args.seeds if args.seeds else list(range(args.start, args.start + args.programs))
     vocab = args.vocab or ("abc or {1, 2, 3} by seed" if args.python_api else list(random_source.VOCAB))

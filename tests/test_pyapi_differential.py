@@ -39,7 +39,7 @@ def _report(outcomes: list) -> str:
 
 
 def _check_many(seeds: range) -> collections.Counter:
-    builder_log = logging.getLogger("rasp_compiler.pyapi.builder")
+    builder_log = logging.getLogger("rasp_compiler.pyapi.sops")
     level = builder_log.level
     builder_log.setLevel(logging.ERROR)  # quiet tracr's warning for SequenceMap(f, x, x), written on purpose
     try:

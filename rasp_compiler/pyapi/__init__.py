@@ -11,38 +11,13 @@ See ``docs/python-api.md``; ``rasp_compiler.pyapi.lib`` has tracr's library prog
 
 from typing import Any, Union
 
-from rasp_compiler.pyapi.builder import (
-    Aggregate,
-    Comparison,
-    ConstantLengthError,
-    ConstantSelector,
-    ConstantSOp,
-    Full,
-    LinearSequenceMap,
-    Map,
+from rasp_compiler.pyapi.aggregates import Aggregate, SelectorWidth, aggregate, selector_width
+from rasp_compiler.pyapi.base import (
     RASPExpr,
-    Select,
     Selector,
-    SelectorAnd,
-    SelectorNot,
-    SelectorOr,
-    SelectorWidth,
-    SequenceMap,
     SOp,
-    aggregate,
-    build_program,
-    categorical,
-    indicator,
     indices,
     length,
-    numerical,
-    rasp_round,
-    select,
-    selector_and,
-    selector_not,
-    selector_or,
-    selector_width,
-    sop_not,
     tokens,
     tokens_bool,
     tokens_float,
@@ -50,6 +25,32 @@ from rasp_compiler.pyapi.builder import (
     tokens_str,
 )
 from rasp_compiler.pyapi.encodings import Encoding, annotate, get_encoding, is_categorical, is_numerical
+from rasp_compiler.pyapi.program import build_program
+from rasp_compiler.pyapi.selectors import (
+    Comparison,
+    ConstantSelector,
+    Select,
+    SelectorAnd,
+    SelectorNot,
+    SelectorOr,
+    select,
+    selector_and,
+    selector_not,
+    selector_or,
+)
+from rasp_compiler.pyapi.sops import (
+    ConstantLengthError,
+    ConstantSOp,
+    Full,
+    LinearSequenceMap,
+    Map,
+    SequenceMap,
+    categorical,
+    indicator,
+    numerical,
+    rasp_round,
+    sop_not,
+)
 from rasp_compiler.pyapi.source import to_source
 
 # tracr's type aliases, for code that annotates with them
@@ -75,7 +76,7 @@ def compile_program(program_or_sop: Any, vocab: Any, max_len: int, **options: An
 def run(program_or_sop: Any, inputs: Any) -> Any:
     """The reference interpreter's output of the program on one input."""
     from rasp_compiler.interpreter import run as interpret
-    from rasp_compiler.pyapi.builder import evaluate_expr
+    from rasp_compiler.pyapi.program import evaluate_expr
 
     if isinstance(program_or_sop, RASPExpr):
         return evaluate_expr(program_or_sop, inputs)

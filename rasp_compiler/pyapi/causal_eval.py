@@ -9,15 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rasp_compiler.pyapi.builder import (
-    Comparison,
-    RASPExpr,
-    Select,
-    Selector,
-    SelectorAnd,
-    evaluate_expr,
-    indices,
-)
+from rasp_compiler.pyapi.base import RASPExpr, Selector, indices
+from rasp_compiler.pyapi.program import evaluate_expr
+from rasp_compiler.pyapi.selectors import Comparison, Select, SelectorAnd
 
 
 def _masked(expr: RASPExpr, done: dict[int, RASPExpr]) -> RASPExpr:

@@ -71,7 +71,7 @@ def compile_rasp_to_model(program: Any, vocab: Any, max_seq_len: int, causal: bo
     keeps the program's own meaning and refuses a program that looks ahead."""
     del mlp_exactness
     from rasp_compiler.pyapi import compile_program
-    from rasp_compiler.pyapi.builder import RASPExpr
+    from rasp_compiler.pyapi.base import RASPExpr
     from rasp_compiler.pyapi.causal_eval import masked_program
 
     if compiler_bos in vocab or compiler_pad in vocab:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from rasp_compiler.pyapi.builder import PRIMITIVES, RASPExpr, SOp
+from rasp_compiler.pyapi.base import PRIMITIVES, RASPExpr, SOp
 
 
 class Encoding(enum.Enum):

@@ -10,21 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from rasp_compiler.pyapi.builder import (
-    Comparison,
-    LinearSequenceMap,
-    Map,
-    SequenceMap,
-    SOp,
-    aggregate,
-    indicator,
-    indices,
-    numerical,
-    select,
-    selector_width,
-    tokens,
-    tokens_int,
-)
+from rasp_compiler.pyapi.aggregates import aggregate, selector_width
+from rasp_compiler.pyapi.base import SOp, indices, tokens, tokens_int
+from rasp_compiler.pyapi.selectors import Comparison, select
+from rasp_compiler.pyapi.sops import LinearSequenceMap, Map, SequenceMap, indicator, numerical
 
 
 def make_length() -> SOp:

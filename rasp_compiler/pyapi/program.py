@@ -1,0 +1,122 @@
+"""From an expression to a ``Program``: ``build_program`` makes the graph of everything an
+expression depends on (one node per primitive, ids from ``.named``), and ``evaluate_expr`` runs it
+in the interpreter after tracr's length check of constants.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+
+from rasp_compiler.graph.nodes import Constant, Node, Program, SourcePos, add_node
+from rasp_compiler.pyapi.base import PYTHON_FILE, RASPExpr, SOp, _primitive_key
+from rasp_compiler.pyapi.selectors import ConstantSelector
+from rasp_compiler.pyapi.sops import ConstantLengthError, ConstantSOp, _length_message
+
+
+def evaluate_expr(expr: RASPExpr, xs: Any) -> Any:
+    """The interpreter's output of ``expr`` on ``xs``.  A constant of another length than ``xs``
+    raises tracr's ``ValueError`` (``ConstantLengthError``) before evaluation."""
+    from rasp_compiler.interpreter import run as interpret
+
+    seen: set[int] = set()
+    todo = [expr]
+    while todo:
+        e = todo.pop()
+        if e.uid in seen:
+            continue
+        seen.add(e.uid)
+        if isinstance(e, (ConstantSOp, ConstantSelector)) and e.check_length and len(e.value) != len(xs):
+            raise ConstantLengthError(_length_message(len(e.value), len(xs)))
+        todo.extend(e.inputs)
+    return interpret(build_program(expr), xs)
+
+
+def build_program(output: RASPExpr, source_file: str = PYTHON_FILE) -> Program:
+    """The program graph of everything ``output`` depends on; ids are the ``.named`` names
+    (made unique with ``_2``, ``_3``) or ``kind_N`` in creation order."""
+    from rasp_compiler.pyapi.source import node_text
+
+    if not isinstance(output, RASPExpr):
+        raise TypeError(f"expected an s-op or selector, got {type(output).__name__}")
+    seen: dict[int, RASPExpr] = {}
+    todo = [output]
+    while todo:
+        e = todo.pop()
+        if e.uid in seen:
+            continue
+        seen[e.uid] = e
+        todo.extend(e.inputs)
+    # One node per primitive kind; an annotated copy gives it its encoding.
+    # The encoding goes in this program's node only: the canonical expression may be the shared
+    # `tokens` (or one of the user's), which must not keep it for the next program.
+    canon: dict[tuple, RASPExpr] = {}
+    alias: dict[int, int] = {}
+    encodings: dict[int, str] = {}
+    for e in sorted(seen.values(), key=lambda e: e.uid):
+        key = _primitive_key(e)
+        if key is None:
+            continue
+        if key in canon:
+            first = canon[key]
+            enc_a = encodings.get(first.uid) or getattr(first, "encoding", None)
+            enc_b = getattr(e, "encoding", None)
+            if enc_a and enc_b and enc_a != enc_b:
+                raise ValueError(f"{key[0]} is annotated both {enc_a} and {enc_b}")
+            if enc_b and not enc_a:
+                encodings[first.uid] = enc_b
+            alias[e.uid] = first.uid
+        else:
+            canon[key] = e
+    order = [e for e in sorted(seen.values(), key=lambda e: e.uid) if e.uid not in alias]
+    ids: dict[int, str] = {}
+    taken: set[str] = set()
+    for e in order:
+        if e.ident:
+            name, k = e.ident, 1
+            while name in taken:
+                k += 1
+                name = f"{e.ident}_{k}"
+            ids[e.uid] = name
+            taken.add(name)
+    counters: dict[str, int] = {}
+    for e in order:
+        if e.uid in ids:
+            continue
+        while True:
+            counters[e.cls.kind] = counters.get(e.cls.kind, 0) + 1
+            name = f"{e.cls.kind}_{counters[e.cls.kind]}"
+            if name not in taken:
+                break
+        ids[e.uid] = name
+        taken.add(name)
+
+    def id_of(e: RASPExpr) -> str:
+        return ids[alias.get(e.uid, e.uid)]
+
+    graph = nx.DiGraph()
+    built = []
+    for e in order:
+        fields = dict(e.fields)
+        if isinstance(e, SOp):
+            fields["encoding"] = encodings.get(e.uid) or e.encoding
+        inputs = tuple(id_of(i) for i in e.inputs)
+        built.append((e, e.cls(id=id_of(e), inputs=inputs, name=e.ident, **fields)))
+    constants = {n.id: n.value for _, n in built if isinstance(n, Constant)}
+    for e, node in built:
+        # The position is the Python line that built the node; its text is the RASP operation,
+        # which is what plans, pictures and error messages show.
+        if _primitive_key(e):
+            add_node(graph, node)  # built in, like the elaborator's tokens/indices/length: no position
+            continue
+        file, line = e.where
+        add_node(graph, _with_pos(node, SourcePos(file, line, 1, node_text(node, {}, constants))))
+    names = {e.ident: id_of(e) for e in order if e.ident}
+    return Program(graph, id_of(output), names, source_file)
+
+
+def _with_pos(node: Node, pos: SourcePos) -> Node:
+    import dataclasses
+
+    return dataclasses.replace(node, pos=pos)
