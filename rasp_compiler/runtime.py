@@ -154,13 +154,12 @@ class Transformer(torch.nn.Module):
             if lc["n_heads"]:
                 wq, wk = self.w(f"layers.{li}.attn.W_Q"), self.w(f"layers.{li}.attn.W_K")
                 wv, wo = self.w(f"layers.{li}.attn.W_V"), self.w(f"layers.{li}.attn.W_O")
-                tokens = b * t
                 # head dimensions that both factors of a product use: q.k and v.W_O
-                qk = _support((wq, wk), dim=2, rows=tokens, every=True)
-                ov = _support((wv, wo.transpose(1, 2)), dim=2, rows=tokens, every=True)
-                q, k, v = (self._project(x, _rows(w, e, dim=2), tokens)
+                qk = _support((wq, wk), dim=2, every=True)
+                ov = _support((wv, wo.transpose(1, 2)), dim=2, every=True)
+                q, k, v = (self._project(x, _rows(w, e, dim=2))
                            for w, e in ((wq, qk), (wk, qk), (wv, ov)))
-                writes = _support((wo,), dim=2, rows=tokens)
+                writes = _support((wo,), dim=2)
                 wo = _rows(_rows(wo, writes, dim=2), ov, dim=1)
                 scores = q @ k.transpose(-1, -2) / math.sqrt(lc["d_head"])
                 scores = scores.masked_fill(~allowed.unsqueeze(1), neg)
@@ -177,16 +176,16 @@ class Transformer(torch.nn.Module):
             if trace:
                 residuals.append(x)
         w_u = self.w("unembed.W_U")
-        reads = _support((w_u,), dim=0, rows=b * t)
+        reads = _support((w_u,), dim=0)
         logits = _columns(x, reads) @ _rows(w_u, reads, dim=0) + self.w("unembed.b_U")
         if trace:
             return logits, residuals, patterns
         return logits
 
     @staticmethod
-    def _project(x: torch.Tensor, w: torch.Tensor, tokens: int) -> torch.Tensor:
+    def _project(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """x [b, t, d] times every head's w [h, d, e], on the residual dimensions w reads."""
-        reads = _support((w,), dim=1, rows=tokens)
+        reads = _support((w,), dim=1)
         return torch.einsum("btd,hde->bhte", _columns(x, reads), _rows(w, reads, dim=1))
 
     def _mlp(self, li: int, x: torch.Tensor, d_mlp: int, in_place: bool = False) -> torch.Tensor:
@@ -198,31 +197,36 @@ class Transformer(torch.nn.Module):
         w_gate = self.w(f"layers.{li}.mlp.W_gate") if gated else None
         b_gate = self.w(f"layers.{li}.mlp.b_gate") if gated else None
 
-        tokens = x.numel() // x.shape[-1]
-        reads = _support((w_in,) + ((w_gate,) if gated else ()), dim=0, rows=tokens)
-        writes = _support((w_out, b_out.unsqueeze(0)), dim=1, rows=tokens)
+        reads = _support((w_in,) + ((w_gate,) if gated else ()), dim=0)
+        writes = _support((w_out, b_out.unsqueeze(0)), dim=1)
         w_in, w_out, b_out = _rows(w_in, reads, 0), _rows(w_out, writes, 1), _rows(b_out, writes, 0)
         if gated:
             w_gate = _rows(w_gate, reads, 0)
 
         def delta(xs: torch.Tensor) -> torch.Tensor:
-            """MLP(xs) on the columns ``writes``; a float64 MLP in a float32 model widens the columns
-            it reads and rounds its output back."""
+            """MLP(xs) on the columns ``writes``, in the MLP's dtype."""
             xr = _columns(xs, reads).to(w_in.dtype)
-            h = torch.relu(xr @ w_in + b_in)
+            # products then biases, as in other implementations (TransformerLens): torch.addmm
+            # may round its fused sum differently
+            h = (xr @ w_in + b_in).relu_()
             if gated:  # a gated unit: relu(x W_in + b_in) * (x W_gate + b_gate)
                 h = h * (xr @ w_gate + b_gate)
-            return (h @ w_out + b_out).to(xs.dtype)
+            return h @ w_out + b_out
+
+        def add(out: torch.Tensor, xs: torch.Tensor) -> None:
+            if w_in.dtype == xs.dtype:
+                _add_columns(out, writes, delta(xs), in_place=True)
+            else:  # a float64 MLP in a float32 model: the sum is taken wide and rounded once
+                wide = _columns(xs, writes).to(w_in.dtype) + delta(xs)
+                _set_columns(out, writes, wide.to(xs.dtype))
 
         flat = x.reshape(-1, x.shape[-1])
+        out = flat if in_place else flat.clone()
         # Slices stay small enough that their hidden activations are reused memory: one huge
         # temporary costs more in fresh pages than its arithmetic.
         step = max(1, min(self.chunk_elements, MLP_SLICE_ELEMENTS) // max(1, d_mlp))
-        if step >= flat.shape[0]:
-            return _add_columns(x, writes, delta(x), in_place=in_place)
-        out = flat if in_place else flat.clone()
         for s in range(0, flat.shape[0], step):
-            _add_columns(out[s:s + step], writes, delta(flat[s:s + step]), in_place=True)
+            add(out[s:s + step], flat[s:s + step])
         return out.reshape(x.shape)
 
     def _row_cost(self, t: int) -> int:
@@ -240,19 +244,20 @@ class Transformer(torch.nn.Module):
 # gather is one more kernel launch.  Where a weight requires grad (and gradients are on), the dense
 # product is kept too, so that zero weights still get their gradients.
 
-# A dense product of fewer multiply-adds than this costs less than choosing its dimensions.
-SPARSE_MIN_WORK = 1 << 20
+# Below this many weights a dense product costs less than choosing its dimensions.  The choice
+# depends on the weights alone, never on the batch, so that an input gives the same logits, bit
+# for bit, in any batch.
+SPARSE_MIN_ELEMENTS = 1 << 12
 # The most hidden activations one MLP slice holds on a CPU (see Transformer._mlp).
 MLP_SLICE_ELEMENTS = 1 << 18
 
 
-def _support(weights: tuple[torch.Tensor, ...], dim: int, rows: int,
-             every: bool = False) -> torch.Tensor | None:
+def _support(weights: tuple[torch.Tensor, ...], dim: int, every: bool = False) -> torch.Tensor | None:
     """Indices along ``dim`` where some weight is non-zero (with ``every``: where all of them have
     a non-zero, for the factors of one product), or None to run dense: on a GPU, for gradients, for
-    a product of ``rows`` vectors too small to gain, or when so many indices are used that gathering
-    them would cost more than it saves."""
-    if weights[0].device.type != "cpu" or rows * weights[0].numel() < SPARSE_MIN_WORK:
+    small weights, or when so many indices are used that gathering them would cost more than it
+    saves."""
+    if weights[0].device.type != "cpu" or weights[0].numel() < SPARSE_MIN_ELEMENTS:
         return None
     if torch.is_grad_enabled() and any(w.requires_grad for w in weights):
         return None
@@ -272,6 +277,14 @@ def _rows(w: torch.Tensor, index: torch.Tensor | None, dim: int) -> torch.Tensor
 
 def _columns(x: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
     return x if index is None else x.index_select(-1, index)
+
+
+def _set_columns(x: torch.Tensor, index: torch.Tensor | None, values: torch.Tensor) -> None:
+    """x[..., index] = values, in place (every column when index is None)."""
+    if index is None:
+        x.copy_(values)
+    else:
+        x.index_copy_(x.dim() - 1, index, values)
 
 
 def _add_columns(x: torch.Tensor, index: torch.Tensor | None, delta: torch.Tensor,
