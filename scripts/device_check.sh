@@ -25,6 +25,11 @@ if ls .whl/*.whl >/dev/null 2>&1; then   # packages the machine lacks (lark), ca
         .whl/*.whl && export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+if ! $PY -c 'import lark' 2>/dev/null; then
+    echo "device_check: lark is not installed here; put its wheel in .whl/" \
+        "(pip download lark --no-deps -d .whl) and carry .whl" >&2
+    exit 2
+fi
 elapsed() { echo $(( $(date +%s) - START )); }
 
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; $PY -c \

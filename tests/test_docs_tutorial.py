@@ -63,8 +63,8 @@ def test_tutorial_python_api_output(tmp_path: Path, monkeypatch) -> None:
 def test_python_api_page_shows_what_its_example_prints(monkeypatch) -> None:
     """docs/python-api.md pastes the output of docs/python_api_example.py."""
     doc = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
-    marker = "`.venv/bin/python docs/python_api_example.py` printed:\n\n```\n"
-    shown = doc[doc.index(marker) + len(marker):]
+    start = doc.index("```\n", doc.index("`.venv/bin/python docs/python_api_example.py` printed"))
+    shown = doc[start + 4:]
     shown = shown[: shown.index("```")]
     monkeypatch.chdir(ROOT)
     out = io.StringIO()
