@@ -348,3 +348,45 @@ def test_categorical_aggregate_of_keys_that_hold_one_value(name: str) -> None:
 def test_categorical_aggregate_of_keys_that_may_differ_is_refused(source: str) -> None:
     with pytest.raises(CompileError, match="may pick several keys"):
         compile_program(program_from_source(source + "\nx;\n"), [1, 2, 3], 5)
+
+
+# -- selects whose comparison raises ------------------------------------------------------------------
+def test_an_order_comparison_of_strings_with_numbers_is_refused() -> None:
+    """The interpreter raises on every input (string < int), so a model that answers would be a
+    silent wrong answer; the compile is refused at the select, with the interpreter's words."""
+    src = "y = aggregate(select(tokens, indices, <), indices, 9);\n"
+    with pytest.raises(CompileError, match=r"fails on every pair of values it may compare") as err:
+        compile_src(src, vocab="ab", max_len=4)
+    assert err.value.line == 1 and "cannot apply '<' to string" in str(err.value)
+    with pytest.raises(Exception, match="cannot apply"):
+        run(program_from_source(src), list("ab"))
+
+
+def test_a_python_predicate_that_always_raises_is_refused_and_one_that_sometimes_does_is_noted() -> None:
+    from rasp_compiler import pyapi as rasp
+
+    wrong_arity = rasp.SelectorWidth(rasp.Select(rasp.tokens, rasp.tokens, lambda k: True))
+    with pytest.raises(CompileError, match=r"predicate of .* fails on every pair.*TypeError"):
+        rasp.compile_program(wrong_arity, "ab", 4)
+    t = rasp.tokens
+    partial = rasp.Aggregate(rasp.Select(t, t, lambda k, q: {"a": True}[k]), t)
+    model = rasp.compile_program(partial, "ab", 4)
+    assert any("raises KeyError: 'b' for key 'b' and query" in n for n in model.config["notes"])
+    assert model.run(["a"]) == [partial("a")] == [["a"]]
+
+
+def test_a_python_predicate_is_called_once_per_pair_of_values_not_per_length() -> None:
+    """It used to be tabulated again at every length (about max_len³ / 3 calls: minutes at 2048)."""
+    from rasp_compiler import pyapi as rasp
+
+    calls = [0]
+
+    def pred(k: int, q: int) -> bool:
+        calls[0] += 1
+        return (k * q) % 7 == 1
+
+    n = 40
+    model = rasp.compile_program(rasp.SelectorWidth(rasp.Select(rasp.indices, rasp.indices, pred)), "ab", n)
+    assert calls[0] <= 4 * n * n < n ** 3 // 3
+    xs = random_inputs(list("ab"), n, 30, seed=1)
+    assert model.run(xs) == [rasp.SelectorWidth(rasp.Select(rasp.indices, rasp.indices, pred))(x) for x in xs]

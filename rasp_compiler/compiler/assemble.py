@@ -334,12 +334,15 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
         # the function raised on values the analysis says it may receive: the interpreter raises on
         # any input that reaches them, and the model cannot tell such inputs from others
         args, err = an.failures[sid]
-        shown_args = repr(args[0]) if len(args) == 1 else "(" + ", ".join(map(repr, args)) + ")"
+        if an.node(sid).is_selector:
+            shown_args = f"key {args[0]!r} and query {args[1]!r}"
+        else:
+            shown_args = repr(args[0]) if len(args) == 1 else "(" + ", ".join(map(repr, args)) + ")"
         notes.append(f"{sid} raises {type(err).__name__}: {err} for {shown_args}: inputs that reach "
                      "such values have no answer (the interpreter raises; the model's output there "
                      "is not checked)")
     if len(raising) > 3:
-        notes.append(f"… and {len(raising) - 3} more maps that raise on some values")
+        notes.append(f"… and {len(raising) - 3} more maps or selects that raise on some values")
     if undefined:
         lengths = list(undefined)
         sid, i = undefined[lengths[0]]

@@ -89,6 +89,53 @@ def holds(atom: Atom, key: Any, query: Any) -> bool:
         return False
 
 
+def failure(atom: Atom, key: Any, query: Any) -> Exception | None:
+    """The error the interpreter raises on this key and query value, or None."""
+    try:
+        if atom.fn is None:
+            apply_binary(atom.op, key, query)
+        else:
+            bool(atom.fn.fn(key, query))
+    except Exception as err:  # noqa: BLE001 - whatever the user's predicate raises
+        return err
+    return None
+
+
+def failing_pairs(atom: Atom, kvalues: list, qvalues: list,
+                  limit: int = 1 << 22) -> tuple[int, int, tuple[Any, Any, Exception]] | None:
+    """How many (key, query) value pairs the atom's predicate raises on, of how many, and the first
+    (key, query, error); None when it raises on none (or there are more than ``limit`` pairs and
+    it is a Python predicate, which then goes untried)."""
+    total = len(kvalues) * len(qvalues)
+    if atom.fn is None and _comparable(list(kvalues) + list(qvalues)):
+        return None  # Python compares these values without raising
+    keys, queries = [(v, 1) for v in kvalues], [(v, 1) for v in qvalues]
+    if total > limit:
+        if atom.fn is not None:
+            return None
+        # a built-in comparison of atoms raises by their types alone: one value of each type,
+        # weighed by how many values have that type
+        keys, queries = _by_type(kvalues), _by_type(qvalues)
+    failing, first = 0, None
+    for k, kn in keys:
+        for q, qn in queries:
+            err = failure(atom, k, q)
+            if err is not None:
+                failing += kn * qn
+                first = first or (k, q, err)
+    return None if first is None else (failing, total, first)
+
+
+def _by_type(values: list) -> list[tuple[Any, int]]:
+    """One value of each type among ``values``, with the number of values of that type."""
+    first: dict[type, Any] = {}
+    count: dict[type, int] = {}
+    for v in values:
+        first.setdefault(type(v), v)
+        count[type(v)] = count.get(type(v), 0) + 1
+    return [(first[t], count[t]) for t in first]
+
+
 _RANK_OPS = {"==": np.equal, "!=": np.not_equal, "<": np.less, ">": np.greater,
              "<=": np.less_equal, ">=": np.greater_equal}
 

@@ -23,6 +23,7 @@ class AttentionOutputs:
 
     def _aggregate(self, node: Aggregate) -> SInfo:
         sel_id, src = node.inputs
+        self.check_predicates(sel_id)
         sinfo = self.info[src]
         enc = node.encoding
         if "unbounded" in sinfo.notes and enc != "categorical":
@@ -158,6 +159,7 @@ class AttentionOutputs:
                                   "with a smaller --max-len")
 
     def _selector_width(self, node: SelectorWidth) -> SInfo:
+        self.check_predicates(node.inputs[0])
         enc = node.encoding or "categorical"
         widths = self.widths(node.inputs[0])
         if widths is not None:

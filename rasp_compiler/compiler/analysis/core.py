@@ -64,13 +64,16 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         self._ctx_cache: dict[str, dict] = {}
         self._ctx_memo: dict[str, dict] = {}  # ctx_values by the identity of each base's choices
         self._formulas: dict[str, sl.Formula] = {}
+        self._checked_selects: set[str] = set()  # ``check_predicates``
+        self._atom_tables: dict[sl.Atom, tuple | None] = {}  # ``_atom_table``
         # s-op -> ({(index, length): values there}, keyed by index?, keyed by length?) (``_values_at``)
         self._at_cache: dict[str, tuple[dict | None, bool, bool]] = {}
         self._uniform_cache: dict[str, bool] = {}
         self._lex_cache: dict[str, tuple[str, str, bool, bool] | None] = {}
         self._width_cache: dict[str, dict[tuple[int, int], int] | None] = {}
         self.partial: set[str] = set()  # maps whose function raised on some value (``undefined``)
-        self.failures: dict[str, tuple[tuple, Exception]] = {}  # each one's first failure
+        # maps that raised on some value, and selects whose predicate did: each one's first failure
+        self.failures: dict[str, tuple[tuple, Exception]] = {}
         self.non_atoms: dict[str, tuple[tuple, Any]] = {}  # maps that gave a list, None, …
         # A map's results equal to 0 or 1 (or tuples), by value, and the first pair of them that
         # are equal but of different types (False and 0): value sets collapse such pairs.

@@ -49,12 +49,33 @@ class SelectorFacts:
             qv = [self._positional_value(a.query, i, n) for i in pos_n]
             # compare distinct values once, then index (n² Python comparisons is slow)
             kd, qd = list(dict.fromkeys(kv)), list(dict.fromkeys(qv))
-            small = sl.atom_matrix(a, qd, kd)
+            small = self._atom_rows(a, qd, kd)
             kpos = {v: j for j, v in enumerate(kd)}
             qpos = {v: j for j, v in enumerate(qd)}
             mats[a] = small[np.array([qpos[v] for v in qv], dtype=np.intp)[:, None],
                             np.array([kpos[v] for v in kv], dtype=np.intp)[None, :]]
         return sl.evaluate(f, mats)
+
+    def _atom_rows(self, a: sl.Atom, qvalues: list, kvalues: list) -> np.ndarray:
+        """``sl.atom_matrix(a, qvalues, kvalues)``; a Python predicate is called once per pair of
+        values of its s-ops in all (``_atom_table``), not again at every length."""
+        table = self._atom_table(a)
+        if table is None:
+            return sl.atom_matrix(a, qvalues, kvalues)
+        m, kpos, qpos = table
+        try:
+            return m[np.ix_([qpos[v] for v in qvalues], [kpos[v] for v in kvalues])]
+        except KeyError:  # a value outside the value sets (none is expected)
+            return sl.atom_matrix(a, qvalues, kvalues)
+
+    def _atom_table(self, a: sl.Atom) -> tuple[np.ndarray, dict, dict] | None:
+        if a.fn is None:
+            return None  # built-in comparisons are vectorised already
+        if a not in self._atom_tables:
+            kv, qv = self.info[a.key].values, self.info[a.query].values
+            self._atom_tables[a] = None if len(kv) * len(qv) > 1 << 24 else (
+                sl.atom_matrix(a, qv, kv), {v: j for j, v in enumerate(kv)}, {v: i for i, v in enumerate(qv)})
+        return self._atom_tables[a]
 
     def _positional_value(self, sid: str, i: int, n: int) -> Any:
         info = self.info[sid]

@@ -13,6 +13,8 @@ import numpy as np
 
 from rasp_compiler.compiler import selectors as sl
 from rasp_compiler.compiler.values import sorted_values
+from rasp_compiler.errors import UserError
+from rasp_compiler.graph.semantics import OperatorError
 
 
 class SelectorFormulas:
@@ -26,6 +28,30 @@ class SelectorFormulas:
             f = sl.substitute(sl.formula(self.graph, sel_id), self._lex_atom)
             self._formulas[sel_id] = self._absorbed(f)
         return self._formulas[sel_id]
+
+    def check_predicates(self, sel_id: str) -> None:
+        """Refuse a selector with a select whose predicate raises on every pair of values it may
+        compare (no input then has an answer: the interpreter raises on all of them), and record
+        one that raises on some pairs in ``failures``, as a map that raises on some values is: the
+        inputs that hold such a pair have no answer, and the compile notes it."""
+        for atom in sl.atoms(sl.formula(self.graph, sel_id)):
+            if atom.select in self._checked_selects:
+                continue
+            self._checked_selects.add(atom.select)
+            found = sl.failing_pairs(atom, self.info[atom.key].values, self.info[atom.query].values)
+            if found is None:
+                continue
+            failing, total, (key, query, err) = found
+            if failing == total:
+                what = "predicate" if atom.fn is not None else f"comparison '{atom.op}'"
+                hint = ("a select's predicate takes (key, query) and returns a bool"
+                        if atom.fn is not None else
+                        "an order comparison needs values of one type: map one side first "
+                        "(to numbers, or to strings)")
+                raise self.error(atom.select, f"the {what} of {self.describe(atom.select)} fails on "
+                                 f"every pair of values it may compare, so no input has an answer: "
+                                 f"on key {key!r} and query {query!r}, {_reason(err)}", hint=hint)
+            self.failures.setdefault(atom.select, ((key, query), err))
 
     def _absorbed(self, f: sl.Formula) -> sl.Formula:
         """``A or B`` as ``A`` where B, a test of positions alone, never holds without A.  The
@@ -174,3 +200,8 @@ def _pair_truth(f: sl.Formula, known: dict[sl.Atom, np.ndarray]) -> tuple[bool, 
     if isinstance(f, sl.All):
         return all(t for t, _ in parts), any(fl for _, fl in parts)
     return any(t for t, _ in parts), all(fl for _, fl in parts)
+
+
+def _reason(err: Exception) -> str:
+    """The interpreter's words for a failed comparison; a Python error with its type."""
+    return str(err) if isinstance(err, (UserError, OperatorError)) else f"{type(err).__name__}: {err}"
