@@ -327,6 +327,9 @@ class RaspModel:
             raise ModelInputError(f"unknown device {device!r}", hint="use cpu or cuda") from None
         if device.type == "cuda" and not torch.cuda.is_available():
             raise ModelInputError("no CUDA device is available", hint="use --device cpu")
+        if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+            raise ModelInputError(f"there is no {device}: this machine has {torch.cuda.device_count()} CUDA "
+                                  "device(s)", hint="use cuda (the first one) or cuda:N with a smaller N")
         if device.type not in ("cpu", "cuda"):
             raise ModelInputError(f"device {str(device)!r} is not supported", hint="use cpu or cuda")
         self.module.to(device)
@@ -335,6 +338,7 @@ class RaspModel:
 
     # ------------------------------------------------------------------ files
     def save(self, directory: str) -> None:
+        directory = _directory(directory)
         if os.path.exists(directory) and not os.path.isdir(directory):  # makedirs says "File exists"
             raise ModelArtifactError(f"{directory}: cannot write the model there: it is a file, not a "
                                      "directory", hint="give a directory to write the model to")
@@ -363,6 +367,7 @@ class RaspModel:
 
     @classmethod
     def load(cls, directory: str) -> "RaspModel":
+        directory = _directory(directory)
         cpath, wpath = os.path.join(directory, CONFIG_FILE), os.path.join(directory, WEIGHTS_FILE)
         if os.path.isfile(directory):  # a program or one of the model's files: "X/config.json does not exist"
             raise ModelArtifactError(f"{directory} is a file, not a model directory",
@@ -375,7 +380,7 @@ class RaspModel:
         try:
             with open(cpath, encoding="utf-8") as fh:
                 config = json.load(fh)
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, RecursionError) as err:  # RecursionError: absurdly deep nesting
             raise ModelArtifactError(f"{cpath} is not valid JSON ({err})") from None
         if not isinstance(config, dict) or config.get("format") != FORMAT:
             raise ModelArtifactError(f"{cpath} is not a rasp-compiler model config (format {FORMAT})")
@@ -403,13 +408,34 @@ class RaspModel:
             raise ModelArtifactError(f"{directory} holds an inconsistent model ({err})") from None
 
     # ------------------------------------------------------------------ inputs
+    def batch_list(self, batch: Any) -> list[Any]:
+        """A batch as a list of inputs, each a string or a list: an iterator is read once, and a
+        NumPy array or tensor becomes nested lists.  A bare string or a non-iterable is refused (a
+        string would otherwise be read as one input per character)."""
+        if isinstance(batch, (str, bytes)):
+            raise ModelInputError("a batch is a list of inputs; wrap a single input in a list",
+                                  hint='e.g. run(["abc"]), not run("abc")')
+        if hasattr(batch, "tolist") and not isinstance(batch, list):
+            batch = batch.tolist()
+        try:
+            items = list(batch)
+        except TypeError:
+            raise ModelInputError(f"a batch is a list of inputs, not {type(batch).__name__}",
+                                  hint='e.g. run(["abc", "ab"])') from None
+        for b, item in enumerate(items):
+            if hasattr(item, "tolist") and not isinstance(item, (str, list, tuple)):
+                items[b] = item = item.tolist()  # one input as a NumPy array or tensor
+            if not isinstance(item, (str, list, tuple)):
+                what = ("a list of numbers" if (self.config.get("input") or {}).get("kind") == "numerical"
+                        else "a string or a list of tokens")
+                raise ModelInputError(f"input {b} is not {what} (got {type(item).__name__})")
+        return items
+
     def encode(self, batch: list[Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """Token ids [batch, 1 + longest] (BOS, tokens, PAD) and the lengths."""
         seqs = []
-        for b, item in enumerate(batch):
-            if not isinstance(item, (str, list, tuple)):
-                raise ModelInputError(f"input {b} is not a string or a list of tokens (got "
-                                      f"{type(item).__name__})")
+        as_given = bool(self.config.get("tokens_as_given"))
+        for b, item in enumerate(self.batch_list(batch)):
             toks = list(item)
             if not toks:
                 raise ModelInputError(f"input {b} is empty: a RASP program runs on at least one token")
@@ -430,11 +456,16 @@ class RaspModel:
                     pass                           # the careful loop below names the bad token
             ids = []
             for p, tok in enumerate(toks):
+                if hasattr(tok, "item") and not isinstance(tok, (str, bytes)):
+                    try:
+                        tok = tok.item()  # a NumPy or torch scalar: its Python value
+                    except (TypeError, ValueError, RuntimeError):
+                        pass
                 try:
                     i = self._ids.get(_token_key(tok))
                 except TypeError:  # unhashable: a list where a token should be
                     i = None
-                if i is None and isinstance(tok, (int, float)):
+                if i is None and isinstance(tok, (int, float)) and not as_given:
                     try:
                         i = self._ids.get(_token_key(str(tok)))
                     except ValueError:  # an int too long for str()
@@ -442,9 +473,12 @@ class RaspModel:
                 if i is None:
                     shown = ", ".join(repr(v) for v in self.vocab[:12])
                     shown += ", …" if len(self.vocab) > 12 else ""
+                    hint = "compile again with a --vocab that includes it"
+                    if as_given and isinstance(tok, (int, float)) and _token_key(str(tok)) in self._ids:
+                        hint = (f"the program reads the input as given, and the vocabulary holds the "
+                                f"string {str(tok)!r}: pass strings, or compile with a vocabulary of numbers")
                     raise ModelInputError(f"token {_show(tok, False)} at position {p} of input {b} is not "
-                                          f"in the vocabulary ({shown})",
-                                          hint="compile again with a --vocab that includes it")
+                                          f"in the vocabulary ({shown})", hint=hint)
                 ids.append(i)
             seqs.append(ids)
         lengths = [len(s) for s in seqs]
@@ -469,9 +503,7 @@ class RaspModel:
         lo, hi = spec.get("range", [-math.inf, math.inf])
         fixed = self.config.get("fixed_length")
         rows = []
-        for b, item in enumerate(batch):
-            if not isinstance(item, (str, list, tuple)):
-                raise ModelInputError(f"input {b} is not a list of numbers (got {type(item).__name__})")
+        for b, item in enumerate(self.batch_list(batch)):
             vals = list(item)
             if not vals:
                 raise ModelInputError(f"input {b} is empty: a RASP program runs on at least one token")
@@ -480,6 +512,11 @@ class RaspModel:
                 raise ModelInputError(f"input {b} has {len(vals)} values; this model takes {need}")
             row = []
             for p, v in enumerate(vals):
+                if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+                    try:
+                        v = v.item()  # a NumPy or torch scalar: its Python value
+                    except (TypeError, ValueError, RuntimeError):
+                        pass
                 try:
                     fv = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
                 except OverflowError:  # an int past the float range
@@ -538,6 +575,7 @@ class RaspModel:
         """Output values per input.  With ``strict`` an output that is not a clean one-hot raises
         ModelOutputError instead of being decoded by argmax."""
         out_cfg = self.config["output"]
+        lengths = self._check_logits(logits, lengths)
         result = []
         if strict:
             undefined = out_cfg.get("undefined", {})
@@ -568,13 +606,18 @@ class RaspModel:
                 if positions:
                     p = positions[0]
                     top = logits[r, p].topk(2).values.tolist()
+                    # a program may leave inputs without an answer (a mean of several strings): the
+                    # compile notes say so, and such an input is no compiler bug
+                    undefined_by = [n for n in self.config.get("notes", [])
+                                    if "the interpreter rejects such inputs" in n]
                     raise ModelOutputError(
                         f"the output at position {p} of input {r} is ambiguous: its two best logits "
                         f"are {top[0]:.4g} and {top[1]:.4g}, where a compiled model gives "
                         f"{out_cfg.get('logit_scale')} and 0; the model is outside the exactness its "
                         "compiler derived, so no answer is given",
-                        hint="this is a compiler bug: please report the program, the compile options "
-                             "and this input (`rasp check` reproduces it)")
+                        hint=f"the program likely has no answer on this input ({undefined_by[0]})"
+                        if undefined_by else "this is a compiler bug: please report the program, the "
+                        "compile options and this input (`rasp check` reproduces it)")
         if out_cfg["encoding"] == "categorical":
             values = [_from_json(v) for v in out_cfg["values"]]
             idx = logits.argmax(dim=-1).tolist()
@@ -590,13 +633,31 @@ class RaspModel:
                 result.append(row)
         return result
 
+    def _check_logits(self, logits: Any, lengths: Any) -> list[int]:
+        """Refuse logits and lengths that are not what ``forward`` gives for a batch (a clean
+        error instead of an index error, or a silently shifted decode); the lengths as ints."""
+        out_cfg = self.config["output"]
+        width = len(out_cfg["values"]) if out_cfg["encoding"] == "categorical" else 1
+        if not isinstance(logits, torch.Tensor) or logits.dim() != 3 or logits.shape[-1] != width:
+            shape = tuple(logits.shape) if hasattr(logits, "shape") else type(logits).__name__
+            raise ModelInputError(f"decode takes logits [batch, positions, {width}] as forward() gives "
+                                  f"them (a torch tensor), not {shape}")
+        try:
+            ns = [int(n) for n in lengths]
+            ok = all(n == m for n, m in zip(ns, lengths, strict=True)) and len(ns) == logits.shape[0]
+        except (TypeError, ValueError):
+            ok = False
+        if not ok or any(not 0 < n <= logits.shape[1] for n in ns):
+            raise ModelInputError(f"decode takes one length per input ({logits.shape[0]}), each from 1 to "
+                                  f"the {logits.shape[1]} positions of the logits, not {lengths!r}")
+        return ns
+
     def run(self, batch: list[Any], strict: bool = True) -> list[list[Any]]:
         """The decoded output of every input (a string is read as its characters).  With
         ``strict`` (the default) an ambiguous output raises ModelOutputError (see ``decode``)."""
-        if isinstance(batch, str):
-            raise ModelInputError("run() takes a list of inputs; wrap a single input in a list")
+        batch = self.batch_list(batch)
         logits = self.forward(batch)
-        return self.decode(logits, [len(list(x)) for x in batch], strict=strict)
+        return self.decode(logits, [len(x) for x in batch], strict=strict)
 
     def trace(self, batch: list[Any]) -> dict[str, Any]:
         """Logits, the residual stream after the embedding and after every sublayer
@@ -617,6 +678,14 @@ class RaspModel:
             for j, lab in enumerate(sub["labels"]):
                 out[sub["start"] + j] = lab
         return out
+
+
+def _directory(path: Any) -> str:
+    """A model directory's path as a string (a str or a path object)."""
+    if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+        raise ModelArtifactError(f"a model directory is a path, not {type(path).__name__}",
+                                 hint='e.g. model.save("out/") or load("out/")')
+    return os.fspath(path)
 
 
 def _token_key(tok: Any) -> tuple:
@@ -640,7 +709,7 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _REQUIRED_KEYS = ("format", "vocab", "bos", "pad", "max_len", "causal", "dtype", "d_model", "n_layers",
                   "layers", "residual", "output", "weights_sha256")
 _OPTIONAL_KEYS = ("fixed_length", "input", "program", "attention_scale", "score_gap", "plan",
-                  "critical_path", "notes", "numeric", "simulator")
+                  "critical_path", "notes", "numeric", "simulator", "tokens_as_given")
 _LAYER_KEYS = ("n_heads", "d_head", "d_mlp")
 _OUTPUT_KEYS = {"categorical": {"encoding", "values", "logit_scale", "node", "feature", "undefined"},
                 "numerical": {"encoding", "integer", "node", "feature", "undefined"}}
@@ -698,6 +767,8 @@ def check_config(config: dict, cpath: str) -> None:
         fail(f"causal must be true or false, not {_show(config['causal'])}")
     if config["dtype"] not in _DTYPES:
         fail(f"dtype must be \"float32\" or \"float64\", not {_show(config['dtype'])}")
+    if type(config.get("tokens_as_given", False)) is not bool:
+        fail(f"tokens_as_given must be true or false, not {_show(config['tokens_as_given'])}")
     if config.get("attention_scale", "1/sqrt(d_head)") != "1/sqrt(d_head)":
         fail(f"attention_scale must be \"1/sqrt(d_head)\" (the only one the runtime computes), not "
              f"{_show(config['attention_scale'])}")

@@ -15,7 +15,8 @@ from rasp_compiler import runtime
 from rasp_compiler.cli import main
 from rasp_compiler.compiler import compile_program, load
 from rasp_compiler.errors import ArtifactError, InputError
-from rasp_compiler.lang import load_program
+from rasp_compiler.interpreter import run
+from rasp_compiler.lang import load_program, program_from_source
 from rasp_compiler.runtime import RaspModel
 
 torch.set_num_threads(1)
@@ -287,3 +288,104 @@ def test_sublayers_on_their_own_dimensions_match_the_dense_products() -> None:
     edited, edited_dense = both()
     assert float((edited_dense - dense).abs().max()) > 1e-3
     assert float((edited - edited_dense).abs().max()) < 1e-5
+
+
+# -- what the Python API's users pass by mistake (audit of 1 Dec) -----------------------------------
+def test_a_batch_is_a_list_of_inputs_in_every_entry_point() -> None:
+    """A bare string was read as one input per character by forward and trace (run refused it), a
+    generator was consumed twice by run, and None or an int reached Python's own errors."""
+    model = compile_program(load_program(REVERSE), list("ab"), 4)
+    for call in (model.run, model.forward, model.trace):
+        for bad, words in (("ab", "wrap a single input in a list"), (None, "not NoneType"), (5, "not int")):
+            with pytest.raises(InputError, match=words):
+                call(bad)
+    assert model.run(x for x in ["ab", "abb"]) == [list("ba"), list("bba")]
+
+
+def test_numpy_inputs_read_as_their_values() -> None:
+    np = pytest.importorskip("numpy")
+    model = compile_program(program_from_source("tokens_int + 1;"), [1, 2, 3], 4)
+    want = [[2, 3], [4, 2]]
+    assert model.run([[np.int64(1), np.int64(2)], [3, 1]]) == want
+    assert model.run([np.array([1, 2]), np.array([3, 1])]) == want
+    assert model.run(np.array([[1, 2], [3, 1]])) == want
+    assert compile_program(program_from_source("tokens_int + 1;"), [1, 2, 3], np.int64(4)).max_len == 4
+
+
+def test_a_program_reading_the_input_as_given_refuses_numbers_for_a_string_vocabulary() -> None:
+    """tokens_asis (tracr's tokens) holds 1, not "1": reading 1 as the token "1" answered for
+    another input than the interpreter's, silently."""
+    from rasp_compiler import pyapi as rasp
+
+    program = rasp.tokens == "1"
+    model = rasp.compile_program(program, "12", 3)
+    assert model.config["tokens_as_given"] is True
+    assert model.run([["1", "2"]]) == [program(["1", "2"])]
+    with pytest.raises(InputError, match="token 1 at position 0 of input 0 is not in the vocabulary") as err:
+        model.run([[1, 2]])
+    assert "reads the input as given" in err.value.hint
+    # a .rasp program's tokens are strings: there 1 is read as "1", as the interpreter reads it
+    plain = compile_program(program_from_source('tokens == "1";'), list("12"), 3)
+    assert "tokens_as_given" not in plain.config
+    assert plain.run([[1, 2]]) == [run(program_from_source('tokens == "1";'), [1, 2])] == [[True, False]]
+
+
+def test_decode_refuses_logits_and_lengths_that_forward_does_not_give() -> None:
+    model = compile_program(load_program(REVERSE), list("ab"), 4)
+    logits = model.forward(["ab", "abb"])
+    assert model.decode(logits, [2, 3]) == [list("ba"), list("bba")]
+    for bad_logits, lengths in ((logits[0], [2]), (logits.numpy(), [2, 3]), (logits[..., :1], [2, 3])):
+        with pytest.raises(InputError, match="decode takes logits"):
+            model.decode(bad_logits, lengths)
+    for lengths in ([2, 3, 4], [2.5, 3], [-1, 3], [0, 3], [2, 9]):
+        with pytest.raises(InputError, match="one length per input"):
+            model.decode(logits, lengths)
+
+
+def test_paths_and_devices_that_are_not_paths_or_devices(tmp_path: Path) -> None:
+    model = compile_program(load_program(REVERSE), list("ab"), 4)
+    for bad in (None, 123, b"out"):
+        with pytest.raises(ArtifactError, match="a model directory is a path"):
+            model.save(bad)
+        with pytest.raises(ArtifactError, match="a model directory is a path"):
+            RaspModel.load(bad)
+    model.save(tmp_path / "m")
+    deep = tmp_path / "m" / "config.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ArtifactError, match="not valid JSON"):
+        RaspModel.load(tmp_path / "m")
+    with pytest.raises(InputError):
+        model.to("cuda:7")
+
+
+def test_an_ambiguous_output_of_an_input_the_program_leaves_undefined_is_not_called_a_bug() -> None:
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.runtime import ModelOutputError
+
+    t = rasp.tokens
+    model = rasp.compile_program(rasp.Aggregate(rasp.Select(t, t, rasp.Comparison.TRUE), t), "ab", 4)
+    with pytest.raises(ModelOutputError) as err:
+        model.run(["ab"])
+    assert "no answer on this input" in err.value.hint and "compiler bug" not in err.value.hint
+
+
+def test_compile_program_names_arguments_of_the_wrong_kind() -> None:
+    from rasp_compiler.errors import UserError
+
+    program = load_program(REVERSE)
+    with pytest.raises(UserError, match="takes a Program, not str"):
+        compile_program("tokens;", list("ab"), 4)
+    with pytest.raises(UserError, match="takes a Program, not NoneType"):
+        compile_program(None, list("ab"), 4)
+    for kw, words in ((dict(fixed_length=3.0), "fixed_length"), (dict(fixed_length="3"), "fixed_length"),
+                      (dict(input_range="ab"), "two numbers")):
+        with pytest.raises(UserError, match=words):
+            compile_program(program, list("ab"), 4, **kw)
+
+
+def test_a_numerical_output_past_float32_integers_is_noted() -> None:
+    from rasp_compiler import pyapi as rasp
+
+    big = rasp.numerical(rasp.Map(lambda x: x * 1_000_000_000_001 + 1, rasp.numerical(rasp.indices)))
+    assert any("past 16,777,216" in n for n in rasp.compile_program(big, "ab", 3).config["notes"])
+    assert not any("past" in n for n in rasp.compile_program(big, "ab", 3, dtype="float64").config["notes"])

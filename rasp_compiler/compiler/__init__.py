@@ -103,6 +103,27 @@ def _short_sources(sources: list[str]) -> list[str]:
 MAX_LEN = 2048
 
 
+def _whole_number(value: Any, what: str) -> Any:
+    """An integral argument as an int (a NumPy integer too); anything else is left for the range
+    checks below to refuse with their own message."""
+    if hasattr(value, "item") and not isinstance(value, (bool, str)):
+        try:
+            value = value.item()
+        except (TypeError, ValueError):
+            pass
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise UserError(f"{what} must be a positive integer, got {value!r}")
+    return value
+
+
+def _range(value: Any) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise UserError(f"input_range (--input-range) must be two numbers (lo, hi), got {value!r}") from None
+    return lo, hi
+
+
 def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, output: str | None = None,
                     dtype: str = "float32", causal: bool = False,
                     fixed_length: int | None = None,
@@ -114,6 +135,15 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
     with the name of each stage as it starts."""
     stage = progress or (lambda name: None)
     start = time.perf_counter()
+    if not isinstance(program, Program):
+        raise UserError(f"compile_program takes a Program, not {type(program).__name__}",
+                        hint="load a file with load_program(path), parse text with program_from_source"
+                             "(text), or pass an s-op to rasp_compiler.pyapi.compile_program")
+    max_len = _whole_number(max_len, "max_len (--max-len)")
+    if fixed_length is not None:
+        fixed_length = _whole_number(fixed_length, "fixed_length (--fixed-length)")
+    if input_range is not None:
+        input_range = _range(input_range)
     if input_range is not None:  # integer / string tokens: the range's integers are the vocabulary
         from rasp_compiler.compiler.real import integer_vocab
         ints = integer_vocab(program, input_range)

@@ -18,7 +18,7 @@ from rasp_compiler.compiler.blocks import Layout, MLPWeights, mlp_weights, share
 from rasp_compiler.compiler.lowering import EmbedOp, Feature, HeadOp, Lowering, MLPOp
 from rasp_compiler.compiler.schedule import Schedule
 from rasp_compiler.compiler.values import json_value
-from rasp_compiler.graph.nodes import Aggregate
+from rasp_compiler.graph.nodes import Aggregate, Tokens
 from rasp_compiler.runtime import FORMAT
 
 # Score gap (in nats) between an attended and a not-attended key: exp(-gap) underflows to exactly
@@ -328,6 +328,13 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
         for note in an.info[sid].notes:
             if note not in ("opaque", "affine"):  # internal markers
                 notes.append(f"{sid}: {note}")
+    if out_cfg["encoding"] == "numerical" and out_f.values:
+        exact = 2 ** 24 if dtype == "float32" else 2 ** 53  # the largest run of exact integers
+        largest = max(abs(float(v)) for v in out_f.values if isinstance(v, (int, float)))
+        if largest > exact:
+            notes.append(f"the numerical output reaches {largest:.6g}, past {exact:,} where {dtype} "
+                         "stops holding every integer: outputs there are exact only to the numerical "
+                         "tolerance (compile with --dtype float64, or keep the output categorical)")
     undefined = an.undefined()
     raising = sorted(set(an.failures) - {sid for sid, _ in undefined.values()})  # not noted below
     for sid in raising[:3]:
@@ -371,4 +378,8 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
     }
     if undefined:  # only then: every other config stays byte-identical
         config["output"]["undefined"] = {str(n): [sid, i] for n, (sid, i) in undefined.items()}
+    if any(isinstance(node, Tokens) and node.type == "value" for node in an.program.nodes()):
+        # the program reads the input as given (tracr's tokens, tokens_asis): a number typed for a
+        # vocabulary of strings is another value there, so the runtime must not read 1 as "1"
+        config["tokens_as_given"] = True
     return config, out_tensors
