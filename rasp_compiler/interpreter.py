@@ -26,6 +26,7 @@ from rasp_compiler.graph.expr import (
     Ternary,
     Unary,
     Var,
+    deep_recursion,
 )
 from rasp_compiler.graph.nodes import (
     Aggregate,
@@ -108,13 +109,19 @@ def evaluate(program: Program, inputs: Sequence[Any], targets: Iterable[str] | N
     converted: dict[str, list[Any]] = {}
     import networkx as nx
 
-    for node_id in nx.lexicographical_topological_sort(graph):
-        node: Node = program.graph.nodes[node_id]["node"]
-        args = [values[i] for i in node.inputs]
-        try:
-            values[node_id] = _evaluate_node(node, args, data, n, converted)
-        except OperatorError as err:
-            raise _located(program, node, str(err), err.hint) from None
+    with deep_recursion():  # a map merged from a long chain nests a call per step (pyapi's Map)
+        for node_id in nx.lexicographical_topological_sort(graph):
+            node: Node = program.graph.nodes[node_id]["node"]
+            args = [values[i] for i in node.inputs]
+            try:
+                values[node_id] = _evaluate_node(node, args, data, n, converted)
+            except OperatorError as err:
+                raise _located(program, node, str(err), err.hint) from None
+            except RecursionError:
+                raise _located(program, node, "this map nests too deeply to evaluate: a chain of "
+                               "thousands of maps merged into one, or a function that calls itself "
+                               "without end", "name some steps of the chain (.named(...) in Python), "
+                               "so that they are nodes of their own") from None
     return values
 
 
@@ -228,6 +235,8 @@ def _compile(expr: Expr | None) -> Callable[[tuple], Any]:
         def call(a: tuple) -> Any:
             try:
                 return fn(*a)
+            except RecursionError:
+                raise  # too deep (see evaluate), not a failure of the function on these values
             except Exception as e:  # the user's Python function: report it as the map's error
                 shown = ", ".join(map(repr, a))
                 raise OperatorError(f"the map's function failed on {shown}: "

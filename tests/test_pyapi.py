@@ -384,3 +384,135 @@ def test_a_boolean_the_api_cannot_see_keeps_the_default_0_and_is_refused_as_outp
     with pytest.raises(CompileError) as err:
         compile_program(prev.program(), list("ab"), 4)
     assert "False" in str(err.value) and "default" in (err.value.hint or "")
+
+
+# ------------------------------------------------------------------ found by a hostile-input audit
+def test_a_long_unnamed_chain_builds_runs_compiles_and_writes() -> None:
+    """`x = x + 1` 1,000 times is one merged map 1,000 deep: build_program raised a bare
+    RecursionError (in compile and the interpreter alike); a chain past any limit is a UserError."""
+    import sys
+
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+
+    limit = sys.getrecursionlimit()
+    x = rasp.indices
+    for _ in range(1000):
+        x = x + 1
+    assert x("ab") == [1000, 1001]
+    assert rasp.compile_program(x, "ab", 2).run(["ab"]) == [[1000, 1001]]
+    assert interpret(program_from_source(to_source(x)), "ab") == [1000, 1001]
+    for _ in range(29000):
+        x = x + 1
+    with pytest.raises(UserError, match="too long") as err:
+        x("ab")
+    assert ".named" in err.value.hint
+    assert sys.getrecursionlimit() == limit
+
+
+def test_merged_python_maps_agree_in_the_interpreter_model_and_to_source() -> None:
+    """400 merged Maps (tracr's simplify=True): the interpreter blamed the function ("failed on 0:
+    RecursionError") and to_source said "None has no RASP literal", while the model answered."""
+    from rasp_compiler import pyapi as rasp
+
+    z = rasp.indices
+    for _ in range(400):
+        z = rasp.Map(lambda v: v + 1, z)
+    assert z([0, 0]) == interpret(z.program(), [0, 0]) == [400, 401]
+    assert rasp.compile_program(z, [0], 2).run([[0, 0]]) == [[400, 401]]
+    assert interpret(program_from_source(to_source(z, vocab=[0], max_len=2)), [0, 0]) == [400, 401]
+
+
+def test_to_source_leaves_out_what_a_function_raises_on_and_writes_ascii_names() -> None:
+    """A table wrote 1.0 where `1 / (x == "a")` raises; non-ASCII names gave text that did not
+    parse; a map that never has a value said "None (NoneType) has no RASP literal"."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+
+    def outcome(f, x):
+        try:
+            return f(x)
+        except UserError:
+            return "error"
+
+    inverse = rasp.Map(lambda x: 1 / (x == "a"), rasp.tokens)
+    parsed = program_from_source(to_source(inverse, vocab="ab", max_len=3))
+    assert interpret(parsed, "aa") == [1.0, 1.0]
+    assert outcome(inverse, "ab") == outcome(lambda x: interpret(parsed, x), "ab") == "error"
+    # two inputs: the branches of `a if c else b` run everywhere, so pairs are numbered instead
+    pair = rasp.SequenceMap(lambda t, i: {"a": 10}[t] + i if i < 2 else t + "!", rasp.tokens, rasp.indices)
+    parsed = program_from_source(to_source(pair, vocab="ab", max_len=3))
+    for word in ("a", "aa", "aab", "aba", "b", "abb"):
+        assert outcome(pair, word) == outcome(lambda x: interpret(parsed, x), word), word
+
+    size = rasp.Map(lambda x: x + "1", rasp.tokens).named("größe")
+    both = rasp.SequenceMap(lambda a, b: a + b, size, rasp.Map(lambda x: x, rasp.tokens).named("数据"))
+    text = to_source(both.named("größe"), vocab="ab", max_len=3)
+    assert text.isascii() and "grosse = " in text and "grosse_2 = " in text
+    assert interpret(program_from_source(text), "ab") == both("ab") == ["a1a", "b1b"]
+    with pytest.raises(UserError, match="'map_1' has no value on any input.*ZeroDivisionError"):
+        to_source(rasp.Map(lambda x: 1 / 0, rasp.tokens), vocab="ab", max_len=3)
+
+
+def test_mistakes_at_the_edges_of_the_api_are_user_errors() -> None:
+    """Each raised a bare TypeError or AttributeError from inside the package."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.pyapi import compiling
+
+    with pytest.raises(UserError, match="ConstantSOp takes a sequence of values") as err:
+        rasp.ConstantSOp(5)
+    assert isinstance(err.value, TypeError) and "Full(5)" in err.value.hint
+    with pytest.raises(UserError, match="square matrix of booleans") as err:
+        rasp.ConstantSelector([1, 0])
+    assert isinstance(err.value, TypeError)
+    assert rasp.ConstantSOp([1, 2])(x for x in "ab") == [1, 2]  # a generator, as without a constant
+    with pytest.raises(UserError, match="to_source takes a Program"):
+        rasp.to_source(None)
+    with pytest.raises(UserError, match="expected a Program or a Python-API s-op, got str") as err:
+        rasp.compile_program("tokens;", "ab", 4)
+    assert "program_from_source" in err.value.hint
+    reverse = make_reverse(tokens)
+    with pytest.raises(UserError, match="compiler_bos and compiler_pad must be tokens") as err:
+        compiling.compile_rasp_to_model(reverse, {"a"}, 4, compiler_bos=[0])
+    assert isinstance(err.value, TypeError)
+    model = compiling.compile_rasp_to_model(reverse, {"a", "b"}, 4, compiler_bos="BOS")
+    with pytest.raises(UserError, match="apply takes one input"):
+        model.apply(None)
+    assert model.apply(["BOS", "a", "b"]).decoded == ["BOS", "b", "a"]
+
+
+def _builder_mistakes():
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import lib
+
+    t = rasp.tokens
+    return {
+        "Select(t, t, 5)": (TypeError, lambda: rasp.Select(t, t, 5)),
+        "Select(t, t, None)": (TypeError, lambda: rasp.Select(t, t, None)),
+        "Select(t, t, 'eq')": (ValueError, lambda: rasp.Select(t, t, "eq")),
+        "Map(3, t)": (TypeError, lambda: rasp.Map(3, t)),
+        "Map(t, f)": (TypeError, lambda: rasp.Map(t, lambda x: x)),
+        "Aggregate(t, t)": (TypeError, lambda: rasp.Aggregate(t, t)),
+        "SelectorWidth(t)": (TypeError, lambda: rasp.SelectorWidth(t)),
+        "Full(None)": (TypeError, lambda: rasp.Full(None)),
+        "t + [1]": (TypeError, lambda: t + [1]),
+        ".named(123)": (ValueError, lambda: (t + 1).named(123)),
+        ".named('')": (ValueError, lambda: (t + 1).named("")),
+        "numerical(select)": (TypeError, lambda: rasp.numerical(rasp.Select(t, t, "=="))),
+        "annotate(encoding='foo')": (ValueError, lambda: rasp.annotate(t + 1, encoding="foo")),
+        "SequenceMap(f)": (TypeError, lambda: rasp.SequenceMap(lambda x: x)),
+        "detect_pattern(t, '')": (ValueError, lambda: lib.detect_pattern(t, "")),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_builder_mistakes()))
+def test_builder_mistakes_are_user_errors_and_tracr_builtins(case: str) -> None:
+    """They were bare TypeError/ValueError (tracr's types, kept), which `except UserError` and the
+    command line missed."""
+    from rasp_compiler.errors import UserError
+
+    builtin, make = _builder_mistakes()[case]
+    with pytest.raises(UserError) as err:
+        make()
+    assert isinstance(err.value, builtin) and str(err.value)

@@ -12,8 +12,27 @@ and the compiler both call it, so the two cannot disagree on, say, integer divis
 
 from __future__ import annotations
 
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
+
+# Python frames allowed while walking a long chain of operations (the compiler and the
+# elaborator allow as many)
+DEEP_RECURSION = 20000
+
+
+@contextmanager
+def deep_recursion() -> Iterator[None]:
+    """Room for the recursive walks of a long chain: the Python API merges a map of an unnamed map
+    into one map (as tracr does), so ``x = x + 1`` 1,000 times is one expression 1,000 deep, and
+    Python's default 1,000 frames ran out at about 800 steps."""
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, DEEP_RECURSION))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old_limit)
 
 
 class Expr:

@@ -11,8 +11,11 @@ See ``docs/python-api.md``; ``rasp_compiler.pyapi.lib`` has tracr's library prog
 
 from typing import Any, Union
 
+from rasp_compiler.graph.nodes import Program
 from rasp_compiler.pyapi.aggregates import Aggregate, SelectorWidth, aggregate, selector_width
 from rasp_compiler.pyapi.base import (
+    PyApiTypeError,
+    PyApiValueError,
     RASPExpr,
     Selector,
     SOp,
@@ -59,10 +62,13 @@ NumericValue = Union[int, float]
 SelectorValue = list[list[bool]]
 
 
-def as_program(program_or_sop: Any):
+def as_program(program_or_sop: Any) -> Program:
     """A ``Program`` from a Python-API s-op (or a Program, unchanged)."""
     if isinstance(program_or_sop, RASPExpr):
         return program_or_sop.program()
+    if not isinstance(program_or_sop, Program):
+        raise PyApiTypeError(f"expected a Program or a Python-API s-op, got {type(program_or_sop).__name__}",
+                             hint="for RASP text use rasp_compiler.lang.program_from_source(text)")
     return program_or_sop
 
 
@@ -80,7 +86,7 @@ def run(program_or_sop: Any, inputs: Any) -> Any:
 
     if isinstance(program_or_sop, RASPExpr):
         return evaluate_expr(program_or_sop, inputs)
-    return interpret(program_or_sop, inputs)
+    return interpret(as_program(program_or_sop), inputs)
 
 
 evaluate = run  # tracr's rasp.evaluate(expr, xs)
@@ -95,7 +101,8 @@ class DefaultRASPEvaluator:
 
 __all__ = [
     "Aggregate", "Comparison", "ConstantLengthError", "ConstantSOp", "ConstantSelector",
-    "DefaultRASPEvaluator", "Encoding", "Full", "LinearSequenceMap", "Map", "NumericValue", "RASPExpr",
+    "DefaultRASPEvaluator", "Encoding", "Full", "LinearSequenceMap", "Map", "NumericValue", "PyApiTypeError",
+    "PyApiValueError", "RASPExpr",
     "Select", "Selector", "SelectorAnd", "SelectorNot", "SelectorOr", "SelectorValue", "SelectorWidth",
     "SequenceMap", "SOp", "Value", "aggregate", "annotate", "as_program", "build_program", "categorical",
     "compile_program", "evaluate", "get_encoding", "indicator", "indices", "is_categorical", "is_numerical",

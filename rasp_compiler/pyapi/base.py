@@ -34,6 +34,7 @@ import re
 import sys
 from typing import Any, Callable
 
+from rasp_compiler.errors import UserError
 from rasp_compiler.graph.expr import Binary, Const, Expr, Ternary, Unary, Var
 from rasp_compiler.graph.nodes import Indices, Length, Node, Program, Tokens
 
@@ -43,6 +44,16 @@ _ids = itertools.count(1)
 # The Python API's builder modules: _caller looks past their frames to the line the user wrote
 _BUILDER_MODULES = frozenset(
     f"rasp_compiler.pyapi.{m}" for m in ("base", "sops", "selectors", "aggregates", "program"))
+
+
+class PyApiTypeError(UserError, TypeError):
+    """A builder given the wrong kind of value (``Map(3, tokens)``, ``tokens + [1]``): a TypeError,
+    as tracr raises, and a UserError, so the command line and ``except UserError`` catch it."""
+
+
+class PyApiValueError(UserError, ValueError):
+    """A builder given a value it cannot take (``Select(k, q, "eq")``, ``.named("")``): a
+    ValueError, as tracr raises, and a UserError."""
 
 
 def _caller() -> tuple[str, int]:
@@ -88,7 +99,7 @@ class RASPExpr:
         id replaces each run of other characters with ``_`` (``shift_by_1``; ``shift_by(-1)`` gives
         ``shift_by_neg1``)."""
         if not isinstance(name, str) or not re.search(r"\w", name):
-            raise ValueError(f"{name!r} is not a name: give a string with letters or digits")
+            raise PyApiValueError(f"{name!r} is not a name: give a string with letters or digits")
         # a minus sign before a number is kept as "neg": shift_by(-1) and shift_by(1) stay apart
         label = re.sub(r"\W+", "_", re.sub(r"-(?=\d)", "neg", name)).strip("_") or "node"
         if label[0].isdigit() or keyword.iskeyword(label):
@@ -172,8 +183,8 @@ class RASPExpr:
 
 def _atom(value: Any, what: str) -> Any:
     if not isinstance(value, ATOMS):
-        raise TypeError(f"{what} must be an s-op or an atom (str, int, float, bool), "
-                        f"got {type(value).__name__}")
+        raise PyApiTypeError(f"{what} must be an s-op or an atom (str, int, float, bool), "
+                             f"got {type(value).__name__}")
     return value
 
 
@@ -198,7 +209,7 @@ def _elementwise(make: Callable[..., Expr], args: list[Any], simplify: bool = Tr
                 inputs.append(a)
             exprs.append(Var(next(i for i, b in enumerate(inputs) if b is a)))
         elif isinstance(a, Selector):
-            raise TypeError("selectors combine only with &, | and ~ (with other selectors)")
+            raise PyApiTypeError("selectors combine only with &, | and ~ (with other selectors)")
         else:
             exprs.append(Const(_atom(a, "an operand")))
     fn = make(*exprs)
@@ -267,8 +278,8 @@ class SOp(RASPExpr):
         truth = getattr(self, "truth", None)
         if truth is not None:
             return truth
-        raise TypeError("an s-op has no truth value while the program is built; use & | ~ for logic "
-                        "and Python's if only on atoms")
+        raise PyApiTypeError("an s-op has no truth value while the program is built; use & | ~ for "
+                             "logic and Python's if only on atoms")
 
 
 class Selector(RASPExpr):
@@ -296,7 +307,7 @@ class Selector(RASPExpr):
 
 def _selector(value: Any) -> Selector:
     if not isinstance(value, Selector):
-        raise TypeError(f"expected a selector, got {type(value).__name__}")
+        raise PyApiTypeError(f"expected a selector, got {type(value).__name__}")
     return value
 
 

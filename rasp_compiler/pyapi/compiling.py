@@ -14,10 +14,12 @@ token first and optional padding tokens after the input.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rasp_compiler.errors import UserError
+from rasp_compiler.errors import InputError, UserError
+from rasp_compiler.pyapi.base import PyApiTypeError
 
 COMPILER_BOS = "compiler_bos"
 COMPILER_PAD = "compiler_pad"
@@ -42,6 +44,10 @@ class AssembledModel:
         self.compiler_pad = compiler_pad
 
     def apply(self, tokens: list[Any]) -> ModelOutput:
+        if not isinstance(tokens, Iterable):
+            raise InputError(f"apply takes one input, a list of tokens with the BOS token first, got "
+                             f"{type(tokens).__name__}",
+                             hint=f"call apply([{self.compiler_bos!r}, ...tokens])")
         tokens = list(tokens)
         if not tokens or tokens[0] != self.compiler_bos:
             raise UserError(f"the input must start with the BOS token {self.compiler_bos!r}, as in tracr",
@@ -74,7 +80,18 @@ def compile_rasp_to_model(program: Any, vocab: Any, max_seq_len: int, causal: bo
     from rasp_compiler.pyapi.base import RASPExpr
     from rasp_compiler.pyapi.causal_eval import masked_program
 
-    if compiler_bos in vocab or compiler_pad in vocab:
+    for token in (compiler_bos, compiler_pad):
+        try:
+            hash(token)  # tracr's tokens are dict keys; `[0] in vocab` raised a bare TypeError
+        except TypeError:
+            raise PyApiTypeError(f"compiler_bos and compiler_pad must be tokens (a string or a number), "
+                                 f"got {token!r}", hint='compiler_bos="BOS", compiler_pad="PAD"') from None
+    given = list(vocab) if isinstance(vocab, str) else vocab  # `"ab" in "abc"` tests a substring
+    try:
+        clash = compiler_bos in given or compiler_pad in given
+    except TypeError:  # not a collection: compile_program says what a vocabulary must be
+        clash = False
+    if clash:
         raise UserError("the BOS and padding tokens must not be in the vocabulary")
     if causal and isinstance(program, RASPExpr):
         program = masked_program(program)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from rasp_compiler.pyapi.base import PRIMITIVES, RASPExpr, SOp
+from rasp_compiler.pyapi.base import PRIMITIVES, PyApiTypeError, PyApiValueError, RASPExpr, SOp
 
 
 class Encoding(enum.Enum):
@@ -25,13 +25,17 @@ def annotate(expr: RASPExpr, **annotations: Any) -> RASPExpr:
     ``categorical`` do here too).  The shared primitives ``tokens``, ``indices``, ``length`` are
     never changed: a name or encoding for one goes on a copy."""
     if not isinstance(expr, RASPExpr):
-        raise TypeError(f"annotate takes a RASP expression, got {type(expr).__name__}")
+        raise PyApiTypeError(f"annotate takes a RASP expression, got {type(expr).__name__}")
     encoding = annotations.pop("encoding", None)
     name = annotations.pop("name", None)
     if encoding is not None:
         if not isinstance(expr, SOp):
-            raise TypeError("only s-ops have an encoding; this is a selector")
-        encoding = Encoding(encoding.value if isinstance(encoding, Encoding) else encoding)
+            raise PyApiTypeError("only s-ops have an encoding; this is a selector")
+        try:
+            encoding = Encoding(encoding.value if isinstance(encoding, Encoding) else encoding)
+        except ValueError:  # enum's own error is no UserError
+            raise PyApiValueError(f"{encoding!r} is not a valid Encoding: use Encoding.CATEGORICAL or "
+                                  "Encoding.NUMERICAL ('categorical' or 'numerical')") from None
         # in place, as `named` is; the shared primitives are never changed (as in `numerical`)
         if any(expr is p for p in PRIMITIVES):
             expr = expr.copy()
@@ -45,7 +49,7 @@ def annotate(expr: RASPExpr, **annotations: Any) -> RASPExpr:
 
 def get_encoding(sop: SOp) -> Encoding:
     if not isinstance(sop, SOp):
-        raise TypeError(f"only s-ops have an encoding, got {type(sop).__name__}")
+        raise PyApiTypeError(f"only s-ops have an encoding, got {type(sop).__name__}")
     return sop.annotations["encoding"]
 
 

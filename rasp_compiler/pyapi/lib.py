@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from rasp_compiler.pyapi.aggregates import aggregate, selector_width
-from rasp_compiler.pyapi.base import SOp, indices, tokens, tokens_int
+from rasp_compiler.pyapi.base import PyApiValueError, SOp, indices, tokens, tokens_int
 from rasp_compiler.pyapi.selectors import Comparison, select
 from rasp_compiler.pyapi.sops import LinearSequenceMap, Map, SequenceMap, indicator, numerical
 
@@ -116,7 +116,7 @@ def detect_pattern(sop: SOp, pattern: Sequence[Any]) -> SOp:
     """True at the last position of each occurrence of ``pattern`` in ``sop``.  The first
     ``len(pattern) - 1`` positions compare with the shifts' default (tracr's ``None``)."""
     if len(pattern) < 1:
-        raise ValueError(f"Length of `pattern` must be at least 1. Got {pattern}")
+        raise PyApiValueError(f"Length of `pattern` must be at least 1. Got {pattern}")
     # detectors[i]: the i-th element from the end of the pattern, seen i positions back
     detectors = []
     for i, element in enumerate(reversed(pattern)):

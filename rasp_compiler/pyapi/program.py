@@ -9,8 +9,17 @@ from typing import Any
 
 import networkx as nx
 
+from rasp_compiler.errors import UserError
+from rasp_compiler.graph.expr import deep_recursion
 from rasp_compiler.graph.nodes import Constant, Node, Program, SourcePos, add_node
-from rasp_compiler.pyapi.base import PYTHON_FILE, RASPExpr, SOp, _primitive_key
+from rasp_compiler.pyapi.base import (
+    PYTHON_FILE,
+    PyApiTypeError,
+    PyApiValueError,
+    RASPExpr,
+    SOp,
+    _primitive_key,
+)
 from rasp_compiler.pyapi.selectors import ConstantSelector
 from rasp_compiler.pyapi.sops import ConstantLengthError, ConstantSOp, _length_message
 
@@ -18,8 +27,10 @@ from rasp_compiler.pyapi.sops import ConstantLengthError, ConstantSOp, _length_m
 def evaluate_expr(expr: RASPExpr, xs: Any) -> Any:
     """The interpreter's output of ``expr`` on ``xs``.  A constant of another length than ``xs``
     raises tracr's ``ValueError`` (``ConstantLengthError``) before evaluation."""
+    from rasp_compiler.interpreter import check_input
     from rasp_compiler.interpreter import run as interpret
 
+    xs = check_input(xs)  # once: a generator would be used up by the length check below
     seen: set[int] = set()
     todo = [expr]
     while todo:
@@ -39,7 +50,7 @@ def build_program(output: RASPExpr, source_file: str = PYTHON_FILE) -> Program:
     from rasp_compiler.pyapi.source import node_text
 
     if not isinstance(output, RASPExpr):
-        raise TypeError(f"expected an s-op or selector, got {type(output).__name__}")
+        raise PyApiTypeError(f"expected an s-op or selector, got {type(output).__name__}")
     seen: dict[int, RASPExpr] = {}
     todo = [output]
     while todo:
@@ -63,7 +74,7 @@ def build_program(output: RASPExpr, source_file: str = PYTHON_FILE) -> Program:
             enc_a = encodings.get(first.uid) or getattr(first, "encoding", None)
             enc_b = getattr(e, "encoding", None)
             if enc_a and enc_b and enc_a != enc_b:
-                raise ValueError(f"{key[0]} is annotated both {enc_a} and {enc_b}")
+                raise PyApiValueError(f"{key[0]} is annotated both {enc_a} and {enc_b}")
             if enc_b and not enc_a:
                 encodings[first.uid] = enc_b
             alias[e.uid] = first.uid
@@ -111,7 +122,14 @@ def build_program(output: RASPExpr, source_file: str = PYTHON_FILE) -> Program:
             add_node(graph, node)  # built in, like the elaborator's tokens/indices/length: no position
             continue
         file, line = e.where
-        add_node(graph, _with_pos(node, SourcePos(file, line, 1, node_text(node, {}, constants))))
+        try:
+            with deep_recursion():  # a map merged from a chain of unnamed maps nests a step per map
+                text = node_text(node, {}, constants)
+        except RecursionError:
+            raise UserError(f"the chain of unnamed maps merged into '{node.id}' (built at {file}:{line}) "
+                            "is too long", hint="name some steps of the chain with .named(...): a named "
+                                                "map is a node of its own, not merged") from None
+        add_node(graph, _with_pos(node, SourcePos(file, line, 1, text)))
     names = {e.ident: id_of(e) for e in order if e.ident}
     return Program(graph, id_of(output), names, source_file)
 

@@ -7,6 +7,7 @@ into one, as tracr does).
 from __future__ import annotations
 
 import enum
+import reprlib
 from typing import Any, Callable, Union
 
 from rasp_compiler.graph.expr import PyFn
@@ -14,7 +15,15 @@ from rasp_compiler.graph.nodes import Select as SelectNode
 from rasp_compiler.graph.nodes import SelectorAnd as AndNode
 from rasp_compiler.graph.nodes import SelectorNot as NotNode
 from rasp_compiler.graph.nodes import SelectorOr as OrNode
-from rasp_compiler.pyapi.base import RASPExpr, Selector, SOp, _selector, indices
+from rasp_compiler.pyapi.base import (
+    PyApiTypeError,
+    PyApiValueError,
+    RASPExpr,
+    Selector,
+    SOp,
+    _selector,
+    indices,
+)
 from rasp_compiler.pyapi.sops import Full, _length_checked, _sop
 
 
@@ -47,11 +56,12 @@ def _op(predicate: Any) -> str | None:
         return predicate.value
     if isinstance(predicate, str):
         if predicate not in _OPS and predicate not in ("true", "false"):
-            raise ValueError(f"unknown comparison {predicate!r}; use Comparison.EQ/LT/... or '==', '<', ...")
+            raise PyApiValueError(f"unknown comparison {predicate!r}; use Comparison.EQ/LT/... or '==', "
+                                  "'<', ...")
         return predicate
     if callable(predicate):
         return None
-    raise TypeError(f"a predicate is a Comparison, a comparison string or a function, got {predicate!r}")
+    raise PyApiTypeError(f"a predicate is a Comparison, a comparison string or a function, got {predicate!r}")
 
 
 def _predicate(predicate: Any) -> Callable[[Any, Any], bool]:
@@ -96,9 +106,14 @@ class ConstantSelector(Selector):
     past the matrix are not selected."""
 
     def __init__(self, value: Any, check_length: bool = True) -> None:
-        rows = [[bool(x) for x in row] for row in value]
+        try:
+            rows = [[bool(x) for x in row] for row in value]
+        except TypeError:  # not a list of rows: `ConstantSelector([1, 0])`
+            raise PyApiTypeError(f"ConstantSelector takes a square matrix of booleans, one row per "
+                                 f"query, got {reprlib.repr(value)}",
+                                 hint="write ConstantSelector([[1, 0], [1, 1]])") from None
         if any(len(row) != len(rows) for row in rows):
-            raise ValueError("ConstantSelector's value must be a square matrix (one row per query)")
+            raise PyApiValueError("ConstantSelector's value must be a square matrix (one row per query)")
         self.value, self.check_length = rows, check_length
         n = len(rows)
         queries = _length_checked(n) if check_length else indices

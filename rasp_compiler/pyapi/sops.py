@@ -9,6 +9,8 @@ Every other constructor takes its s-op operands through ``_sop`` here, which mak
 from __future__ import annotations
 
 import logging
+import reprlib
+from collections.abc import Iterable
 from typing import Any, Callable
 
 from rasp_compiler.errors import UserError
@@ -16,7 +18,16 @@ from rasp_compiler.graph.expr import Binary, Const, Expr, PyFn, Unary, Var, eval
 from rasp_compiler.graph.nodes import Constant
 from rasp_compiler.graph.nodes import Map as MapNode
 from rasp_compiler.graph.nodes import SequenceMap as SequenceMapNode
-from rasp_compiler.pyapi.base import RASPExpr, Selector, SOp, _atom, _elementwise, indices, length
+from rasp_compiler.pyapi.base import (
+    PyApiTypeError,
+    RASPExpr,
+    Selector,
+    SOp,
+    _atom,
+    _elementwise,
+    indices,
+    length,
+)
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +37,7 @@ def _sop(value: Any, what: str) -> SOp:
     if isinstance(value, SOp):
         return value
     if isinstance(value, Selector):
-        raise TypeError(f"{what} must be an s-op, got a selector")
+        raise PyApiTypeError(f"{what} must be an s-op, got a selector")
     return Full(_atom(value, what))
 
 
@@ -49,7 +60,7 @@ def _function(f: Any, arity: int, what: str) -> Expr:
     if isinstance(f, Expr):
         return f
     if not callable(f) or isinstance(f, RASPExpr):
-        raise TypeError(f"{what} takes the function first, then the s-op(s): got {type(f).__name__}")
+        raise PyApiTypeError(f"{what} takes the function first, then the s-op(s): got {type(f).__name__}")
     return PyFn(f, getattr(f, "__name__", "fn"), arity)
 
 
@@ -87,7 +98,7 @@ class SequenceMap(SOp):
 
     def __init__(self, f: Callable[..., Any] | Expr, *sops: SOp) -> None:
         if not sops:
-            raise TypeError("SequenceMap needs at least one s-op")
+            raise PyApiTypeError("SequenceMap needs at least one s-op")
         sops = tuple(_sop(s, "SequenceMap's input") for s in sops)
         if len(sops) == 2 and sops[0] is sops[1]:
             log.warning("Creating a SequenceMap with both inputs being the same SOp is discouraged. "
@@ -150,6 +161,10 @@ class ConstantSOp(SOp):
     constant hold 0 (tracr's evaluator gives the constant as it is)."""
 
     def __init__(self, value: Any, check_length: bool = True) -> None:
+        if isinstance(value, RASPExpr) or not isinstance(value, Iterable):
+            raise PyApiTypeError(f"ConstantSOp takes a sequence of values, one per position, got "
+                                 f"{reprlib.repr(value)}",
+                                 hint="write ConstantSOp([5, 5, 5]); Full(5) is 5 at every position")
         self.value = [_atom(v, "ConstantSOp's values") for v in value]
         self.check_length = check_length
         values = self.value
@@ -175,7 +190,7 @@ def rasp_round(sop: SOp) -> SOp:
 
 def _annotate(sop: SOp, encoding: str) -> SOp:
     if not isinstance(sop, SOp):
-        raise TypeError(f"{encoding}(…) annotates an s-op, got {type(sop).__name__}")
+        raise PyApiTypeError(f"{encoding}(…) annotates an s-op, got {type(sop).__name__}")
     sop = sop.copy()
     sop.encoding = encoding
     return sop

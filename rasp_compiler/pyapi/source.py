@@ -11,19 +11,34 @@ dict lookup over their tabulated value sets — ``{"a": 1, "b": 0}[tokens]`` —
 value sets: pass ``vocab`` and ``max_len`` (the compiler's value-set analysis supplies them).  A
 one-input function stays one map node.  A several-input function becomes a chain of lookups
 selected by the first input (``{…}[y] if x == 1 else {…}[y]``), which computes the same values
-with a few more map nodes.  Maps whose function nests several operators (which the elaborator
-never builds; the Python API does for ``LinearSequenceMap`` and when it merges a map of a map, as
-tracr does) are written as nested expressions and likewise elaborate to a few more nodes.
+with a few more map nodes.  Values where the function raises are left out, so the text raises
+there too (a two-input function that raises on some pairs is one lookup by the pair's number).
+Maps whose function nests several operators (which the elaborator never builds; the Python API
+does for ``LinearSequenceMap`` and when it merges a map of a map, as tracr does) are written as
+nested expressions and likewise elaborate to a few more nodes.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import unicodedata
 from typing import Any
 
 from rasp_compiler.errors import UserError
-from rasp_compiler.graph.expr import Binary, Const, Contains, Expr, Lookup, PyFn, Ternary, Unary, Var
+from rasp_compiler.graph.expr import (
+    Binary,
+    Const,
+    Contains,
+    Expr,
+    Lookup,
+    PyFn,
+    Ternary,
+    Unary,
+    Var,
+    deep_recursion,
+)
 from rasp_compiler.graph.nodes import (
     Aggregate,
     Constant,
@@ -41,6 +56,7 @@ from rasp_compiler.graph.nodes import (
     SoftmaxAggregate,
     Tokens,
 )
+from rasp_compiler.pyapi.base import PyApiTypeError
 
 # Names a statement must not rebind (built-ins, keywords, and the names to_source itself reads).
 RESERVED = {
@@ -156,12 +172,39 @@ def node_text(node: Node, names: dict[str, str], constants: dict[str, Any] | Non
     raise UserError(f"no RASP text for a {node.kind} node")
 
 
+# Latin letters that NFKD does not take apart into an ASCII letter and an accent
+_LATIN = {"ß": "ss", "æ": "ae", "Æ": "AE", "œ": "oe", "Œ": "OE", "ø": "o", "Ø": "O", "ł": "l", "Ł": "L",
+          "đ": "d", "Đ": "D", "ð": "d", "Ð": "D", "þ": "th", "Þ": "Th", "ı": "i"}
+
+
+def _identifier(node_id: str) -> str:
+    """``node_id`` as a RASP name, which is ASCII (``[A-Za-z_][A-Za-z_0-9]*``): ``sort_by.place``
+    gives ``sort_by_place`` and ``größe`` ``grosse``: accents are dropped (``é`` is ``e``), and
+    other letters are spelled by code point (``α`` is ``u03b1``); to_source makes names unique."""
+    out = []
+    for c in unicodedata.normalize("NFKD", node_id):
+        if c.isascii():
+            out.append(c if c.isalnum() or c == "_" else "_")
+        elif c in _LATIN:
+            out.append(_LATIN[c])
+        elif c.isalnum():
+            out.append(f"u{ord(c):04x}")
+        elif not unicodedata.combining(c):  # an accent goes with its letter
+            out.append("_")
+    name = "".join(out)
+    return name if name.isidentifier() else "v_" + name
+
+
 def _has_pyfn(expr: Expr | None) -> bool:
     from rasp_compiler.graph.expr import children
 
-    if expr is None:
-        return False
-    return isinstance(expr, PyFn) or any(_has_pyfn(c) for c in children(expr))
+    todo = [expr] if expr is not None else []
+    while todo:  # not recursive: a merged chain of maps nests an expression per map
+        e = todo.pop()
+        if isinstance(e, PyFn):
+            return True
+        todo.extend(children(e))
+    return False
 
 
 def _tokens_word(vocab: list[Any] | str | None) -> str:
@@ -209,7 +252,9 @@ def _tabulated_select(node: Select, args: list[str], analysis: Any) -> str:
 
 
 def _tabulated(node: Node, args: list[str], analysis: Any) -> str:
-    """An opaque function as dict lookups over the input value sets."""
+    """An opaque function as dict lookups over the input value sets.  A combination where the
+    function raises (one that never occurs may) is left out, so the lookup fails there as the
+    function does."""
     from rasp_compiler.graph.expr import evaluate
 
     value_sets = [list(analysis.info[i].values) for i in node.inputs + (node.id,)]
@@ -218,34 +263,50 @@ def _tabulated(node: Node, args: list[str], analysis: Any) -> str:
         raise UserError(f"'{node.id}' reads or makes tuples such as {shown!r}, which a RASP value cannot be",
                         hint="compute the function of several s-ops as one SequenceMap(f, a, b, c)")
     value_sets.pop()
-
-    failed = object()
-
-    def table(fixed: tuple) -> list[tuple[Any, Any]]:
-        rows, fallback = [], None
-        for v in value_sets[-1]:
-            try:
-                out = evaluate(node.fn, fixed + (v,))  # type: ignore[arg-type]
-            except Exception:  # a combination that never occurs may make the function fail
-                out = failed
-            if out is None:  # tracr's "no value": the text would have to invent one
-                raise UserError(f"'{node.id}' returns None on {fixed + (v,)!r}, which RASP text cannot "
-                                "write", hint="return a value such as 0, \"\" or False instead of None")
-            rows.append((v, out))
-            if out is not failed and fallback is None:
-                fallback = out
-        return [(k, fallback if o is failed else o) for k, o in rows]
-
-    last = args[-1]
-    if len(args) == 1:
-        return f"{_table(table(()))}[{last}]"
     if len(args) > 2:
         raise UserError(f"'{node.id}' is a Python function of {len(args)} s-ops; to_source writes opaque "
                         "functions of at most two", hint="write it with operators, or as nested maps")
-    firsts = value_sets[0]
-    text = f"{_table(table((firsts[-1],)))}[{last}]"
-    for v in reversed(firsts[:-1]):
-        text = f"({_table(table((v,)))}[{last}] if {args[0]} == {literal(v)} else {text})"
+
+    cells: dict[tuple[int, ...], Any] = {}  # value indices -> the function's value, where it has one
+    failure: tuple[tuple, Exception] | None = None  # the first combination that raised, to show
+    for at in itertools.product(*(range(len(vs)) for vs in value_sets)):
+        given = tuple(vs[i] for vs, i in zip(value_sets, at, strict=True))
+        try:
+            out = evaluate(node.fn, given)  # type: ignore[arg-type]
+        except RecursionError:
+            raise  # too deep to write (see to_source), not a failure of the function
+        except Exception as err:  # the user's function: that combination is left out of the table
+            failure = failure or (given, err)
+            continue
+        if out is None:  # tracr's "no value": the text would have to invent one
+            raise UserError(f"'{node.id}' returns None on {given!r}, which RASP text cannot "
+                            "write", hint="return a value such as 0, \"\" or False instead of None")
+        cells[at] = out
+    if not cells:
+        why = ""
+        if failure is not None:
+            given, err = failure
+            why = (f": its function raises on every value it may receive ({type(err).__name__}: {err} "
+                   f"on {', '.join(map(repr, given))})")
+        raise UserError(f"'{node.id}' has no value on any input{why}",
+                        hint="fix the function; as it is, the compiled model answers no input either")
+    if len(args) == 1:
+        return f"{_table([(value_sets[0][i], out) for (i,), out in cells.items()])}[{args[0]}]"
+    firsts, lasts = value_sets
+    if len(cells) < len(firsts) * len(lasts):
+        # Both branches of `a if c else b` are nodes evaluated at every position, so a lookup
+        # chosen by the first input would fail where it is not chosen: number the pairs instead.
+        pairs = _table([(i * len(lasts) + j, out) for (i, j), out in cells.items()])
+        first = _table([(v, i) for i, v in enumerate(firsts)])
+        last = _table([(v, j) for j, v in enumerate(lasts)])
+        return f"{pairs}[{first}[{args[0]}] * {len(lasts)} + {last}[{args[1]}]]"
+
+    def row(i: int) -> str:
+        return f"{_table([(v, cells[i, j]) for j, v in enumerate(lasts)])}[{args[1]}]"
+
+    text = row(len(firsts) - 1)
+    for i in reversed(range(len(firsts) - 1)):
+        text = f"({row(i)} if {args[0]} == {literal(firsts[i])} else {text})"
     return _strip(text)
 
 
@@ -255,6 +316,19 @@ def to_source(program: Program, vocab: list[Any] | str | None = None, max_len: i
     Python functions (see the module docstring).  ``program`` may also be a Python-API s-op."""
     if not isinstance(program, Program) and callable(getattr(program, "program", None)):
         program = program.program()
+    if not isinstance(program, Program):
+        raise PyApiTypeError(f"to_source takes a Program or a Python-API s-op, got {type(program).__name__}")
+    try:
+        with deep_recursion():  # a map merged from a long chain nests a step per map
+            return _source(program, vocab, max_len, header)
+    except RecursionError:
+        raise UserError("the program's chains of operations are too long to write as text",
+                        hint="name some steps of a long chain with .named(...), so that they are "
+                             "nodes of their own") from None
+
+
+def _source(program: Program, vocab: list[Any] | str | None, max_len: int | None,
+            header: str | None) -> str:
     nodes = list(program.nodes())
     constants = {n.id: n.value for n in nodes if isinstance(n, Constant)}
     analysis = None
@@ -284,9 +358,7 @@ def to_source(program: Program, vocab: list[Any] | str | None = None, max_len: i
         if any(i in constants for i in n.inputs) and isinstance(n, (Map, SequenceMap)):
             raise UserError(f"'{n.id}' maps a constant s-op, which RASP writes as an atom (no node)",
                             hint="apply the function to the atom in Python instead")
-        name = "".join(c if c.isalnum() or c == "_" else "_" for c in n.id)  # sort_by.place -> sort_by_place
-        if not name.isidentifier():
-            name = "v_" + name
+        name = _identifier(n.id)
         base, k = name, 1
         while name in taken:
             k += 1
