@@ -219,3 +219,30 @@ def test_cli_show_missing_target(tmp_path, capsys) -> None:
     assert cli(["show", str(tmp_path / "nope"), "--input", "ab", "-o", str(tmp_path / "t.png")]) == 1
     err = capsys.readouterr().err
     assert "no such file or directory" in err and "give a model directory" not in err
+
+
+def test_trace_titles_come_from_the_compiled_plan_not_the_file_as_it_is_now(tmp_path) -> None:
+    """The titles were read from the program file when drawing: after an edit of the file, a saved
+    reverse model was titled with a selector its weights do not implement."""
+    src = tmp_path / "rev.rasp"
+    src.write_text("flip = select(indices, length - indices - 1, ==);\n"
+                   "rev = aggregate(flip, tokens);\nrev;\n")
+    compile_program(load_program(str(src)), "abc", 6).save(str(tmp_path / "m"))
+    src.write_text("flip = select(tokens, tokens, <);\nrev = aggregate(flip, tokens);\nrev;\n")
+    from rasp_compiler.runtime import RaspModel
+
+    pic = draw_trace(RaspModel.load(str(tmp_path / "m")), list("abc"), str(tmp_path / "t.png"))
+    assert any("select(indices, length - indices - 1, ==)" in t for t in pic.head_titles)
+    assert not any("select(tokens, tokens, <)" in t for t in pic.head_titles)
+
+
+def test_plan_draws_the_heads_of_rewritten_bos_counts(tmp_path) -> None:
+    """The original paper's hand-made BOS count compiles to a width head named after the
+    aggregate it replaces (aggregate_1.count); the picture left that head's column empty."""
+    program = load_program(str(ROOT / "tests/data/paper_examples.rasp"), output="hist_bos")
+    model = compile_program(program, "abc", 6)
+    assert any(h["node"] not in program.graph for lp in model.plan for h in lp["heads"])
+    pic = draw_plan(program, model.plan, str(tmp_path / "plan.png"))
+    assert "L0 head 0" in pic.units
+    head = next(h for lp in model.plan for h in lp["heads"])
+    assert pic.placement[head["node"].split(".")[0]].unit == "L0 head 0"

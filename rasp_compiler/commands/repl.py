@@ -367,7 +367,7 @@ class Repl:
             vocab = sorted(set(tokens), key=lambda t: (type(t).__name__, str(t)))
             model = compile_program(program, vocab, len(tokens))
             draw_plan(program, model.plan, path, title=f"{text} on {formatstr(example)}: "
-                      f"{model.n_layers} layers, heads {model.heads_per_layer}")
+                      f"{model.n_layers} layer{'s' * (model.n_layers != 1)}, heads {model.heads_per_layer}")
         except UserError as err:
             self.report(err.render())
         except OSError as err:  # an unwritable directory: reported like any error, the session goes on

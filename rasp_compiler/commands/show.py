@@ -101,7 +101,8 @@ def show_program(args: argparse.Namespace, fmt: str) -> dict:
     program = load_program(args.target, output=args.output or "out")
     model = compile_program(program, parse_vocab(args.vocab), args.max_len, causal=args.causal)
     pic = draw_plan(program, model.plan, args.out, fmt=fmt, residual=model.config.get("residual"),
-                    title=f"{args.target}: {model.n_layers} layers, residual width {model.residual_width}")
+                    title=f"{args.target}: {model.n_layers} layer{'s' * (model.n_layers != 1)}, "
+                          f"residual width {model.residual_width}")
     return {"picture": args.out, "format": fmt, "width": pic.size_px[0], "height": pic.size_px[1],
             "labels": pic.labels, "units": pic.units,
             "captions": {str(column): lines for column, lines in pic.captions.items()},

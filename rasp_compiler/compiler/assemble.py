@@ -83,6 +83,12 @@ def _head_plan(an: Analysis, ops: list[HeadOp], h: int) -> dict[str, Any]:
         "blocks": [{"query": b.query, "key": b.key, "shape": list(b.matrix.shape)} for b in first.blocks],
         "value": ", ".join(str(op.value) for op in ops) if len(ops) > 1 else first.value,
         "source": _src(places[0]), "text": _text(places[0])}
+    node = an.node(first.node) if first.node in an.graph else None
+    sel = node.inputs[0] if node is not None and node.inputs else None
+    if sel is not None and sel in an.graph and an.node(sel).is_selector:
+        # the selector's own text, kept here so that pictures of a saved model never read a
+        # source file that may have changed since
+        entry["selector"] = _text(an.node(sel).pos) or sel
     if len(ops) > 1:
         entry["nodes"] = [op.node for op in ops]
         entry["sources"] = [_src(p) for p in places]

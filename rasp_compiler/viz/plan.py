@@ -49,6 +49,15 @@ def embedded_nodes(plan: list[dict], residual: list[dict] | None) -> set[str]:
     return {f["node"] for f in residual if f.get("node")} - touched
 
 
+def _graph_id(nid: str, program: Program) -> str:
+    """The program node a plan entry computes: compiler rewrites name their ops after the node
+    they replace (``aggregate_1.count`` for ``aggregate_1``)."""
+    if nid in program.graph:
+        return nid
+    base = nid.split(".", 1)[0]
+    return base if base in program.graph else nid
+
+
 def place_nodes(program: Program, plan: list[dict],
                 residual: list[dict] | None = None) -> dict[str, Placement]:
     """Where each node of ``program`` is computed, from a compiled model's plan (and, when given,
@@ -59,6 +68,7 @@ def place_nodes(program: Program, plan: list[dict],
         layer = lp["layer"]
         for h in lp["heads"]:
             for nid in h.get("nodes", [h["node"]]):   # a shared head computes several nodes
+                nid = _graph_id(nid, program)
                 if nid in program.graph and nid not in place:
                     place[nid] = Placement(1 + 2 * layer, f"L{layer} head {h['head']}")
         for op in (lp.get("mlp") or {}).get("ops", []):

@@ -32,11 +32,13 @@ class TracePicture:
 
 
 def head_descriptions(model: RaspModel) -> list[list[str]]:
-    """Per layer, per head: the select the head implements, as source text where the program
-    file is at hand (the config's plan names the node and the line)."""
+    """Per layer, per head: the select the head implements, as the source text the plan recorded
+    at compile time (a model saved before plans held it: read from the program file if found)."""
     program = None
     path = model.config.get("program")
-    if path:
+    recorded = all("selector" in h for lp in model.config.get("plan", []) for h in lp["heads"]
+                   if h["kind"] != "length")
+    if path and not recorded:
         try:
             from rasp_compiler.lang import load_program
 
@@ -47,8 +49,8 @@ def head_descriptions(model: RaspModel) -> list[list[str]]:
     for lp in model.config.get("plan", []):
         row = []
         for h in lp["heads"]:
-            text = h.get("text") or h["node"]
-            if program is not None and h["node"] in program.graph:
+            text = h.get("selector") or h.get("text") or h["node"]
+            if "selector" not in h and program is not None and h["node"] in program.graph:
                 node = program.node(h["node"])
                 if node.inputs and program.node(node.inputs[0]).is_selector:
                     sel = program.node(node.inputs[0])
