@@ -246,3 +246,21 @@ def test_plan_draws_the_heads_of_rewritten_bos_counts(tmp_path) -> None:
     assert "L0 head 0" in pic.units
     head = next(h for lp in model.plan for h in lp["heads"])
     assert pic.placement[head["node"].split(".")[0]].unit == "L0 head 0"
+
+
+def test_trace_titles_name_the_disjunct_of_a_split_width_and_stay_short(tmp_path) -> None:
+    model = compile_program(load_program(SORT), "abc", 8)
+    pic = draw_trace(model, list("abca"), str(tmp_path / "trace.png"))
+    assert [t for t in pic.head_titles if "disjunct" in t] == [
+        t for t in pic.head_titles if "selector_width" in t] and len(pic.head_titles) == 3
+    assert {t.split("(disjunct ")[1][0] for t in pic.head_titles if "disjunct" in t} == {"0", "1"}
+    assert all(len(line) <= 64 for t in pic.head_titles for line in t.splitlines())
+
+
+def test_shortened_labels_keep_their_last_operator() -> None:
+    from rasp_compiler.viz.common import shorten
+
+    text = "aggregate(up_to_here, indicator(bad_closing_bracket)) > 0"
+    short = shorten(text, 34)
+    assert len(short) == 34 and short.endswith("> 0") and short.startswith("aggregate(")
+    assert shorten("a  b", 34) == "a b"

@@ -15,3 +15,13 @@ def image_size(path: str) -> tuple[int, int]:
     if m:
         return int(float(m.group(1))), int(float(m.group(2)))
     return 0, 0
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` on one line in at most ``width`` characters, cut in the middle: a label keeps both
+    what it starts with and the operator that often ends it (``aggregate(…) > 0``)."""
+    text = " ".join(str(text).split())
+    if len(text) <= width:
+        return text
+    head = (width - 1) * 2 // 3
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from rasp_compiler.graph.nodes import Program
-from rasp_compiler.viz.common import image_size
+from rasp_compiler.viz.common import image_size, shorten
 
 EMBED = "embedding"
 
@@ -122,9 +122,7 @@ def place_nodes(program: Program, plan: list[dict],
 def node_label(program: Program, nid: str, fused: bool = False, width: int = 34) -> str:
     node = program.node(nid)
     text = node.pos.text if node.pos is not None and node.pos.text else ""
-    text = " ".join(text.split())
-    if len(text) > width:
-        text = text[: width - 1] + "…"
+    text = shorten(text, width)
     label = nid if not text or text == nid else f"{nid}\n{text}"
     if getattr(node, "encoding", None):
         label += f"\n[{node.encoding}]"

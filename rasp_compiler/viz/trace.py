@@ -14,11 +14,12 @@ scales.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from rasp_compiler.runtime import RaspModel
-from rasp_compiler.viz.common import image_size
+from rasp_compiler.viz.common import image_size, shorten
 
 
 @dataclass
@@ -56,14 +57,14 @@ def head_descriptions(model: RaspModel) -> list[list[str]]:
                     sel = program.node(node.inputs[0])
                     text = sel.pos.text if sel.pos is not None and sel.pos.text else sel.id
             kind = {"width": "selector_width"}.get(h["kind"], h["kind"])
-            row.append(f"{kind} → {', '.join(h.get('nodes', [h['node']]))}\n{_short(text, 44)}")
+            part = re.search(r"\.part(\d+)\.", h.get("writes", ""))
+            if part:  # one head of a width split by the disjuncts of its selector
+                kind += f" (disjunct {part.group(1)})"
+            nodes = h.get("nodes", [h["node"]])
+            named = ", ".join(nodes) if len(nodes) <= 2 else f"{nodes[0]} and {len(nodes) - 1} more"
+            row.append(f"{shorten(f'{kind} → {named}', 52)}\n{shorten(text, 44)}")
         out.append(row)
     return out
-
-
-def _short(text: str, width: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def row_scales(residuals: list[Any]) -> list[float]:
