@@ -390,3 +390,17 @@ def test_a_python_predicate_is_called_once_per_pair_of_values_not_per_length() -
     assert calls[0] <= 4 * n * n < n ** 3 // 3
     xs = random_inputs(list("ab"), n, 30, seed=1)
     assert model.run(xs) == [rasp.SelectorWidth(rasp.Select(rasp.indices, rasp.indices, pred))(x) for x in xs]
+
+
+def test_a_function_that_answers_differently_each_time_is_refused() -> None:
+    """A model keeps one result per value; a random map compiled to a model that agreed with no
+    run of the interpreter."""
+    import itertools as it
+
+    from rasp_compiler import pyapi as rasp
+
+    counter = it.count()
+    with pytest.raises(CompileError, match=r"gave \d+ and then \d+ for 'a'.*same result every time"):
+        rasp.compile_program(rasp.Map(lambda x: next(counter), rasp.tokens), "ab", 4)
+    nan_map = rasp.Map(lambda x: float("nan") if x == "a" else 1.0, rasp.tokens)
+    assert rasp.compile_program(nan_map, "ab", 4).n_layers == 0  # NaN is NaN every time

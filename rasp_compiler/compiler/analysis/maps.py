@@ -45,6 +45,7 @@ class MapTables:
         called through a wrapper that records where it raises, which results are not atoms,
         and which results bring both 0 and False."""
         fn = node.fn
+        samples: list[tuple[tuple, Any]] = []  # a few calls, asked again below
 
         def call(*args: Any, _fn=fn, _id=node.id) -> Any:
             try:
@@ -64,6 +65,8 @@ class MapTables:
                 first = self._zero_one.setdefault(_id, {}).setdefault(value, value)
                 if _tag(first) != _tag(value):
                     self._own_clash.setdefault(_id, (first, value))
+            if len(samples) < 16:
+                samples.append((args, value))
             return value
         info = None
         if enc == "numerical":
@@ -75,6 +78,7 @@ class MapTables:
             info = self.map_info(node.id, node.kind, node.inputs, call, enc or "categorical", node.pos)
         if posaff is not None:
             info.posaff = posaff
+        self._check_deterministic(node, samples)
         if node.id in self.non_atoms:
             args, value = self.non_atoms[node.id]
             shown = repr(args[0]) if len(args) == 1 else "(" + ", ".join(map(repr, args)) + ")"
@@ -83,6 +87,30 @@ class MapTables:
                              "(or a tuple of them)",
                              hint="return an atom (a tuple or list can be joined into a string)")
         return info
+
+    def _check_deterministic(self, node: Map | SequenceMap, samples: list[tuple[tuple, Any]]) -> None:
+        """A model stores one result per value, so a function that answers the same arguments
+        differently (random numbers, hidden state) compiles to a model that agrees with no run of
+        the interpreter: ask the first calls again and refuse the map if an answer changed."""
+        for args, value in samples:
+            try:
+                again = eval_expr(node.fn, args)
+            except Exception as err:  # noqa: BLE001 - it raised now and answered before
+                again = err
+            if isinstance(again, np.generic):
+                again = again.item()
+            try:
+                nan = again != again and value != value
+                same = _tag(again) == _tag(value) and bool(again == value or nan)
+            except Exception:  # noqa: BLE001 - an exception object against a value, or odd types
+                same = False
+            if not same:
+                shown = repr(args[0]) if len(args) == 1 else "(" + ", ".join(map(repr, args)) + ")"
+                raise self.error(node.id, f"{self.describe(node.id)} gave {value!r} and then {again!r} "
+                                 f"for {shown}: a compiled model keeps one result per value, so its "
+                                 "function must give the same result every time",
+                                 hint="make the function deterministic (no random numbers or state "
+                                      "that changes between calls)")
 
     def _independent_map(self, sid: str, kind: str, inputs: tuple[str, ...], fn: Callable[..., Any],
                          encoding: str, pos: SourcePos | None) -> SInfo | None:
