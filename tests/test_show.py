@@ -204,6 +204,9 @@ def test_cli_show_model_with_real_valued_tokens(tmp_path, capsys) -> None:
     (["--max-len", "4"], "--max-len"),
     (["--causal"], "--causal"),
     (["--output", "flip"], "--output"),
+    (["--dtype", "float64"], "--dtype"),
+    (["--fixed-length", "4"], "--fixed-length"),
+    (["--input-range", "0", "1"], "--input-range"),
 ])
 def test_cli_show_model_refuses_compile_options(options, message, tmp_path, capsys) -> None:
     out = tmp_path / "model"
@@ -264,3 +267,15 @@ def test_shortened_labels_keep_their_last_operator() -> None:
     short = shorten(text, 34)
     assert len(short) == 34 and short.endswith("> 0") and short.startswith("aggregate(")
     assert shorten("a  b", 34) == "a b"
+
+
+def test_cli_show_program_takes_the_compile_options(tmp_path, capsys) -> None:
+    """The plan is of the model 'rasp compile' builds with the same options: a fixed-length reverse
+    has 1 layer (length is a constant), and a real-valued program draws with --input-range."""
+    assert cli(["show", REVERSE, "--vocab", "abc", "--max-len", "4", "--fixed-length", "4",
+                "-o", str(tmp_path / "f.png"), "--json"]) == 0
+    units = json.loads(capsys.readouterr().out)["units"]
+    assert "L0 head 0" in units and not any(u.startswith("L1") for u in units)
+    assert cli(["show", str(ROOT / "programs/maxmin.rasp"), "--input-range", "-1", "1",
+                "-o", str(tmp_path / "m.png"), "--json"]) == 0
+    assert "L0 head 0" in json.loads(capsys.readouterr().out)["units"]

@@ -29,6 +29,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-len", type=int, help="longest input (for a program)")
     p.add_argument("--output", metavar="NAME", default=None, help="the s-op to compile (default: out)")
     p.add_argument("--causal", action="store_true", help="compile with causal attention")
+    p.add_argument("--dtype", choices=("float32", "float64"), default=None,
+                   help="compile in this dtype (for a program; default float32)")
+    p.add_argument("--input-range", nargs=2, type=float, metavar=("LO", "HI"), default=None,
+                   help="real-valued tokens in [LO, HI] (for a program), compiled as 'rasp compile' does")
+    p.add_argument("--fixed-length", type=int, metavar="N", default=None,
+                   help="compile for inputs of exactly N tokens (for a program)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--input", metavar="TEXT", help="input string (for a model directory)")
     src.add_argument("--input-json", metavar="JSON", help="input as a JSON list (for a model directory)")
@@ -87,8 +93,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def show_program(args: argparse.Namespace, fmt: str) -> dict:
-    from rasp_compiler.commands.compile import parse_vocab
-    from rasp_compiler.compiler import compile_program
+    from rasp_compiler.commands.compile import compile_from_args
     from rasp_compiler.lang import load_program
     from rasp_compiler.viz import draw_plan
 
@@ -96,10 +101,13 @@ def show_program(args: argparse.Namespace, fmt: str) -> dict:
         raise UserError("--input draws a compiled model; give a model directory",
                         hint=f"rasp compile {args.target} --vocab ... --max-len ... -o out/ && "
                              "rasp show out/ --input ...")
-    if args.vocab is None or args.max_len is None:
-        raise UserError("drawing a program's schedule needs --vocab and --max-len (it is compiled first)")
+    if args.input_range is None and (args.vocab is None or args.max_len is None):
+        raise UserError("drawing a program's schedule needs --vocab and --max-len (it is compiled first)",
+                        hint="or --input-range LO HI for a program over real-valued tokens")
+    # the same compile as 'rasp compile' with these options, so the picture is of that model
+    args.file, args.dtype = args.target, args.dtype or "float32"
+    model = compile_from_args(args)
     program = load_program(args.target, output=args.output or "out")
-    model = compile_program(program, parse_vocab(args.vocab), args.max_len, causal=args.causal)
     pic = draw_plan(program, model.plan, args.out, fmt=fmt, residual=model.config.get("residual"),
                     title=f"{args.target}: {model.n_layers} layer{'s' * (model.n_layers != 1)}, "
                           f"residual width {model.residual_width}")
@@ -118,7 +126,9 @@ def show_model(args: argparse.Namespace, fmt: str) -> dict:
     # a compiled model's vocabulary, length and output are fixed: options that would change them
     # are refused rather than ignored, so the picture is never of something other than asked
     given = [opt for opt, value in (("--vocab", args.vocab), ("--max-len", args.max_len),
-                                    ("--output", args.output), ("--causal", args.causal or None))
+                                    ("--output", args.output), ("--causal", args.causal or None),
+                                    ("--dtype", args.dtype), ("--input-range", args.input_range),
+                                    ("--fixed-length", args.fixed_length))
              if value is not None]
     if given:
         raise UserError(f"{', '.join(given)}: options for compiling a program, but {args.target} is a "
