@@ -662,14 +662,18 @@ class RaspModel:
     def trace(self, batch: list[Any]) -> dict[str, Any]:
         """Logits, the residual stream after the embedding and after every sublayer
         ([batch, 1 + positions, d_model], BOS at position 0) and each layer's attention pattern,
-        with the residual labels from the config."""
+        with the residual labels from the config, and ``valid`` [batch, 1 + positions]: True at
+        BOS and each input's own positions (a shorter input's padded rows are not its values)."""
         ids, lengths, values = self.inputs_on_device(*self.encode_inputs(batch))
         with torch.no_grad():
             logits, residuals, patterns = self.module(ids, lengths, trace=True, values=values)
         residuals = [r.cpu() for r in residuals]
         patterns = [a.cpu() for a in patterns]
+        # padded rows of a shorter input hold numbers too (its keys are masked, its queries are
+        # not): ``valid`` says which positions are BOS or the input's own
+        valid = torch.arange(ids.shape[1])[None, :] <= lengths.cpu()[:, None]
         return {"logits": logits[:, 1:].cpu(), "residuals": residuals, "attention": patterns,
-                "labels": self.labels(), "lengths": lengths.tolist()}
+                "labels": self.labels(), "lengths": lengths.tolist(), "valid": valid}
 
     def labels(self) -> list[str]:
         """The label of every residual dimension, in order."""

@@ -389,3 +389,16 @@ def test_a_numerical_output_past_float32_integers_is_noted() -> None:
     big = rasp.numerical(rasp.Map(lambda x: x * 1_000_000_000_001 + 1, rasp.numerical(rasp.indices)))
     assert any("past 16,777,216" in n for n in rasp.compile_program(big, "ab", 3).config["notes"])
     assert not any("past" in n for n in rasp.compile_program(big, "ab", 3, dtype="float64").config["notes"])
+
+
+def test_cli_eval_prints_numerical_outputs_without_float_noise(tmp_path: Path, capsys) -> None:
+    """pair_balance printed -0.0 for rounding residue, and its JSON 0.20000000298023224 for the
+    float32 0.2; both are that float32 model's output, written plainly."""
+    program = str(ROOT / "programs" / "pair_balance.rasp")
+    assert cli(["compile", program, "--vocab", "abc()", "--max-len", "8", "-o", str(tmp_path / "m")],
+               capsys)[0] == 0
+    code, out, _ = cli(["eval", str(tmp_path / "m"), "--input", "a()b(c))", "--json"], capsys)
+    got = json.loads(out)["output"]
+    want = run(load_program(program), list("a()b(c))"))
+    assert code == 0 and got[4] == 0.2 and all(abs(a - b) < 1e-6 for a, b in zip(got, want, strict=True))
+    assert "-0.0" not in cli(["eval", str(tmp_path / "m"), "--input", "a()b(c))"], capsys)[1]

@@ -279,3 +279,40 @@ def test_cli_show_program_takes_the_compile_options(tmp_path, capsys) -> None:
     assert cli(["show", str(ROOT / "programs/maxmin.rasp"), "--input-range", "-1", "1",
                 "-o", str(tmp_path / "m.png"), "--json"]) == 0
     assert "L0 head 0" in json.loads(capsys.readouterr().out)["units"]
+
+
+def test_trace_picture_says_the_answer_and_scales_rows_on_the_input_not_bos(tmp_path) -> None:
+    """Reverse's `length - indices - 1` holds 7 at BOS whatever the input: its row scale came from
+    there, and the picture never said what the model answered."""
+    from rasp_compiler.viz.trace import row_scales
+
+    model = compile_program(load_program(REVERSE), "abc", 8)
+    trace = model.trace([list("ab")])
+    num = trace["labels"].index(next(lab for lab in trace["labels"] if lab.startswith("map_1")))
+    scales = row_scales(trace["residuals"])
+    on_input = max(float(r[0, 1:, num].abs().max()) for r in trace["residuals"])
+    assert scales[num] == on_input < float(max(r[0, 0, num].abs() for r in trace["residuals"]))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    captured = {}
+    real_suptitle = plt.Figure.suptitle
+
+    def spy(self, text, **kw):
+        captured["title"] = text
+        return real_suptitle(self, text, **kw)
+
+    plt.Figure.suptitle = spy
+    try:
+        draw_trace(model, list("ab"), str(tmp_path / "t.png"))
+    finally:
+        plt.Figure.suptitle = real_suptitle
+    assert "on ab → ba" in captured["title"]
+
+
+def test_trace_marks_the_positions_of_each_input() -> None:
+    model = compile_program(load_program(REVERSE), "abc", 8)
+    trace = model.trace([list("abc"), list("a")])
+    assert trace["valid"].tolist() == [[True] * 4, [True, True, False, False]]

@@ -48,14 +48,37 @@ def main(args: argparse.Namespace) -> int:
     model = RaspModel.load(args.model).to(args.device)
     if inputs is None:
         single = list(args.input) if args.input is not None else parse_input_json(args.input_json)
-        out = model.run([single])[0]
+        out = _tidy(model.run([single])[0], model.config["dtype"])
         print(json.dumps({"output": out}) if args.json else _shown(out))
         return 0
     for start in range(0, len(inputs), BATCH):
         chunk = inputs[start:start + BATCH]
         for (_, x), out in zip(chunk, _run_chunk(model, chunk, batch_file), strict=True):
+            out = _tidy(out, model.config["dtype"])
             print(json.dumps({"input": x, "output": out}) if args.json else _shown(out))
     return 0
+
+
+def _tidy(out: list[Any], dtype: str) -> list[Any]:
+    """A numerical output as its model computed it, printed without float noise: a float32 value
+    as the shortest decimal that is that float32 (0.2, not 0.20000000298023224), and a magnitude
+    under 1e-9 (rounding residue, far below the 1e-4 tolerance of numerical outputs) as 0.0."""
+    return [_shortest(v, dtype) if isinstance(v, float) else v for v in out]
+
+
+def _shortest(v: float, dtype: str) -> float:
+    if abs(v) < 1e-9:
+        return 0.0
+    if dtype != "float32" or v != v or v in (float("inf"), float("-inf")):
+        return v
+    import struct
+
+    exact = struct.pack("<f", v)
+    for digits in range(6, 10):
+        short = float(f"{v:.{digits}g}")
+        if struct.pack("<f", short) == exact:
+            return short
+    return v
 
 
 def read_batch(path: str, json_lines: bool) -> list[tuple[int, list[Any]]]:

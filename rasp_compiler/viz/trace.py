@@ -68,11 +68,12 @@ def head_descriptions(model: RaspModel) -> list[list[str]]:
 
 
 def row_scales(residuals: list[Any]) -> list[float]:
-    """Per residual dimension, its largest |value| over every stage and position (1 where it is
-    always 0, so an unused row stays blank rather than dividing by zero)."""
+    """Per residual dimension, its largest |value| over every stage and the input's positions
+    (not BOS, whose numbers mean nothing to the program: 1 where a row is 0 on every position, so
+    an unused row stays blank rather than dividing by zero)."""
     import torch
 
-    stacked = torch.stack([r[0].double().abs().amax(dim=0) for r in residuals])  # [stage, dim]
+    stacked = torch.stack([r[0, 1:].double().abs().amax(dim=0) for r in residuals])  # [stage, dim]
     peak = stacked.amax(dim=0)
     return [float(v) if float(v) > 1e-12 else 1.0 for v in peak]
 
@@ -143,8 +144,20 @@ def draw_trace(model: RaspModel, tokens: list[Any], path: str, fmt: str | None =
             ax.set_yticks(range(d), [""] * d)
         ax.set_title(f"residual {name}", fontsize=8)
     shown = "".join(tokens) if all(isinstance(t, str) and len(t) == 1 for t in tokens) else str(tokens)
-    fig.suptitle(f"{model.config.get('program') or 'model'} on {shown}",
-                 fontsize=10)
+    try:
+        output = model.run([tokens])[0]
+        answer = "".join(output) if all(isinstance(t, str) and len(t) == 1 for t in output) else str(output)
+    except Exception as err:  # noqa: BLE001 - an input without an answer is still worth drawing
+        answer = f"no answer ({type(err).__name__})"
+    settings = [label for label, on in (("causal", model.config.get("causal")),
+                                        (f"fixed length {model.config.get('fixed_length')}",
+                                         model.config.get("fixed_length")),
+                                        ("float64", model.config.get("dtype") == "float64")) if on]
+    fig.suptitle(f"{model.config.get('program') or 'model'} on {shown} → {answer}"
+                 + (f"  [{', '.join(settings)}]" if settings else "")
+                 + "\nattention 0 (white) to 1 (blue); each residual row scaled to its largest "
+                   "|value| on the input (±x), red +, blue −",
+                 fontsize=9)
     fig.savefig(path, format=fmt, dpi=100, bbox_inches="tight")
     plt.close(fig)
     size = image_size(path)
