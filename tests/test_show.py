@@ -316,3 +316,20 @@ def test_trace_marks_the_positions_of_each_input() -> None:
     model = compile_program(load_program(REVERSE), "abc", 8)
     trace = model.trace([list("abc"), list("a")])
     assert trace["valid"].tolist() == [[True] * 4, [True, True, False, False]]
+
+
+def test_a_real_valued_trace_draws_and_an_svg_size_is_in_points(tmp_path, capsys) -> None:
+    model_dir = tmp_path / "m"
+    assert cli(["compile", str(ROOT / "programs/maxmin.rasp"), "--input-range", "-1", "1",
+                "-o", str(model_dir)]) == 0
+    capsys.readouterr()
+    from rasp_compiler.runtime import RaspModel
+
+    model = RaspModel.load(str(model_dir))
+    n = model.config["fixed_length"]
+    values = [0.5, -0.5, 0.25, 0.25, -1.0, 1.0][:n]
+    pic = draw_trace(model, values, str(tmp_path / "t.png"))
+    assert pic.size_px[0] > 0
+    svg = str(tmp_path / "t.svg")
+    assert cli(["show", str(model_dir), "--input-json", json.dumps(values), "-o", svg]) == 0
+    assert capsys.readouterr().out.strip().endswith("pt)")

@@ -88,7 +88,8 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=1, ensure_ascii=False))
     else:
-        print(f"wrote {args.out} ({result['width']}x{result['height']} px)")
+        unit = "px" if fmt == "png" else "pt"  # an SVG's size is its viewBox, in points
+        print(f"wrote {args.out} ({result['width']}x{result['height']} {unit})")
     return 0
 
 

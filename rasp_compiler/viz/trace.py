@@ -93,7 +93,10 @@ def draw_trace(model: RaspModel, tokens: list[Any], path: str, fmt: str | None =
     residuals = trace["residuals"]
     attention = trace["attention"]
     labels = list(trace["labels"])
-    axis_tokens = ["BOS"] + [str(t) for t in tokens]
+    real = (model.config.get("input") or {}).get("kind") == "numerical"
+    # a real-valued input's values repeat and say nothing of where they are: name the position too
+    axis_tokens = ["BOS"] + [f"{i}: {t:g}" if real and isinstance(t, (int, float)) else str(t)
+                             for i, t in enumerate(tokens)]
     descriptions = head_descriptions(model)
     heads = [(li, h) for li, layer in enumerate(attention) for h in range(layer.shape[1])]
     n_layers = len(model.config["layers"])
@@ -146,7 +149,9 @@ def draw_trace(model: RaspModel, tokens: list[Any], path: str, fmt: str | None =
     shown = "".join(tokens) if all(isinstance(t, str) and len(t) == 1 for t in tokens) else str(tokens)
     try:
         output = model.run([tokens])[0]
-        answer = "".join(output) if all(isinstance(t, str) and len(t) == 1 for t in output) else str(output)
+        answer = ("".join(output) if all(isinstance(t, str) and len(t) == 1 for t in output) else
+                  "[" + ", ".join(f"{v:.4g}" if isinstance(v, float) else repr(v) for v in output) + "]")
+        answer = shorten(answer, 90)
     except Exception as err:  # noqa: BLE001 - an input without an answer is still worth drawing
         answer = f"no answer ({type(err).__name__})"
     settings = [label for label, on in (("causal", model.config.get("causal")),
