@@ -333,3 +333,20 @@ def test_a_real_valued_trace_draws_and_an_svg_size_is_in_points(tmp_path, capsys
     svg = str(tmp_path / "t.svg")
     assert cli(["show", str(model_dir), "--input-json", json.dumps(values), "-o", svg]) == 0
     assert capsys.readouterr().out.strip().endswith("pt)")
+
+
+def test_no_plan_draws_a_node_before_what_it_reads() -> None:
+    """Every edge of every shipped program's plan runs forward (or within a column): tracr's
+    sort_freq drew `hist` and `keys`, which layer 1's head scores straight from layer 0's
+    output, in the embedding, with arrows running back."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from shipped import PROGRAMS
+
+    for s in PROGRAMS:
+        program = load_program(str(s.file))
+        model = compile_program(program, list(s.vocab3), 6)
+        place = place_nodes(program, model.plan, model.config.get("residual"))
+        backward = [(a, b) for a, b in program.graph.edges if place[a].column > place[b].column]
+        assert not backward, (s.name, backward)

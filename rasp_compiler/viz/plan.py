@@ -107,8 +107,14 @@ def place_nodes(program: Program, plan: list[dict],
             place[nid] = Placement(first.column, first.unit, fused=True)
         elif readers and node.kind in ("map", "sequence_map") and \
                 min(readers, key=lambda p: p.column).column % 2 == 1:
-            # a head reads it from the residual and no MLP op writes it: only the embedding can
-            place[nid] = Placement(0, EMBED)
+            first = min(readers, key=lambda p: p.column)
+            if any(a in place and place[a].column > 0 for a in nx.ancestors(graph, nid)):
+                # it reads a sublayer's output, so no embedding holds it: the head that reads it
+                # scores it straight from that output (tracr's sort_freq keys, -hist + index/N)
+                place[nid] = Placement(first.column, first.unit, fused=True)
+            else:
+                # a head reads it from the residual and no MLP op writes it: only the embedding can
+                place[nid] = Placement(0, EMBED)
     for nid in order:
         if nid in place:
             continue
