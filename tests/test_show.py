@@ -350,3 +350,15 @@ def test_no_plan_draws_a_node_before_what_it_reads() -> None:
         place = place_nodes(program, model.plan, model.config.get("residual"))
         backward = [(a, b) for a, b in program.graph.edges if place[a].column > place[b].column]
         assert not backward, (s.name, backward)
+
+
+def test_rows_of_made_up_ids_carry_their_source_text() -> None:
+    from rasp_compiler.viz.trace import _with_source, source_texts
+
+    model = compile_program(load_program(str(ROOT / "programs/dyck1.rasp")), "()a", 8)
+    texts = source_texts(model)
+    assert "indicator(depth < 0)" in texts.values() and all(k[-1].isdigit() for k in texts)
+    shown = _with_source(model.labels(), texts)
+    made_up = next(k for k, v in texts.items() if v == "indicator(depth < 0)")
+    rows = [lab for lab in shown if lab.startswith(made_up + ":")]
+    assert rows[0].endswith("= indicator(depth < 0)") and all("=" not in r for r in rows[1:])

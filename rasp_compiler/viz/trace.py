@@ -82,6 +82,34 @@ def _row_label(label: str, scale: float) -> str:
     return label if abs(scale - 1.0) < 1e-6 else f"{label} (±{scale:.3g})"
 
 
+# ids the elaborator and the Python API make up for unnamed s-ops: their rows alone say nothing
+_MADE_UP = re.compile(r"(map|sequence_map|aggregate|selector_width|constant|full)_\d+")
+
+
+def source_texts(model: RaspModel) -> dict[str, str]:
+    """Node id -> its source text, from the plan (heads and MLP ops), for made-up ids only."""
+    out: dict[str, str] = {}
+    for lp in model.config.get("plan", []):
+        entries = list(lp["heads"]) + list((lp.get("mlp") or {}).get("ops", []))
+        for e in entries:
+            if e.get("text") and _MADE_UP.fullmatch(e["node"]) and e["text"] != e["node"]:
+                out.setdefault(e["node"], e["text"])
+    return out
+
+
+def _with_source(labels: list[str], texts: dict[str, str]) -> list[str]:
+    """Each made-up id's first row gains its source text: `map_7:0 = depth < 0`."""
+    seen: set[str] = set()
+    out = []
+    for lab in labels:
+        feature = lab.split(":", 1)[0]
+        if feature in texts and feature not in seen:
+            seen.add(feature)
+            lab = f"{lab} = {shorten(texts[feature], 28)}"
+        out.append(lab)
+    return out
+
+
 def draw_trace(model: RaspModel, tokens: list[Any], path: str, fmt: str | None = None) -> TracePicture:
     import matplotlib
 
@@ -141,7 +169,8 @@ def draw_trace(model: RaspModel, tokens: list[Any], path: str, fmt: str | None =
         ax.imshow(values, cmap="RdBu_r", vmin=-1.0, vmax=1.0, aspect="auto", interpolation="nearest")
         ax.set_xticks(range(n_pos), axis_tokens, fontsize=7, rotation=90)
         if k == 0:
-            ax.set_yticks(range(d), [_row_label(lab, sc) for lab, sc in zip(labels, scales, strict=True)],
+            shown = _with_source(labels, source_texts(model))
+            ax.set_yticks(range(d), [_row_label(lab, sc) for lab, sc in zip(shown, scales, strict=True)],
                           fontsize=6.5)
         else:
             ax.set_yticks(range(d), [""] * d)
