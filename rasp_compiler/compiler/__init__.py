@@ -16,7 +16,6 @@ each head / MLP) → ``assemble`` (tensors + config).  The model itself is
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any, Callable
 
@@ -27,6 +26,7 @@ from rasp_compiler.compiler.rewrites import bos_counts, nonzero_widths
 from rasp_compiler.compiler.schedule import schedule
 from rasp_compiler.compiler.values import vocab_list
 from rasp_compiler.errors import CompileError, UserError
+from rasp_compiler.graph.expr import deep_recursion
 from rasp_compiler.graph.nodes import Program
 from rasp_compiler.runtime import RaspModel
 
@@ -178,17 +178,14 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
                            program.source_file, hint="aggregate it, or take its selector_width")
     # Analysis and lowering recurse along chains of maps; a long chain (`- - … - indices`) needs
     # more than Python's default 1,000 frames, as elaboration does (lang.elaborator.exec_source).
-    old_limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old_limit, 20000))
     try:
-        config, tensors, an = _weights(program, vocab, max_len, dtype, causal, fixed_length, input_range,
-                                       stage)
+        with deep_recursion():
+            config, tensors, an = _weights(program, vocab, max_len, dtype, causal, fixed_length,
+                                           input_range, stage)
     except RecursionError:
         raise CompileError("the program's chains of operations are too long to compile",
                            program.source_file, hint="split a long chain of maps with an aggregate, "
                                                      "or write it as one map") from None
-    finally:
-        sys.setrecursionlimit(old_limit)
     from rasp_compiler.runtime import config_digest, weights_digest
     config["weights_sha256"] = weights_digest(tensors)
     config_digest(config)

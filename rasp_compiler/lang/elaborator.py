@@ -19,13 +19,13 @@ a program may shadow any library name, and the REPL can feed it statement after 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
 from lark import Token, Tree
 
 from rasp_compiler.errors import InputError, RaspError
+from rasp_compiler.graph.expr import deep_recursion
 from rasp_compiler.graph.nodes import (
     Indices,
     Length,
@@ -116,9 +116,7 @@ class Session(Expressions):
         self.sources[file] = text
         ctx = _Context(file, text, directory)
         env = self.user if env is None else env
-        old_limit = sys.getrecursionlimit()
-        sys.setrecursionlimit(max(old_limit, 20000))
-        try:
+        with deep_recursion():
             for stmt in tree.children:
                 try:
                     self.statement(stmt, env, ctx, on_result=on_result, library=library)
@@ -126,8 +124,6 @@ class Session(Expressions):
                     raise self.error("the program nests too deeply to elaborate", stmt, ctx,
                                      hint="split this statement: name parts of it (`a = …; b = a + …;`)"
                                      ) from None
-        finally:
-            sys.setrecursionlimit(old_limit)
 
     def eval_expression(self, text: str, file: str = "<expression>", usage: str | None = None) -> Any:
         """The value of one expression in the user's environment (binds nothing).  ``usage`` is the
