@@ -218,7 +218,7 @@ class Transformer(torch.nn.Module):
                 _add_columns(out, writes, delta(xs), in_place=True)
             else:  # a float64 MLP in a float32 model: the sum is taken wide and rounded once
                 wide = _columns(xs, writes).to(w_in.dtype) + delta(xs)
-                _set_columns(out, writes, wide.to(xs.dtype))
+                _set_columns(out, writes, wide)
 
         flat = x.reshape(-1, x.shape[-1])
         out = flat if in_place else flat.clone()
@@ -280,11 +280,11 @@ def _columns(x: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
 
 
 def _set_columns(x: torch.Tensor, index: torch.Tensor | None, values: torch.Tensor) -> None:
-    """x[..., index] = values, in place (every column when index is None)."""
+    """x[..., index] = values rounded to x's dtype, in place (every column when index is None)."""
     if index is None:
-        x.copy_(values)
+        x.copy_(values)  # converts as it copies
     else:
-        x.index_copy_(x.dim() - 1, index, values)
+        x.index_copy_(x.dim() - 1, index, values.to(x.dtype))
 
 
 def _add_columns(x: torch.Tensor, index: torch.Tensor | None, delta: torch.Tensor,
