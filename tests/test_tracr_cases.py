@@ -339,3 +339,22 @@ def test_tracr_compile_entry_point_and_calls() -> None:
     assert model.apply(["BOS", "PAD", "PAD"]).decoded == ["BOS", "PAD", "PAD"]
     frac = compiling.compile_rasp_to_model(CASES["frac_prevs"][0](), {"h", "e", "l", "o"}, 5)
     assert as_expected(frac.apply(["compiler_bos", *"hello"]).decoded[1:], CASES["frac_prevs"][4][0][1])
+
+
+def test_tracr_apply_output_has_the_runs_internals() -> None:
+    """tracr code reads `model.residual_labels` and the output's residuals and layer outputs."""
+    import numpy as np
+
+    from rasp_compiler.pyapi import compiling
+
+    model = compiling.compile_rasp_to_model(lib.make_reverse(rasp.tokens), {"a", "b", "c"}, 5,
+                                            compiler_bos="BOS")
+    out = model.apply(["BOS", "a", "b", "c", "compiler_pad"])
+    d = len(model.residual_labels)
+    assert d == model.model.residual_width and any(lab.startswith("tokens") for lab in model.residual_labels)
+    assert len(out.residuals) == len(out.layer_outputs) == 2 * model.model.n_layers
+    assert out.input_embeddings.shape == out.transformer_output.shape == (1, 4, d)
+    assert np.allclose(out.input_embeddings + sum(out.layer_outputs), out.transformer_output)
+    assert np.array_equal(out.residuals[-1], out.transformer_output)
+    with pytest.raises(UserError, match="empty input"):
+        _ = model.apply(["BOS"]).residuals

@@ -29,19 +29,47 @@ COMPILER_PAD = "compiler_pad"
 class ModelOutput:
     """What ``apply`` returns: ``decoded`` has tracr's layout (BOS, one value per input token,
     the pad token at padded positions); ``trace`` holds this compiler's logits, residual streams
-    and attention patterns (see ``RaspModel.trace``), empty for the empty input."""
+    and attention patterns (see ``RaspModel.trace``), empty for the empty input.
+
+    tracr's views of the same run, as NumPy arrays [1, positions, d_model] over BOS and the input's
+    tokens (padding positions are not computed here): ``input_embeddings``, ``residuals`` (after
+    every sublayer), ``layer_outputs`` (what each sublayer added) and ``transformer_output``."""
 
     decoded: list[Any]
     trace: dict[str, Any] = field(repr=False, default_factory=dict)
 
+    @property
+    def input_embeddings(self) -> Any:
+        return self._stream()[0]
+
+    @property
+    def residuals(self) -> list[Any]:
+        return self._stream()[1:]
+
+    @property
+    def layer_outputs(self) -> list[Any]:
+        stream = self._stream()
+        return [after - before for before, after in zip(stream[:-1], stream[1:], strict=True)]
+
+    @property
+    def transformer_output(self) -> Any:
+        return self._stream()[-1]
+
+    def _stream(self) -> list[Any]:
+        if not self.trace:
+            raise UserError("the empty input (BOS alone) runs no network, so it has no residual stream")
+        return [r.numpy() for r in self.trace["residuals"]]
+
 
 class AssembledModel:
-    """A compiled model behind tracr's ``apply`` interface; ``.model`` is the ``CompiledModel``."""
+    """A compiled model behind tracr's ``apply`` interface; ``.model`` is the ``CompiledModel``,
+    ``.residual_labels`` names every residual dimension (``tokens:a``, ``indices:3``, …)."""
 
     def __init__(self, model: Any, compiler_bos: Any, compiler_pad: Any) -> None:
         self.model = model
         self.compiler_bos = compiler_bos
         self.compiler_pad = compiler_pad
+        self.residual_labels = model.labels()
 
     def apply(self, tokens: list[Any]) -> ModelOutput:
         if not isinstance(tokens, Iterable):
