@@ -89,37 +89,64 @@ def holds(atom: Atom, key: Any, query: Any) -> bool:
         return False
 
 
-def failure(atom: Atom, key: Any, query: Any) -> Exception | None:
-    """The error the interpreter raises on this key and query value, or None."""
+def failure(op: str, key: Any, query: Any) -> Exception | None:
+    """The error the interpreter raises comparing this key and query value with ``op``, or None."""
     try:
-        if atom.fn is None:
-            apply_binary(atom.op, key, query)
-        else:
-            bool(atom.fn.fn(key, query))
-    except Exception as err:  # noqa: BLE001 - whatever the user's predicate raises
+        apply_binary(op, key, query)
+    except Exception as err:  # noqa: BLE001 - Python's own comparison errors, whatever they are
         return err
     return None
 
 
+@dataclass(frozen=True)
+class PredicateTable:
+    """A Python predicate on every (query, key) pair of its s-ops' values, from one call per pair:
+    whether it holds (before the atom's negation; False where it raises, as in ``holds``), where
+    each value sits, and how many pairs raise with the first (key, query, error)."""
+    holds: np.ndarray  # [query value, key value]
+    qpos: dict
+    kpos: dict
+    failing: int
+    first_failure: tuple[Any, Any, Exception] | None
+
+    def rows(self, atom: Atom, qvalues: list, kvalues: list) -> np.ndarray:
+        """``atom_matrix(atom, qvalues, kvalues)`` read from the table (KeyError: a value not in it)."""
+        m = self.holds[np.ix_([self.qpos[v] for v in qvalues], [self.kpos[v] for v in kvalues])]
+        return ~m if atom.negated else m
+
+
+def tabulate_predicate(atom: Atom, qvalues: list, kvalues: list) -> PredicateTable:
+    m = np.zeros((len(qvalues), len(kvalues)), dtype=bool)
+    failing, first = 0, None
+    fn = atom.fn.fn
+    for i, q in enumerate(qvalues):
+        for j, k in enumerate(kvalues):
+            try:
+                m[i, j] = bool(fn(k, q))
+            except Exception as err:  # noqa: BLE001 - whatever the user's predicate raises
+                failing += 1
+                first = first or (k, q, err)
+    return PredicateTable(m, {v: i for i, v in enumerate(qvalues)}, {v: j for j, v in enumerate(kvalues)},
+                          failing, first)
+
+
 def failing_pairs(atom: Atom, kvalues: list, qvalues: list,
                   limit: int = 1 << 22) -> tuple[int, int, tuple[Any, Any, Exception]] | None:
-    """How many (key, query) value pairs the atom's predicate raises on, of how many, and the first
-    (key, query, error); None when it raises on none (or there are more than ``limit`` pairs and
-    it is a Python predicate, which then goes untried)."""
+    """How many (key, query) value pairs the atom's built-in comparison raises on, of how many, and
+    the first (key, query, error); None when it raises on none.  (A Python predicate's failures are
+    counted as it is tabulated: ``tabulate_predicate``.)"""
     total = len(kvalues) * len(qvalues)
-    if atom.fn is None and _comparable(list(kvalues) + list(qvalues)):
+    if _comparable(list(kvalues) + list(qvalues)):
         return None  # Python compares these values without raising
     keys, queries = [(v, 1) for v in kvalues], [(v, 1) for v in qvalues]
     if total > limit:
-        if atom.fn is not None:
-            return None
         # a built-in comparison of atoms raises by their types alone: one value of each type,
         # weighed by how many values have that type
         keys, queries = _by_type(kvalues), _by_type(qvalues)
     failing, first = 0, None
     for k, kn in keys:
         for q, qn in queries:
-            err = failure(atom, k, q)
+            err = failure(atom.op, k, q)
             if err is not None:
                 failing += kn * qn
                 first = first or (k, q, err)

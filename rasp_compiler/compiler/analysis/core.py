@@ -65,7 +65,7 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         self._ctx_memo: dict[str, dict] = {}  # ctx_values by the identity of each base's choices
         self._formulas: dict[str, sl.Formula] = {}
         self._checked_selects: set[str] = set()  # ``check_predicates``
-        self._atom_tables: dict[sl.Atom, tuple | None] = {}  # ``_atom_table``
+        self._atom_tables: dict[tuple, sl.PredicateTable | None] = {}  # ``predicate_table``
         # s-op -> ({(index, length): values there}, keyed by index?, keyed by length?) (``_values_at``)
         self._at_cache: dict[str, tuple[dict | None, bool, bool]] = {}
         self._uniform_cache: dict[str, bool] = {}

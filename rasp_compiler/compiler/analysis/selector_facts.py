@@ -42,40 +42,43 @@ class SelectorFacts:
     def _selection(self, f: sl.Formula, n: int) -> np.ndarray:
         """The selection matrix [query, key] at length ``n`` of a selector whose atoms read
         positional s-ops only."""
-        pos_n = list(range(n))
-        mats = {}
-        for a in sl.atoms(f):
-            kv = [self._positional_value(a.key, j, n) for j in pos_n]
-            qv = [self._positional_value(a.query, i, n) for i in pos_n]
-            # compare distinct values once, then index (n² Python comparisons is slow)
-            kd, qd = list(dict.fromkeys(kv)), list(dict.fromkeys(qv))
-            small = self._atom_rows(a, qd, kd)
-            kpos = {v: j for j, v in enumerate(kd)}
-            qpos = {v: j for j, v in enumerate(qd)}
-            mats[a] = small[np.array([qpos[v] for v in qv], dtype=np.intp)[:, None],
-                            np.array([kpos[v] for v in kv], dtype=np.intp)[None, :]]
-        return sl.evaluate(f, mats)
+        return sl.evaluate(f, {a: self.positional_rows(a, n) for a in sl.atoms(f)})
 
-    def _atom_rows(self, a: sl.Atom, qvalues: list, kvalues: list) -> np.ndarray:
+    def positional_rows(self, a: sl.Atom, n: int) -> np.ndarray:
+        """The atom's truth [query position, key position] at length ``n``, for s-ops that are
+        functions of the position (and the length) alone."""
+        kv = [self._positional_value(a.key, j, n) for j in range(n)]
+        qv = [self._positional_value(a.query, i, n) for i in range(n)]
+        # compare distinct values once, then index (n² Python comparisons is slow)
+        kd, qd = list(dict.fromkeys(kv)), list(dict.fromkeys(qv))
+        small = self.atom_rows(a, qd, kd)
+        kpos = {v: j for j, v in enumerate(kd)}
+        qpos = {v: j for j, v in enumerate(qd)}
+        return small[np.array([qpos[v] for v in qv], dtype=np.intp)[:, None],
+                     np.array([kpos[v] for v in kv], dtype=np.intp)[None, :]]
+
+    def atom_rows(self, a: sl.Atom, qvalues: list, kvalues: list) -> np.ndarray:
         """``sl.atom_matrix(a, qvalues, kvalues)``; a Python predicate is called once per pair of
-        values of its s-ops in all (``_atom_table``), not again at every length."""
-        table = self._atom_table(a)
-        if table is None:
-            return sl.atom_matrix(a, qvalues, kvalues)
-        m, kpos, qpos = table
-        try:
-            return m[np.ix_([qpos[v] for v in qvalues], [kpos[v] for v in kvalues])]
-        except KeyError:  # a value outside the value sets (none is expected)
-            return sl.atom_matrix(a, qvalues, kvalues)
+        values of its s-ops in all (``predicate_table``), not again at every length or by every
+        reader (the failure check, the selection facts and the lowering)."""
+        table = self.predicate_table(a)
+        if table is not None:
+            try:
+                return table.rows(a, qvalues, kvalues)
+            except KeyError:  # a value outside the value sets (none is expected)
+                pass
+        return sl.atom_matrix(a, qvalues, kvalues)
 
-    def _atom_table(self, a: sl.Atom) -> tuple[np.ndarray, dict, dict] | None:
+    def predicate_table(self, a: sl.Atom) -> sl.PredicateTable | None:
+        """A Python predicate's table over its s-ops' value sets (None: a built-in comparison,
+        vectorised already, or more than 2^24 pairs)."""
         if a.fn is None:
-            return None  # built-in comparisons are vectorised already
-        if a not in self._atom_tables:
+            return None
+        key = (a.select, a.key, a.query)
+        if key not in self._atom_tables:
             kv, qv = self.info[a.key].values, self.info[a.query].values
-            self._atom_tables[a] = None if len(kv) * len(qv) > 1 << 24 else (
-                sl.atom_matrix(a, qv, kv), {v: j for j, v in enumerate(kv)}, {v: i for i, v in enumerate(qv)})
-        return self._atom_tables[a]
+            self._atom_tables[key] = None if len(kv) * len(qv) > 1 << 24 else sl.tabulate_predicate(a, qv, kv)
+        return self._atom_tables[key]
 
     def _positional_value(self, sid: str, i: int, n: int) -> Any:
         info = self.info[sid]
@@ -124,7 +127,7 @@ class SelectorFacts:
         for c in sl.conjuncts(self.formula(sel_id)):
             if isinstance(c, sl.Atom):
                 kv, qv = self.info[c.key].values, self.info[c.query].values
-                if sl.atom_matrix(c, qv, kv).sum(axis=1).max(initial=0) <= 1:
+                if self.atom_rows(c, qv, kv).sum(axis=1).max(initial=0) <= 1:
                     out.append(c)
         return out
 

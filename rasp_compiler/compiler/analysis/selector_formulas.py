@@ -38,7 +38,12 @@ class SelectorFormulas:
             if atom.select in self._checked_selects:
                 continue
             self._checked_selects.add(atom.select)
-            found = sl.failing_pairs(atom, self.info[atom.key].values, self.info[atom.query].values)
+            if atom.fn is None:
+                found = sl.failing_pairs(atom, self.info[atom.key].values, self.info[atom.query].values)
+            else:
+                table = self.predicate_table(atom)
+                found = None if table is None or not table.failing else \
+                    (table.failing, table.holds.size, table.first_failure)
             if found is None:
                 continue
             failing, total, (key, query, err) = found
@@ -85,7 +90,7 @@ class SelectorFormulas:
                     kv, qv = self._values_at(x.key, int(j), n), self._values_at(x.query, int(i), n)
                     if kv is None or qv is None:
                         continue
-                    known[x] = sl.atom_matrix(x, qv, kv)
+                    known[x] = self.atom_rows(x, qv, kv)
                 can_true, can_false = _pair_truth(a, known)
                 if can_false:
                     return False

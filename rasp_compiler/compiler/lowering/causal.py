@@ -25,10 +25,7 @@ class CausalCheck:
         for a in sl.atoms(f):
             if all(an.positional(s) and all(an.info[b].base_kind == "index" for b in an.info[s].bases)
                    for s in (a.key, a.query)):
-                kv = [an._positional_value(a.key, j, n) for j in range(n)]
-                qv = [an._positional_value(a.query, i, n) for i in range(n)]
-                m = np.array([[sl.holds(a, k, q) for k in kv] for q in qv], dtype=bool)
-                known[a] = ~m if a.negated else m
+                known[a] = an.positional_rows(a, n)
             else:
                 possible = self._possible(a, n)
                 if possible is not None:

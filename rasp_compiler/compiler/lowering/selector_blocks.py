@@ -45,7 +45,7 @@ class SelectorBlocks:
                         continue
                     kvals = an.info[a.key].values
                     qvals = an.info[a.query].values
-                    small = sl.atom_matrix(a, qvals, kvals)
+                    small = an.atom_rows(a, qvals, kvals)
                     kidx = np.array([kvals.index(d[a.key]) if a.key in d else 0 for d in kassign], dtype=int)
                     qidx = np.array([qvals.index(d[a.query]) if a.query in d else 0 for d in qassign],
                                     dtype=int)

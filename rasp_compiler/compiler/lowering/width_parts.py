@@ -42,7 +42,7 @@ class WidthParts:
             kv, qv = an.info[k].values, an.info[q].values
             if len(kv) * len(qv) > 1_000_000:
                 continue
-            known = {a: sl.atom_matrix(a, qv, kv) for a in sl.atoms(both) if (a.key, a.query) == (k, q)}
+            known = {a: an.atom_rows(a, qv, kv) for a in sl.atoms(both) if (a.key, a.query) == (k, q)}
             can_true, _ = sl.tri_evaluate(both, known, (len(qv), len(kv)))
             if not can_true.any():
                 return True
