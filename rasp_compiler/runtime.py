@@ -7,7 +7,7 @@ saved model directory plus this one file is all a user needs::
     model = RaspModel.load("out/")
     model.run(["abca", "ab"])        # -> decoded outputs, one list per input
     logits = model.forward(["abca"])  # -> [batch, positions, outputs] logits (BOS excluded)
-    trace = model.trace(["abca"])     # residual stream after every sublayer, attention patterns
+    trace = model.trace(["abca"])     # residual stream after every sublayer, attention patterns and scores
 
 A model directory holds ``config.json`` (shapes, vocabulary, residual labels, the layer plan, the
 output decoding) and ``model.safetensors`` (the weights).  The config stores the SHA-256 of the
@@ -118,11 +118,14 @@ class Transformer(torch.nn.Module):
         return self.params[name.replace(".", "__")]
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, trace: bool = False,
-                values: torch.Tensor | None = None) -> Any:
+                values: torch.Tensor | None = None, attn_logits: list[torch.Tensor] | None = None) -> Any:
         """``ids`` [batch, 1 + positions] (BOS first, PAD after each input's end); ``lengths`` the
         number of real tokens per row.  Returns logits [batch, 1 + positions, outputs], and with
         ``trace`` also the residual stream after the embedding and every sublayer and each layer's
-        attention pattern [batch, heads, query, key].
+        attention pattern [batch, heads, query, key].  With ``trace``, ``attn_logits`` (a list)
+        receives each layer's scores [batch, heads, query, key] as the softmax reads them: divided
+        by sqrt(d_head), masked keys set to the dtype's lowest number.  The list is an argument,
+        not a fourth result, so that callers unpacking three results keep working.
 
         Memory: a large batch runs in slices of whole inputs, and every MLP in slices of positions,
         so that no intermediate tensor holds much more than ``chunk_elements`` numbers (the MLP
@@ -167,8 +170,12 @@ class Transformer(torch.nn.Module):
                 x = _add_columns(x, writes, torch.einsum("bhte,hed->btd", attn @ v, wo), in_place=in_place)
                 if trace:
                     patterns.append(attn)
+                    if attn_logits is not None:
+                        attn_logits.append(scores)
             elif trace:
                 patterns.append(torch.zeros(b, 0, t, t, dtype=x.dtype, device=x.device))
+                if attn_logits is not None:
+                    attn_logits.append(patterns[-1])
             if trace:
                 residuals.append(x)
             if lc["d_mlp"]:
@@ -659,21 +666,36 @@ class RaspModel:
         logits = self.forward(batch)
         return self.decode(logits, [len(x) for x in batch], strict=strict)
 
-    def trace(self, batch: list[Any]) -> dict[str, Any]:
+    def trace(self, batch: list[Any], positions: int | None = None) -> dict[str, Any]:
         """Logits, the residual stream after the embedding and after every sublayer
-        ([batch, 1 + positions, d_model], BOS at position 0) and each layer's attention pattern,
-        with the residual labels from the config, and ``valid`` [batch, 1 + positions]: True at
-        BOS and each input's own positions (a shorter input's padded rows are not its values)."""
-        ids, lengths, values = self.inputs_on_device(*self.encode_inputs(batch))
+        ([batch, 1 + positions, d_model], BOS at position 0), each layer's attention pattern and
+        ``attn_logits`` (the scores its softmax read, see ``Transformer.forward``), with the
+        residual labels from the config, and ``valid`` [batch, 1 + positions]: True at BOS and
+        each input's own positions (a shorter input's padded rows are not its values).
+        ``positions`` (at most ``max_len``) pads every input to that many positions, as a batch
+        holding a longer input would."""
+        ids, lengths, values = self.encode_inputs(batch)
+        if positions is not None and positions + 1 > ids.shape[1]:
+            if positions > self.max_len:
+                raise ModelInputError(f"cannot pad to {positions} positions: this model was compiled "
+                                      f"for at most {self.max_len}")
+            extra = positions + 1 - ids.shape[1]
+            ids = torch.cat([ids, ids.new_full((ids.shape[0], extra), self.pad_id)], dim=1)
+            if values is not None:
+                values = torch.cat([values, values.new_zeros((values.shape[0], extra))], dim=1)
+        ids, lengths, values = self.inputs_on_device(ids, lengths, values)
+        scores: list[torch.Tensor] = []
         with torch.no_grad():
-            logits, residuals, patterns = self.module(ids, lengths, trace=True, values=values)
+            logits, residuals, patterns = self.module(ids, lengths, trace=True, values=values,
+                                                      attn_logits=scores)
         residuals = [r.cpu() for r in residuals]
         patterns = [a.cpu() for a in patterns]
         # padded rows of a shorter input hold numbers too (its keys are masked, its queries are
         # not): ``valid`` says which positions are BOS or the input's own
         valid = torch.arange(ids.shape[1])[None, :] <= lengths.cpu()[:, None]
         return {"logits": logits[:, 1:].cpu(), "residuals": residuals, "attention": patterns,
-                "labels": self.labels(), "lengths": lengths.tolist(), "valid": valid}
+                "attn_logits": [s.cpu() for s in scores], "labels": self.labels(),
+                "lengths": lengths.tolist(), "valid": valid}
 
     def labels(self) -> list[str]:
         """The label of every residual dimension, in order."""

@@ -207,6 +207,23 @@ def test_an_unknown_device_is_a_clear_error(saved: Path) -> None:
         RaspModel.load(str(saved)).to("abacus")
 
 
+def test_trace_gives_the_scores_its_softmax_read_and_pads_on_request(saved: Path) -> None:
+    """``attn_logits`` are the softmax's input (masked keys at the lowest float); ``positions``
+    runs an input padded, as in a batch with a longer one (tracr's ``apply`` computes pads)."""
+    model = RaspModel.load(str(saved))
+    plain, padded = model.trace([list("abc")]), model.trace([list("abc")], positions=6)
+    assert padded["valid"][0].tolist() == [True] * 4 + [False] * 3
+    assert model.decode(padded["logits"], [3]) == model.run([list("abc")])
+    for before, after in zip(plain["residuals"], padded["residuals"], strict=True):
+        assert after.shape[1] == 7 and torch.allclose(before, after[:, :4], rtol=0, atol=1e-6)
+    for scores, pattern in zip(padded["attn_logits"], padded["attention"], strict=True):
+        assert scores.shape == pattern.shape and torch.equal(torch.softmax(scores, dim=-1), pattern)
+        assert (scores[..., 4:] == torch.finfo(scores.dtype).min).all()
+    assert model.trace([list("abc")], positions=1)["residuals"][0].shape[1] == 4  # never cut
+    with pytest.raises(InputError, match="at most 8"):
+        model.trace([list("abc")], positions=9)
+
+
 @CUDA
 def test_cuda_outputs_equal_cpu_outputs_bit_for_bit() -> None:
     program = load_program(str(ROOT / "programs" / "sort.rasp"))
