@@ -16,6 +16,7 @@ import random
 import subprocess
 import sys
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -353,8 +354,125 @@ def test_tracr_apply_output_has_the_runs_internals() -> None:
     d = len(model.residual_labels)
     assert d == model.model.residual_width and any(lab.startswith("tokens") for lab in model.residual_labels)
     assert len(out.residuals) == len(out.layer_outputs) == 2 * model.model.n_layers
-    assert out.input_embeddings.shape == out.transformer_output.shape == (1, 4, d)
+    # the padded position is computed too, as in tracr
+    assert out.input_embeddings.shape == out.transformer_output.shape == (1, 5, d)
     assert np.allclose(out.input_embeddings + sum(out.layer_outputs), out.transformer_output)
     assert np.array_equal(out.residuals[-1], out.transformer_output)
     with pytest.raises(UserError, match="empty input"):
         _ = model.apply(["BOS"]).residuals
+
+
+def _tracr_forward(params: dict, layers: list[dict], ids: list[int], pad_id: int, causal: bool) -> tuple:
+    """tracr's model.py forward pass in NumPy (float64), from ``params`` alone: residuals after
+    every sublayer, attention logits (masked keys at -1e30, as tracr) and the unembedding."""
+    import numpy as np
+
+    t = len(ids)
+    x = params["token_embed"]["embeddings"][ids] + params["pos_embed"]["embeddings"][:t]
+    mask = np.repeat((np.array(ids) != pad_id)[None, :], t, axis=0)
+    if causal:
+        mask = mask & np.tril(np.ones((t, t), dtype=bool))
+    residuals, logits = [], []
+    for li, lc in enumerate(layers):
+        h, dh = lc["n_heads"], lc["d_head"]
+
+        def linear(name: str, inp: np.ndarray, li: int = li) -> np.ndarray:
+            p = params[f"transformer/layer_{li}/{name}"]
+            return inp @ p["w"].astype(np.float64) + p["b"]
+
+        q, k, v = (linear(f"attn/{n}", x).reshape(t, h, dh) for n in ("query", "key", "value"))
+        scores = np.where(mask[None], np.einsum("thd,Thd->htT", q, k) / math.sqrt(dh), -1e30)
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights = weights / weights.sum(axis=-1, keepdims=True)
+        x = x + linear("attn/linear", np.einsum("htT,Thd->thd", weights, v).reshape(t, h * dh))
+        residuals.append(x)
+        logits.append(scores)
+        x = x + linear("mlp/linear_2", np.maximum(linear("mlp/linear_1", x), 0))
+        residuals.append(x)
+    return residuals, logits, x @ params["unembed"]["w"] + params["unembed"]["b"]
+
+
+@pytest.mark.parametrize(("build", "vocab", "tokens", "causal"), [
+    (lambda: lib.make_reverse(rasp.tokens), {"a", "b", "c"}, ["a", "b", "c", "PAD"], False),
+    # two heads in a layer, then a layer without attention
+    (lambda: lib.make_sort(rasp.tokens, rasp.tokens, max_seq_len=5, min_key=1), {1, 2, 3}, [3, 1, 2, "PAD"],
+     False),
+    (lambda: lib.make_shuffle_dyck(["()", "{}"]), set("(){}"), [*"({)}", "PAD"], False),
+    (lambda: lib.make_frac_prevs(rasp.tokens == "x"), {"x", "y"}, ["y", "x", "x", "PAD"], True),
+], ids=["reverse", "sort", "shuffle_dyck", "frac_prevs_causal"])
+def test_tracr_apply_attn_logits_unembedded_and_params(build: Callable[[], rasp.SOp], vocab: set,
+                                                       tokens: list, causal: bool) -> None:
+    """What tracr code reads from a run: ``attn_logits`` (the softmax's input, masked), the
+    ``unembedded`` ids the output encoder decodes, padded positions, and ``params`` that rebuild
+    the whole run in tracr's architecture."""
+    import numpy as np
+    import torch
+
+    from rasp_compiler.pyapi import compiling
+
+    model = compiling.compile_rasp_to_model(build(), vocab, 5, causal=causal, compiler_bos="BOS",
+                                            compiler_pad="PAD")
+    out = model.apply(["BOS", *tokens])
+    t, n = 1 + len(tokens), 1 + sum(tok != "PAD" for tok in tokens)
+    layers = model.model.config["layers"]
+    assert [a.shape for a in out.attn_logits] == [(1, lc["n_heads"], t, t) for lc in layers]
+    for logits, pattern in zip(out.attn_logits, out.trace["attention"], strict=True):
+        assert torch.allclose(torch.softmax(torch.from_numpy(logits), dim=-1), pattern, atol=1e-6, rtol=0)
+        assert (logits[..., n:] < -1e30).all()  # padded keys are masked, as tracr's -1e30
+        if causal:
+            assert (logits[..., np.triu_indices(t, 1)[0], np.triu_indices(t, 1)[1]] < -1e30).all()
+
+    assert out.unembedded.shape == (1, t)
+    if isinstance(model.output_encoder, compiling.NumericalEncoder):
+        assert np.allclose(out.unembedded[0, 1:n], out.decoded[1:n], atol=1e-6)
+    else:
+        assert out.unembedded.dtype.kind == "i"
+        assert model.output_encoder.decode(out.unembedded[0, 1:n].tolist()) == out.decoded[1:n]
+    assert out.decoded[n:] == ["PAD"] * (t - n)
+
+    ids = model.input_encoder.encode(["BOS", *tokens])
+    residuals, logits, unembed = _tracr_forward(model.params, layers, ids, model.input_encoder.pad_encoding,
+                                                causal)
+    assert len(residuals) == len(out.residuals)
+    for ours, ref in zip(out.residuals, residuals, strict=True):
+        assert np.allclose(ours[0], ref, rtol=1e-5, atol=1e-4)
+    for ours, ref in zip(out.attn_logits, logits, strict=True):
+        kept = ref > -1e29
+        assert np.allclose(ours[0][kept], ref[kept], rtol=1e-5, atol=1e-3)
+    assert np.allclose(out.trace["logits"][0].numpy(), unembed[1:], rtol=1e-5, atol=1e-4)
+    names = {f"transformer/layer_{i}/{m}" for i in range(len(layers))
+             for m in ("attn/query", "attn/key", "attn/value", "attn/linear", "mlp/linear_1", "mlp/linear_2")}
+    assert set(model.params) == names | {"token_embed", "pos_embed", "unembed"}
+    assert all(set(model.params[name]) == {"w", "b"} for name in names)
+
+
+def test_tracr_encoders() -> None:
+    """``input_encoder`` / ``output_encoder`` as tracr's: token <-> id maps over the model's own ids."""
+    from rasp_compiler.pyapi import compiling
+
+    model = compiling.compile_rasp_to_model(lib.make_reverse(rasp.tokens), {"a", "b", "c"}, 4,
+                                            compiler_bos="BOS", compiler_pad="PAD")
+    enc, vocab = model.input_encoder, model.model.config["vocab"]
+    assert enc.encoding_map == {**{tok: i for i, tok in enumerate(vocab)}, "BOS": 3, "PAD": 4}
+    assert (enc.bos_token, enc.pad_token, enc.bos_encoding, enc.pad_encoding) == ("BOS", "PAD", 3, 4)
+    assert enc.vocab_size == 5
+    x = ["BOS", "c", "a", "PAD"]
+    ids = enc.encode(x)
+    assert enc.decode(ids) == x and ids[:3] == model.model.encode([["c", "a"]])[0][0].tolist()
+    for bad, match in ((["a", "b"], "BOS"), (["BOS", "z"], "not in the encoding"),
+                       (["BOS", *"abcab"], "longer than")):
+        with pytest.raises(ValueError, match=match):
+            enc.encode(bad)
+    with pytest.raises(ValueError, match="not in the decoding map"):
+        enc.decode([5])
+    out_enc = model.output_encoder
+    values = model.model.config["output"]["values"]
+    assert out_enc.encoding_map == {v: i for i, v in enumerate(values)}
+    assert out_enc.decoding_map == dict(enumerate(values)) and out_enc.bos_token is None
+    assert out_enc.decode(out_enc.encode(values)) == values
+    with pytest.raises(UserError, match="more than the 4"):
+        model.apply(["BOS", "a", "b", "PAD", "PAD", "PAD"])
+    frac = compiling.compile_rasp_to_model(lib.make_frac_prevs(rasp.tokens == "x"), {"x", "y"}, 4)
+    assert isinstance(frac.output_encoder, compiling.NumericalEncoder)
+    assert frac.output_encoder.decode([0.5, 1.0]) == [0.5, 1.0]
+    assert frac.input_encoder.bos_token == "compiler_bos"

@@ -9,17 +9,22 @@
 
 The model is this compiler's (``CompiledModel``: BOS, padding and decoding are built in); ``apply``
 takes and gives sequences the way tracr's ``AssembledTransformerModel.apply`` does, with the BOS
-token first and optional padding tokens after the input.
+token first and optional padding tokens after the input.  The model also has tracr's
+``input_encoder``, ``output_encoder`` and ``params``, over this compiler's weights and ids.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from rasp_compiler.errors import InputError, UserError
-from rasp_compiler.pyapi.base import PyApiTypeError
+from rasp_compiler.pyapi.base import PyApiTypeError, PyApiValueError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 COMPILER_BOS = "compiler_bos"
 COMPILER_PAD = "compiler_pad"
@@ -31,12 +36,26 @@ class ModelOutput:
     the pad token at padded positions); ``trace`` holds this compiler's logits, residual streams
     and attention patterns (see ``RaspModel.trace``), empty for the empty input.
 
-    tracr's views of the same run, as NumPy arrays [1, positions, d_model] over BOS and the input's
-    tokens (padding positions are not computed here): ``input_embeddings``, ``residuals`` (after
-    every sublayer), ``layer_outputs`` (what each sublayer added) and ``transformer_output``."""
+    tracr's views of the same run, as NumPy arrays [1, positions, d_model] over BOS, the input's
+    tokens and its padding: ``input_embeddings``, ``residuals`` (after every sublayer),
+    ``layer_outputs`` (what each sublayer added) and ``transformer_output``; ``attn_logits``, per
+    layer [1, heads, query, key], the scores the softmax read (masked keys at the dtype's lowest
+    number, where tracr writes -1e30); ``unembedded`` [1, positions], the argmax of the logits
+    (an id of ``output_encoder``) or, for a numerical output, the output number."""
 
     decoded: list[Any]
     trace: dict[str, Any] = field(repr=False, default_factory=dict)
+    _unembedded: Any = field(repr=False, default=None)
+
+    @property
+    def attn_logits(self) -> list[Any]:
+        self._stream()  # the empty input's error
+        return [a.numpy() for a in self.trace["attn_logits"]]
+
+    @property
+    def unembedded(self) -> Any:
+        self._stream()
+        return self._unembedded
 
     @property
     def input_embeddings(self) -> Any:
@@ -61,15 +80,130 @@ class ModelOutput:
         return [r.numpy() for r in self.trace["residuals"]]
 
 
+class CategoricalEncoder:
+    """tracr's ``encoder.CategoricalEncoder``: ``encoding_map`` (token -> id), ``encode`` and
+    ``decode`` (ValueError for a token or id it lacks).  ``decoding_map`` (id -> token) is this
+    compiler's: tracr builds it inside ``decode``."""
+
+    def __init__(self, values: list[Any], enforce_bos: bool = False, bos_token: Any = None,
+                 pad_token: Any = None, max_seq_len: int | None = None) -> None:
+        self.encoding_map: dict[Any, int] = {}
+        for i, value in enumerate(values):
+            self.encoding_map.setdefault(value, i)  # the runtime's id of a repeated key is its first
+        self.decoding_map: dict[int, Any] = dict(enumerate(values))
+        self.enforce_bos = enforce_bos
+        self._bos_token, self._pad_token, self._max_seq_len = bos_token, pad_token, max_seq_len
+
+    def encode(self, inputs: list[Any]) -> list[int]:
+        if self.enforce_bos and (not inputs or inputs[0] != self.bos_token):
+            raise PyApiValueError(f"the first input token must be the BOS token {self.bos_token!r}, not "
+                                  f"{inputs[0] if inputs else 'nothing'!r}")
+        missing = [x for x in inputs if x not in self.encoding_map]
+        if missing:
+            raise PyApiValueError(f"inputs {missing!r} are not in the encoding {list(self.encoding_map)!r}")
+        if self._max_seq_len is not None and len(inputs) > self._max_seq_len:
+            raise PyApiValueError(f"inputs={inputs!r} are longer than the maximum sequence length "
+                                  f"{self._max_seq_len}")
+        return [self.encoding_map[x] for x in inputs]
+
+    def decode(self, encodings: list[int]) -> list[Any]:
+        missing = [x for x in encodings if x not in self.decoding_map]
+        if missing:
+            raise PyApiValueError(f"ids {missing!r} are not in the decoding map (0 to "
+                                  f"{len(self.decoding_map) - 1})")
+        return [self.decoding_map[x] for x in encodings]
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.encoding_map)
+
+    @property
+    def bos_token(self) -> Any:
+        return self._bos_token
+
+    @property
+    def pad_token(self) -> Any:
+        return self._pad_token
+
+    @property
+    def bos_encoding(self) -> int | None:
+        return None if self._bos_token is None else self.encoding_map[self._bos_token]
+
+    @property
+    def pad_encoding(self) -> int | None:
+        return None if self._pad_token is None else self.encoding_map[self._pad_token]
+
+
+class NumericalEncoder:
+    """tracr's ``encoder.NumericalEncoder``, the output encoder of a numerical output: the identity."""
+
+    bos_token = pad_token = bos_encoding = pad_encoding = None
+
+    def encode(self, inputs: list[Any]) -> list[Any]:
+        return inputs
+
+    def decode(self, encodings: list[Any]) -> list[Any]:
+        return encodings
+
+
 class AssembledModel:
     """A compiled model behind tracr's ``apply`` interface; ``.model`` is the ``CompiledModel``,
-    ``.residual_labels`` names every residual dimension (``tokens:a``, ``indices:3``, …)."""
+    ``.residual_labels`` names every residual dimension (``tokens:a``, ``indices:3``, …).
+
+    ``input_encoder`` maps tokens to the rows of the token embedding (the vocabulary in the
+    config's order, then BOS, then the pad token); ``output_encoder`` maps output values to the
+    columns of the logits (``config["output"]["values"]``), or is a ``NumericalEncoder``."""
 
     def __init__(self, model: Any, compiler_bos: Any, compiler_pad: Any) -> None:
+        from rasp_compiler.runtime import _from_json  # torch is loaded by the compile, not by this import
+
         self.model = model
         self.compiler_bos = compiler_bos
         self.compiler_pad = compiler_pad
         self.residual_labels = model.labels()
+        # the runtime's ids: each vocabulary token's row, then BOS and PAD (RaspModel.bos_id, pad_id)
+        self.input_encoder = CategoricalEncoder(
+            [*model.vocab, compiler_bos, compiler_pad], enforce_bos=True, bos_token=compiler_bos,
+            pad_token=compiler_pad, max_seq_len=model.max_len + 1)
+        out = model.config["output"]
+        self.output_encoder: CategoricalEncoder | NumericalEncoder = (
+            CategoricalEncoder([_from_json(v) for v in out["values"]]) if out["encoding"] == "categorical"
+            else NumericalEncoder())
+
+    @cached_property
+    def params(self) -> dict[str, dict[str, np.ndarray]]:
+        """The weights under tracr's Haiku names and layouts: ``token_embed`` and ``pos_embed``
+        (``embeddings``), per layer ``transformer/layer_{i}/attn/{query,key,value,linear}`` and
+        ``transformer/layer_{i}/mlp/{linear_1,linear_2}``, each ``w`` [in, out] and ``b`` [out]
+        (``x @ w + b``; heads side by side, as tracr lays them).  Unlike tracr, each layer has its
+        own number of heads and head size (``model.config["layers"][i]``: scores are divided by
+        sqrt of that ``d_head``), an MLP may be float64, and ``unembed`` (``w``, ``b``) holds the
+        logits' weights, where tracr's unembedding is a projection without parameters."""
+        import numpy as np
+
+        # copies: tracr's parameters are immutable arrays, and an edit must not change the model
+        t = {name: w.detach().cpu().numpy().copy() for name, w in self.model.tensors.items()}
+        if any(name.endswith("W_gate") for name in t):  # never from this entry point: only numerical inputs
+            raise UserError("a gated MLP has no place in tracr's parameters")
+        d, dtype = int(self.model.config["d_model"]), t["embed.token"].dtype
+        params = {"token_embed": {"embeddings": t["embed.token"]},
+                  "pos_embed": {"embeddings": t["embed.pos"]}}
+        for li, lc in enumerate(self.model.config["layers"]):
+            h, dh, m = lc["n_heads"], lc["d_head"], lc["d_mlp"]
+            attn, mlp = f"transformer/layer_{li}/attn", f"transformer/layer_{li}/mlp"
+            for name, key in (("query", "W_Q"), ("key", "W_K"), ("value", "W_V")):
+                w = t.get(f"layers.{li}.attn.{key}", np.zeros((0, d, 0), dtype))  # [heads, d_model, d_head]
+                params[f"{attn}/{name}"] = {"w": w.transpose(1, 0, 2).reshape(d, h * dh),
+                                            "b": np.zeros(h * dh, dtype)}
+            w_o = t.get(f"layers.{li}.attn.W_O", np.zeros((0, 0, d), dtype))  # [heads, d_head, d_model]
+            params[f"{attn}/linear"] = {"w": w_o.reshape(h * dh, d), "b": np.zeros(d, dtype)}
+            mt = np.float64 if lc.get("mlp_dtype") == "float64" else dtype
+            params[f"{mlp}/linear_1"] = {"w": t.get(f"layers.{li}.mlp.W_in", np.zeros((d, m), mt)),
+                                         "b": t.get(f"layers.{li}.mlp.b_in", np.zeros(m, mt))}
+            params[f"{mlp}/linear_2"] = {"w": t.get(f"layers.{li}.mlp.W_out", np.zeros((m, d), mt)),
+                                         "b": t.get(f"layers.{li}.mlp.b_out", np.zeros(d, mt))}
+        params["unembed"] = {"w": t["unembed.W_U"], "b": t["unembed.b_U"]}
+        return params
 
     def apply(self, tokens: list[Any]) -> ModelOutput:
         if not isinstance(tokens, Iterable):
@@ -86,11 +220,30 @@ class AssembledModel:
             n -= 1
         if any(t == self.compiler_pad for t in body[:n]):
             raise UserError("padding tokens may only follow the input")
+        if len(body) > self.model.max_len:  # tracr has no position embedding past max_seq_len either
+            raise InputError(f"the input has {len(body)} tokens after BOS, padding included, more than the "
+                             f"{self.model.max_len} this model was compiled for",
+                             hint="compile again with a larger max_seq_len")
         if n == 0:  # the empty input (BOS alone): nothing to compute, as RASP has no empty sequence
             return ModelOutput([self.compiler_bos] + [self.compiler_pad] * len(body))
-        trace = self.model.trace([body[:n]])
+        # padded positions are computed too, as tracr does: pads are masked as keys, so the input's
+        # own positions get the numbers of a batch that holds a longer input
+        trace = self.model.trace([body[:n]], positions=len(body))
         out = self.model.decode(trace["logits"], [n])[0]
-        return ModelOutput([self.compiler_bos, *out] + [self.compiler_pad] * (len(body) - n), trace)
+        return ModelOutput([self.compiler_bos, *out] + [self.compiler_pad] * (len(body) - n), trace,
+                           self._unembed(trace))
+
+    def _unembed(self, trace: dict[str, Any]) -> Any:
+        """tracr's ``unembedded`` [1, positions]: the trace's logits leave out BOS, whose row
+        (meaningless, as in tracr) is unembedded here from the last residual."""
+        import torch
+
+        w_u, b_u = self.model.tensors["unembed.W_U"], self.model.tensors["unembed.b_U"]
+        bos = trace["residuals"][-1][:, :1] @ w_u + b_u
+        logits = torch.cat([bos, trace["logits"]], dim=1)
+        if isinstance(self.output_encoder, NumericalEncoder):
+            return logits[..., 0].numpy()
+        return logits.argmax(dim=-1).numpy()
 
 
 def compile_rasp_to_model(program: Any, vocab: Any, max_seq_len: int, causal: bool = False,
