@@ -362,3 +362,63 @@ def test_rows_of_made_up_ids_carry_their_source_text() -> None:
     made_up = next(k for k, v in texts.items() if v == "indicator(depth < 0)")
     rows = [lab for lab in shown if lab.startswith(made_up + ":")]
     assert rows[0].endswith("= indicator(depth < 0)") and all("=" not in r for r in rows[1:])
+
+
+MATMUL = str(ROOT / "programs/matmul.rasp")
+
+
+def _matmul_model():
+    return compile_program(load_program(MATMUL), None, 10, fixed_length=10, input_range=(-1.0, 1.0))
+
+
+def test_trace_titles_tell_apart_heads_made_by_one_line_of_a_function(tmp_path) -> None:
+    """matmul's four heads all come from `select(indices, position, ==)` in entry_at's body: their
+    titles read the same.  The plan records which call (and which pass of the loop) made each."""
+    model = _matmul_model()
+    heads = [h for lp in model.plan for h in lp["heads"]]
+    assert [h["context"] for h in heads] == [
+        "entry_at(t * k + m), m = 0", "entry_at(r * k + m * c + u), m = 0",
+        "entry_at(t * k + m), m = 1", "entry_at(r * k + m * c + u), m = 1"]
+    assert all(h["selector"] == "select(indices, position, ==)" for h in heads)
+    values = [0.1 * i for i in range(10)]
+    pic = draw_trace(model, values, str(tmp_path / "t.png"))
+    assert len(set(pic.head_titles)) == len(pic.head_titles) == 4
+    assert len({t.splitlines()[-1] for t in pic.head_titles}) == 4
+    assert all(t.splitlines()[-1].startswith("↳ entry_at(") for t in pic.head_titles)
+    assert all(len(line) <= 64 for t in pic.head_titles for line in t.splitlines())
+    # a model saved before plans held contexts still draws, as before: no third line
+    for h in (h for lp in model.config["plan"] for h in lp["heads"]):
+        h.pop("context")
+    old = draw_trace(model, values, str(tmp_path / "old.png"))
+    assert [t.splitlines()[1:] for t in old.head_titles] == [["select(indices, position, ==)"]] * 4
+    # ... and one saved before plans held selectors reads both from the program file
+    for h in (h for lp in model.config["plan"] for h in lp["heads"]):
+        h.pop("selector")
+    older = draw_trace(model, values, str(tmp_path / "older.png"))
+    assert older.head_titles == pic.head_titles
+
+
+def test_trace_titles_add_no_context_where_it_tells_nothing_apart(tmp_path) -> None:
+    """sort's two width heads share their selector and the call that made it: no third line; nor
+    for its aggregate, whose selector is its own."""
+    model = compile_program(load_program(SORT), "abc", 8)
+    assert {h.get("context") for lp in model.plan for h in lp["heads"]} == {"sort_by(tokens, tokens)"}
+    pic = draw_trace(model, list("abca"), str(tmp_path / "t.png"))
+    assert all(len(t.splitlines()) == 2 and "↳" not in t for t in pic.head_titles)
+
+
+def test_source_context_names_the_outermost_call_and_the_loop_values(tmp_path) -> None:
+    src = tmp_path / "ctx.rasp"
+    src.write_text('def pick(q) {\n    return aggregate(select(tokens, q, ==), indices);\n}\n'
+                   'def twice(q) {\n    return pick(q);\n}\n'
+                   'outs = [twice(c) for c in ["a", "b"]];\n'
+                   'top = select(indices, indices, ==);\n'
+                   'res = outs[0] + outs[1];\nres;\n')
+    program = load_program(str(src))
+    contexts = {program.node(n).pos.context for n in program.graph
+                if program.node(n).kind == "aggregate"}
+    assert contexts == {'twice(c), c = "a"', 'twice(c), c = "b"'}
+    top = next(n for n in program.graph if program.node(n).pos and
+               program.node(n).pos.text == "select(indices, indices, ==)")
+    assert program.node(top).pos.context == ""
+

@@ -39,6 +39,10 @@ def _text(pos: Any) -> str | None:
     return pos.text if pos is not None and pos.text else None
 
 
+def _context(pos: Any) -> str | None:
+    return getattr(pos, "context", None) or None
+
+
 def _put(row: np.ndarray, layout: Layout, f: Any, value: Any) -> None:
     if f.encoding == "categorical":
         row[layout.dim(f.id, value)] = 1.0
@@ -85,10 +89,17 @@ def _head_plan(an: Analysis, ops: list[HeadOp], h: int) -> dict[str, Any]:
         "source": _src(places[0]), "text": _text(places[0])}
     node = an.node(first.node) if first.node in an.graph else None
     sel = node.inputs[0] if node is not None and node.inputs else None
-    if sel is not None and sel in an.graph and an.node(sel).is_selector:
+    if sel is not None and (sel not in an.graph or not an.node(sel).is_selector):
+        sel = None
+    if sel is not None:
         # the selector's own text, kept here so that pictures of a saved model never read a
         # source file that may have changed since
         entry["selector"] = _text(an.node(sel).pos) or sel
+    context = _context(places[0]) or (_context(an.node(sel).pos) if sel is not None else None)
+    if context:
+        # which call of a function (and which pass of a loop) made it: heads made by one line of a
+        # function body share their text and selector, e.g. `entry_at(t * k + m), m = 0`
+        entry["context"] = context
     if len(ops) > 1:
         entry["nodes"] = [op.node for op in ops]
         entry["sources"] = [_src(p) for p in places]

@@ -54,6 +54,11 @@ class SourcePos:
     line: int
     col: int
     text: str = ""
+    # For a node made while a function of the program ran, or in a loop: the outermost call of
+    # the program's own function, as written, and the loop values bound then (``entry_at(t * k +
+    # m), m = 0``); empty elsewhere.  It tells apart nodes made by one line run several times.
+    # Not part of equality: only plans and pictures read it.
+    context: str = field(default="", compare=False)
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.col}"

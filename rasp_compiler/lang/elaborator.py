@@ -19,8 +19,9 @@ a program may shadow any library name, and the REPL can feed it statement after 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from lark import Token, Tree
 
@@ -90,6 +91,11 @@ class Session(Expressions):
         # While a library function runs for user code, its nodes and errors point at the user's
         # call (the user's line is what they can act on), not into rasplib.rasp.
         self._call_site: list[tuple[Tree, _Context]] = []
+        # What a node's position records as its context (SourcePos.context): the calls of the
+        # program's own functions being run (their source text, outermost first), and the loop
+        # names bound now with their values, as they read in a picture (`m = 0`).
+        self._user_calls: list[str] = []
+        self._loop_values: list[str] = []
         # The original REPL's current name of each s-op / selector node (see Expressions.display_name):
         # read only by the REPL's printing, never by programs, node ids or compilation.
         self.display_names: dict[str, str] = {}
@@ -186,7 +192,33 @@ class Session(Expressions):
         if ctx.file == LIBRARY_FILE and self._call_site:
             tree, ctx = self._call_site[0]
         line, col, start, end = _span(tree)
-        return SourcePos(ctx.file, line or 0, col or 0, ctx.source[start:end] if start is not None else "")
+        return SourcePos(ctx.file, line or 0, col or 0, ctx.source[start:end] if start is not None else "",
+                         self._context())
+
+    def _context(self) -> str:
+        """The context of a node made now (SourcePos.context): ``entry_at(t * k + m), m = 0``."""
+        if not self._user_calls and not self._loop_values:
+            return ""
+        return ", ".join(self._user_calls[:1] + self._loop_values)
+
+    @contextmanager
+    def _loop_context(self, names: list[str], item: Any, ctx: _Context) -> Iterator[None]:
+        """While one pass of a loop or comprehension runs: its names' atom values in the context
+        of the nodes it makes (s-ops, selectors, lists and the like are left out: an s-op's id is
+        not final yet; and so are the library's own loops)."""
+        values = [item] if len(names) == 1 else list(item)
+        shown = []
+        if ctx.file != LIBRARY_FILE:
+            for name, value in zip(names, values, strict=False):
+                if isinstance(value, str):
+                    shown.append(f'{name} = "{value}"')
+                elif isinstance(value, (bool, int, float)):
+                    shown.append(f"{name} = {value}")
+        self._loop_values.extend(shown)
+        try:
+            yield
+        finally:
+            del self._loop_values[len(self._loop_values) - len(shown):]
 
     def error(self, message: str, tree: Tree | Token | None, ctx: _Context, hint: str | None = None
               ) -> RaspError:
@@ -235,8 +267,9 @@ class Session(Expressions):
             iterable = self.expr(iterable_tree, env, ctx)
             for item in self._iterate(iterable, names, iterable_tree, ctx, "for loop"):
                 self._bind_iterator(names, item, names_tree, env, ctx)
-                for inner in body:
-                    self.statement(inner, env, ctx, library=library)
+                with self._loop_context(names, item, ctx):
+                    for inner in body:
+                        self.statement(inner, env, ctx, library=library)
         elif kind == "load":
             self.load(stmt.children[0], env, ctx, on_result)
         elif kind == "draw":
@@ -435,6 +468,9 @@ class Session(Expressions):
         entering_library = fn.file == LIBRARY_FILE and ctx.file != LIBRARY_FILE
         if entering_library:
             self._call_site.append((tree, ctx))
+        own = fn.file != LIBRARY_FILE  # a function of the program (or of a file it loads)
+        if own:
+            self._user_calls.append(" ".join(self.pos(tree, ctx).text.split()))
         self.calls += 1
         if self.calls > MAX_CALLS or len(self.builder.nodes) > MAX_NODES:
             raise self.error(f"the program is too large to elaborate (more than {MAX_CALLS} function calls "
@@ -450,6 +486,8 @@ class Session(Expressions):
             self.depth -= 1
             if entering_library:
                 self._call_site.pop()
+            if own:
+                self._user_calls.pop()
         raise self.error(f"function {fn.name} ended without 'return'", tree, ctx)
 
     def apply_to_input(self, value: SOp | Selector, args: list[Any], tree, ctx: _Context) -> Any:

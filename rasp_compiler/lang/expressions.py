@@ -158,7 +158,8 @@ class Expressions:
                                   "list comprehension"):
             inner = Env(parent=env, label="comprehension")
             self._bind_iterator(names, item, names_tree, inner, ctx)
-            out.append(self.expr(value_tree, inner, ctx))
+            with self._loop_context(names, item, ctx):
+                out.append(self.expr(value_tree, inner, ctx))
         return out
 
     def e_dictcomp(self, tree: Tree, env: Env, ctx: _Context) -> dict:
@@ -169,10 +170,11 @@ class Expressions:
                                   "dict comprehension"):
             inner = Env(parent=env, label="comprehension")
             self._bind_iterator(names, item, names_tree, inner, ctx)
-            key = self.expr(key_tree, inner, ctx)
-            if not is_atom(key):
-                raise self.error(f"a dict key must be an atom, got {a_kind(key)}", key_tree, ctx)
-            out[key] = self.expr(value_tree, inner, ctx)
+            with self._loop_context(names, item, ctx):
+                key = self.expr(key_tree, inner, ctx)
+                if not is_atom(key):
+                    raise self.error(f"a dict key must be an atom, got {a_kind(key)}", key_tree, ctx)
+                out[key] = self.expr(value_tree, inner, ctx)
         return out
 
     # -- operators

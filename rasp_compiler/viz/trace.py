@@ -34,7 +34,10 @@ class TracePicture:
 
 def head_descriptions(model: RaspModel) -> list[list[str]]:
     """Per layer, per head: the select the head implements, as the source text the plan recorded
-    at compile time (a model saved before plans held it: read from the program file if found)."""
+    at compile time (a model saved before plans held it: read from the program file if found).
+    Heads whose select reads the same but which were made by different calls of a function (or
+    passes of a loop) gain a third line: the call and loop values that made each (the plan's
+    ``context``: ``↳ entry_at(t * k + m), m = 0``)."""
     program = None
     path = model.config.get("program")
     recorded = all("selector" in h for lp in model.config.get("plan", []) for h in lp["heads"]
@@ -46,23 +49,40 @@ def head_descriptions(model: RaspModel) -> list[list[str]]:
             program = load_program(path)
         except Exception:  # the program file moved or changed since compiling: use the plan
             program = None
-    out = []
+    texts, contexts = [], []
     for lp in model.config.get("plan", []):
-        row = []
         for h in lp["heads"]:
             text = h.get("selector") or h.get("text") or h["node"]
+            context = h.get("context") or ""
             if "selector" not in h and program is not None and h["node"] in program.graph:
                 node = program.node(h["node"])
+                context = context or (node.pos.context if node.pos is not None else "")
                 if node.inputs and program.node(node.inputs[0]).is_selector:
                     sel = program.node(node.inputs[0])
                     text = sel.pos.text if sel.pos is not None and sel.pos.text else sel.id
+                    context = context or (sel.pos.context if sel.pos is not None else "")
+            texts.append(text)
+            contexts.append(context)
+    # a select text shared by heads made in different calls or loop passes: the context tells
+    # them apart (the two heads of one split width share theirs, and gain nothing)
+    told = {t for t in texts if len({c for t2, c in zip(texts, contexts, strict=True) if t2 == t}) > 1}
+    out = []
+    k = 0
+    for lp in model.config.get("plan", []):
+        row = []
+        for h in lp["heads"]:
+            text, context = texts[k], contexts[k]
+            k += 1
             kind = {"width": "selector_width"}.get(h["kind"], h["kind"])
             part = re.search(r"\.part(\d+)\.", h.get("writes", ""))
             if part:  # one head of a width split by the disjuncts of its selector
                 kind += f" (disjunct {part.group(1)})"
             nodes = h.get("nodes", [h["node"]])
             named = ", ".join(nodes) if len(nodes) <= 2 else f"{nodes[0]} and {len(nodes) - 1} more"
-            row.append(f"{shorten(f'{kind} → {named}', 52)}\n{shorten(text, 44)}")
+            title = f"{shorten(f'{kind} → {named}', 52)}\n{shorten(text, 44)}"
+            if text in told and context:
+                title += f"\n↳ {shorten(context, 46)}"
+            row.append(title)
         out.append(row)
     return out
 

@@ -105,7 +105,8 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
                                     "value": ", ".join(spec.values), "scale": spec.scale,
                                     "blocks": [{"query": b[0], "key": b[1]} for b in spec.blocks],
                                     "score": [list(p) for p in spec.data],
-                                    "source": _src(program, spec.node), "text": _text(program, spec.node)})
+                                    "source": _src(program, spec.node), "text": _text(program, spec.node),
+                                    **_selector_and_context(program, spec.node)})
             tensors.update({f"layers.{li}.attn.W_Q": wq, f"layers.{li}.attn.W_K": wk,
                             f"layers.{li}.attn.W_V": wv, f"layers.{li}.attn.W_O": wo})
             r_bos = r_bos + out_bos
@@ -220,3 +221,21 @@ def _src(program: Program, nid: str) -> str | None:
 def _text(program: Program, nid: str) -> str | None:
     node = program.node(nid) if nid in program.graph else None
     return node.pos.text if node is not None and node.pos is not None and node.pos.text else None
+
+
+def _selector_and_context(program: Program, nid: str) -> dict[str, str]:
+    """A head's ``selector`` (the source text of the selector its node reads, so a picture of the
+    saved model need not read the program file) and ``context`` (which call of a function, which
+    pass of a loop made the node: SourcePos.context), where the program has them."""
+    out: dict[str, str] = {}
+    node = program.node(nid) if nid in program.graph else None
+    if node is None:
+        return out
+    sel = program.node(node.inputs[0]) if node.inputs and node.inputs[0] in program.graph else None
+    if sel is not None and sel.is_selector:
+        out["selector"] = _text(program, sel.id) or sel.id
+    context = (node.pos.context if node.pos is not None else "") or \
+        (sel.pos.context if sel is not None and sel.is_selector and sel.pos is not None else "")
+    if context:
+        out["context"] = context
+    return out
