@@ -422,3 +422,75 @@ def test_source_context_names_the_outermost_call_and_the_loop_values(tmp_path) -
                program.node(n).pos.text == "select(indices, indices, ==)")
     assert program.node(top).pos.context == ""
 
+
+def _saved_figure(monkeypatch):
+    """The figure draw_trace saves (captured at savefig)."""
+    from matplotlib.figure import Figure
+
+    saved = {}
+    real = Figure.savefig
+
+    def spy(self, *args, **kw):
+        saved["fig"] = self
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(Figure, "savefig", spy)
+    return saved
+
+
+FIVE_HEADS = """isa = numerical(indicator(tokens == "a"));
+a = numerical(aggregate(select(indices, indices, ==), isa, 0));
+b = numerical(aggregate(select(indices, indices + 1, ==), isa, 0));
+c = numerical(aggregate(select(indices, indices - 1, ==), isa, 0));
+d = numerical(aggregate(select(indices, indices + 2, ==), isa, 0));
+e = numerical(aggregate(select(indices, indices - 2, ==), isa, 0));
+res = a + b + c + d + e;
+res;
+"""
+
+
+def test_trace_of_five_heads_leaves_no_empty_band(tmp_path, monkeypatch) -> None:
+    """Five heads in one layer take two rows; the layout's fixed fractions left an empty band
+    (inches high) between the title and the heads, and between the rows."""
+    src = tmp_path / "five.rasp"
+    src.write_text(FIVE_HEADS)
+    model = compile_program(load_program(str(src)), "abc", 5)
+    assert [len(lp["heads"]) for lp in model.plan] == [5]
+    saved = _saved_figure(monkeypatch)
+    draw_trace(model, list("abca"), str(tmp_path / "t.png"))
+    fig = saved["fig"]
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()  # pyplot closed the figure
+    heads = [ax for ax in fig.axes if ax.get_ylabel() == "query"]
+    assert len(heads) == 5
+    inch = fig.dpi
+
+    def box(artist):
+        return artist.get_tightbbox(renderer) if hasattr(artist, "get_tightbbox") else \
+            artist.get_window_extent(renderer)
+
+    title_bottom = fig._suptitle.get_window_extent(renderer).y0
+    first_row_top = max(box(ax).y1 for ax in heads[:4])
+    assert (title_bottom - first_row_top) / inch < 0.5
+    second_row_top = box(heads[4]).y1
+    first_row_bottom = min(box(ax).y0 for ax in heads[:4])
+    assert (first_row_bottom - second_row_top) / inch < 0.6
+    stages = [ax for ax in fig.axes if ax.get_title().startswith("residual ")]
+    assert (box(heads[4]).y0 - max(box(ax).y1 for ax in stages)) / inch < 0.6
+
+
+def test_trace_has_colour_bars_for_attention_and_residual(tmp_path, monkeypatch) -> None:
+    saved = _saved_figure(monkeypatch)
+    draw_trace(compile_program(load_program(SORT), "abc", 8), list("abca"), str(tmp_path / "t.png"))
+    bars = {ax.get_label(): ax for ax in saved["fig"].axes if ax.get_label().endswith("colour bar")}
+    assert set(bars) == {"attention colour bar", "residual colour bar"}
+    assert bars["attention colour bar"].get_ylim() == (0.0, 1.0)
+    assert bars["residual colour bar"].get_ylim() == (-1.0, 1.0)
+    assert bars["attention colour bar"].get_ylabel() == "attention weight"
+    # a model without heads draws the residual's bar only
+    src = tmp_path / "nohead.rasp"
+    src.write_text('x = tokens == "a";\nx;\n')
+    draw_trace(compile_program(load_program(str(src)), "abc", 4), list("ab"), str(tmp_path / "n.png"))
+    assert [ax.get_label() for ax in saved["fig"].axes if ax.get_label().endswith("colour bar")] == [
+        "residual colour bar"]

@@ -7,8 +7,11 @@ dimensions) or ``s-op`` (numerical ones), one column per position — as tracr's
 Each row is coloured relative to its own largest |value| (over all positions and stages): one
 numerical dimension holding, say, ``length - indices - 1`` (up to 63 at 64 tokens) would otherwise
 set the scale and wash every one-hot row out to white.  A row whose scale is not 1 says so in its
-tick label (``map_1:num (±63)``).  ``draw_trace`` returns the titles and row labels it drew and the
-scales.
+tick label (``map_1:num (±63)``).  A colour bar beside the heads and one beside the residual give
+the two scales (attention weight 0 to 1; value ÷ row scale, −1 to +1).  The layout is computed in
+inches from the texts it holds (titles, position and row labels), so no band of the figure is left
+empty however many rows of heads there are.  ``draw_trace`` returns the titles and row labels it
+drew and the scales.
 """
 
 from __future__ import annotations
@@ -154,47 +157,13 @@ def draw_trace(model: RaspModel, tokens: list[Any], path: str, fmt: str | None =
 
     n_pos = len(axis_tokens)
     d = len(labels)
-    head_cols = max(1, min(len(heads), 4))
-    head_rows = math.ceil(len(heads) / head_cols) if heads else 0
-    cell = 0.32
-    head_size = max(2.6, cell * n_pos + 1.2)
-    resid_w = max(2.4, cell * n_pos + 0.6)
-    resid_h = max(3.0, 0.17 * d + 1.0)
-    fig_w = max(head_cols * (head_size + 0.6), len(stages) * resid_w + 2.2, 7.0)
-    fig_h = head_rows * (head_size + 1.0) + resid_h + 0.8
-    fig = plt.figure(figsize=(fig_w, fig_h))
-    heights = [head_size + 1.0] * head_rows + [resid_h]
-    grid = fig.add_gridspec(len(heights), 1, height_ratios=heights, hspace=0.35)
     titles = []
-    for k, (li, h) in enumerate(heads):
-        r, c = divmod(k, head_cols)
-        sub = grid[r].subgridspec(1, head_cols, wspace=0.45)
-        ax = fig.add_subplot(sub[c])
-        pattern = attention[li][0, h].double().numpy()
-        ax.imshow(pattern, cmap="Blues", vmin=0.0, vmax=1.0)
-        ax.set_xticks(range(n_pos), axis_tokens, fontsize=7, rotation=90)
-        ax.set_yticks(range(n_pos), axis_tokens, fontsize=7)
-        ax.set_xlabel("key", fontsize=7)
-        ax.set_ylabel("query", fontsize=7)
+    for li, h in heads:
         desc = descriptions[li][h] if li < len(descriptions) and h < len(descriptions[li]) else ""
-        title = f"layer {li} head {h}: {desc}"
-        titles.append(title)
-        ax.set_title(title, fontsize=7.5)
-    sub = grid[head_rows].subgridspec(1, len(stages), wspace=0.08)
+        titles.append(f"layer {li} head {h}: {desc}")
     scales = row_scales([r for _, r in stages])
-    per_row = np.array(scales)[:, None]
-    for k, (name, resid) in enumerate(stages):
-        ax = fig.add_subplot(sub[k])
-        values = resid[0].double().numpy().T / per_row  # rows: residual dims, columns: positions
-        ax.imshow(values, cmap="RdBu_r", vmin=-1.0, vmax=1.0, aspect="auto", interpolation="nearest")
-        ax.set_xticks(range(n_pos), axis_tokens, fontsize=7, rotation=90)
-        if k == 0:
-            shown = _with_source(labels, source_texts(model))
-            ax.set_yticks(range(d), [_row_label(lab, sc) for lab, sc in zip(shown, scales, strict=True)],
-                          fontsize=6.5)
-        else:
-            ax.set_yticks(range(d), [""] * d)
-        ax.set_title(f"residual {name}", fontsize=8)
+    row_labels = [_row_label(lab, sc) for lab, sc in
+                  zip(_with_source(labels, source_texts(model)), scales, strict=True)]
     shown = "".join(tokens) if all(isinstance(t, str) and len(t) == 1 for t in tokens) else str(tokens)
     try:
         output = model.run([tokens])[0]
@@ -207,11 +176,100 @@ def draw_trace(model: RaspModel, tokens: list[Any], path: str, fmt: str | None =
                                         (f"fixed length {model.config.get('fixed_length')}",
                                          model.config.get("fixed_length")),
                                         ("float64", model.config.get("dtype") == "float64")) if on]
-    fig.suptitle(f"{model.config.get('program') or 'model'} on {shown} → {answer}"
-                 + (f"  [{', '.join(settings)}]" if settings else "")
-                 + "\nattention 0 (white) to 1 (blue); each residual row scaled to its largest "
-                   "|value| on the input (±x), red +, blue −",
-                 fontsize=9)
+    heading = (f"{model.config.get('program') or 'model'} on {shown} → {answer}"
+               + (f"  [{', '.join(settings)}]" if settings else "")
+               + "\neach residual row is scaled to its largest |value| on the input (the ±x in its "
+                 "label; 1 where none)")
+
+    # The layout, in inches from the top left, sized by the texts it must hold: a band of heads (up
+    # to 4 a row, each a square of one cell per position) above the residual panels, with nothing
+    # left over between them (a grid of fixed fractions left an empty band above the heads).
+    fig = plt.figure(figsize=(8.0, 8.0), dpi=100)
+    renderer = fig.canvas.get_renderer()
+
+    def extent(text: str, size: float) -> tuple[float, float]:
+        """(width, height) in inches of ``text`` drawn at ``size`` points."""
+        t = fig.text(0, 0, text, fontsize=size)
+        box = t.get_window_extent(renderer)
+        t.remove()
+        return box.width / fig.dpi, box.height / fig.dpi
+
+    cell = 0.32
+    tick = max(extent(t, 7)[0] for t in axis_tokens)  # the longest position label
+    head_cols = max(1, min(len(heads), 4))
+    head_rows = math.ceil(len(heads) / head_cols) if heads else 0
+    side = max(2.0, cell * n_pos)  # a head's square
+    label_w = tick + 0.32  # a head's query labels and the word "query", left of its square
+    below = tick + 0.36  # a square's key labels and the word "key"
+    title_w = max((extent(t, 7.5)[0] for t in titles), default=0.0)
+    pitch = max(label_w + side + 0.3, title_w + 0.25)  # from one head's square to the next
+    rows_w = max((extent(t, 6.5)[0] for t in row_labels), default=0.0) + 0.12
+    left = max(label_w, rows_w) + 0.1
+    heads_w = (head_cols - 1) * pitch + side
+    stage_gap = 0.08
+    stage_w = max(2.0, cell * n_pos + 0.3)
+    resid_w = max(len(stages) * stage_w + (len(stages) - 1) * stage_gap, heads_w)
+    stage_w = (resid_w - (len(stages) - 1) * stage_gap) / len(stages)
+    resid_h = max(2.0, 0.15 * d)
+    bar_w, bar_gap = 0.12, 0.15  # a colour bar, and its distance from what it explains
+    fig_w = left + max(heads_w, resid_w) + bar_gap + bar_w + 0.8
+
+    boxes: list[tuple[str, float, float, float, float]] = []  # (what, x, y from top, width, height)
+    y = 0.1 + extent(heading, 9)[1] + 0.2
+    for r in range(head_rows):
+        in_row = titles[r * head_cols:(r + 1) * head_cols]
+        y += max(extent(t, 7.5)[1] for t in in_row) + 0.12
+        for c in range(len(in_row)):
+            boxes.append(("head", left + c * pitch, y, side, side))
+        if r == 0:  # one bar for every head: the same scale
+            boxes.append(("attention bar", left + (len(in_row) - 1) * pitch + side + bar_gap, y,
+                          bar_w, min(side, 3.0)))
+        y += side + below + 0.3
+    y += extent("residual", 8)[1] + 0.12
+    for k in range(len(stages)):
+        boxes.append(("stage", left + k * (stage_w + stage_gap), y, stage_w, resid_h))
+    boxes.append(("residual bar", left + resid_w + bar_gap, y, bar_w, min(resid_h, 3.0)))
+    fig_h = y + resid_h + tick + 0.2
+    fig.set_size_inches(fig_w, fig_h)
+
+    def axes(x: float, top: float, w: float, h: float, label: str):
+        return fig.add_axes((x / fig_w, 1 - (top + h) / fig_h, w / fig_w, h / fig_h), label=label)
+
+    head_boxes = [b for b in boxes if b[0] == "head"]
+    stage_boxes = [b for b in boxes if b[0] == "stage"]
+    pattern_image = None
+    for k, (li, h) in enumerate(heads):
+        ax = axes(*head_boxes[k][1:], label=f"head {li}.{h}")
+        pattern = attention[li][0, h].double().numpy()
+        pattern_image = ax.imshow(pattern, cmap="Blues", vmin=0.0, vmax=1.0)
+        ax.set_xticks(range(n_pos), axis_tokens, fontsize=7, rotation=90)
+        ax.set_yticks(range(n_pos), axis_tokens, fontsize=7)
+        ax.set_xlabel("key", fontsize=7)
+        ax.set_ylabel("query", fontsize=7)
+        ax.set_title(titles[k], fontsize=7.5)
+    if pattern_image is not None:
+        (_, x, top, w, h), = [b for b in boxes if b[0] == "attention bar"]
+        bar = fig.colorbar(pattern_image, cax=axes(x, top, w, h, label="attention colour bar"),
+                           ticks=[0, 0.5, 1])
+        bar.ax.set_yticklabels(["0", "0.5", "1"])
+        bar.ax.tick_params(labelsize=6.5)
+        bar.set_label("attention weight", fontsize=7)
+    per_row = np.array(scales)[:, None]
+    for k, (name, resid) in enumerate(stages):
+        ax = axes(*stage_boxes[k][1:], label=f"residual {name}")
+        values = resid[0].double().numpy().T / per_row  # rows: residual dims, columns: positions
+        resid_image = ax.imshow(values, cmap="RdBu_r", vmin=-1.0, vmax=1.0, aspect="auto",
+                                interpolation="nearest")
+        ax.set_xticks(range(n_pos), axis_tokens, fontsize=7, rotation=90)
+        ax.set_yticks(range(d), row_labels if k == 0 else [""] * d, fontsize=6.5)
+        ax.set_title(f"residual {name}", fontsize=8)
+    (_, x, top, w, h), = [b for b in boxes if b[0] == "residual bar"]
+    bar = fig.colorbar(resid_image, cax=axes(x, top, w, h, label="residual colour bar"), ticks=[-1, 0, 1])
+    bar.ax.set_yticklabels(["−1", "0", "+1"])
+    bar.ax.tick_params(labelsize=6.5)
+    bar.set_label("value ÷ row scale", fontsize=7)
+    fig.suptitle(heading, fontsize=9, x=(left + max(heads_w, resid_w) / 2) / fig_w, y=1 - 0.1 / fig_h,
+                 va="top")
     fig.savefig(path, format=fmt, dpi=100, bbox_inches="tight")
     plt.close(fig)
     size = image_size(path)
