@@ -68,16 +68,19 @@ PAPER = (Path(__file__).parent / "data" / "paper_examples.rasp").read_text(encod
     ("sort_by_most_freq", "§dnv,dmnvs,alaadslksmvxlmvlskd", list("§dvslman,kx") + ["§"] * 19),
     ("dyck1_ptf", "()(()())(((())(()(()))))((())((()()))(()))))(())((",
      list("PTPPPPPTPPPPPPPPPPPPPPPTPPPPPPPPPPPPPPPPPTFFFFFFFF")),
-    # (The recorded dyck2 output is left out: at position 24 the listing computes
+    # (The recorded dyck2 output is left out: at position 24 this listing computes
     # 25 * (14 / 25) = 14.000000000000002 in floats, with the original's own mean, so a later
-    # float equality fails; the recording predates that listing.)
+    # float equality fails. The recording was made with a later version of the listing, which
+    # rounds n_opens and n_closes; the original run live on this version fails there too.)
     ("dyck3_ptf", "()[](){{}(){}[]}[[]]([]){}()(])[[]]{{}}()[]",
      list("PTPTPTPPPPPPPPPTPPPTPPPTPTPTPFFFFFFFFFFFFFF")),
 ])
 def test_paper_examples_match_the_original(name, text, expected):
     program = program_from_source(PAPER, output=name)
     got = run(program, text)
-    if name in ("hist_bos", "hist2_bos"):  # 1/x - 1 in floats: the original printed them rounded
+    if name in ("hist_bos", "hist2_bos"):
+        # 1/x - 1 in floats, which the original prints as floats too on this version of the listing;
+        # the recording's later version wraps them in round(...)
         got = [round(v) for v in got]
     assert got == expected
 

@@ -374,6 +374,18 @@ def test_tokens_can_be_set_and_library_names_used_inside_functions(tmp_path: Pat
     assert "cannot set reserved name 'sort'" in out[0] and out[-2:] == ["    value: ok =  3"] * 2
 
 
+def test_a_loaded_file_keeps_its_own_value_of_a_library_name(tmp_path: Path, monkeypatch) -> None:
+    """As the original's load: the file's own environment may bind `contains` (rover.rasp does),
+    its later statements read that value, and only handing the name to the session is refused."""
+    (tmp_path / "lib.rasp").write_text("contains = 5;\nx = contains + 1;\n")
+    monkeypatch.chdir(tmp_path)
+    out = lines('load "lib";\nx;\ncontains;\n')
+    assert sum("cannot set reserved name 'contains' in the session" in line for line in out) == 1
+    assert "    value: contains =  5" not in out
+    assert out[-3:] == ["    value: x =  6", "    value: x =  6",
+                        "     library function: contains(seq, atom)"]
+
+
 # -- 9. names of s-ops and selectors nobody named (tests/tgt/load_rover.txt there) ---------------------
 # The original names every s-op / selector when it makes it and renames it on each assignment and each
 # function call that returns it (FunctionalSupport.py setname, Evaluator.py, make_operators.py,

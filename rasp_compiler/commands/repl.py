@@ -101,9 +101,22 @@ def _session_for(repl: Repl) -> Any:
             path, text, file_env = self.load_source(token, ctx)
             self._loading.append(path.resolve())
             repl.loading += 1  # the original shows no examples for what a load binds
+            refused: set[str] = set()
+
+            def export() -> None:
+                # A loaded file may bind a library name for itself (its statements then read its
+                # own value), but the session refuses it, once, and takes the file's other names,
+                # as the original's console refuses what a load hands it.
+                withheld = frozenset(v for v in file_env.vars if env is self.user and self._reserved_here(v))
+                for name in sorted(withheld - refused):
+                    refused.add(name)
+                    repl.report(self.error(
+                        f"cannot set reserved name '{name}' in the session: it is a built-in or library "
+                        f"name ({path.name} binds it and keeps its own value)", token, ctx,
+                        hint=f"rename '{name}' in {path.name}").render())
+                self.import_public(file_env, env, ctx, withheld)
             try:
-                repl.run_loaded_file(text, str(path), path.parent, file_env,
-                                     lambda: self.import_public(file_env, env, ctx))
+                repl.run_loaded_file(text, str(path), path.parent, file_env, export)
                 repl.print_loaded()
             finally:
                 repl.loading -= 1
@@ -116,13 +129,17 @@ def _session_for(repl: Repl) -> Any:
             super()._check_bindable(name, tree, ctx)
             if ctx.file == LIBRARY_FILE:
                 return
-            # The original's names that no statement may set; at top level (its console and what a
-            # load hands to it) the built-ins' and the library's names too (`tokens` excepted).
-            defined = ctx.function is None and name != "tokens" and (
-                name in self.builtins.vars or name in self.library.vars)
-            if name in ALWAYS_RESERVED or defined:
+            # The original's names that no statement may set; at the prompt the built-ins' and the
+            # library's names too (`tokens` excepted).  A file being loaded may bind those for itself:
+            # ``load`` refuses them when it hands the file's names to the session.
+            at_prompt = ctx.function is None and not repl.loading
+            if name in ALWAYS_RESERVED or (at_prompt and self._reserved_here(name)):
                 raise self.error(f"cannot set reserved name '{name}': it is a built-in or library name",
                                  tree, ctx, hint="choose another name")
+
+        def _reserved_here(self, name):  # type: ignore[no-untyped-def]
+            """A built-in's or the library's name, which the session's own scope may not bind."""
+            return name != "tokens" and (name in self.builtins.vars or name in self.library.vars)
 
     session = ReplSession()
     session.on_draw = repl.on_draw
@@ -400,8 +417,9 @@ class Repl:
     def show(self, name: str, value: Any) -> None:
         from rasp_compiler.lang.values import AppliedResult
 
-        if self.loading:  # printed when the load ends; the file's `out` and private names never
-            if not name.startswith("_") and name != "out":
+        if self.loading:  # printed when the load ends; the file's `out` and private names never,
+            # nor a built-in's or library name the file bound for itself (the session refuses it)
+            if not name.startswith("_") and name != "out" and not self.session._reserved_here(name):
                 self.loaded.append((name, value))
             return
         if isinstance(value, AppliedResult) and name == "out":  # `reverse("abc");`

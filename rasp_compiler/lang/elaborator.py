@@ -357,11 +357,13 @@ class Session(Expressions):
             if on_result:
                 on_result(var, value)
 
-    def import_public(self, file_env: Env, env: Env, ctx: _Context) -> list[tuple[str, Any]]:
-        """Bind the loaded file's public names in the loader's environment ``env``; returns them.
-        A name starting with '_' (and ``out``) stays private to the file, as in the original."""
+    def import_public(self, file_env: Env, env: Env, ctx: _Context,
+                      withheld: frozenset[str] = frozenset()) -> list[tuple[str, Any]]:
+        """Bind the loaded file's public names in the loader's environment ``env``, except those
+        ``withheld``; returns them.  A name starting with '_' (and ``out``) stays private to the
+        file, as in the original."""
         public = [(var, value) for var, value in file_env.vars.items()
-                  if not var.startswith("_") and var != "out"]
+                  if not var.startswith("_") and var != "out" and var not in withheld]
         for var, value in public:
             env.vars[var] = value
             if isinstance(value, (SOp, Selector)) and ctx.function is None:
