@@ -306,6 +306,11 @@ def test_cli_user_errors(capsys):
                      "--layers", "4", "--heads", "2", "--width", "100", "--steps", "1"]) == 1
     err = capsys.readouterr().err
     assert "too small for sparse construction paths" in err and "needs at least 201" in err  # 3+9+27+81+81
+    # construction A has one head: --heads 4 ran a one-head backbone without a word
+    for construction in (["--construction", "A"], []):  # auto is A for the attn architecture
+        assert cli_main(["experiment", "dyck1", "--backbone", "sparse", *construction, "--heads", "4",
+                         "--steps", "1"]) == 1
+        assert "the sparse construction A has one head" in capsys.readouterr().err
 
 
 def test_cli_paths_construction_runs_and_names_itself(tmp_path, capsys):

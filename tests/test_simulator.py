@@ -114,6 +114,19 @@ def test_cli_check_json_fields(tmp_path, capsys) -> None:
     assert rep["max_abs_error"] <= 1e-9
     assert set(rep["stages"]) == {"XT", "XA", "XAXT", "softmax", "XV", "output"}
     assert "softmax_aggregate" in rasp.read_text()
+    assert rep["tolerance"] == 1e-9 and rep["passed"] is True
+
+
+def test_cli_check_exits_1_above_its_tolerance(capsys) -> None:
+    """A finite error above the bar used to pass (exit 0): only NaN or inf failed."""
+    args = ["simulate", "--n", "2", "--d", "2", "--dtype", "float32", "--check", "--trials", "5"]
+    assert cli(args) == 0
+    assert "within the tolerance 5e-06" in capsys.readouterr().out
+    assert cli([*args, "--tolerance", "1e-12"]) == 1
+    captured = capsys.readouterr()
+    assert "ABOVE the tolerance 1e-12" in captured.out
+    assert "is above the tolerance 1e-12" in captured.err
+    assert cli([*args, "--tolerance", "-1"]) == 1  # a UserError: one line, exit 1
 
 
 @pytest.mark.slow

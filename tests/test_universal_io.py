@@ -225,6 +225,8 @@ def test_load_refuses_class_options_that_disagree_with_the_file(tmp_path, capsys
     (["lower-bound", "--dim", "3"], "not --dim"),
     (["--program", "programs/frac_prevs.rasp", "--vocab", "helo", "--check", "--trials", "3"],
      "--check, --trials cannot be used with --program"),
+    (["--program", "programs/frac_prevs.rasp", "--vocab", "helo", "--construction", "sparse"],
+     "cannot simulate a compiled model: it has a residual stream"),
 ])
 def test_ignored_or_impossible_options_are_errors(capsys, argv, words):
     assert main(["universal", *argv]) == 1

@@ -173,6 +173,7 @@ def register(subparsers) -> None:
 
 def _run(args) -> int:
     from rasp_compiler.experiments.grid import FLOORS, floor_settings, run_config
+    from rasp_compiler.experiments.models import sparse_construction
     from rasp_compiler.experiments.train import train
 
     check_seed(args)
@@ -200,6 +201,10 @@ def _run(args) -> int:
         overrides["aux"] = True
     cfg = run_config(args.task, k, args.backbone, arch, args.seed, device=args.device,
                      threads=args.threads, **overrides)
+    if (args.heads not in (None, 1) and cfg.backbone == "sparse"
+            and sparse_construction(cfg.arch, cfg.construction) == "A"):
+        raise UserError(f"--heads {args.heads} does not apply: the sparse construction A has one head",
+                        hint="--construction C or paths for several heads, or drop --heads")
     out = args.out or f"runs/experiments/{cfg.name()}"
     if not args.json:
         key = (args.task, k if args.task == "khop" else None, args.backbone)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 
 from rasp_compiler.commands.options import (
     SEED_HELP,
     check_at_least,
+    check_finite,
     check_not_empty,
     check_seed,
     refuse_unless,
@@ -52,6 +54,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--check", action="store_true", help="compare U with NumPy on random layers")
     p.add_argument("--trials", type=int, help="random layers for --check (default 100)")
     p.add_argument("--trace", action="store_true", help="with --check: the error of every intermediate")
+    p.add_argument("--tolerance", type=float,
+                   help="with --check: the largest max rel error (max |U - T| / max |T| per layer) that "
+                        "passes; above it the check exits 1 (default 1e-9 for float64, 5e-6 for "
+                        "float32); a NaN or inf output always fails")
     p.add_argument("--seed", type=int, default=None,
                    help=f"with --check: seed of the random layers, {SEED_HELP} (default 0)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -93,7 +99,7 @@ def _run_saved(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"output": T.tolist()}))
     else:
-        np.set_printoptions(precision=6, suppress=True, linewidth=120)
+        np.set_printoptions(floatmode="unique", suppress=True, linewidth=120)  # every digit: U is exact
         print(T)
     return 0
 
@@ -101,10 +107,12 @@ def _run_saved(args: argparse.Namespace) -> int:
 # options that shape or check a new U: a saved U (--model) has its own, and ignoring them silently
 # let `--model U/ --check` print one output as if it were a check
 GENERATE_ONLY = ("n", "d", "heads", "causal", "dtype", "input_range", "emit_rasp", "out", "check",
-                 "trials", "trace", "seed")
+                 "trials", "trace", "seed", "tolerance")
 DEFAULTS = {"heads": 1, "dtype": "float64", "input_range": (-1.0, 1.0), "trials": 100, "seed": 0}
 # options of --check alone, with their parser defaults: without --check they changed nothing
-CHECK_ONLY = {"trials": None, "trace": False, "seed": None}
+CHECK_ONLY = {"trials": None, "trace": False, "seed": None, "tolerance": None}
+# the bars of docs/simulator.md, as relative errors: a wider --input-range scales the error with T
+TOLERANCE = {"float64": 1e-9, "float32": 5e-6}
 MAX_DRAWN_BYTES = 1 << 30  # --check draws every random layer at once (seeded, reproducible)
 
 
@@ -148,6 +156,7 @@ def main(args: argparse.Namespace) -> int:
         if getattr(args, name) is None:
             raise UserError(f"--{name} is required", hint="e.g. rasp simulate --n 4 --d 4 --heads 2 -o U/")
     check_at_least(args, 1, "n", "d", "heads", "trials")
+    check_finite(args, "tolerance")
     check_seed(args)
     if not (args.check or args.out or args.emit_rasp):
         raise UserError("nothing to do", hint="give -o DIR to save U, --emit-rasp FILE, or --check")
@@ -186,7 +195,9 @@ def main(args: argparse.Namespace) -> int:
                                   bounds=input_range, progress=status)
         finally:
             status.close()
-        report = {**res, "generation_seconds": round(seconds, 3)}
+        tolerance = TOLERANCE[args.dtype] if args.tolerance is None else args.tolerance
+        report = {**res, "generation_seconds": round(seconds, 3), "tolerance": tolerance,
+                  "passed": not res["non_finite_trials"] and res["max_rel_error"] <= tolerance}
     if args.json:
         print(json.dumps(_json_safe(report)))
     else:
@@ -198,7 +209,8 @@ def main(args: argparse.Namespace) -> int:
             lo, hi = input_range
             print(f"{args.trials} random layers (seed {args.seed}, entries uniform in [{lo:g}, {hi:g}]): "
                   f"max abs error {report['max_abs_error']:.3g}, "
-                  f"max rel error {report['max_rel_error']:.3g}")
+                  f"max rel error {report['max_rel_error']:.3g} "
+                  f"({'within' if report['passed'] else 'ABOVE'} the tolerance {report['tolerance']:g})")
             for stage, err in report.get("stages", {}).items():
                 print(f"  {stage:8s} max abs error {err:.3g}")
         if args.out:
@@ -211,6 +223,11 @@ def main(args: argparse.Namespace) -> int:
                         f"{args.trials} random layers",
                         hint="its intermediates overflow " + args.dtype + ": a narrower --input-range"
                              + (" or --dtype float64" if args.dtype == "float32" else ""))
+    if args.check and not report["passed"]:
+        if not args.json:
+            print(f"error: max rel error {report['max_rel_error']:.3e} is above the tolerance "
+                  f"{report['tolerance']:g}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -337,6 +337,11 @@ def _program(args: argparse.Namespace) -> int:
                         f"0..{model.n_layers - 1}")
     target = attention_target(model, layers, with_unembedding=layers is None)
     construction = args.construction or "paths"
+    if construction in ("sparse", "looped", "multihead"):  # the hint of class_problem names --residual
+        raise UserError(f"the {construction} construction cannot simulate a compiled model: it has a "
+                        "residual stream and value matrices"
+                        + (", and more than one head in a layer" if target.heads > 1 else ""),
+                        hint="use --construction paths (the default with --program) or random")
     ut = build_universal(construction, target.layers, target.heads, target.dim, residual=True,
                          causal=target.causal, values=True, m=args.width, head_dim=args.head_dim,
                          seed=args.seed)
