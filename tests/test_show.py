@@ -383,6 +383,12 @@ def test_trace_titles_tell_apart_heads_made_by_one_line_of_a_function(tmp_path) 
     values = [0.1 * i for i in range(10)]
     pic = draw_trace(model, values, str(tmp_path / "t.png"))
     assert len(set(pic.head_titles)) == len(pic.head_titles) == 4
+    # the rows of the four aggregates too: `aggregate_1 = aggregate(select(i…m), m = 0`
+    from rasp_compiler.viz.trace import source_texts
+
+    texts = source_texts(model)
+    assert len({texts[f"aggregate_{i}"] for i in range(1, 5)}) == 4
+    assert texts["aggregate_1"].endswith("↳ entry_at(t * k + m), m = 0")
     assert len({t.splitlines()[-1] for t in pic.head_titles}) == 4
     assert all(t.splitlines()[-1].startswith("↳ entry_at(") for t in pic.head_titles)
     assert all(len(line) <= 64 for t in pic.head_titles for line in t.splitlines())

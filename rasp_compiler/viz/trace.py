@@ -110,14 +110,20 @@ _MADE_UP = re.compile(r"(map|sequence_map|aggregate|selector_width|constant|full
 
 
 def source_texts(model: RaspModel) -> dict[str, str]:
-    """Node id -> its source text, from the plan (heads and MLP ops), for made-up ids only."""
-    out: dict[str, str] = {}
+    """Node id -> its source text, from the plan (heads and MLP ops), for made-up ids only.  Ids
+    made by one line run several times (a function's body, a loop) share their text: theirs gains
+    the context the plan recorded (`↳ m = 0`), as the heads' titles do."""
+    found: dict[str, tuple[str, str]] = {}
     for lp in model.config.get("plan", []):
         entries = list(lp["heads"]) + list((lp.get("mlp") or {}).get("ops", []))
         for e in entries:
             if e.get("text") and _MADE_UP.fullmatch(e["node"]) and e["text"] != e["node"]:
-                out.setdefault(e["node"], e["text"])
-    return out
+                found.setdefault(e["node"], (e["text"], e.get("context") or ""))
+    contexts: dict[str, set[str]] = {}
+    for text, context in found.values():
+        contexts.setdefault(text, set()).add(context)
+    return {node: f"{text} ↳ {context}" if context and len(contexts[text]) > 1 else text
+            for node, (text, context) in found.items()}
 
 
 def _with_source(labels: list[str], texts: dict[str, str]) -> list[str]:
