@@ -633,6 +633,49 @@ def test_report_shows_random_4hop_against_width(tmp_path):
     assert "| 512 | bf16 | 3 | 93.0 % (seed 0), 85.0 % (seed 1), 91.0 % (seed 2) | 91.0 % |" in text
 
 
+def _write_results(where, accs: list) -> None:
+    """Made-up result files, one per (RunConfig, accuracy) in ``accs``."""
+    where.mkdir(parents=True, exist_ok=True)
+    for c, acc in accs:
+        r = dict.fromkeys(RESULT_KEYS, 0)
+        r.update(task=c.task, k=c.k, backbone=c.backbone, arch=c.arch, seed=c.seed, width=c.width,
+                 steps=c.steps, test_accuracy=acc, majority_baseline=0.2, seconds=1.0)
+        (where / f"{c.name()}.json").write_text(json.dumps(r))
+
+
+def test_report_words_the_mlp_note_from_the_results(tmp_path):
+    """The frozen-MLP note quotes the random UT's base medians and picks its verbs from them."""
+    from rasp_compiler.experiments import grid, report
+
+    made_up = {("khop", 1, "attn-res-ln"): 0.70, ("khop", 1, "attn-res-ln-mlp"): 0.75,    # rises
+               ("khop", 2, "attn-res-ln"): 0.50, ("khop", 2, "attn-res-ln-mlp"): 0.501,   # level
+               ("dyck1", None, "attn-res-ln"): 0.90, ("dyck1", None, "attn-res-ln-mlp"): 0.80}
+    _write_results(tmp_path / "results", [(grid.run_config(task, k, "random", arch, seed), acc)
+                                          for (task, k, arch), acc in made_up.items()
+                                          for seed in grid.SEEDS])
+    doc = tmp_path / "experiments.md"
+    report.write_report(tmp_path / "results", doc, tmp_path / "img")
+    text = doc.read_text()
+    assert ("At these base settings they help for 1-hop: 1-hop rises from 70.0 % (res+LN) to "
+            "75.0 % (with the MLP), and 2-hop stays within 0.1 points (50.0 → 50.1 %). Dyck-1 "
+            "falls from 90.0 % to 80.0 %. No run with a frozen MLP was made") in text
+    assert "not reproduced as a help" not in text
+
+
+def test_report_finds_frozen_runs_at_the_papers_learning_rate(tmp_path):
+    """The learning-rate note says whether a frozen backbone was ever run at the paper's lr."""
+    from rasp_compiler.experiments import grid, report
+
+    res = tmp_path / "results"
+    _write_results(res, [(grid.run_config("khop", 1, "random", "attn-res-ln", 0, lr=1e-2), 0.8)])
+    report.write_report(res, tmp_path / "a.md", tmp_path / "img")
+    assert "No frozen-backbone run at lr 1e-3 is recorded" in (tmp_path / "a.md").read_text()
+    at_paper_lr = grid.run_config("khop", 1, "random", "attn-res-ln", 0, lr=1e-3)
+    _write_results(res / "tuning", [(at_paper_lr, 0.8)])
+    report.write_report(res, tmp_path / "b.md", tmp_path / "img")
+    assert f"Frozen-backbone runs at lr 1e-3: `{at_paper_lr.name()}`." in (tmp_path / "b.md").read_text()
+
+
 # ---------------------------------------------------------------------------------------------
 # the floor settings `rasp experiment` defaults to
 

@@ -33,6 +33,7 @@ DEFAULTS = {
 TRAINED_LR = 1e-3     # the fully trained reference: every weight moves, a smaller step
 SCALE_DYCK1_STEPS = 6000
 SCALE_KHOP_STEPS = 6000
+SCALE_KHOP_WIDTH = 256    # the scale grid's k-hop cells at depth k + 1 (the paths construction aside)
 
 PAPER = {  # the paper's numbers as the design note condenses them (strings, not measurements)
     ("dyck1", "attn", "sparse"): "100 %",
@@ -148,12 +149,13 @@ def scale_grid(device: str = "cpu", seeds=SEEDS) -> list[RunConfig]:
     for k in KS:
         for b in BACKBONES:
             for seed in seeds:
-                out.append(run_config("khop", k, b, "attn-res-ln", seed, device=device, width=256,
-                                      layers=k + 1, steps=SCALE_KHOP_STEPS))
+                out.append(run_config("khop", k, b, "attn-res-ln", seed, device=device,
+                                      width=SCALE_KHOP_WIDTH, layers=k + 1, steps=SCALE_KHOP_STEPS))
     for k in RANDOM_AUX_KS:                              # the same, with auxiliary hop heads
         for seed in seeds:
-            out.append(run_config("khop", k, "random", "attn-res-ln", seed, device=device, width=256,
-                                  layers=k + 1, steps=SCALE_KHOP_STEPS, aux=True))
+            out.append(run_config("khop", k, "random", "attn-res-ln", seed, device=device,
+                                  width=SCALE_KHOP_WIDTH, layers=k + 1, steps=SCALE_KHOP_STEPS,
+                                  aux=True))
     for k, width, layers in RANDOM_AUX_WIDE:             # wider, with bf16 training matmuls
         for seed in seeds:
             out.append(run_config("khop", k, "random", "attn-res-ln", seed, device=device,

@@ -5,7 +5,7 @@ the ``RESULTS/*.json`` files that ``rasp_compiler.experiments.grid.run_grid`` wr
 
 ``write_report`` is the whole interface. Behind it, ``results`` reads and measures the runs,
 ``plots`` draws the figures, and ``markdown`` assembles the page that links them from its own
-sections and those of ``floors``, ``width``, ``scale`` and ``probes``.
+sections and those of ``mlp``, ``floors``, ``width``, ``scale`` and ``probes``.
 """
 
 from __future__ import annotations

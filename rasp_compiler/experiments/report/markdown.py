@@ -3,12 +3,13 @@ bars, the plots, the findings of the larger runs, then how to reproduce it all a
 
 The page states how many runs have results and lists the missing ones, so a partly run grid reads
 as partly run. The findings, each read from its own corner of the results and worded from its
-numbers, live in ``floors``, ``width``, ``scale`` and ``probes``; this module keeps what every
-grid's page has, and the order.
+numbers, live in ``mlp``, ``floors``, ``width``, ``scale`` and ``probes``; this module keeps what
+every grid's page has, and the order.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from rasp_compiler.experiments.grid import (
@@ -19,16 +20,19 @@ from rasp_compiler.experiments.grid import (
     SCALE_KHOP_STEPS,
     TRAINED_LR,
     paths_width,
+    scale_grid,
 )
 from rasp_compiler.experiments.names import ARCHES, BACKBONES
-from rasp_compiler.experiments.report.floors import bars, floor_settings_section
+from rasp_compiler.experiments.report.floors import bars, bars_intro, floor_settings_section
 from rasp_compiler.experiments.report.labels import pct, task_label
+from rasp_compiler.experiments.report.mlp import mlp_note
 from rasp_compiler.experiments.report.probes import probe_section
 from rasp_compiler.experiments.report.results import (
     Cells,
     Got,
     MainCells,
     Runs,
+    cell_of,
     cpu_seconds,
     estimate,
     load,
@@ -37,6 +41,7 @@ from rasp_compiler.experiments.report.results import (
 )
 from rasp_compiler.experiments.report.scale import scale_section
 from rasp_compiler.experiments.report.width import random_khop4_width, width_section
+from rasp_compiler.experiments.train import RunConfig
 
 _TASKS = [("dyck1", None)] + [("khop", k) for k in KS]
 
@@ -53,7 +58,9 @@ def render(cells: Cells, got: Got, runs: Runs, figures: list[tuple[str, str]], r
         L += ["The quick grid checks that the pipeline works end to end (each run should beat the "
               "majority baseline); its short runs say nothing about the paper's numbers.", ""]
     else:
+        L += mlp_note(main, got, cells)
         L += ["## The issue's bars, checked against the result files", ""]
+        L += bars_intro(main, got, cells, results)
         L += bars(main, got, cells)
         L += floor_settings_section(got)
     L += _plot_links(figures, rel, quick)
@@ -63,7 +70,7 @@ def render(cells: Cells, got: Got, runs: Runs, figures: list[tuple[str, str]], r
         L += scale_section(cells, got, results)
         L += probe_section(results)
     L += _tuning_section(results)
-    L += _settings_section()
+    L += _settings_section(cells, runs, results)
     L += _commands_section()
     L += _every_run_section(runs, cpu)
     L += _not_run_section(cells, got, runs, cpu)
@@ -118,7 +125,7 @@ def _results_table(cells: Cells, got: Got, main: MainCells, quick: bool) -> list
           + ("" if quick else " This table is the grid's base settings (" +
              ", ".join(f"{t}: width {d['width']}, {d['layers']} layers, {d['heads']} heads, "
                        f"{d['steps']:,} steps" for t, d in DEFAULTS.items()) +
-             "), sized for this machine; the settings that reach the paper's floors, and what they "
+             "), sized for this machine; the settings that reach the issue's bars, and what they "
              "reach, are in the next two sections."), ""]
     return L
 
@@ -151,7 +158,7 @@ def _tuning_section(results: str | Path | None) -> list[str]:
     return L
 
 
-def _settings_section() -> list[str]:
+def _settings_section(cells: Cells, runs: Runs, results: str | Path | None) -> list[str]:
     L = ["## Settings", ""]
     for task, s in DEFAULTS.items():
         L.append(f"* `{task}`: " + ", ".join(f"{k} {v}" for k, v in s.items()) +
@@ -159,6 +166,7 @@ def _settings_section() -> list[str]:
     L += ["* AdamW (weight decay 1e-3), linear warm-up over the first 5 % of the steps, cosine decay "
           "to 0, gradient clipping at 1.0; one CPU thread per run (on a GPU too); fresh batches "
           "every step.",
+          _lr_deviation(cells, runs, results),
           "* Dyck-1: Zhong & Andreas' published generator (`parenthesis_balancing`, vectorised: "
           "strings up to 60, one third uniformly random, two thirds from their recursive balanced "
           "generator, geometric numbers of random transpositions and of flips — doubled with "
@@ -181,6 +189,64 @@ def _settings_section() -> list[str]:
           "* Random backbone: Gaussian query/key/value/output maps (H heads of width m/H, entries "
           "N(0, 1/m)); the frozen MLP is m → 4m → m with GELU, He-initialised.", ""]
     return L
+
+
+PAPER_LR = 1e-3
+"""Zhong & Andreas' AdamW learning rate."""
+_LR_IN_NAME = re.compile(r"_lr([^_]+)")
+_COUNT_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def _lr_deviation(cells: Cells, runs: Runs, results: str | Path | None) -> str:
+    """How the grid's learning rates depart from the paper's, and whether a frozen-backbone run at
+    the paper's rate was ever made (the grid's runs and the tuning runs)."""
+    dyck, khop = DEFAULTS["dyck1"]["lr"], DEFAULTS["khop"]["lr"]
+    tuning = load(Path(results) / "tuning") if results is not None else {}
+    at_paper_lr = sorted(name for name, r in {**runs, **tuning}.items()
+                         if r["backbone"] != "trained" and _lr_of(name) == PAPER_LR)
+    measured = (f"No frozen-backbone run at lr {_lr(PAPER_LR)} is recorded, so the effect of the "
+                "difference has not been measured." if not at_paper_lr else
+                f"Frozen-backbone runs at lr {_lr(PAPER_LR)}: " + ", ".join(f"`{n}`" for n in at_paper_lr)
+                + ".")
+    return (f"* Deviation in learning rate: Zhong & Andreas train with AdamW at lr {_lr(PAPER_LR)}, "
+            f"but the frozen backbones here use lr {_lr(dyck)}{_lr_exceptions(cells)}. The reason "
+            f"recorded for {_lr(dyck)} is that it is the issue's measured reference point for Dyck-1 "
+            "(`DEFAULTS` in `rasp_compiler/experiments/grid.py`); k-hop "
+            + ("takes the same value" if khop == dyck else f"uses {_lr(khop)}")
+            + f". Only the fully trained backbone uses {_lr(TRAINED_LR)}. {measured}")
+
+
+def _lr_exceptions(cells: Cells) -> str:
+    """', except the two Dyck-1 scale-grid cells at 3e-2': the grid's frozen-backbone cells whose
+    lr is not their task's default."""
+    off: dict[float, list[RunConfig]] = {}
+    for cfgs in cells.values():
+        c = cfgs[0]
+        if c.backbone != "trained" and c.lr != DEFAULTS[c.task]["lr"]:
+            off.setdefault(c.lr, []).append(c)
+    if not off:
+        return ""
+    scale = {cell_of(c.name()) for c in scale_grid()}
+    parts = []
+    for lr, cs in sorted(off.items()):
+        tasks = {"Dyck-1" if c.task == "dyck1" else "k-hop" for c in cs}
+        where = (" ".join(tasks) + " " if len(tasks) == 1 else "") + \
+            ("scale-grid " if all(cell_of(c.name()) in scale for c in cs) else "")
+        n = len(cs)
+        parts.append(f"the {_COUNT_WORDS[n] if n < len(_COUNT_WORDS) else n} {where}"
+                     f"cell{'s' if n != 1 else ''} at {_lr(lr)}")
+    return ", except " + " and ".join(parts)
+
+
+def _lr_of(name: str) -> float | None:
+    m = _LR_IN_NAME.search(name)
+    return float(m[1]) if m else None
+
+
+def _lr(x: float) -> str:
+    """A learning rate as the paper writes it: 1e-3, 3e-2, 2.5e-4."""
+    mantissa, exponent = f"{x:e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
 def _commands_section() -> list[str]:

@@ -26,6 +26,9 @@ Runs = dict[str, dict]
 MainCells = dict[tuple[str, int | None, str, str], str]
 """(task, k, backbone, arch) -> the cell name of the grid's base settings."""
 
+BAR_SEEDS = 3
+"""Seeds a cell needs before the report calls a bar met from its median (the grid runs 3)."""
+
 
 def load(results: Path, read: Callable[[Path], dict | None] = read_result) -> dict[str, dict]:
     """Every readable file ``*.json`` in ``results`` by name; a damaged result file is a missing
@@ -53,6 +56,21 @@ def cell_of(name: str) -> str:
 
 def median(rs: list[dict]) -> float | None:
     return statistics.median(r["test_accuracy"] for r in rs) if rs else None
+
+
+def best_cell(cells: Cells, got: Got, task: str, k: int | None, backbone: str, arch: str,
+              keep: Callable[[RunConfig], bool] = lambda c: True) -> tuple[float, str] | None:
+    """(median, cell) of the best cell of this task, k, backbone and architecture, at any settings
+    (the scale grid's included), among those ``keep`` accepts with ``BAR_SEEDS`` seeds or more;
+    None when there is none.  This is the cell the bars cite."""
+    found = []
+    for cell, cfgs in cells.items():
+        c = cfgs[0]
+        rs = got.get(cell, [])
+        if (c.task, c.k, c.backbone, c.arch) == (task, k, backbone, arch) and keep(c) \
+                and len(rs) >= BAR_SEEDS:
+            found.append((median(rs), cell))
+    return max(found) if found else None
 
 
 def main_cells(cells: Cells, quick: bool = False) -> MainCells:

@@ -14,9 +14,26 @@ from dataclasses import replace
 from pathlib import Path
 
 from rasp_compiler.experiments.data import khop_targets, task_spec, test_set
-from rasp_compiler.experiments.grid import KS, paths_grid, scale_grid
-from rasp_compiler.experiments.report.labels import pct
-from rasp_compiler.experiments.report.results import Cells, Got, cell_of, device_of, load, median
+from rasp_compiler.experiments.grid import KS, SCALE_KHOP_WIDTH, paths_grid, scale_grid
+from rasp_compiler.experiments.models import sparse_dim
+from rasp_compiler.experiments.report.labels import (
+    and_join,
+    depth_words,
+    hops,
+    pct,
+    precision_words,
+    training_aids,
+)
+from rasp_compiler.experiments.report.results import (
+    Cells,
+    Got,
+    best_cell,
+    cell_of,
+    device_of,
+    load,
+    median,
+)
+from rasp_compiler.experiments.train import RunConfig
 
 
 def scale_section(cells: Cells, got: Got, results: str | Path | None) -> list[str]:
@@ -47,67 +64,187 @@ def scale_section(cells: Cells, got: Got, results: str | Path | None) -> list[st
     return L
 
 
-def _depth_findings(cells: Cells, got: Got) -> list[str]:
-    """k-hop at depth k + 1: each backbone's median against the floors, and what it says."""
-    med: dict[tuple, tuple[float, int]] = {}
-    paths_cell: dict[int, str] = {}
+_DEPTH_COLUMNS = ("sparse", "paths", "random", "trained")
+_BACKBONE_NAMES = {"random": "the random UT", "paths": "the paths construction"}
+
+
+def _depth_cells(cells: Cells, got: Got) -> dict[tuple[int, str], str]:
+    """(k, column) -> the cell the depth table shows: k-hop with residual + LN at depth k + 1,
+    width SCALE_KHOP_WIDTH (any width for the paths construction). Where a column has several
+    such cells (the paths construction's d, steps and aids; the random UT with auxiliary hop
+    heads) the best median is shown."""
+    shown: dict[tuple[int, str], str] = {}
     for cell, cfgs in cells.items():
         c = cfgs[0]
         rs = got.get(cell, [])
-        if c.task != "khop" or c.layers != c.k + 1 or not rs or c.arch != "attn-res-ln":
+        if not rs or not _at_depth_k_plus_1(c):
             continue
         if c.construction == "paths":
-            if (c.k, "paths") not in med or median(rs) > med[(c.k, "paths")][0]:
-                med[(c.k, "paths")] = (median(rs), len(rs))
-                paths_cell[c.k] = cell
-        elif c.width == 256:
-            med[(c.k, c.backbone)] = (median(rs), len(rs))
-    if not med:
+            column = "paths"
+        elif c.width == SCALE_KHOP_WIDTH:
+            column = c.backbone
+        else:
+            continue
+        if (c.k, column) not in shown or median(rs) > median(got[shown[(c.k, column)]]):
+            shown[(c.k, column)] = cell
+    return shown
+
+
+def _at_depth_k_plus_1(c: RunConfig) -> bool:
+    return c.task == "khop" and c.arch == "attn-res-ln" and c.layers == c.k + 1
+
+
+def _depth_findings(cells: Cells, got: Got) -> list[str]:
+    """k-hop at depth k + 1: each backbone's median against the floors, and what it says."""
+    shown = _depth_cells(cells, got)
+    if not shown:
         return []
-    columns = ("sparse", "paths", "random", "trained")
-    L = ["k-hop with residual + LN at depth k + 1 (medians; the floors are sparse ≥ 99 %, random "
-         "≥ 90 %). Width 256 for construction C, random and trained (4 heads); the paths "
-         "construction has one head per layer and width d × its block count (10, 22, 46 and 94 "
-         "blocks), and the best of its cells is shown (d = 8 and 6,000 steps; 2-hop also at "
-         "d = 16 and 24,000 steps, 3-hop also at 12,000 steps; k ≥ 2 also with the hop "
-         "curriculum, runs named `cur2000`):", "",
+    L = [_depth_intro(cells, got, shown), "",
          "| k | sparse UT, construction C | sparse UT, paths | random UT | trained |",
          "|---|---|---|---|---|"]
     for k in KS:
         row = []
-        for b in columns:
-            x = med.get((k, b))
-            row.append("not run" if x is None else f"{pct(x[0])} ({x[1]})")
+        for b in _DEPTH_COLUMNS:
+            rs = got[shown[(k, b)]] if (k, b) in shown else []
+            row.append(f"{pct(median(rs))} ({len(rs)})" if rs else "not run")
         L.append(f"| {k} | " + " | ".join(row) + " |")
+    paths_cell = {k: cell for (k, b), cell in shown.items() if b == "paths"}
     if paths_cell:
         L += ["", "Paths cells shown: " + "; ".join(f"{k}-hop `{cell}`"
                                                    for k, cell in sorted(paths_cell.items())) + "."]
+    L += ["", " ".join(_depth_reading(cells, got, shown))]
+    return L
+
+
+def _depth_intro(cells: Cells, got: Got, shown: dict[tuple[int, str], str]) -> str:
+    """What the depth table shows, naming the cells with training aids among them."""
+    aux_ks = [k for k in KS if (k, "random") in shown and cells[shown[(k, "random")]][0].aux]
+    random_aux = ""
+    if aux_ks:
+        many = len(aux_ks) > 1
+        random_aux = (f"; the random cell{'s' if many else ''} for k = {and_join(list(map(str, aux_ks)))} "
+                      f"{'are the ones' if many else 'is the one'} with auxiliary hop heads")
+    paths_aux = any(_at_depth_k_plus_1(cfgs[0]) and cfgs[0].construction == "paths" and cfgs[0].aux
+                    and got.get(cell) for cell, cfgs in cells.items())
+    return ("k-hop with residual + LN at depth k + 1 (medians; the floors are sparse ≥ 99 %, random "
+            f"≥ 90 %). Width {SCALE_KHOP_WIDTH} for construction C, random and trained (4 heads"
+            f"{random_aux}); the paths construction has one head per layer and width d × its block "
+            "count (10, 22, 46 and 94 blocks), and the best of its cells is shown (d = 8 and 6,000 "
+            "steps; 2-hop also at d = 16 and 24,000 steps, 3-hop also at 12,000 steps; k ≥ 2 also "
+            "with the hop curriculum, runs named `cur2000`"
+            + (", and with auxiliary hop heads, runs named `aux`" if paths_aux else "") + "):")
+
+
+def _depth_reading(cells: Cells, got: Got, shown: dict[tuple[int, str], str]) -> list[str]:
+    """The depth table read: depth, the random UT, construction C, the paths construction, and the
+    cells the bars cite for the k the table misses."""
+    med = {key: median(got[cell]) for key, cell in shown.items()}
 
     def ks(b: str, floor: float, above: bool) -> list[int]:
-        return [k for k in KS if (k, b) in med and (med[(k, b)][0] >= floor) == above]
+        return [k for k in KS if (k, b) in med and (med[(k, b)] >= floor) == above]
 
     def listed(xs: list[int]) -> str:
         return ", ".join(map(str, xs)) or "none"
 
     trained_ok, trained_bad = ks("trained", 0.99, True), ks("trained", 0.99, False)
-    sparse = [med[(k, "sparse")][0] for k in KS if (k, "sparse") in med]
+    sparse = [med[(k, "sparse")] for k in KS if (k, "sparse") in med]
     reading = [f"Reading: the fully trained model of depth k + 1 reaches 99 % for k = {listed(trained_ok)}"
                + (f" (not for k = {listed(trained_bad)})" if trained_bad else "")
-               + ", so at 2 layers depth was the limit.",
-               f"The random UT reaches its 90 % floor for k = {listed(ks('random', 0.90, True))} and "
-               f"not for k = {listed(ks('random', 0.90, False))}."]
+               + ", so at 2 layers depth was the limit."]
+    rescued: dict[str, list[int]] = {}     # column -> the k its cited cells meet the floor for
+    bad = ks("random", 0.90, False)
+    reading.append(f"At width {SCALE_KHOP_WIDTH} the random UT reaches its 90 % floor for k = "
+                   f"{listed(ks('random', 0.90, True))}"
+                   + (f" and not for k = {listed(bad)} ({_misses(cells, got, shown, bad, 'random')})"
+                      if bad else "") + ".")
+    sentences, rescued["random"] = _rescues(cells, got, shown, bad, "random", 0.90)
+    reading += sentences
     if sparse:
         reading.append(f"Construction C reaches at most {pct(max(sparse))}: its heads have identity "
                        "values, so a head adds the attended token's embedding into the same "
                        "coordinates as the current token's, and an induction step must tell 'my "
                        "token' from 'the token I looked back at' by scale alone.")
-    if any(k_b[1] == "paths" for k_b in med):
-        reading.append(f"The paths construction, whose value masks send each head's output to "
-                       f"blocks of its own, reaches the 99 % floor for k = "
-                       f"{listed(ks('paths', 0.99, True))} and not for k = "
-                       f"{listed(ks('paths', 0.99, False))}.")
-    L += ["", " ".join(reading)]
-    return L
+    if any(b == "paths" for _, b in med):
+        bad = ks("paths", 0.99, False)
+        reading.append("The paths construction, whose value masks send each head's output to "
+                       "blocks of its own, reaches the 99 % floor at depth k + 1 for k = "
+                       f"{listed(ks('paths', 0.99, True))}"
+                       + (f" and not for k = {listed(bad)} ({_misses(cells, got, shown, bad, 'paths')})"
+                          if bad else "") + ".")
+        sentences, rescued["paths"] = _rescues(cells, got, shown, bad, "paths", 0.99)
+        reading += sentences
+    return reading + _rescued_summary({b: ks for b, ks in rescued.items() if ks})
+
+
+def _misses(cells: Cells, got: Got, shown: dict[tuple[int, str], str], ks: list[int], column: str) -> str:
+    """The medians of the cells shown for the k a column misses, with their training aids."""
+    parts = []
+    for k in ks:
+        cell = shown[(k, column)]
+        aids = training_aids(cells[cell][0]) + precision_words(cells[cell][0])
+        part = pct(median(got[cell])) + (f" with {and_join(aids)}" if aids else "")
+        parts.append(part if len(ks) == 1 else f"{k}-hop {part}")
+    return "; ".join(parts)
+
+
+def _rescues(cells: Cells, got: Got, shown: dict[tuple[int, str], str], ks: list[int], column: str,
+             floor: float) -> tuple[list[str], list[int]]:
+    """For each k the column misses, the cell the bars cite for it where it is another cell of the
+    same column: how it differs from the one shown and what it reaches; then the k whose cited
+    cell meets the floor."""
+    out, met = [], []
+    for k in ks:
+        backbone = "sparse" if column == "paths" else column
+        found = best_cell(cells, got, "khop", k, backbone, "attn-res-ln")
+        if found is None or found[1] == shown[(k, column)]:
+            continue
+        x, cell = found
+        c, s = cells[cell][0], cells[shown[(k, column)]][0]
+        if (c.construction == "paths") != (column == "paths"):
+            continue
+        if x >= floor:
+            met.append(k)
+        out.append(f"{_changes(c, s)}, it reaches {pct(x)} for k = {k} (`{cell}`, the cell the bars "
+                   "above cite)" + ("" if x >= floor else ", still below the floor") + ".")
+    return out, met
+
+
+def _changes(c: RunConfig, s: RunConfig) -> str:
+    """How cell ``c`` differs from ``s``, the cell of its k that the table shows, its shape first:
+    'At width 512, still at depth 5 = k + 1 and with auxiliary hop heads and bf16 training
+    matmuls'."""
+    shape = ([depth_words(c)] if c.layers != s.layers else []) + _width_change(c, s) + \
+        ([f"{c.heads} heads"] if c.heads != s.heads else [])
+    aids = training_aids(c) + ([f"{c.steps:,} steps"] if c.steps != s.steps else []) + precision_words(c)
+    rest = " and ".join(([] if c.layers != s.layers else [f"still at {depth_words(c)}"])
+                        + ([f"with {and_join(aids)}"] if aids else []))
+    text = ", ".join(([f"At {and_join(shape)}"] if shape else []) + ([rest] if rest else []))
+    return text[:1].upper() + text[1:]
+
+
+def _width_change(c: RunConfig, s: RunConfig) -> list[str]:
+    """The paths construction's width follows from its depth and d, so for it d is compared."""
+    if c.construction == "paths":
+        d = sparse_dim(c.arch, c.layers, c.heads, c.width, "paths")
+        return [] if d == sparse_dim(s.arch, s.layers, s.heads, s.width, "paths") else [f"d = {d}"]
+    return [] if c.width == s.width else [f"width {c.width}"]
+
+
+def _rescued_summary(rescued: dict[str, list[int]]) -> list[str]:
+    """Both backbones meeting the floors the depth table misses, as the bars section says."""
+    if not rescued:
+        return []
+
+    def floors(ks: list[int]) -> str:
+        return f"the {hops(ks)} floor" + ("s" if len(ks) > 1 else "")
+
+    groups = list(rescued.values())
+    if len(rescued) == 2 and groups[0] == groups[1]:
+        who = f"both backbones meet {floors(groups[0])}"
+    else:
+        who = " and ".join(f"{_BACKBONE_NAMES[b]} meets {floors(ks)}" for b, ks in rescued.items())
+    return [f"So {who}, as the bars section says; this table shows only width {SCALE_KHOP_WIDTH} "
+            "and depth k + 1."]
 
 
 def _paths_steps(results: str | Path | None) -> list[str]:
