@@ -14,7 +14,7 @@ import re
 import sys
 
 from rasp_compiler import __version__
-from rasp_compiler.errors import UserError
+from rasp_compiler.errors import UserError, not_utf8
 
 COMMANDS = ("run", "repl", "compile", "eval", "check", "show", "export", "simulate", "universal",
             "experiment")
@@ -47,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    bad = next(filter(None, map(not_utf8, sys.argv[1:] if argv is None else argv)), None)
+    if bad is not None:
+        print(f"error: the argument '{bad}' is not valid UTF-8 text\n"
+              "  hint: give tokens, inputs and names in UTF-8", file=sys.stderr)
+        return 1
     args = parser.parse_args(argv)
     if sys.stdin is None:  # started with stdin closed (`<&-`): read it as empty, like </dev/null
         sys.stdin = open(os.devnull, encoding="utf-8")

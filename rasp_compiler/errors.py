@@ -110,3 +110,14 @@ def file_in_the_way(directory: str | os.PathLike) -> str | None:
         if os.path.exists(p):  # the nearest existing path decides
             return None if os.path.isdir(p) else str(p)
     return None
+
+
+def not_utf8(text: str) -> str | None:
+    """``text`` with its bytes escaped (``a\\xff``) when it is not UTF-8 (Python keeps such bytes
+    of arguments and of streams read with ``surrogateescape`` as lone surrogates, which no file,
+    JSON or strict terminal can take), else None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+    return None

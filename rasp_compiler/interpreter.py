@@ -97,6 +97,7 @@ def evaluate(program: Program, inputs: Sequence[Any], targets: Iterable[str] | N
     """Value of every node (or of the nodes ``targets`` need) on ``inputs``, keyed by node id."""
     data = check_input(inputs)
     n = len(data)
+    _check_selections_fit(program, n)
     graph = program.graph
     if targets is not None:
         import networkx as nx
@@ -123,6 +124,38 @@ def evaluate(program: Program, inputs: Sequence[Any], targets: Iterable[str] | N
                                "without end", "name some steps of the chain (.named(...) in Python), "
                                "so that they are nodes of their own") from None
     return values
+
+
+# Peak memory per (query, key) pair and selector node, with room to spare: measured at 8,000
+# tokens, histogram (1 selector node) 2.0 bytes, sort (6) 1.3 and Dyck-2 (9) 2.1 per node.
+SELECTION_BYTES = 2.5
+SELECTOR_NODES = (Select, SelectorAnd, SelectorOr, SelectorNot)
+
+
+def _check_selections_fit(program: Program, n: int) -> None:
+    """Refuse an input whose n × n selection matrices cannot fit in free memory, before any is
+    built: at 100,000 tokens one is 10 GB, and the machine swaps for minutes instead of failing."""
+    selectors = sum(isinstance(d["node"], SELECTOR_NODES) for _, d in program.graph.nodes(data=True))
+    if n < 4096 or not selectors:
+        return
+    free = _available_memory()
+    need = int(SELECTION_BYTES * selectors * n * n)
+    if free is not None and need > free:
+        raise InputError(f"an input of {n:,} tokens needs about {need / 2**30:,.1f} GiB for its selection "
+                         f"matrices ({n:,} × {n:,} each), more than the {free / 2**30:,.1f} GiB this "
+                         "machine has free", hint="give a shorter input")
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory free for use (Linux's MemAvailable), or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def run(program: Program, inputs: Sequence[Any], output: str | None = None) -> Any:

@@ -349,22 +349,29 @@ class RaspModel:
         if os.path.exists(directory) and not os.path.isdir(directory):  # makedirs says "File exists"
             raise ModelArtifactError(f"{directory}: cannot write the model there: it is a file, not a "
                                      "directory", hint="give a directory to write the model to")
-        try:
-            os.makedirs(directory, exist_ok=True)
-        except OSError as err:  # a parent that is a file, a read-only place
-            raise ModelArtifactError(f"{directory}: cannot write the model ({err.strerror or err})") from None
         config = dict(self.config)
         config["weights_sha256"] = weights_digest(self.tensors)
         digest = config_digest(config)
         tensors = {k: v.detach().contiguous() for k, v in sorted(self.tensors.items())}
+        # the config as text before any file is written: a value JSON or UTF-8 cannot hold fails
+        # here, not halfway through config.json
+        text = json.dumps(config, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ModelArtifactError(f"cannot save the model: its config holds text that is not valid "
+                                     f"UTF-8 ({err.object[err.start:err.end]!r})") from None
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as err:  # a parent that is a file, a read-only place
+            raise ModelArtifactError(f"{directory}: cannot write the model ({err.strerror or err})") from None
         # One metadata key only: safetensors keeps metadata in a Rust HashMap, so with two keys
         # their order in the header (and the file's bytes) changed from save to save.  The format
         # is recorded in config.json.
         try:
             save_file(tensors, os.path.join(directory, WEIGHTS_FILE), metadata={"config_sha256": digest})
             with open(os.path.join(directory, CONFIG_FILE), "w", encoding="utf-8") as fh:
-                json.dump(config, fh, indent=1, sort_keys=True, ensure_ascii=False)
-                fh.write("\n")
+                fh.write(text)
         except (OSError, SafetensorError) as err:  # safetensors reports a failed write as its own error
             why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
             # safetensors: 'Error while serializing: I/O error: Is a directory (os error 21) at ...'

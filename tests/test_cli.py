@@ -74,3 +74,30 @@ def test_output_to_a_full_device_is_one_error() -> None:
     out = _shell(f"{sys.executable} -m rasp_compiler.cli run programs/reverse.rasp --input abc >/dev/full")
     assert out.returncode == 1, out.stderr
     assert out.stderr == "error: cannot write the output: No space left on device\n"
+
+
+def test_bytes_that_are_not_utf8_are_one_error_not_a_traceback(tmp_path) -> None:
+    """Found by fuzzing: `--vocab $'a\\xff'` tracebacked in `compile` and left a truncated
+    config.json; `--input $'a\\xff'` and a piped REPL line of such bytes tracebacked under a
+    strict UTF-8 locale."""
+    rasp = f"PYTHONIOENCODING=utf-8 {sys.executable} -m rasp_compiler.cli"
+    out = _shell(f"{rasp} compile programs/reverse.rasp --vocab $'a\\xff' --max-len 3 -o {tmp_path / 'm'}")
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith("error: the argument 'a\\xff' is not valid UTF-8 text")
+    assert not (tmp_path / "m").exists()
+    out = _shell(f"{rasp} run programs/reverse.rasp --input $'a\\xff'")
+    assert out.returncode == 1 and out.stderr.startswith("error: the argument 'a\\xff'"), out.stderr
+    out = _shell(f"printf 'x = tokens;\\n\\xff\\nx;\\n' | {rasp} repl")
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "error: this line is not valid UTF-8 text, so it was skipped: \\xff" in out.stdout + out.stderr
+    assert (out.stdout + out.stderr).count("s-op: x") == 2  # the session went on
+
+
+def test_a_config_that_is_not_utf8_is_refused_before_anything_is_written(tmp_path) -> None:
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import ArtifactError
+
+    model = rasp.compile_program(rasp.Map(lambda x: x, rasp.tokens), ["a", "b\udcff"], 3)
+    with pytest.raises(ArtifactError, match="not valid UTF-8"):
+        model.save(str(tmp_path / "m"))
+    assert not (tmp_path / "m").exists()

@@ -294,6 +294,14 @@ def test_cli_progress_off_a_terminal(tmp_path, capsys):
     assert rc == 0 and ": step " not in capsys.readouterr().err
 
 
+def test_report_only_from_a_missing_results_directory_is_refused(tmp_path, capsys):
+    """A typo in --results rewrote the report from 0 runs."""
+    doc = tmp_path / "experiments.md"
+    assert cli_main(["experiment", "table", "--report-only", "--results", str(tmp_path / "nope"),
+                     "--doc", str(doc), "--img", str(tmp_path / "img")]) == 1
+    assert "no such directory" in capsys.readouterr().err and not doc.exists()
+
+
 def test_cli_user_errors(capsys):
     assert cli_main(["experiment", "dyck1", "--width", "3", "--backbone", "sparse", "--steps", "1"]) == 1
     assert "too small" in capsys.readouterr().err

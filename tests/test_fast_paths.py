@@ -171,3 +171,15 @@ def test_means_hold_every_mean_the_interpreter_computes(values: list) -> None:
             got = _aggregate(node, np.ones((1, w), dtype=bool), picked)[0]
             assert got in possible, (picked, got)
     assert _aggregate(node, np.ones((1, 3), dtype=bool), [0.1, 0.1, 0.1])[0] == 0.1
+
+
+def test_a_mean_of_huge_whole_numbers_is_exact_and_warns_nothing() -> None:
+    """Found by fuzzing: the fast path's check summed the values in floats, which overflowed past
+    1e308 and printed numpy's RuntimeWarning to the user; the mean itself is exact."""
+    import warnings
+
+    from rasp_compiler.graph.semantics import exact_means
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert exact_means([1e308, 1e308, 5.0], np.array([[True, True, False]])) == [1e308]

@@ -330,3 +330,16 @@ def test_bindings_stay_constant():
     assert program.names["a"] == "a" and program.names["b"] == "indices"
     program = program_from_source('a = tokens + "x"; a = a + "y"; b = a; a;')
     assert sorted(program.graph.nodes) == ["a", "a_2", "tokens"] and program.names["b"] == "a"
+
+
+def test_an_input_whose_selections_cannot_fit_in_memory_is_refused(monkeypatch):
+    """Found by fuzzing: `rasp run` on 100,000 tokens swapped for minutes (n² per selection)."""
+    import rasp_compiler.interpreter as interpreter
+
+    program = program_from_source("selector_width(select(tokens, tokens, ==));")
+    monkeypatch.setattr(interpreter, "_available_memory", lambda: 2**20)  # 1 MiB free
+    with pytest.raises(InputError, match=r"an input of 5,000 tokens needs about 0\.1 GiB"):
+        run(program, "a" * 5000)
+    assert run(program, "a" * 100) == [100] * 100  # short inputs are never checked
+    monkeypatch.setattr(interpreter, "_available_memory", lambda: None)  # unknown: not refused
+    assert run(program, "ab" * 2500)[:2] == [2500, 2500]

@@ -454,3 +454,21 @@ def test_a_function_argument_shows_in_a_call_name_as_the_repl_prints_it() -> Non
                 "[g(f), g(1.5), g(True)];\n")
     assert out[2:] == ["     list: out =  [", "\t\t     s-op: g(console function: f(a))",
                        "\t\t     s-op: g(1.5)", "\t\t     s-op: g(True)", "                 ]"]
+
+
+def test_set_example_refuses_numbers_that_are_not_finite() -> None:
+    """`set example [1e400]` was taken as [inf], which `rasp run --input-json` refuses."""
+    out = lines("set example [1e400]\nset example [1, 2]\nindices;\n")
+    assert out[0] == "error: the example's position 0 is not a finite number (inf)"
+    assert out[-1] == " \t Example: indices([1, 2]) = [0, 1] (ints)"
+
+
+def test_draw_on_an_example_too_long_to_compile_says_so_in_the_repl_s_words(tmp_path, monkeypatch) -> None:
+    """The compiler's own error named --max-len and --fixed-length, which the REPL does not have."""
+    monkeypatch.chdir(tmp_path)
+    out = lines(f'set example "{"a" * 2049}"\nh = selector_width(select(tokens, tokens, ==));\ndraw(h);\n'
+                'draw(h, "ab");\n')
+    text = "\n".join(out)
+    assert "2,049 tokens are more than the compiler takes (2,048)" in text and "--max-len" not in text
+    assert ("wrote draw-1.png: compiled over the example's tokens and length, 1 layer, heads per "
+            "layer [1]") in out

@@ -284,6 +284,9 @@ def _table(args) -> int:
         verb = "select" if args.only and args.seeds else "selects"
         raise UserError(f"{chosen} {verb} no run of the {'quick ' if args.quick else ''}grid",
                         hint="--dry-run without --only and --seeds lists the runs still missing")
+    if args.report_only and not Path(results).is_dir():  # a typo would rewrite the report from 0 runs
+        raise UserError(f"--results {results}: no such directory, so there is nothing to report",
+                        hint="give the directory the grid wrote its result files to")
     if not args.dry_run:   # the grid writes these only after hours of runs: check them first
         if not args.report_only:
             prepare_out(results, "--results", "the results")

@@ -16,13 +16,14 @@ as stdin (no prompts are printed then), which is how the tests drive it.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from lark.exceptions import UnexpectedCharacters, UnexpectedToken
 
-from rasp_compiler.errors import InputError, UserError
+from rasp_compiler.errors import InputError, UserError, not_utf8
 from rasp_compiler.lang.repl_commands import (
     DONE,
     EXAMPLES_SWITCH,
@@ -73,6 +74,8 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("--example is empty: an example is a non-empty string",
                         hint='e.g. --example hello, or set example [1, 2, 3] at the prompt')
     repl = Repl(example=args.example)
+    if hasattr(sys.stdin, "reconfigure"):  # bytes that are not UTF-8 reach the loop, which names them
+        sys.stdin.reconfigure(errors="surrogateescape")
     repl.loop(sys.stdin, sys.stdout)
     # A session read from a pipe or file is a script: a statement that failed makes it fail.
     return 1 if repl.errors and not sys.stdin.isatty() else 0
@@ -196,6 +199,10 @@ class Repl:
                 if code_of(buffer).strip():
                     self.finish(buffer)  # reports what is missing
                 break
+            shown = not_utf8(line.rstrip("\n"))
+            if shown is not None:
+                self.report(f"error: this line is not valid UTF-8 text, so it was skipped: {shown}")
+                continue
             buffer = self.feed(buffer + line)
             if self.stopped:
                 break
@@ -353,6 +360,10 @@ class Repl:
         if not (isinstance(value, (str, list)) and value and all(is_atom(v) for v in value)):
             self.report(f"error: an example is a non-empty string or list of atoms, got {strdesc(value)}")
             return
+        bad = next((i for i, v in enumerate(value) if isinstance(v, float) and not math.isfinite(v)), None)
+        if bad is not None:  # as `rasp run --input-json` refuses it; a model has no token for inf or NaN
+            self.report(f"error: the example's position {bad} is not a finite number ({value[bad]})")
+            return
         if subset in (None, "s-op"):
             self.seq_example = value
         if subset in (None, "selector"):
@@ -363,10 +374,9 @@ class Repl:
         """A ``draw(sop[, example]);`` statement ran: the s-op's program compiled over the
         example's tokens and length, drawn as scheduled (layers, heads, MLPs) to ``draw-N.png``;
         then, for a top-level draw, its value on the example, as the original prints it."""
-        from rasp_compiler.compiler import compile_program
+        from rasp_compiler.compiler import MAX_LEN
         from rasp_compiler.interpreter import evaluate
         from rasp_compiler.lang.values import is_atom
-        from rasp_compiler.viz import draw_plan
 
         if example is None:
             example = self.seq_example
@@ -379,6 +389,21 @@ class Repl:
             values = evaluate(program, tokens, [program.output])[program.output]
         except InputError as err:
             raise self.rehinted(err, NUMERIC_DRAW_HINT) from None
+        if len(tokens) > MAX_LEN:  # compile_program's own words name command-line options
+            self.report(f"error: draw compiles over the example's length, and {len(tokens):,} tokens are "
+                        f"more than the compiler takes ({MAX_LEN:,})\n  hint: draw on a shorter example: "
+                        f'draw(x, "abc");')
+        else:
+            self.draw_plan(program, tokens, text, example)
+        if shown and not self.loading:  # a draw in a loaded file draws, and prints no value
+            self.print_just_val(values, example)
+
+    def draw_plan(self, program: Any, tokens: list[Any], text: str, example: Any) -> None:
+        """Compile ``program`` over the example's tokens and length and draw its plan to the next
+        ``draw-N.png``; an error is reported and the session goes on."""
+        from rasp_compiler.compiler import compile_program
+        from rasp_compiler.viz import draw_plan
+
         path = f"draw-{self.drawn + 1}.png"
         try:
             vocab = sorted(set(tokens), key=lambda t: (type(t).__name__, str(t)))
@@ -392,9 +417,7 @@ class Repl:
         else:
             self.drawn += 1
             self.say(f"wrote {path}: compiled over the example's tokens and length, {model.n_layers} "
-                     f"layers, heads per layer {model.heads_per_layer}")
-        if shown and not self.loading:  # a draw in a loaded file draws, and prints no value
-            self.print_just_val(values, example)
+                     f"layer{'s' * (model.n_layers != 1)}, heads per layer {model.heads_per_layer}")
 
     # ------------------------------------------------------------------ statements
     def run_statements(self, text: str) -> None:

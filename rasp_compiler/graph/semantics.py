@@ -141,7 +141,9 @@ def exact_means(values: list[Any], rows: np.ndarray) -> list[float]:
     it averages in attention and reads the mean back from the exact value set.)"""
     nums = np.array(values, dtype=np.float64)
     counts = rows.sum(axis=1)
-    if np.all(np.isfinite(nums) & (nums == np.round(nums))) and np.abs(nums).sum() < 2.0 ** 52:
+    with np.errstate(over="ignore"):  # a sum past 1e308 only sends these values to the exact path
+        small = np.abs(nums).sum() < 2.0 ** 52
+    if np.all(np.isfinite(nums) & (nums == np.round(nums))) and small:
         sums = rows.astype(np.float64) @ nums           # every partial sum is an exact integer
         return [float(s) / int(c) for s, c in zip(sums, counts, strict=True)]
     fracs = [Fraction(float(v)) for v in nums]
