@@ -23,8 +23,12 @@ def error_of(src: str, inputs="hello", file="prog.rasp") -> RaspError:
     ("x = 3);\n", "unmatched ')'", 1, 6),
     ("x = [1, 2);\n", "does not match the '['", 1, 10),
     ("x = select(indices, indices, +);\n",
-     "select needs a comparison operator (==, !=, <, >, <=, >=) as its 3rd argument", 1, 30),
-    ("x = select(indices, indices, foo);\n", "select needs a comparison operator", 1, 30),
+     "select needs a comparison operator (==, !=, <, >, <=, >=, or TRUE / FALSE to select every key / "
+     "none) as its 3rd argument", 1, 30),
+    ('x = aggregate(select(indices, indices, ==), tokens, default="-");\n',
+     "RASP has no keyword arguments (`default=`)", 1, 60),
+    ('m = Map(lambda x: x == "a", tokens);\n', "RASP has no lambda: this looks like tracr-style Python",
+     1, 9),
     ("x = select(indices, indices);\n", "select needs three arguments", 1, 28),
     ('x = "abc;\n', "string is not closed", 1, 5),
     ("x = 1 $ 2;\n", "unexpected character '$'", 1, 7),
@@ -240,3 +244,14 @@ def test_a_tuple_of_s_ops_is_described_by_its_parts() -> None:
     an = Analysis(program, list("xy"), 4)
     assert an.describe("(a,b)") == "the tuple of 'a' (tokens == \"x\") and 'b' (indices + 1)"
     assert an.describe("a") == "'a' (tokens == \"x\")"
+
+
+def test_select_takes_the_paper_s_true_and_false_but_no_other_name():
+    from rasp_compiler.interpreter import run as run_program
+
+    src = ("n = selector_width(select(tokens, tokens, TRUE));\n"
+           "z = aggregate(select(indices, indices, FALSE), indices, -1);\nTRUE = 3;\nn + z + TRUE;\n")
+    assert run_program(program_from_source(src), "abcd") == [6] * 4
+    err = error_of("x = select(indices, indices, foo);\nx;")
+    assert "select needs a comparison operator" in err.message and "not the name 'foo'" in err.message
+    assert (err.line, err.col) == (1, 30)

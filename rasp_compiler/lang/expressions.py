@@ -395,6 +395,15 @@ class Expressions:
         keys = self.as_sop(self.expr(keys_tree, env, ctx), keys_tree, ctx, "select's keys")
         queries = self.as_sop(self.expr(queries_tree, env, ctx), queries_tree, ctx, "select's queries")
         op = op_tok.value
+        if op_tok.type == "NAME" and op not in ("TRUE", "FALSE"):  # the grammar takes any name here
+            raise self.error(f"select needs a comparison operator (==, !=, <, >, <=, >=, or TRUE / FALSE "
+                             f"to select every key / none) as its 3rd argument, not the name '{op}'",
+                             op_tok, ctx, hint="write it bare, e.g. select(indices, indices, <=)")
+        if op in ("TRUE", "FALSE"):
+            # The paper's constant predicates no longer read the s-ops: the select of two equal
+            # constants (the library's full_s), which compiles to no head of its own
+            keys = queries = self.as_sop(0, tree, ctx, "select's keys")
+            op = "==" if op == "TRUE" else "!="
         assert op in COMPARISONS
         return Selector(self.builder.add(Select, (keys, queries), self.pos(tree, ctx), op=op))
 

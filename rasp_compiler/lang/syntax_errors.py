@@ -156,9 +156,13 @@ def _word_before(text: str, pos: int) -> tuple[str, int]:
     return text[j:i], j
 
 
+def _position(text: str, start: int) -> tuple[int, int]:
+    """1-based (line, col) of the character at offset ``start``."""
+    return text.count("\n", 0, start) + 1, start - (text.rfind("\n", 0, start) + 1) + 1
+
+
 def _draw_is_reserved(text: str, file: str, start: int) -> RaspError:
-    line = text.count("\n", 0, start) + 1
-    col = start - (text.rfind("\n", 0, start) + 1) + 1
+    line, col = _position(text, start)
     return RaspError("'draw' is reserved: draw(sop[, example]); is a statement of its own, so 'draw' "
                      "cannot be a name or part of an expression", file, line, col, text, width=4)
 
@@ -234,9 +238,9 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
     line, col = tok.line, tok.column
     width = len(str(tok.value))
 
-    if expected == {"CMP_OP"}:
-        return RaspError("select needs a comparison operator (==, !=, <, >, <=, >=) as its 3rd argument",
-                         file, line, col, text, width=width,
+    if expected == {"CMP_OP", "NAME"}:
+        return RaspError("select needs a comparison operator (==, !=, <, >, <=, >=, or TRUE / FALSE to "
+                         "select every key / none) as its 3rd argument", file, line, col, text, width=width,
                          hint="write it bare, e.g. select(indices, indices, <=)")
 
     if tok.type in CLOSER_TERMINALS:
@@ -273,7 +277,17 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
         return _draw_is_reserved(text, file, start)
     if tok.type == "SEMICOLON" and {"DEF", "FOR", "LOAD"} <= expected:
         return RaspError("stray ';': there is no statement for it to end", file, line, col, text)
+    if word == "lambda":  # tracr-style Python pasted into a .rasp file
+        line, col = _position(text, start)
+        return RaspError("RASP has no lambda: this looks like tracr-style Python", file, line, col, text,
+                         width=len(word), hint="in RASP a map is an expression on the s-op (`tokens == "
+                         "\"a\"`, `indices + 1`); Python with lambdas is built with rasp_compiler.pyapi "
+                         "(docs/python-api.md)")
     if tok.type == "EQUAL" and "EQUAL" not in expected:
+        if stack and stack[-1].char == "(" and word:  # `aggregate(s, v, default="-")`
+            return RaspError(f"unexpected '=' here: RASP has no keyword arguments (`{word}=`)", file, line,
+                             col, text, hint="give the arguments in order, e.g. the default as "
+                                             "aggregate's third: aggregate(sel, sop, \"-\")")
         return RaspError("unexpected '=' here: assignment is a statement of its own (`name = value;`)",
                          file, line, col, text, hint="to compare, write '=='")
     if tok.type == "SEMICOLON" and stack:
