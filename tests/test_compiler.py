@@ -405,3 +405,27 @@ def test_a_function_that_answers_differently_each_time_is_refused() -> None:
         rasp.compile_program(rasp.Map(lambda x: next(counter), rasp.tokens), "ab", 4)
     nan_map = rasp.Map(lambda x: float("nan") if x == "a" else 1.0, rasp.tokens)
     assert rasp.compile_program(nan_map, "ab", 4).n_layers == 0  # NaN is NaN every time
+
+
+SHUFFLE_DYCK2_BOOLS = """
+def frac_prevs(sop, val) { return aggregate(select(indices, indices, <=), indicator(sop == val)); }
+bal1 = frac_prevs(tokens, "(") - frac_prevs(tokens, ")");
+bal2 = frac_prevs(tokens, "{") - frac_prevs(tokens, "}");
+had_neg = aggregate(full_s, indicator(bal1 < 0 or bal2 < 0)) > 0;
+end_0 = aggregate(select(indices, length - 1, ==), bal1 == 0 and bal2 == 0);
+end_0 and not had_neg;
+"""
+
+
+@pytest.mark.parametrize("max_len", [8, 12])
+def test_a_large_table_that_saves_no_layer_is_not_built(max_len: int) -> None:
+    """Found by an audit: shuffle-Dyck-2 written with booleans (no `numerical`) took 1.8M
+    parameters at max_len 8 and 20.8M at 12, but 21k at 13, where its map of two prefix means
+    passed the tabulation cap and stayed opaque at no cost in layers.  The compiler now weighs
+    both plans when an MLP comes out that wide."""
+    program = program_from_source(SHUFFLE_DYCK2_BOOLS)
+    model = compile_program(program, list("(){}"), max_len)
+    params = sum(t.numel() for t in model.tensors.values())
+    assert model.n_layers == 3 and params < 100_000, params
+    xs = random_inputs(list("(){}"), max_len, 300, seed=max_len)
+    assert model.run(xs) == [run(program, x) for x in xs]

@@ -206,7 +206,27 @@ def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causa
         return config, tensors, None
     stage("value sets")
     rewritten = nonzero_widths(bos_counts(program, max_len), max_len)  # same values, fewer layers
-    an = Analysis(rewritten, vocab, max_len, fixed_length=fixed_length, causal=causal, dtype=dtype)
+    plan = _plan(rewritten, vocab, max_len, dtype, causal, fixed_length, stage)
+    from rasp_compiler.compiler.analysis import limits
+
+    widest = max((int(lc["d_mlp"]) for lc in plan[0]["layers"]), default=0)
+    if plan[2].large_tables and widest > limits.LARGE_MLP:
+        # A large table fuses into its readers and may save a layer, or cost a thousand times the
+        # parameters for none (shuffle-Dyck-2 at max_len 12: 20.8M against 21k at 13).  Where an
+        # MLP came out that wide, build the plan with such maps opaque too, and keep the one with
+        # fewer layers, then parameters (only there: it doubles the compile time).
+        other = _plan(rewritten, vocab, max_len, dtype, causal, fixed_length, stage,
+                      tabulate_up_to=limits.LARGE_TABLE)
+        if _size(other) < _size(plan):
+            plan = other
+    return plan
+
+
+def _plan(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: bool,
+          fixed_length: int | None, stage: Callable[[str], None],
+          tabulate_up_to: int | None = None) -> tuple[dict, dict, Analysis]:
+    an = Analysis(program, vocab, max_len, fixed_length=fixed_length, causal=causal, dtype=dtype,
+                  tabulate_up_to=tabulate_up_to)
     stage("heads and MLPs")
     low = Lowering(an)
     stage("layers")
@@ -214,6 +234,12 @@ def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causa
     stage("weights")
     config, tensors = assemble(an, low, sched, dtype=dtype, causal=causal)
     return config, tensors, an
+
+
+def _size(plan: tuple[dict, dict, Analysis]) -> tuple[int, int]:
+    """(layers, parameters) of a built plan: what the compiler minimises, in that order."""
+    config, tensors, _ = plan
+    return int(config["n_layers"]), sum(t.numel() for t in tensors.values())
 
 
 def load(directory: str) -> RaspModel:

@@ -9,6 +9,13 @@ from __future__ import annotations
 
 # The largest joint domain enumerated for one s-op; beyond it the s-op becomes a base of its own.
 DOMAIN_CAP = 120_000
+# A categorical map of independent inputs tabulated over more joint assignments than this makes
+# the compiler weigh a second plan, with such maps opaque (``compiler._weights``): the table fuses
+# into its readers and may save a layer, or cost a thousand times the parameters for none.
+LARGE_TABLE = 4_096
+# ... when the first plan has an MLP of more hidden units than this (the shipped classics stay
+# below it up to max_len 64: dyck2's widest is 1,666), so that their compile time is not doubled.
+LARGE_MLP = 2_048
 # A numerical map over more joint assignments than this keeps only its per-position value sets
 # (a categorical one from DOMAIN_CAP on, see ``map_info``).
 REBASE_SIZE = 40_000

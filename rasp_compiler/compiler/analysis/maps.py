@@ -116,12 +116,8 @@ class MapTables:
                          encoding: str, pos: SourcePos | None) -> SInfo | None:
         """A map whose inputs share no bases: its values per position context are f over the
         product of its inputs' values there (no enumeration of their bases' joint domain)."""
-        seen: set[str] = set()
-        for i in inputs:
-            bs = set(self.info[i].bases)
-            if bs & seen:
-                return None
-            seen |= bs
+        if not _disjoint_bases(self, inputs):
+            return None
         cond: dict[tuple[int, int], list[Any]] = {}
         memo: dict[tuple, Any] = {}
         failed = object()
@@ -159,10 +155,13 @@ class MapTables:
         # DOMAIN_CAP (dyck2's `bad` at max_len 64 has 42,880 assignments: tabulated, it fuses into
         # indicator(bad) and the program keeps 5 layers instead of 7); only a numerical map is
         # rebased from REBASE_SIZE on.
-        if size > (limits.REBASE_SIZE if encoding == "numerical" else limits.DOMAIN_CAP):
+        cap = min(self.tabulate_up_to or limits.DOMAIN_CAP, limits.DOMAIN_CAP)
+        if size > (limits.REBASE_SIZE if encoding == "numerical" else cap):
             got = self._independent_map(sid, kind, inputs, fn, encoding, pos)
             if got is not None:
                 return got
+        elif encoding != "numerical" and size > limits.LARGE_TABLE and _disjoint_bases(self, inputs):
+            self.large_tables.append((sid, size))
         if size <= limits.DOMAIN_CAP:
             pairs = [(_key_getter([bases.index(b) for b in self.info[i].bases], len(bases)),
                       self.info[i].table) for i in inputs]
@@ -268,3 +267,15 @@ class MapTables:
                      notes=["opaque"])
         info.linear = (w, c)  # type: ignore[attr-defined]
         return info
+
+
+def _disjoint_bases(an: Any, inputs: tuple[str, ...]) -> bool:
+    """Whether no two of ``inputs`` share a base (their values then combine freely per position,
+    the condition of ``_independent_map``)."""
+    seen: set[str] = set()
+    for i in inputs:
+        bs = set(an.info[i].bases)
+        if bs & seen:
+            return False
+        seen |= bs
+    return True
