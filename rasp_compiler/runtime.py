@@ -85,6 +85,19 @@ class ModelOutputError(_ArtifactBase):
 CLEAN_MARGIN = 0.5
 
 
+def _number(text: str) -> int | float | None:
+    """The finite number a token string spells (``"3"``, ``"-1.5"``), or None."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
 def config_digest(config: dict) -> str:
     text = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -484,6 +497,10 @@ class RaspModel:
                         i = self._ids.get(_token_key(str(tok)))
                     except ValueError:  # an int too long for str()
                         i = None
+                number = _number(tok) if isinstance(tok, str) else None
+                if i is None and number is not None and not as_given:
+                    # `rasp eval --input 123` on a vocabulary of numbers, as `rasp run` reads tokens_int
+                    i = self._ids.get(_token_key(number))
                 if i is None:
                     shown = ", ".join(repr(v) for v in self.vocab[:12])
                     shown += ", …" if len(self.vocab) > 12 else ""
@@ -491,6 +508,9 @@ class RaspModel:
                     if as_given and isinstance(tok, (int, float)) and _token_key(str(tok)) in self._ids:
                         hint = (f"the program reads the input as given, and the vocabulary holds the "
                                 f"string {str(tok)!r}: pass strings, or compile with a vocabulary of numbers")
+                    elif as_given and number is not None and _token_key(number) in self._ids:
+                        hint = (f"the program reads the input as given, and the vocabulary holds the "
+                                f"number {number!r}: pass numbers (--input-json '[{number!r}]')")
                     raise ModelInputError(f"token {_show(tok, False)} at position {p} of input {b} is not "
                                           f"in the vocabulary ({shown})", hint=hint)
                 ids.append(i)

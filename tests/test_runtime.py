@@ -419,3 +419,23 @@ def test_cli_eval_prints_numerical_outputs_without_float_noise(tmp_path: Path, c
     want = run(load_program(program), list("a()b(c))"))
     assert code == 0 and got[4] == 0.2 and all(abs(a - b) < 1e-6 for a, b in zip(got, want, strict=True))
     assert "-0.0" not in cli(["eval", str(tmp_path / "m"), "--input", "a()b(c))"], capsys)[1]
+
+
+def test_digit_characters_reach_a_vocabulary_of_numbers_as_rasp_run_reads_them(tmp_path, capsys) -> None:
+    """Found by a walkthrough: `rasp eval --input 123` on a model over [1, 2, 3] that reads
+    tokens_int was refused with "compile again with a --vocab that includes it", while `rasp run`
+    read the same input."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.lang import program_from_source
+
+    program = program_from_source("tokens = tokens_int;\nx = tokens + indices;\n")
+    model = compile_program(program, [1, 2, 3], 4)
+    assert model.run(["123"]) == [[1, 3, 5]]
+    model.save(str(tmp_path / "m"))
+    assert main(["eval", str(tmp_path / "m"), "--input", "123"]) == 0
+    assert capsys.readouterr().out.strip() == "[1, 3, 5] (ints)"
+    # a program that reads its input as given (tracr's tokens) keeps "1" and 1 apart, and says so
+    as_given = rasp.compile_program(rasp.Map(lambda x: x + 1, rasp.tokens), {1, 2, 3}, 4)
+    with pytest.raises(InputError, match="not in the vocabulary") as err:
+        as_given.run(["12"])
+    assert "holds the number 1: pass numbers" in err.value.hint

@@ -116,6 +116,16 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
     p.set_defaults(func=_run, task=task)
 
 
+TABLE_EXAMPLES = """examples:
+  rasp experiment table --report-only                 rewrite docs/experiments.md and the plots from
+                                                      the result files (seconds; trains nothing)
+  rasp experiment table --dry-run                     list the grid's runs whose result is missing
+  rasp experiment table --quick                       a small, short grid (minutes): runs/experiments-quick/
+  rasp experiment table --seeds 0 --jobs 2            seed 0 of every missing run, two at a time
+  rasp experiment table --only 'khop2_.*' --time-budget 3600
+                                                      the 2-hop runs, starting none after an hour"""
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "experiment", help="train embeddings of a frozen universal transformer (Dyck-1, k-hop)",
@@ -130,7 +140,8 @@ def register(subparsers) -> None:
                                         formatter_class=argparse.RawDescriptionHelpFormatter), task)
     t = sub.add_parser("table", help="run the grid (resumable) and write docs/experiments.md + plots",
                        description="Run every configuration of the grid whose result file is missing, "
-                                   "then write the report and the plots from all result files.")
+                                   "then write the report and the plots from all result files.",
+                       epilog=TABLE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("--quick", action="store_true",
                    help="a small, short grid (minutes) written to runs/experiments-quick/")
     t.add_argument("--device", default="cpu", help="cpu or cuda")

@@ -79,8 +79,13 @@ class Env:
         return names
 
     def suggest(self, name: str) -> str | None:
-        close = difflib.get_close_matches(name, sorted(self.visible_names()), n=1, cutoff=0.6)
+        # the grammar's own calls are no names, but a typo of one (`aggregat(`) reads as an unknown name
+        candidates = sorted(self.visible_names() | set(GRAMMAR_CALLS))
+        close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
         return close[0] if close else None
+
+
+GRAMMAR_CALLS = ("select", "aggregate", "round", "indicator")
 
 
 class AppliedResult(list):
