@@ -30,6 +30,8 @@ def error_of(src: str, inputs="hello", file="prog.rasp") -> RaspError:
     ('m = Map(lambda x: x == "a", tokens);\n', "RASP has no lambda: this looks like tracr-style Python",
      1, 9),
     ("x = select(indices, indices);\n", "select needs three arguments", 1, 28),
+    ("x = selct(tokens, tokens, ==);\n", "a bare comparison operator is only select's 3rd argument, "
+     "and this is a call of 'selct'", 1, 27),
     ('x = "abc;\n', "string is not closed", 1, 5),
     ("x = 1 $ 2;\n", "unexpected character '$'", 1, 7),
     ("x = a ! b;\n", "'!' on its own", 1, 7),
@@ -54,6 +56,11 @@ def test_generic_syntax_error_is_short():
     msg = info.value.message
     assert msg.startswith("unexpected ';'; expected an expression")
     assert len(msg) < 120
+
+
+def test_a_typo_of_a_grammar_call_suggests_it():
+    err = error_of("x = aggregat(select(indices, indices, ==), tokens);\nx;")
+    assert err.message == "unknown name 'aggregat'" and err.hint == "did you mean 'aggregate'?"
 
 
 def test_unknown_name_suggests_a_close_match():

@@ -7,6 +7,7 @@ grammar grows: brackets are matched by a small scan that skips strings and comme
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
@@ -242,6 +243,14 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
         return RaspError("select needs a comparison operator (==, !=, <, >, <=, >=, or TRUE / FALSE to "
                          "select every key / none) as its 3rd argument", file, line, col, text, width=width,
                          hint="write it bare, e.g. select(indices, indices, <=)")
+
+    if tok.type == "CMP_OP" and expected & EXPR_START:
+        call = _innermost_call_keyword(text, pos)
+        if call and call != "select" and difflib.get_close_matches(call, ["select"], n=1, cutoff=0.6):
+            # `selct(tokens, tokens, ==)`: a typo of select parses as a call of a function
+            return RaspError(f"a bare comparison operator is only select's 3rd argument, and this is "
+                             f"a call of '{call}'", file, line, col, text, width=width,
+                             hint="did you mean 'select'?")
 
     if tok.type in CLOSER_TERMINALS:
         closer = CLOSER_TERMINALS[tok.type]
