@@ -65,12 +65,13 @@ def test_error_measure_can_fail():
 
 
 def test_hand_worked_one_layer_sparse():
-    """d = 1, L = 1: E = [v, w, 1]; check against the formula softmax(x w x^T) x v u by hand."""
+    """d = 1, L = 1: E = [v u, w, 1] and the fixed readout U = Sel(0); check against the formula
+    softmax(x w x^T) x v u by hand."""
     ut = build_universal("sparse", 1, 1, 1)
     W, V, U_t = torch.tensor([[[[2.0]]]]), torch.tensor([[[[0.5]]]]), torch.tensor([[3.0]])
     target = Target(W=W, V=V, U=U_t)
     E, U = encode(ut, target)
-    assert E.tolist() == [[0.5, 2.0, 1.0]]
+    assert E.tolist() == [[1.5, 2.0, 1.0]] and U.tolist() == [[1.0], [0.0], [0.0]]
     x = torch.tensor([[1.0], [-1.0]], dtype=torch.float64)
     logits = 2.0 * x @ x.T
     expected = torch.softmax(logits, dim=-1) @ x * 0.5 * 3.0
@@ -85,3 +86,25 @@ def test_float32_close():
     y_u = ut(X.float(), E.float(), U.float())[0]
     assert y_u.dtype == torch.float32
     assert float((y_u.double() - target(X)[0]).abs().max()) < 1e-3
+
+
+@pytest.mark.parametrize("construction, heads, residual", [
+    ("sparse", 1, False), ("looped", 1, False), ("paths", 2, False), ("paths", 2, True)])
+def test_the_readout_is_fixed_as_in_the_paper(construction, heads, residual):
+    """Only E changes with the target: the target's readout U_T is folded into E's output blocks,
+    so two targets of the class (output width at most d) share one U, which selects columns."""
+    ut = build_universal(construction, 2, heads, 3, residual=residual)
+    X = torch.randn(2, 5, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    readouts = []
+    for seed, d_out in ((1, 2), (2, 2)):
+        target = Target.random(2, heads, 3, seed=seed, residual=residual, d_out=d_out)
+        E, U = encode(ut, target)
+        assert float((ut(X, E, U)[0] - target(X)[0]).abs().max()) < 1e-12
+        readouts.append(U)
+    assert torch.equal(readouts[0], readouts[1])
+    assert set(readouts[0].unique().tolist()) <= {0.0, 1.0}
+    # wider than d, the readout cannot fold into a d-wide block: U then depends on the target
+    wide = Target.random(2, heads, 3, seed=3, residual=residual, d_out=4)
+    E, U = encode(ut, wide)
+    assert float((ut(X, E, U)[0] - wide(X)[0]).abs().max()) < 1e-12
+    assert not set(U.unique().tolist()) <= {0.0, 1.0}

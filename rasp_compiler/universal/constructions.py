@@ -1,16 +1,17 @@
 """The four sparse {0,1} constructions: fixed R_Q, R_K, R_V layouts and the encoder E(target).
+The readout is fixed too where the target's readout U_T folds into E (``encode_construction``).
 
 Notation (rows are tokens): P_l = V_1 ... V_l (P_0 = I); Sel(j) is the m x d 0/1 matrix selecting
 column block j of the embedding, so (X E) Sel(j) = X E_j.  Every construction keeps the invariant
 "the UT's residual stream is a fixed linear image of the target's", which makes every attention
 logit of the UT equal to the target's at every layer (proofs in docs/universal.md).
 
-* sparse    one head, values, no residual:   E = [P_L | P_0 W_1 | P_0 | ... | P_{L-1} W_L | P_{L-1}]
-* looped    one shared layer applied L times: blocks (P_0 W_1, P_0, ..., P_{L-1}, P_L), R_V shifts
+* sparse    one head, values, no residual:   E = [P_L U_T | P_0 W_1 | P_0 | ... | P_{L-1} W_L | P_{L-1}]
+* looped    one shared layer applied L times: blocks (P_0 W_1, P_0, ..., P_{L-1}, P_L U_T), R_V shifts
             every block two places to the left, so layer l always reads blocks 0 and 1
 * multihead H heads, no values:              E = [I | W_{1,1} | ... | W_{L,H}]
 * paths     H heads with values: one key block per path of head choices, one query block per
-            (path, head), one output block per full path; R_V^{l,h} is a diagonal 0/1 mask keeping
+            (path, head), one output block per full path (times U_T); R_V^{l,h} is a diagonal 0/1 mask keeping
             the blocks of paths whose l-th step is head h.  With a residual, 'skip' is one more
             step choice and Moebius inversion over skipped steps makes the blocks add up exactly.
 """
@@ -132,30 +133,50 @@ def build_construction(construction: str, layers: int, heads: int, dim: int, res
 
 # ----- encoding --------------------------------------------------------------------------------
 def encode_construction(ut: UniversalTransformer, target: Target) -> tuple[torch.Tensor, torch.Tensor]:
-    """(E, U) such that ut(X, E, U) == target(X).  E has one row per input feature of the target."""
+    """(E, U) such that ut(X, E, U) == target(X).  E has one row per input feature of the target.
+
+    As in the paper, U is fixed: the target's readout U_T is folded into E's output blocks (each
+    of them a d-wide copy of the stream that no layer reads as a query or key, and whose columns
+    all move alike), so U only selects the first d_out columns of those blocks.  That needs
+    d_out <= d; ``multihead``, whose output block is its key block, and a wider readout keep
+    U = Sel(out)·U_T instead (see ``fixed_readout``)."""
     cfg = ut.config
     rows = target.dim
     t = fit_target(cfg, target)
     L, H, d = cfg.layers, cfg.heads, cfg.dim
     W, V, U_t = t.W, t.values_or_identity(), t.unembedding()
+    fold = fixed_readout(cfg, U_t.shape[1])
+
+    def out(block: torch.Tensor) -> torch.Tensor:  # an output block, with U_T folded in
+        if not fold:
+            return block
+        folded = block @ U_t
+        return torch.cat([folded, folded.new_zeros(d, d - folded.shape[1])], dim=1)
+
     if cfg.construction in ("sparse", "looped"):
         P = [torch.eye(d, dtype=F64)]
         for l in range(L):
             P.append(P[-1] @ V[l, 0])
         pairs = [blk for l in range(L) for blk in (P[l] @ W[l, 0], P[l])]
-        blocks = [P[L]] + pairs if cfg.construction == "sparse" else pairs + [P[L]]
-        out_blocks = [0] if cfg.construction == "sparse" else [0]
+        blocks = [out(P[L])] + pairs if cfg.construction == "sparse" else pairs + [out(P[L])]
+        out_blocks = [0]
     elif cfg.construction == "multihead":
         blocks = [torch.eye(d, dtype=F64)] + [W[l, h] for l in range(L) for h in range(H)]
         out_blocks = [0]
     else:
-        blocks, out_blocks = _encode_paths(cfg, W, V)
+        blocks, out_blocks = _encode_paths(cfg, W, V, out)
     E = torch.cat(blocks, dim=1)
-    U = _sel(cfg.m, d, out_blocks) @ U_t
+    sel = _sel(cfg.m, d, out_blocks)
+    U = sel[:, :U_t.shape[1]].clone() if fold else sel @ U_t
     return E[:rows].contiguous(), U
 
 
-def _encode_paths(cfg: UTConfig, W: torch.Tensor, V: torch.Tensor) -> tuple[list, list]:
+def fixed_readout(cfg: UTConfig, d_out: int) -> bool:
+    """Whether the UT's readout U is the same for every target of output width ``d_out``."""
+    return cfg.construction in ("sparse", "looped", "paths") and d_out <= cfg.dim
+
+
+def _encode_paths(cfg: UTConfig, W: torch.Tensor, V: torch.Tensor, out) -> tuple[list, list]:
     lay = path_layout(cfg.layers, cfg.heads, cfg.residual)
     d, H = cfg.dim, cfg.heads
     eye = torch.eye(d, dtype=F64)
@@ -181,5 +202,5 @@ def _encode_paths(cfg: UTConfig, W: torch.Tensor, V: torch.Tensor) -> tuple[list
         w = W[len(node), h - 1]
         blocks[b] = combined(node, lambda r, w=w: P(r) @ w)
     for node, b in lay.out.items():
-        blocks[b] = combined(node, P)
+        blocks[b] = out(combined(node, P))
     return blocks, sorted(lay.out.values())
