@@ -201,7 +201,9 @@ def test_repl_on_the_originals_error_session():
     assert r.returncode == 1
     out = r.stdout
     for words in ["unknown name 'dgsdfsdf'", "cannot apply '/' to int 1 and string 'h'",
-                  "an int is not a function", "unexpected '=='; expected an expression",
+                  "an int is not a function",
+                  "a bare comparison operator is only select's 3rd argument, and this is a call of "
+                  "'selector_width'", "build the selector first: selector_width(select(keys, queries, ==))",
                   "mean of non-numbers", "cannot apply '+' to int 1 and string 'a'",
                   "unexpected 'in'; expected a name", "unexpected 'in'; expected a statement",
                   "cannot apply '+' to list", "unexpected 'if'; expected a statement",

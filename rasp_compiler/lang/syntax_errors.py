@@ -248,9 +248,10 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
         call = _innermost_call_keyword(text, pos)
         if call and call != "select" and difflib.get_close_matches(call, ["select"], n=1, cutoff=0.6):
             # `selct(tokens, tokens, ==)`: a typo of select parses as a call of a function
+            hint = ("did you mean 'select'?" if not call.startswith("select") else
+                    f"build the selector first: {call}(select(keys, queries, {tok.value}))")
             return RaspError(f"a bare comparison operator is only select's 3rd argument, and this is "
-                             f"a call of '{call}'", file, line, col, text, width=width,
-                             hint="did you mean 'select'?")
+                             f"a call of '{call}'", file, line, col, text, width=width, hint=hint)
 
     if tok.type in CLOSER_TERMINALS:
         closer = CLOSER_TERMINALS[tok.type]
