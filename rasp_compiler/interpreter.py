@@ -135,8 +135,10 @@ SELECTOR_NODES = (Select, SelectorAnd, SelectorOr, SelectorNot)
 def _check_selections_fit(program: Program, n: int) -> None:
     """Refuse an input whose n × n selection matrices cannot fit in free memory, before any is
     built: at 100,000 tokens one is 10 GB, and the machine swaps for minutes instead of failing."""
+    if n < 4096:  # the common case, checked before walking the graph: evaluate runs per input
+        return
     selectors = sum(isinstance(d["node"], SELECTOR_NODES) for _, d in program.graph.nodes(data=True))
-    if n < 4096 or not selectors:
+    if not selectors:
         return
     free = _available_memory()
     need = int(SELECTION_BYTES * selectors * n * n)
