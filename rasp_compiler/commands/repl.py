@@ -110,7 +110,8 @@ def _session_for(repl: Repl) -> Any:
                 # A loaded file may bind a library name for itself (its statements then read its
                 # own value), but the session refuses it, once, and takes the file's other names,
                 # as the original's console refuses what a load hands it.
-                withheld = frozenset(v for v in file_env.vars if env is self.user and self._reserved_here(v))
+                withheld = frozenset(v for v in file_env.vars
+                                     if env is self.user and self.reserved_in_session(v))
                 for name in sorted(withheld - refused):
                     refused.add(name)
                     repl.report(self.error(
@@ -136,11 +137,11 @@ def _session_for(repl: Repl) -> Any:
             # library's names too (`tokens` excepted).  A file being loaded may bind those for itself:
             # ``load`` refuses them when it hands the file's names to the session.
             at_prompt = ctx.function is None and not repl.loading
-            if name in ALWAYS_RESERVED or (at_prompt and self._reserved_here(name)):
+            if name in ALWAYS_RESERVED or (at_prompt and self.reserved_in_session(name)):
                 raise self.error(f"cannot set reserved name '{name}': it is a built-in or library name",
                                  tree, ctx, hint="choose another name")
 
-        def _reserved_here(self, name):  # type: ignore[no-untyped-def]
+        def reserved_in_session(self, name):  # type: ignore[no-untyped-def]
             """A built-in's or the library's name, which the session's own scope may not bind."""
             return name != "tokens" and (name in self.builtins.vars or name in self.library.vars)
 
@@ -442,7 +443,7 @@ class Repl:
 
         if self.loading:  # printed when the load ends; the file's `out` and private names never,
             # nor a built-in's or library name the file bound for itself (the session refuses it)
-            if not name.startswith("_") and name != "out" and not self.session._reserved_here(name):
+            if not name.startswith("_") and name != "out" and not self.session.reserved_in_session(name):
                 self.loaded.append((name, value))
             return
         if isinstance(value, AppliedResult) and name == "out":  # `reverse("abc");`
