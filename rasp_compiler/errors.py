@@ -20,6 +20,11 @@ class UserError(Exception):
         self.message = message
         self.hint = hint
 
+    def __str__(self) -> str:
+        # a Python API user who prints or logs the exception sees what the command line shows,
+        # less the "error:" prefix and the source excerpt
+        return self.message + (f"\n  hint: {self.hint}" if self.hint else "")
+
     def render(self) -> str:
         text = f"error: {self.message}"
         if self.hint:
@@ -38,13 +43,20 @@ class RaspError(UserError):
         self.source = source  # the whole source text, to show the offending line
         self.width = max(1, width)
 
-    def render(self) -> str:
+    def __str__(self) -> str:
+        located = self.file is not None or self.line is not None
+        return f"{self._where()}: {super().__str__()}" if located else super().__str__()
+
+    def _where(self) -> str:
         where = f"{self.file or '<input>'}"
         if self.line is not None:
             where += f":{self.line}"
             if self.col is not None:
                 where += f":{self.col}"
-        text = f"{where}: error: {self.message}"
+        return where
+
+    def render(self) -> str:
+        text = f"{self._where()}: error: {self.message}"
         line_text = self._line_text()
         if line_text is not None:
             shown, col = _window(line_text, self.col)

@@ -61,10 +61,16 @@ except ImportError:  # standalone copy of this file
             super().__init__(message)
             self.message, self.hint = message, hint
 
+        def __str__(self) -> str:
+            return self.message + (f"\n  hint: {self.hint}" if self.hint else "")
+
     class _InputBase(Exception):  # type: ignore[no-redef]
         def __init__(self, message: str, hint: str | None = None) -> None:
             super().__init__(message)
             self.message, self.hint = message, hint
+
+        def __str__(self) -> str:
+            return self.message + (f"\n  hint: {self.hint}" if self.hint else "")
 
 
 class ModelArtifactError(_ArtifactBase):

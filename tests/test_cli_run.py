@@ -332,15 +332,24 @@ def test_eval_a_file_of_inputs_gives_one_output_per_line_in_order(reverse_model,
         {"input": ["a", "b"], "output": ["b", "a"]}, {"input": ["c", "a", "b"], "output": ["b", "a", "c"]}]
 
 
-@pytest.mark.parametrize("flag, text, words", [
-    ("--inputs", "abc\nbxa\n", "<stdin>:2: token 'x' at position 1 of the input"),
-    ("--inputs", "abc\n\nab\n", "<stdin>:2: the input is empty"),
-    ("--inputs", "abcabc\n", "<stdin>:1: the input has 6 tokens, more than the 5"),
-    ("--inputs", "", "<stdin> holds no inputs"),
-    ("--inputs-json", '["a"]\n[1,\n', "<stdin>:2: the line is not valid JSON"),
-    ("--inputs-json", '["a", null]\n', "<stdin>:1: position 1 is null"),
+@pytest.mark.parametrize("flag, text, words, printed", [
+    ("--inputs", "abc\nbxa\nab\n", "<stdin>:2: token 'x' at position 1 of the input", ["[c, b, a] (strings)"]),
+    ("--inputs", "abc\n\nab\n", "<stdin>:2: the input is empty", ["[c, b, a] (strings)"]),
+    ("--inputs", "abcabc\n", "<stdin>:1: the input has 6 tokens, more than the 5", []),
+    ("--inputs", "", "<stdin> holds no inputs", []),
+    ("--inputs-json", '["a"]\n[1,\n', "<stdin>:2: the line is not valid JSON", ["[a] (strings)"]),
+    ("--inputs-json", '["a", null]\n', "<stdin>:1: position 1 is null", []),
 ])
-def test_eval_a_file_of_inputs_names_the_line_of_a_bad_input(reverse_model, flag, text, words):
+def test_eval_a_file_of_inputs_names_the_line_of_a_bad_input(reverse_model, flag, text, words, printed):
+    """The outputs of the lines before the bad one are printed, then the error; nothing after it runs."""
     r = rasp("eval", reverse_model, flag, "-", stdin=text)
-    assert r.returncode == 1 and r.stdout == ""
+    assert r.returncode == 1 and r.stdout.splitlines() == printed
     assert r.stderr.startswith("error: ") and words in r.stderr and "Traceback" not in r.stderr
+
+
+def test_eval_a_bad_line_past_the_first_batch_keeps_every_output_before_it(reverse_model):
+    words = ["abc", "ba"] * 300 + ["abx", "a"]        # the bad line is in the second batch of 512
+    r = rasp("eval", reverse_model, "--inputs", "-", stdin="\n".join(words) + "\n")
+    assert r.returncode == 1 and "<stdin>:601: token 'x'" in r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 600 and lines[-2:] == ["[c, b, a] (strings)", "[a, b] (strings)"]

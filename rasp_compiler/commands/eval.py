@@ -16,7 +16,8 @@ EPILOG = """examples:
   printf 'abc\\nba\\n' | rasp eval out/ --inputs -
 
 --inputs reads one input string per line; --inputs-json one JSON list (or string) per line (JSON
-Lines).  The inputs run in batches; an input the model cannot read stops the run with its line."""
+Lines).  The inputs run in batches.  The first line that cannot be read or run stops the run: the
+outputs of the lines before it are printed, then the error names the line, and the exit status is 1."""
 
 BATCH = 512
 
@@ -44,18 +45,26 @@ def main(args: argparse.Namespace) -> int:
     from rasp_compiler.runtime import RaspModel
 
     batch_file = args.inputs if args.inputs is not None else args.inputs_json
-    inputs = read_batch(batch_file, json_lines=args.inputs_json is not None) if batch_file else None
+    if batch_file:
+        inputs, unreadable = read_batch(batch_file, json_lines=args.inputs_json is not None)
     model = RaspModel.load(args.model).to(args.device)
-    if inputs is None:
+    if not batch_file:
         single = list(args.input) if args.input is not None else parse_input_json(args.input_json)
         out = _tidy(model.run([single])[0], model.config["dtype"])
         print(json.dumps({"output": out}) if args.json else _shown(out))
         return 0
     for start in range(0, len(inputs), BATCH):
         chunk = inputs[start:start + BATCH]
-        for (_, x), out in zip(chunk, _run_chunk(model, chunk, batch_file), strict=True):
+        outputs, failure = _run_chunk(model, chunk, batch_file)
+        for (_, x), out in zip(chunk, outputs):
             out = _tidy(out, model.config["dtype"])
             print(json.dumps({"input": x, "output": out}) if args.json else _shown(out))
+        if failure is not None:
+            sys.stdout.flush()  # the outputs before the bad line come out before its error
+            raise failure
+    if unreadable is not None:
+        sys.stdout.flush()
+        raise unreadable
     return 0
 
 
@@ -81,9 +90,10 @@ def _shortest(v: float, dtype: str) -> float:
     return v
 
 
-def read_batch(path: str, json_lines: bool) -> list[tuple[int, list[Any]]]:
-    """(line number, input) for every line of ``path`` (``-``: stdin); a final newline ends the
-    last line rather than adding an empty input."""
+def read_batch(path: str, json_lines: bool) -> tuple[list[tuple[int, list[Any]]], Exception | None]:
+    """(line number, input) for every line of ``path`` (``-``: stdin) up to the first line that
+    cannot be parsed, and that line's error (None when every line parses); a final newline ends
+    the last line rather than adding an empty input."""
     from rasp_compiler.commands.run import parse_input_json
     from rasp_compiler.errors import InputError, UserError
 
@@ -104,26 +114,29 @@ def read_batch(path: str, json_lines: bool) -> list[tuple[int, list[Any]]]:
             value = parse_input_json(line) if json_lines else list(line)
         except InputError as err:
             message = err.message.replace("--input-json position", "position")
-            raise InputError(f"{shown}:{number}: {message.replace('--input-json', 'the line')}") from None
+            return out, InputError(f"{shown}:{number}: {message.replace('--input-json', 'the line')}")
         out.append((number, value))
-    return out
+    return out, None
 
 
-def _run_chunk(model: Any, chunk: list[tuple[int, list[Any]]], path: str) -> list[list[Any]]:
-    """The outputs of a chunk of (line, input); a failure is re-run input by input, so that the
-    error names the line it comes from."""
+def _run_chunk(model: Any, chunk: list[tuple[int, list[Any]]],
+               path: str) -> tuple[list[list[Any]], Exception | None]:
+    """The outputs of a chunk of (line, input) up to its first input the model refuses, and that
+    input's error naming its line (None when all run). A refused batch is re-run input by input,
+    which finds the line and the outputs before it."""
     from rasp_compiler.errors import UserError
 
     try:
-        return model.run([x for _, x in chunk])
+        return model.run([x for _, x in chunk]), None
     except UserError:
         pass
+    outputs = []
     for number, x in chunk:
         try:
-            model.run([x])
+            outputs.append(model.run([x])[0])
         except UserError as err:
-            raise type(err)(f"{_source_name(path)}:{number}: {err.message.replace('input 0 ', 'the input ')}",
-                            err.hint) from None
+            message = err.message.replace("input 0 ", "the input ")
+            return outputs, type(err)(f"{_source_name(path)}:{number}: {message}", err.hint)
     raise AssertionError("a chunk failed, but none of its inputs alone")  # not expected
 
 
