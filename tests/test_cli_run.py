@@ -333,7 +333,8 @@ def test_eval_a_file_of_inputs_gives_one_output_per_line_in_order(reverse_model,
 
 
 @pytest.mark.parametrize("flag, text, words, printed", [
-    ("--inputs", "abc\nbxa\nab\n", "<stdin>:2: token 'x' at position 1 of the input", ["[c, b, a] (strings)"]),
+    ("--inputs", "abc\nbxa\nab\n", "<stdin>:2: token 'x' at position 1 of the input",
+     ["[c, b, a] (strings)"]),
     ("--inputs", "abc\n\nab\n", "<stdin>:2: the input is empty", ["[c, b, a] (strings)"]),
     ("--inputs", "abcabc\n", "<stdin>:1: the input has 6 tokens, more than the 5", []),
     ("--inputs", "", "<stdin> holds no inputs", []),

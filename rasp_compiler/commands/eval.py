@@ -56,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
     for start in range(0, len(inputs), BATCH):
         chunk = inputs[start:start + BATCH]
         outputs, failure = _run_chunk(model, chunk, batch_file)
-        for (_, x), out in zip(chunk, outputs):
+        for (_, x), out in zip(chunk, outputs, strict=False):  # outputs stop at a refused line
             out = _tidy(out, model.config["dtype"])
             print(json.dumps({"input": x, "output": out}) if args.json else _shown(out))
         if failure is not None:
