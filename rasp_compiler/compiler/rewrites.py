@@ -81,10 +81,11 @@ def nonzero_widths(program: Program, max_len: int) -> Program:
     """``program`` with every map that depends on a selector width w only through w > 0 (through
     a chain of one-input maps) reading ``aggregate(s, 1, 0)`` instead (see the module docstring)."""
     graph = None
-    for node in program.nodes():
+    chains: dict[str, tuple[str, list[Any]]] = {}
+    for node in program.nodes():  # topological: a map's input chain is seen before the map
         if not isinstance(node, Map):
             continue
-        found = _width_test(program, node, max_len)
+        found = _width_test(program, node, max_len, chains)
         if found is None:
             continue
         sel_id, at_zero, above = found
@@ -103,31 +104,33 @@ def nonzero_widths(program: Program, max_len: int) -> Program:
     return Program(graph, program.output, program.names, program.source_file, program.sources)
 
 
-def _width_test(program: Program, node: Map, max_len: int) -> tuple[str, Any, Any] | None:
+def _width_test(program: Program, node: Map, max_len: int,
+                chains: dict[str, tuple[str, list[Any]]]) -> tuple[str, Any, Any] | None:
     """(the width's selector, the map's value at w = 0, its value at every w > 0) when ``node``
-    is a chain of one-input maps over a selector width that takes one value for every w > 0."""
-    chain = [node]
+    is a chain of one-input maps over a selector width that takes one value for every w > 0.
+
+    ``chains`` holds, for each one-input map already seen over such a chain, (the selector, its
+    values at w = 0..max_len); a map extends its input's entry instead of evaluating the whole
+    chain again, which made a chain of k maps cost k² evaluations."""
     src = program.node(node.inputs[0])
-    while isinstance(src, Map) and len(src.inputs) == 1:
-        chain.append(src)
-        src = program.node(src.inputs[0])
-    if not isinstance(src, SelectorWidth):
+    if isinstance(src, SelectorWidth):
+        sel_id, below = src.inputs[0], list(range(max_len + 1))
+    elif src.id in chains:
+        sel_id, below = chains[src.id]
+    else:
         return None
-    outs = []
-    for w in range(max_len + 1):
-        v: Any = w
-        try:
-            for m in reversed(chain):
-                v = evaluate_expr(m.fn, (v,))  # type: ignore[arg-type]
-        except Exception:
-            return None
-        outs.append(v)
+    try:
+        outs = [evaluate_expr(node.fn, (w,)) for w in below]  # type: ignore[arg-type]
+    except Exception:
+        return None
+    if len(node.inputs) == 1:
+        chains[node.id] = sel_id, outs
     above = outs[1:]
     if not above or any(type(v) is not type(above[0]) or v != above[0] for v in above):
         return None
     if type(outs[0]) is type(above[0]) and outs[0] == above[0]:
         return None  # a constant: nothing to test
-    return src.inputs[0], outs[0], above[0]
+    return sel_id, outs[0], above[0]
 
 
 def _fresh(graph: nx.DiGraph, base: str) -> str:
