@@ -597,13 +597,19 @@ class RaspModel:
     def unclean(self, logits: torch.Tensor, lengths: list[int]) -> list[list[int]]:
         """Per input, the positions whose output cannot be decoded with confidence: a NaN or
         infinite logit (either encoding), or a categorical output that is not a clean one-hot (best
-        logit ahead of the runner-up by less than CLEAN_MARGIN x the logit scale)."""
+        logit ahead of the runner-up by less than CLEAN_MARGIN x the logit scale; with one output
+        value, its logit below that, as when the program wrote no value there)."""
         out_cfg = self.config["output"]
+        lengths = self._check_logits(logits, lengths)
         bad = ~torch.isfinite(logits).all(dim=-1)
-        if out_cfg["encoding"] == "categorical" and logits.shape[-1] >= 2:
-            top = logits.topk(2, dim=-1).values
+        if out_cfg["encoding"] == "categorical":
+            margin = CLEAN_MARGIN * float(out_cfg.get("logit_scale", 1.0))
             # written as "not clearly ahead" so that a NaN difference counts as unclean too
-            bad |= ~((top[..., 0] - top[..., 1]) >= CLEAN_MARGIN * float(out_cfg.get("logit_scale", 1.0)))
+            if logits.shape[-1] >= 2:
+                top = logits.topk(2, dim=-1).values
+                bad |= ~((top[..., 0] - top[..., 1]) >= margin)
+            else:  # the one value's runner-up is "no value", which a compiled model writes as 0
+                bad |= ~(logits[..., 0] >= margin)
         real = torch.tensor(lengths, device=bad.device)[:, None]
         bad &= torch.arange(bad.shape[1], device=bad.device) < real
         out: list[list[int]] = [[] for _ in lengths]
@@ -645,16 +651,20 @@ class RaspModel:
             for r, positions in enumerate(self.unclean(logits, lengths)):
                 if positions:
                     p = positions[0]
-                    top = logits[r, p].topk(2).values.tolist()
-                    # a program may leave inputs without an answer (a mean of several strings): the
-                    # compile notes say so, and such an input is no compiler bug
+                    top = logits[r, p].tolist()
+                    top = sorted(top if len(top) >= 2 else top + [0.0], reverse=True)[:2]
+                    # a program may leave inputs without an answer (a mean of several strings, a
+                    # missing dict key): the compile notes say so, and such an input is no
+                    # compiler bug
                     undefined_by = [n for n in self.config.get("notes", [])
-                                    if "the interpreter rejects such inputs" in n]
+                                    if "the interpreter rejects such inputs" in n or "have no answer" in n]
+                    seen = (f"its two best logits are {top[0]:.4g} and {top[1]:.4g}, where a compiled "
+                            f"model gives {out_cfg.get('logit_scale')} and 0" if logits.shape[-1] >= 2 else
+                            f"its one logit is {top[0]:.4g}, where a compiled model gives "
+                            f"{out_cfg.get('logit_scale')}")
                     raise ModelOutputError(
-                        f"the output at position {p} of input {r} is ambiguous: its two best logits "
-                        f"are {top[0]:.4g} and {top[1]:.4g}, where a compiled model gives "
-                        f"{out_cfg.get('logit_scale')} and 0; the model is outside the exactness its "
-                        "compiler derived, so no answer is given",
+                        f"the output at position {p} of input {r} is ambiguous: {seen}; the model is "
+                        "outside the exactness its compiler derived, so no answer is given",
                         hint=f"the program likely has no answer on this input ({undefined_by[0]})"
                         if undefined_by else "this is a compiler bug: please report the program, the "
                         "compile options and this input (`rasp check` reproduces it)")
@@ -680,7 +690,7 @@ class RaspModel:
         width = len(out_cfg["values"]) if out_cfg["encoding"] == "categorical" else 1
         if not isinstance(logits, torch.Tensor) or logits.dim() != 3 or logits.shape[-1] != width:
             shape = tuple(logits.shape) if hasattr(logits, "shape") else type(logits).__name__
-            raise ModelInputError(f"decode takes logits [batch, positions, {width}] as forward() gives "
+            raise ModelInputError(f"logits must be [batch, positions, {width}] as forward() gives "
                                   f"them (a torch tensor), not {shape}")
         try:
             ns = [int(n) for n in lengths]
@@ -688,7 +698,7 @@ class RaspModel:
         except (TypeError, ValueError):
             ok = False
         if not ok or any(not 0 < n <= logits.shape[1] for n in ns):
-            raise ModelInputError(f"decode takes one length per input ({logits.shape[0]}), each from 1 to "
+            raise ModelInputError(f"lengths must be one per input ({logits.shape[0]}), each from 1 to "
                                   f"the {logits.shape[1]} positions of the logits, not {lengths!r}")
         return ns
 

@@ -17,6 +17,7 @@ from rasp_compiler.compiler import compile_program, load
 from rasp_compiler.errors import ArtifactError, InputError
 from rasp_compiler.interpreter import run
 from rasp_compiler.lang import load_program, program_from_source
+from rasp_compiler.runtime import ModelOutputError as OutputError
 from rasp_compiler.runtime import RaspModel
 
 torch.set_num_threads(1)
@@ -351,12 +352,28 @@ def test_decode_refuses_logits_and_lengths_that_forward_does_not_give() -> None:
     model = compile_program(load_program(REVERSE), list("ab"), 4)
     logits = model.forward(["ab", "abb"])
     assert model.decode(logits, [2, 3]) == [list("ba"), list("bba")]
-    for bad_logits, lengths in ((logits[0], [2]), (logits.numpy(), [2, 3]), (logits[..., :1], [2, 3])):
-        with pytest.raises(InputError, match="decode takes logits"):
-            model.decode(bad_logits, lengths)
-    for lengths in ([2, 3, 4], [2.5, 3], [-1, 3], [0, 3], [2, 9]):
-        with pytest.raises(InputError, match="one length per input"):
-            model.decode(logits, lengths)
+    for read in (model.decode, model.unclean):
+        for bad_logits, lengths in ((logits[0], [2]), (logits.numpy(), [2, 3]), (logits[..., :1], [2, 3])):
+            with pytest.raises(InputError, match="logits must be \\[batch, positions"):
+                read(bad_logits, lengths)
+        for lengths in ([2, 3, 4], [2.5, 3], [-1, 3], [0, 3], [2, 9], 3):
+            with pytest.raises(InputError, match="lengths must be one per input"):
+                read(logits, lengths)
+
+
+def test_an_output_with_one_value_is_refused_where_the_program_wrote_none() -> None:
+    """A dict lookup with one value: the missing key leaves the output's one logit at 0, which an
+    argmax over one column decodes as that value; the interpreter raises there."""
+    program = program_from_source('x = {"a": 1}[tokens]; x;')
+    model = compile_program(program, list("ab"), 3)
+    assert len(model.config["output"]["values"]) == 1
+    assert model.run(["aa"]) == [run(program, "aa")] == [[1, 1]]
+    with pytest.raises(OutputError, match="position 1 of input 0 is ambiguous: its one logit is 0") as err:
+        model.run(["ab"])
+    assert "no answer on this input" in err.value.hint and "key 'b'" in err.value.hint
+    with pytest.raises(Exception, match="key 'b'"):
+        run(program, "ab")
+    assert model.unclean(model.forward(["ab", "ba"]), [2, 2]) == [[1], [0]]
 
 
 def test_paths_and_devices_that_are_not_paths_or_devices(tmp_path: Path) -> None:
