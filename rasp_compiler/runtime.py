@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import operator
 import os
 from typing import Any, NoReturn
 
@@ -715,13 +716,18 @@ class RaspModel:
         ``attn_logits`` (the scores its softmax read, see ``Transformer.forward``), with the
         residual labels from the config, and ``valid`` [batch, 1 + positions]: True at BOS and
         each input's own positions (a shorter input's padded rows are not its values).
-        ``positions`` (at most ``max_len``) pads every input to that many positions, as a batch
-        holding a longer input would."""
+        ``positions`` (1 to ``max_len``) pads every input to at least that many positions, as a
+        batch holding a longer input would; an input longer than that is never cut."""
         ids, lengths, values = self.encode_inputs(batch)
+        if positions is not None:
+            try:
+                whole = not isinstance(positions, bool) and positions == operator.index(positions)
+            except TypeError:  # a float or a string: operator.index takes integers only
+                whole = False
+            if not whole or not 1 <= positions <= self.max_len:
+                raise ModelInputError(f"positions must be a whole number from 1 to the model's max_len "
+                                      f"({self.max_len}), not {positions!r}")
         if positions is not None and positions + 1 > ids.shape[1]:
-            if positions > self.max_len:
-                raise ModelInputError(f"cannot pad to {positions} positions: this model was compiled "
-                                      f"for at most {self.max_len}")
             extra = positions + 1 - ids.shape[1]
             ids = torch.cat([ids, ids.new_full((ids.shape[0], extra), self.pad_id)], dim=1)
             if values is not None:

@@ -34,7 +34,7 @@ def saved(tmp_path: Path) -> Path:
 
 def test_runtime_imports_only_torch_safetensors_and_stdlib() -> None:
     tree = ast.parse((ROOT / "rasp_compiler" / "runtime.py").read_text())
-    allowed = {"torch", "safetensors", "json", "math", "hashlib", "os", "typing", "__future__"}
+    allowed = {"torch", "safetensors", "json", "math", "operator", "hashlib", "os", "typing", "__future__"}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             assert {a.name.split(".")[0] for a in node.names} <= allowed
@@ -221,8 +221,10 @@ def test_trace_gives_the_scores_its_softmax_read_and_pads_on_request(saved: Path
         assert scores.shape == pattern.shape and torch.equal(torch.softmax(scores, dim=-1), pattern)
         assert (scores[..., 4:] == torch.finfo(scores.dtype).min).all()
     assert model.trace([list("abc")], positions=1)["residuals"][0].shape[1] == 4  # never cut
-    with pytest.raises(InputError, match="at most 8"):
-        model.trace([list("abc")], positions=9)
+    for bad in (9, 0, -1, 5.0, "8", True, None.__class__):
+        with pytest.raises(InputError, match=r"positions must be a whole number from 1 to .* \(8\)"):
+            model.trace([list("abc")], positions=bad)
+    assert model.trace([list("abc")], positions=torch.tensor(5))["valid"].shape == (1, 6)
 
 
 @CUDA
