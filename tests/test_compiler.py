@@ -429,3 +429,19 @@ def test_a_large_table_that_saves_no_layer_is_not_built(max_len: int) -> None:
     assert model.n_layers == 3 and params < 100_000, params
     xs = random_inputs(list("(){}"), max_len, 300, seed=max_len)
     assert model.run(xs) == [run(program, x) for x in xs]
+
+
+def test_residual_labels_name_one_value_each_when_values_print_alike() -> None:
+    """The default 0 and the token "0" (and True and "True") printed as the same label."""
+    cases = [('s = aggregate(select(indices, indices - 1, ==), tokens); s;', "0ab",
+              {"s:0": 0, "s:'0'": "0"}),
+             ('s = aggregate(select(indices, indices - 1, ==), tokens == "a", "True"); s;', "ab",
+              {"s:True": True, "s:'True'": "True"})]
+    for source, vocab, expected in cases:
+        model = compile_program(program_from_source(source), list(vocab), 4)
+        labels = model.labels()
+        assert len(set(labels)) == len(labels)
+        entry = next(e for e in model.config["residual"] if e["feature"] == "s")
+        named = dict(zip(entry["labels"], entry["values"], strict=True))
+        for lab, value in expected.items():
+            assert named[lab] == value and type(named[lab]) is type(value)

@@ -70,9 +70,10 @@ class Layout:
                 "labels": [ONE]},
                {"feature": "bos", "node": None, "start": 1, "size": 1, "encoding": "constant",
                 "labels": ["bos"]}]
-        from rasp_compiler.compiler.values import json_value, label
+        from rasp_compiler.compiler.values import distinct_labels, json_value
         for fid, f in self.features.items():
-            labs = [f"{fid}:{label(v)}" for v in f.values] if f.encoding == "categorical" else [fid]
+            categorical = f.encoding == "categorical"
+            labs = [f"{fid}:{lab}" for lab in distinct_labels(f.values)] if categorical else [fid]
             entry = {"feature": fid, "node": f.node, "start": self.start[fid], "size": f.size,
                      "encoding": f.encoding, "labels": labs}
             if f.encoding == "categorical":

@@ -80,6 +80,17 @@ def label(v: Any) -> str:
     return str(v)
 
 
+def distinct_labels(values: list[Any]) -> list[str]:
+    """``label`` of each value, except that values whose labels would coincide (the int 0 and the
+    string "0", True and "True") are shown by ``repr`` ('0', 'True'), so that a residual label
+    names one value."""
+    plain = [label(v) for v in values]
+    if len(set(plain)) == len(plain):
+        return plain
+    shared = {lab for lab in plain if plain.count(lab) > 1}
+    return [repr(v) if lab in shared else lab for v, lab in zip(values, plain, strict=True)]
+
+
 def json_value(v: Any) -> Any:
     """A JSON-serialisable form (tuples become lists)."""
     if isinstance(v, tuple):
