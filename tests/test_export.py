@@ -18,6 +18,7 @@ from rasp_compiler.export.transformer_lens import (
     UnsupportedUnitError,
     _import_tl,
     load_transformer_lens,
+    metadata,
     resid_hook_names,
     tl_config,
     tl_state_dict,
@@ -352,3 +353,14 @@ def test_load_of_a_tampered_export_is_one_artifact_error(tmp_path) -> None:
     Path(js).write_text(json.dumps(doc))
     with pytest.raises(ArtifactError):
         load_transformer_lens(pt)
+
+
+def test_metadata_token_ids_keep_apart_tokens_that_print_alike() -> None:
+    """JSON keys are strings: the token "1" and the token 1 were both "1", one id lost."""
+    from rasp_compiler.pyapi import Map, tokens
+    from rasp_compiler.pyapi import compile_program as compile_sop
+
+    model = compile_sop(Map(lambda x: type(x).__name__, tokens), vocab=["1", 1, "a"], max_len=3)
+    ids = metadata(model)["token_ids"]
+    assert sorted(ids.values()) == [0, 1, 2] and ids["a"] == model.config["vocab"].index("a")
+    assert model.config["vocab"][ids["'1'"]] == "1" and model.config["vocab"][ids["1"]] == 1

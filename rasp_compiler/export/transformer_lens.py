@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 
+from rasp_compiler.compiler.values import distinct_labels
 from rasp_compiler.errors import ArtifactError, UserError, file_in_the_way
 from rasp_compiler.runtime import RaspModel
 
@@ -231,7 +232,8 @@ def metadata(model: RaspModel | str | os.PathLike) -> dict[str, Any]:
     v = len(cfg["vocab"])
     return {
         "vocab": cfg["vocab"], "bos_id": v, "pad_id": v + 1,
-        "token_ids": {str(tok): i for i, tok in enumerate(cfg["vocab"])},
+        # JSON keys are strings: a token that prints like another ("1" and 1) is keyed by its repr
+        "token_ids": {key: i for i, key in enumerate(distinct_labels(cfg["vocab"]))},
         "max_len": cfg["max_len"], "causal": bool(cfg.get("causal")), "dtype": cfg.get("dtype", "float32"),
         "output": cfg["output"], "residual_labels": m.labels(), "plan": cfg.get("plan", []),
         "program": cfg.get("program"),
