@@ -458,3 +458,15 @@ def test_digit_characters_reach_a_vocabulary_of_numbers_as_rasp_run_reads_them(t
     with pytest.raises(InputError, match="not in the vocabulary") as err:
         as_given.run(["12"])
     assert "holds the number 1: pass numbers" in err.value.hint
+
+
+def test_compiler_load_gives_the_plan_summary_and_stats_of_a_saved_model(tmp_path: Path) -> None:
+    model = compile_program(load_program(REVERSE), list("abc"), 6)
+    model.save(str(tmp_path / "m"))
+    loaded = load(str(tmp_path / "m"))
+    assert loaded.plan == model.plan and loaded.run(["abca"]) == model.run(["abca"])
+    fresh, saved = model.stats(), loaded.stats()
+    assert saved.pop("compile_seconds") is None and fresh.pop("compile_seconds") >= 0
+    assert saved == fresh
+    assert "compile time" not in loaded.summary()
+    assert loaded.summary().splitlines()[2:] == model.summary().splitlines()[2:]

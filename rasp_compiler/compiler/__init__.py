@@ -34,7 +34,7 @@ from rasp_compiler.runtime import RaspModel
 class CompiledModel(RaspModel):
     """A runtime model plus what the compiler knows about it (plan, timing, analysis)."""
 
-    compile_seconds: float = 0.0
+    compile_seconds: float | None = None  # None for a model loaded from disk: the time is not saved
     analysis: Analysis | None = None
 
     @property
@@ -64,13 +64,14 @@ class CompiledModel(RaspModel):
     def stats(self) -> dict[str, Any]:
         return {"layers": self.n_layers, "heads_per_layer": self.heads_per_layer,
                 "residual_width": self.residual_width, "mlp_hidden": self.mlp_sizes,
-                "params": self.params, "compile_seconds": round(self.compile_seconds, 4)}
+                "params": self.params,
+                "compile_seconds": None if self.compile_seconds is None else round(self.compile_seconds, 4)}
 
     def summary(self) -> str:
         lines = [f"layers: {self.n_layers}   heads per layer: {self.heads_per_layer}   "
                  f"residual width: {self.residual_width}",
-                 f"MLP hidden sizes: {self.mlp_sizes}   parameters: {self.params:,}   "
-                 f"compile time: {self.compile_seconds:.3f} s"]
+                 f"MLP hidden sizes: {self.mlp_sizes}   parameters: {self.params:,}"
+                 + ("" if self.compile_seconds is None else f"   compile time: {self.compile_seconds:.3f} s")]
         for lp in self.plan:
             parts = []
             for h in lp["heads"]:
@@ -242,9 +243,11 @@ def _size(plan: tuple[dict, dict, Analysis]) -> tuple[int, int]:
     return int(config["n_layers"]), sum(t.numel() for t in tensors.values())
 
 
-def load(directory: str) -> RaspModel:
-    """Load a saved model (the runtime class; needs only torch + safetensors)."""
-    return RaspModel.load(directory)
+def load(directory: str) -> CompiledModel:
+    """Load a saved model with its plan, ``summary()`` and ``stats()`` (the compile time is not
+    saved: it is None). ``runtime.RaspModel.load`` loads the same model with torch and
+    safetensors alone."""
+    return CompiledModel.load(directory)
 
 
 __all__ = ["CompiledModel", "compile_program", "load"]
