@@ -1,7 +1,8 @@
 """Run a compiled RASP model with torch and safetensors alone.
 
-This module is self-contained (it imports only torch, safetensors, json, math and hashlib), so a
-saved model directory plus this one file is all a user needs::
+This module is self-contained (it imports only torch, safetensors, json, math, os and hashlib, and
+rasp_compiler.errors where it is there), so a saved model directory plus this one file is all a
+user needs::
 
     from rasp_compiler.runtime import RaspModel
     model = RaspModel.load("out/")

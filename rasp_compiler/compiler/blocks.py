@@ -14,7 +14,8 @@ MLPs (one hidden ReLU layer):
 * one numerical input x (plus categorical ones): a constant unit per combination, then for every
   consecutive pair of x values where the output changes, a step of two units whose slope comes
   from the actual gap between those two values (exact while x is within gap/8 of a listed value);
-* several numerical inputs: only affine functions (one unit per input).
+* several numerical inputs: the same steps along a projection z = coef · x that separates the
+  points with different outputs (``numeric.projection``), per gate group of the categorical inputs.
 """
 
 from __future__ import annotations
@@ -494,7 +495,7 @@ def _steps(acc: MLPWeights, out: _Output, z: np.ndarray, ys: list[Any], at: np.n
 
 
 def separable_weights(op: MLPOp, layout: Layout, acc: MLPWeights) -> None:
-    """y = c + sum_j g_j(x_j) (``lowering.separable``) into one numerical output dimension.
+    """y = c + sum_j g_j(x_j) (``tables.separable``) into one numerical output dimension.
 
     * a categorical input: one unit ``ReLU(sum_v (g(v) - lo) * onehot_v)`` — exactly one one-hot
       entry is 1, so the pre-activation is g(v) - lo >= 0 and the ReLU passes it through;

@@ -162,7 +162,8 @@ def _bos_count(program: Program, agg: Aggregate, max_len: int) -> tuple[Aggregat
 
 
 def _positional(program: Program, nid: str) -> bool:
-    """Whether ``nid`` depends only on the length: neither it nor anything it reads is the tokens."""
+    """Whether ``nid`` depends only on the position and the length: neither it nor anything it reads
+    is the tokens."""
     nodes = nx.ancestors(program.graph, nid) | {nid}
     return not any(isinstance(program.node(a), Tokens) for a in nodes)
 

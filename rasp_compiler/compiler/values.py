@@ -14,7 +14,7 @@ import numpy as np
 
 from rasp_compiler.errors import UserError
 
-# Above this many distinct values a numerical value set is not enumerated (see ``mean_values``).
+# Above this many distinct values a numerical value set is not enumerated (see ``sums``, ``means``).
 MAX_VALUES = 200_000
 
 

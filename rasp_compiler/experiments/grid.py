@@ -1,7 +1,8 @@
 """The resumable grid: one result file per configuration and seed, skipped when present.
 
-``full_grid()`` lists every run (both tasks, three backbones, three architectures, three seeds, plus
-a width sweep of the random backbone), most important first.  ``run_grid`` runs the missing ones
+``full_grid()`` lists every run (both tasks, three backbones, three architectures, three seeds, a
+width sweep of the random backbone, then the bigger runs of ``scale_grid`` and the paths
+construction's runs of ``paths_grid``), most important first.  ``run_grid`` runs the missing ones
 (in parallel processes, one CPU thread each) and writes ``RESULTS/NAME.json`` (exactly the
 ``--json`` object) and ``RESULTS/curves/NAME.json`` (the training curve).  The report written from
 those files is ``rasp_compiler.experiments.report``.
@@ -96,7 +97,8 @@ def run_config(task: str, k: int | None, backbone: str, arch: str, seed: int, de
 
 
 def full_grid(device: str = "cpu", seeds=SEEDS) -> list[RunConfig]:
-    """Every run, most important first (the bars of the issue, then the rest, then the width sweep)."""
+    """Every run, most important first (the bars of the issue, then the rest, the width sweep,
+    ``scale_grid`` and ``paths_grid``)."""
     out: list[RunConfig] = []
     seen: set[str] = set()
 

@@ -6,8 +6,9 @@ linear and product forms (numerical units), bounds it by interval analysis, and 
 prints it back as RASP text.  ``PyFn`` is the escape hatch for functions written in Python (the
 Python API); it can be tabulated but not analysed.
 
-``evaluate(expr, args)`` is the single definition of what each operator means; the interpreter
-and the compiler both call it, so the two cannot disagree on, say, integer division.
+``evaluate(expr, args)`` is the compiler's walk of a tree; the interpreter turns each tree into a
+closure of its own (``interpreter._compile``).  Both take each operator's meaning from
+``rasp_compiler.graph.semantics``, so the two cannot disagree on, say, what ``/`` does to ints.
 """
 
 from __future__ import annotations
@@ -98,8 +99,8 @@ class PyFn(Expr):
 
 def evaluate(expr: Expr, args: tuple) -> Any:
     """Value of ``expr`` with ``Var(i)`` bound to ``args[i]``."""
-    # The operator semantics are filled in by rasp_compiler.lang.semantics so that this module
-    # stays a pure data definition; see apply_unary / apply_binary there.
+    # Imported here so that this module stays a pure data definition; the operator meanings live
+    # in apply_unary / apply_binary of rasp_compiler.graph.semantics.
     from rasp_compiler.graph.semantics import apply_binary, apply_unary, lookup
 
     if isinstance(expr, Var):

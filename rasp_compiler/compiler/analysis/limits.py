@@ -1,8 +1,7 @@
 """Size limits of the analysis: past each, a cheaper and coarser path is taken.
 
-The code reads them as ``limits.NAME`` at call time, so that a test can lower one (on this module,
-or on the package: ``analysis.DOMAIN_CAP = 20`` is passed on here) to reach the past-the-limit
-path on a small input.
+The code reads them as ``limits.NAME`` at call time, so that a test can lower one on this module
+to reach the past-the-limit path on a small input.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Lowering: the analysed program → residual *features* and the *ops* that write them.
 
 A feature is an s-op held in the residual stream (one-hot or one dimension).  Ops:
-* ``EmbedOp``  — tokens, indices and constants, written by the embeddings;
+* ``EmbedOp``  — tokens, indices, constants and maps of the token alone or of the index alone,
+  written by the embeddings;
 * ``HeadOp``   — one attention head: an aggregate, the BOS share of a selector width, or length;
 * ``MLPOp``    — one positionwise function, a row per value combination of its input features.
 

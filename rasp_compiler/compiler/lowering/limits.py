@@ -1,8 +1,7 @@
 """Size limits of the lowering: past each, a map, a head or a selector side takes another form.
 
-The code reads them as ``limits.NAME`` at call time, so that a test can lower one (on this module,
-or on the package: ``lowering.MAX_TUPLE = 500`` is passed on here) to reach the past-the-limit
-path on a small input.
+The code reads them as ``limits.NAME`` at call time, so that a test can lower one on this module
+to reach the past-the-limit path on a small input.
 """
 
 from __future__ import annotations

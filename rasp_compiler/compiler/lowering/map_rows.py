@@ -108,7 +108,7 @@ class MapRows:
         if total is not None and len(num) == 1 and len(inputs) > 1 and not out_numeric:
             shared = shared_steps(groups)
             if shared is not None and shared.units() < total:
-                # the MLP op made from these rows shares its steps (see ``_mlp_op``)
+                # the MLP op made from these rows shares its steps (see ``_with_shared``)
                 self._shared[id(rows)] = (rows, shared)
                 total = shared.units()
         return total

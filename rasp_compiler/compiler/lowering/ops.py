@@ -82,7 +82,7 @@ class MLPOp:
 class EmbedOp:
     id: str
     target: str
-    kind: str  # "token" | "index" | "const"
+    kind: str  # "token" | "index" | "const" | "token_fn" | "index_fn" (a map of one of them)
     value: Any = None
     token_type: str = "str"
 

@@ -1,8 +1,8 @@
 """What the report knows about the runs: the result files read, grouped into cells, and measured.
 
-Every section and every plot takes its numbers from here, so a damaged or missing file counts the
-same way everywhere (as a run not made), and nothing below this module reads the results folder
-by another route.
+Every section and every plot takes its results from here, so a damaged or missing result file
+counts the same way everywhere (as a run not made).  The training curves (``curves/NAME.json``)
+are read here for their CPU time and device, and by ``plots`` for the curves themselves.
 """
 
 from __future__ import annotations
