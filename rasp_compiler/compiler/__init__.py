@@ -104,9 +104,9 @@ def _short_sources(sources: list[str]) -> list[str]:
 MAX_LEN = 2048
 
 
-def _whole_number(value: Any, what: str) -> Any:
-    """An integral argument as an int (a NumPy integer too); anything else is left for the range
-    checks below to refuse with their own message."""
+def _whole_number(value: Any, what: str) -> int:
+    """An integral argument as an int (a NumPy integer too); anything else (a bool, a float) is
+    refused here, so the range checks of ``compile_program`` see only ints."""
     if hasattr(value, "item") and not isinstance(value, (bool, str)):
         try:
             value = value.item()
@@ -155,7 +155,7 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
         raise UserError("the vocabulary is empty", hint="give --vocab abc or --vocab '[\"a\",\"b\"]'")
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r}", hint="use float32 or float64")
-    if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 1:
+    if max_len < 1:
         raise UserError(f"max_len (--max-len) must be a positive integer, got {max_len!r}")
     if fixed_length is not None and not 1 <= fixed_length <= max_len:
         raise UserError(f"fixed_length must be between 1 and max_len ({max_len})")
