@@ -69,6 +69,16 @@ class SelectorFacts:
                 pass
         return sl.atom_matrix(a, qvalues, kvalues)
 
+    def holds(self, a: sl.Atom, key: Any, query: Any) -> bool:
+        """``sl.holds(a, key, query)``, read from the predicate's table where it has one (see
+        ``atom_rows``)."""
+        table = self.predicate_table(a)
+        if table is not None:
+            i, j = table.qpos.get(query), table.kpos.get(key)
+            if i is not None and j is not None:
+                return bool(table.holds[i, j])
+        return sl.holds(a, key, query)
+
     def predicate_table(self, a: sl.Atom) -> sl.PredicateTable | None:
         """A Python predicate's table over its s-ops' value sets (None: a built-in comparison,
         vectorised already, or more than 2^24 pairs)."""

@@ -56,6 +56,6 @@ class CausalCheck:
         can_fail = np.zeros((n, n), dtype=bool)
         for q, qvals in enumerate(queries):
             for k, kvals in enumerate(keys):
-                truths = {sl.holds(atom, kv, qv) for kv in kvals for qv in qvals}
+                truths = {an.holds(atom, kv, qv) for kv in kvals for qv in qvals}
                 can_hold[q, k], can_fail[q, k] = True in truths, False in truths
         return can_hold, can_fail

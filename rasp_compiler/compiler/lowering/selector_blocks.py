@@ -139,12 +139,12 @@ class SelectorBlocks:
             if a.key in keys:
                 c_ = an.info[a.query].values[0]
                 pred = self._predicate(a.key, f"{op}{label(c_)}", sel_id,
-                                       lambda v: sl.holds(a, v, c_))
+                                       lambda v: an.holds(a, v, c_))
                 return sl.Atom(a.select, pred, self._true(), "==", a.negated)
             if a.query in queries:
                 c_ = an.info[a.key].values[0]
                 pred = self._predicate(a.query, f"{label(c_)}{op}", sel_id,
-                                       lambda v: sl.holds(a, c_, v))
+                                       lambda v: an.holds(a, c_, v))
                 return sl.Atom(a.select, self._true(), pred, "==", a.negated)
             return a
         return sl.substitute(c, narrow)
