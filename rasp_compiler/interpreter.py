@@ -13,6 +13,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Callable, Iterable, Sequence
 
+import networkx as nx
 import numpy as np
 
 from rasp_compiler.errors import InputError, RaspError
@@ -100,16 +101,12 @@ def evaluate(program: Program, inputs: Sequence[Any], targets: Iterable[str] | N
     _check_selections_fit(program, n)
     graph = program.graph
     if targets is not None:
-        import networkx as nx
-
         need: set[str] = set()
         for t in targets:
             need |= nx.ancestors(graph, t) | {t}
         graph = graph.subgraph(need)
     values: dict[str, Any] = {}
     converted: dict[str, list[Any]] = {}
-    import networkx as nx
-
     with deep_recursion():  # a map merged from a long chain nests a call per step (pyapi's Map)
         for node_id in nx.lexicographical_topological_sort(graph):
             node: Node = program.graph.nodes[node_id]["node"]

@@ -2,9 +2,8 @@
 
 A program is emitted as RASP source (one statement per line, variables ``v1, v2, …``) and parsed
 by the normal front end, so a failing case can be read, minimised by hand and pasted into
-tests/test_regressions.py.  (``random_programs.py`` builds program graphs directly; this one also
-exercises the front end and yields readable reproducers.)  It covers what the compiler must
-handle: maps and sequence maps on strings, ints, booleans and means; ``select`` with every
+tests/test_regressions.py, and the front end is tested along the way.  It covers what the compiler
+must handle: maps and sequence maps on strings, ints, booleans and means; ``select`` with every
 comparison, on str / int / bool / float keys and atom queries; ``and`` / ``or`` / ``not`` on
 selectors; categorical aggregates with defaults (including selectors that select nothing);
 numerical means followed by maps; and ``selector_width``.  ``depth`` is the length of the longest

@@ -121,15 +121,6 @@ class Form:
         diff = self.add(other, -1.0)
         return not diff.terms
 
-    def numeric_inputs(self) -> set[str]:
-        out: set[str] = set()
-        for a in self.terms:
-            if a[0] in ("x", "xx"):
-                out |= set(a[1:])
-            elif a[0] == "relu":
-                out |= {s for s, _ in a[1].terms}
-        return out
-
 
 def _is_pos(v: Any) -> bool:
     return isinstance(v, list)

@@ -18,10 +18,6 @@ from rasp_compiler.errors import UserError
 MAX_VALUES = 200_000
 
 
-def is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not (isinstance(v, float) and not math.isfinite(v))
-
-
 def vocab_list(vocab: Any) -> list[Any]:
     """The vocabulary as a list without repeats: a string is its characters, and a set (tracr
     passes sets) is sorted, so that every process sees one order and compiles the same weights."""

@@ -43,7 +43,6 @@ import networkx as nx
 from rasp_compiler.graph.expr import Expr
 
 COMPARISONS = ("==", "!=", "<", ">", "<=", ">=")
-ENCODINGS = (None, "categorical", "numerical")
 
 
 @dataclass(frozen=True)

@@ -77,9 +77,6 @@ _BINARY = {
     "or": lambda a, b: bool(a) or bool(b),
 }
 
-BINARY_OPS = tuple(_BINARY)
-UNARY_OPS = ("not", "-", "+", "round", "indicator")
-
 
 def apply_binary(op: str, a: Any, b: Any) -> Any:
     try:
@@ -126,11 +123,6 @@ def lookup(table: Any, key: Any, is_dict: bool) -> Any:
     if key >= len(table) or -key > len(table):
         raise OperatorError(f"index {key} is out of range for a table of length {len(table)}")
     return table[key]
-
-
-def contains(value: Any, collection: tuple) -> bool:
-    """``value in collection`` (a constant tuple of atoms)."""
-    return value in collection
 
 
 def exact_means(values: list[Any], rows: np.ndarray) -> list[float]:

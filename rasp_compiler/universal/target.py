@@ -12,7 +12,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from safetensors.torch import save_file
 
@@ -179,7 +178,3 @@ class Target:
             raise ArtifactError(f"{path}: header says L={config.get('layers')} H={config.get('heads')} "
                                 f"d={config.get('dim')} but W has shape {tuple(target.W.shape)}")
         return target
-
-
-def as_numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().cpu().numpy()

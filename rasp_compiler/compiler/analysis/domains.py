@@ -58,20 +58,6 @@ class Domains:
                 break
         return total
 
-    def domain(self, bases: tuple[str, ...]) -> list[tuple]:
-        """Every assignment of values to ``bases`` that can occur at one position."""
-        kinds = {self.info[b].base_kind for b in bases}
-        out: dict[tuple, None] = {}
-        for ctx in self._ctx_list(kinds, bases):  # type: ignore[arg-type]
-            for combo in itertools.product(*self._choices(bases, ctx)):
-                out[combo] = None
-        return list(out)
-
-    def value_of(self, sid: str, bases: tuple[str, ...], assignment: tuple) -> Any:
-        info = self.info[sid]
-        key = tuple(assignment[bases.index(b)] for b in info.bases)
-        return info.table[key]
-
     def joint(self, sids: list[str], extra: str | None = None) -> list[tuple]:
         """Distinct tuples of values of ``sids`` (then ``extra``) that can occur at one position."""
         allsids = list(sids) + ([extra] if extra else [])
@@ -79,9 +65,8 @@ class Domains:
         pairs = [(_key_getter([bases.index(b) for b in self.info[s].bases], len(bases)),
                   self.info[s].table) for s in allsids]
         out: dict[tuple, None] = {}
-        # every assignment of every context, as ``domain`` lists them (an assignment seen in an
-        # earlier context gives a row already there, so the rows' order is the same; a context
-        # whose choices repeat an earlier one's is skipped whole)
+        # every assignment of every context, contexts in ``_ctx_list``'s order; a context whose
+        # choices repeat an earlier one's gives only rows already there, so it is skipped whole
         for _ctx, choices, first in self._contexts(bases):
             if first is None:
                 out.update(dict.fromkeys(row for _, row in _lookup(pairs, itertools.product(*choices))))
@@ -89,7 +74,7 @@ class Domains:
 
     def _contexts(self, bases: tuple[str, ...]) -> Iterator[tuple[tuple, list[list[Any]], tuple | None]]:
         """(context, each base's choices, the earlier context with the same choices or None), in
-        ``domain``'s order.  Choices are the same when each base's list is the same
+        ``_ctx_list``'s order.  Choices are the same when each base's list is the same
         object (or the same index / length): then so are the context's assignments."""
         kinds = {self.info[b].base_kind for b in bases}
         by_value = [self.info[b].base_kind in ("index", "length") for b in bases]

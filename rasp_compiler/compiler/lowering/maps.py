@@ -92,11 +92,11 @@ class Maps:
             nums = [u for u in direct if self.an.info[u].encoding == "numerical"]
             if len(nums) >= 2 and self._units(direct, rows, out_numeric) is None:
                 keep = max(nums, key=lambda u: (len(self.an.info[u].values), u))
+                # the rows stand: the same values, now read one-hot
                 direct = [u if (u == keep or u not in nums) else f"{u}:onehot" for u in direct]
                 for u in nums:
                     if u != keep:
                         self.need_categorical(u)
-                rows = [(args, y) for args, y in rows]  # same values, now one-hot read
             choice = direct
             units = self._units([u for u in choice], rows, out_numeric)
             if units is None:
