@@ -22,7 +22,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable
 
-COMPARISONS = ("==", "!=", "<", ">", "<=", ">=")
+from rasp_compiler.graph.nodes import COMPARISONS
+
 VOCAB = ("a", "b", "c")
 MAX_INT_SPAN = 24  # an int s-op whose range is wider than this is reduced with % before reuse
 

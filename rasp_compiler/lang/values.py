@@ -11,7 +11,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-ATOM_TYPES = (bool, int, float, str)
+from rasp_compiler.interpreter import ATOMS
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class AppliedResult(list):
 
 
 def is_atom(value: Any) -> bool:
-    return isinstance(value, ATOM_TYPES)
+    return isinstance(value, ATOMS)
 
 
 def a_kind(value: Any) -> str:

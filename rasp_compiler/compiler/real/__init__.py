@@ -41,7 +41,7 @@ The compiler is one class, ``NumericCompiler`` (``core``), built from parts with
 * ``assembly``: layout, merged heads, tensors and config; ``bounds``: the output's error bound
   and the notes of inexact maps;
 * ``integer_tokens``: ``--input-range`` for a program over integer tokens (a categorical vocabulary);
-* ``limits``: score gaps, tolerances and the limits of piecewise-linear maps.
+* ``limits``: tolerances and the limits of piecewise-linear maps (the score gap is ``assemble.GAP``).
 
 Beside the package: ``real_forms`` reads a map's expression as a form, and ``real_check`` is
 ``rasp compile`` / ``rasp check`` with ``--input-range`` (the model against the interpreter on

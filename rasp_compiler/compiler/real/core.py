@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from rasp_compiler.compiler.assemble import GAP
 from rasp_compiler.compiler.real.deferred import DeferredMaps
 from rasp_compiler.compiler.real.gated_units import GatedUnits
 from rasp_compiler.compiler.real.heads import Heads
 from rasp_compiler.compiler.real.intervals import Intervals
-from rasp_compiler.compiler.real.limits import GAP
 from rasp_compiler.compiler.real.piecewise import PiecewiseLinear
 from rasp_compiler.compiler.real.positions import PositionalFolding
 from rasp_compiler.compiler.real.score_blocks import ScoreBlocks

@@ -1,5 +1,6 @@
-"""Tolerances and limits of numerical compilation: score gaps, the error a piecewise-linear map
-aims for, the rounding an exact unit may carry, and how far rounded softmax scores may move weights.
+"""Tolerances and limits of numerical compilation: the error a piecewise-linear map aims for, the
+rounding an exact unit may carry, and how far rounded softmax scores may move weights.  (The score
+gap of hard attention is the categorical compiler's, ``assemble.GAP``.)
 
 The modules that use them import them by name: a test that changes one patches the module that
 reads it.
@@ -7,7 +8,6 @@ reads it.
 
 from __future__ import annotations
 
-GAP = {"float32": 120.0, "float64": 800.0}  # score gap at which exp(-gap) underflows to 0
 # interpolation error a piecewise-linear map aims for, relative to max(1, |f|): finer knots would
 # cost more units than the dtype's own rounding of their sum gives back
 APPROX_TARGET = {"float32": 1e-5, "float64": 1e-6}
