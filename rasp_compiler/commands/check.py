@@ -75,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
     args.seed = 0 if args.seed is None else args.seed
     check_tokens_or_range(args)
     if getattr(args, "input_range", None) is not None:  # real-valued tokens
-        from rasp_compiler.compiler.real_check import main_check
+        from rasp_compiler.commands.real_options import main_check
 
         # the real-valued check draws its inputs: refuse what it would ignore
         if args.exhaustive:

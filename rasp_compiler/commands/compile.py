@@ -132,7 +132,7 @@ def compile_from_args(args: argparse.Namespace):
     if args.max_len is None and getattr(args, "input_range", None) is not None:
         # a matrix listing states its shape by its example: use that length, fixed
         longest = "the example's length"
-        from rasp_compiler.compiler.real_check import example_length
+        from rasp_compiler.commands.real_options import example_length
         args.max_len = example_length(args.file)
         if args.fixed_length is None:
             args.fixed_length = args.max_len
@@ -148,7 +148,7 @@ def compile_from_args(args: argparse.Namespace):
                              + ("" if longest == "--max-len" else "; give --max-len for longer inputs"))
     program = load_program(args.file, output=args.output or "out")
     if getattr(args, "input_range", None) is not None:  # real-valued tokens (compiler/real/)
-        from rasp_compiler.compiler.real_check import range_from_args
+        from rasp_compiler.commands.real_options import range_from_args
         return compile_program(program, None, args.max_len, dtype=args.dtype, causal=args.causal,
                                fixed_length=args.fixed_length, input_range=range_from_args(args))
     if args.vocab is None:

@@ -161,7 +161,7 @@ def main(args: argparse.Namespace) -> int:
     if not (args.check or args.out or args.emit_rasp):
         raise UserError("nothing to do", hint="give -o DIR to save U, --emit-rasp FILE, or --check")
     from rasp_compiler.commands.compile import CompileStatus
-    from rasp_compiler.compiler.real_check import range_from_args
+    from rasp_compiler.commands.real_options import range_from_args
     from rasp_compiler.simulator import build_simulator, check_simulator, generate_source
     from rasp_compiler.simulator.build import check_size
 

@@ -1,46 +1,19 @@
-"""``rasp compile`` / ``rasp check`` for real-valued programs (``--input-range LO HI``).
+"""The check of a model over real-valued tokens (``--input-range LO HI``) against the interpreter.
 
 The check draws inputs uniformly from the range (plus its corners: all LO, all HI, alternating),
 runs the compiled model and the interpreter (float64) on each, and reports the largest absolute
-difference next to the error bound the compiler stated.
+difference next to the error bound the compiler stated.  The command-line side (``rasp check``,
+the range and length options) is ``rasp_compiler.commands.real_options``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 from typing import Any
 
 import numpy as np
 
 from rasp_compiler.compiler.real import EXACT_TOL
-from rasp_compiler.errors import UserError
-
-
-def example_length(path: str) -> int:
-    """The length of the first ``# example-json: [...] -> ...`` input of a program file."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("# example-json:"):
-                    value = json.loads(line.split(":", 1)[1].split("->")[0])
-                    if isinstance(value, list) and value:
-                        return len(value)
-    except (OSError, ValueError):
-        pass
-    raise UserError(f"--max-len is required: {path} states no '# example-json' input to take the length from",
-                    hint="give --max-len N (and --fixed-length N for a fixed shape)")
-
-
-def range_from_args(args: argparse.Namespace) -> tuple[float, float] | None:
-    r = getattr(args, "input_range", None)
-    if r is None:
-        return None
-    lo, hi = float(r[0]), float(r[1])
-    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
-        raise UserError(f"--input-range needs finite LO <= HI, got {r[0]} {r[1]}")
-    return lo, hi
 
 
 def lengths_for(model: Any) -> list[int]:
@@ -126,40 +99,3 @@ def describe_maps(model: Any) -> list[str]:
         what = "exact" if r["exact"] else f"|error| <= {r['bound']:.3g}"
         lines.append(f"  {r['kind']} {r['node']}: {what}; range [{lo:.6g}, {hi:.6g}]")
     return lines
-
-
-def main_check(args: argparse.Namespace) -> int:
-    import torch
-
-    from rasp_compiler.commands.compile import compile_from_args
-    from rasp_compiler.lang import load_program
-
-    torch.set_num_threads(max(1, min(4, torch.get_num_threads())))
-    lo, hi = range_from_args(args)  # type: ignore[misc]
-    model = compile_from_args(args)
-    program = load_program(args.file, output=args.output or "out")
-    samples = args.samples if args.samples is not None else 1000
-    numeric = (model.config.get("input") or {}).get("kind") == "numerical"
-    inputs = sample_inputs(lo, hi, lengths_for(model), samples, args.seed, integers=not numeric)
-    model.to(args.device)  # the model's run moves its inputs there and its logits back
-    res = check_real(model, program, inputs)
-    stats = model.stats()
-    report = {"layers": stats["layers"], "heads_per_layer": stats["heads_per_layer"],
-              "residual_width": stats["residual_width"], "mlp_hidden": stats["mlp_hidden"],
-              "params": stats["params"], "mode": "random", "input_range": [lo, hi],
-              "inputs_checked": res["inputs_checked"], "inputs_undefined": res["inputs_undefined"],
-              "max_abs_error": res["max_abs_error"], "error_bound": res["error_bound"],
-              "maps": model.config.get("numeric", {}).get("maps", []),
-              "compile_seconds": stats["compile_seconds"],
-              "output_encoding": model.config["output"]["encoding"], "device": str(model.device),
-              "failures": res["failures"]}
-    if args.json:
-        print(json.dumps(report))
-    else:
-        print(model.summary())
-        print("\n".join(describe_maps(model)))
-        print(f"random: {res['inputs_checked']} inputs in [{lo:g}, {hi:g}], max abs error "
-              f"{res['max_abs_error']:.3g} (stated bound {res['error_bound']:.3g} + rounding)")
-        for f in res["failures"]:
-            print(f"  disagree on {f['input']!r}: error {f['error']:.3g}")
-    return 0 if res["ok"] else 1

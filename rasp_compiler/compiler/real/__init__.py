@@ -43,9 +43,9 @@ The compiler is one class, ``NumericCompiler`` (``core``), built from parts with
 * ``integer_tokens``: ``--input-range`` for a program over integer tokens (a categorical vocabulary);
 * ``limits``: tolerances and the limits of piecewise-linear maps (the score gap is ``assemble.GAP``).
 
-Beside the package: ``real_forms`` reads a map's expression as a form, and ``real_check`` is
-``rasp compile`` / ``rasp check`` with ``--input-range`` (the model against the interpreter on
-sampled real inputs).
+Beside the package: ``real_forms`` reads a map's expression as a form, and ``real_check`` checks
+a model against the interpreter on sampled real inputs (``rasp check --input-range``, whose
+command-line side is ``rasp_compiler.commands.real_options``).
 """
 
 from __future__ import annotations
