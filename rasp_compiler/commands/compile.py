@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rasp_compiler.errors import UserError
+
+if TYPE_CHECKING:
+    from rasp_compiler.compiler import CompiledModel
 
 EPILOG = """examples:
   rasp compile programs/reverse.rasp --vocab abc --max-len 16 -o out/
@@ -121,7 +124,7 @@ class CompileStatus:
             self.shown = False
 
 
-def compile_from_args(args: argparse.Namespace):
+def compile_from_args(args: argparse.Namespace) -> CompiledModel:
     from rasp_compiler.commands.options import check_not_empty, check_tokens_or_range
     from rasp_compiler.compiler import compile_program
     from rasp_compiler.lang import load_program

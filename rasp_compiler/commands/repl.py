@@ -141,7 +141,7 @@ def _session_for(repl: Repl) -> Any:
                 raise self.error(f"cannot set reserved name '{name}': it is a built-in or library name",
                                  tree, ctx, hint="choose another name")
 
-        def reserved_in_session(self, name):  # type: ignore[no-untyped-def]
+        def reserved_in_session(self, name: str) -> bool:
             """A built-in's or the library's name, which the session's own scope may not bind."""
             return name != "tokens" and (name in self.builtins.vars or name in self.library.vars)
 

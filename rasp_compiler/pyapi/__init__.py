@@ -9,7 +9,7 @@
 See ``docs/python-api.md``; ``rasp_compiler.pyapi.lib`` has tracr's library programs.
 """
 
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from rasp_compiler.graph.nodes import Program
 from rasp_compiler.pyapi.aggregates import Aggregate, SelectorWidth, aggregate, selector_width
@@ -56,6 +56,9 @@ from rasp_compiler.pyapi.sops import (
 )
 from rasp_compiler.pyapi.source import to_source
 
+if TYPE_CHECKING:
+    from rasp_compiler.compiler import CompiledModel
+
 # tracr's type aliases, for code that annotates with them
 Value = Union[None, int, float, str, bool]
 NumericValue = Union[int, float]
@@ -72,7 +75,7 @@ def as_program(program_or_sop: Any) -> Program:
     return program_or_sop
 
 
-def compile_program(program_or_sop: Any, vocab: Any, max_len: int, **options: Any):
+def compile_program(program_or_sop: Any, vocab: Any, max_len: int, **options: Any) -> "CompiledModel":
     """``rasp_compiler.compiler.compile_program`` that also accepts a Python-API s-op."""
     from rasp_compiler.compiler import compile_program as compile_graph
 

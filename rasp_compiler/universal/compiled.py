@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
@@ -21,8 +22,13 @@ from rasp_compiler.errors import UserError
 from rasp_compiler.universal.check import worst_abs
 from rasp_compiler.universal.target import Target
 
+if TYPE_CHECKING:
+    from rasp_compiler.graph.nodes import Program
+    from rasp_compiler.runtime import RaspModel
+    from rasp_compiler.universal.model import UniversalTransformer
 
-def _attention_sublayer(model, li: int) -> tuple[torch.Tensor, torch.Tensor]:
+
+def _attention_sublayer(model: RaspModel, li: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(W, V) of layer ``li`` of a compiled model, each (heads, d, d) in float64."""
     mod, lc = model.module, model.config["layers"][li]
     wq, wk = mod.w(f"layers.{li}.attn.W_Q").double(), mod.w(f"layers.{li}.attn.W_K").double()
@@ -31,7 +37,8 @@ def _attention_sublayer(model, li: int) -> tuple[torch.Tensor, torch.Tensor]:
     return W, wv @ wo
 
 
-def attention_target(model, layers: list[int] | None = None, *, with_unembedding: bool = True) -> Target:
+def attention_target(model: RaspModel, layers: list[int] | None = None, *,
+                     with_unembedding: bool = True) -> Target:
     """The attention sublayers ``layers`` (default all) of a compiled model as one residual target.
 
     Raises a UserError naming the MLPs when whole-model simulation is asked of a model that has them.
@@ -58,7 +65,7 @@ def attention_target(model, layers: list[int] | None = None, *, with_unembedding
     return Target(W=W, V=V, U=U, residual=True, causal=bool(model.config.get("causal", False)))
 
 
-def embedded_input(model, tokens) -> torch.Tensor:
+def embedded_input(model: RaspModel, tokens: Sequence[Any]) -> torch.Tensor:
     """The compiled model's residual stream after the embedding for one input (BOS first), float64."""
     ids, _ = model.encode([tokens])
     mod = model.module
@@ -66,7 +73,7 @@ def embedded_input(model, tokens) -> torch.Tensor:
     return x.double()
 
 
-def residual_trace(model, tokens) -> list[torch.Tensor]:
+def residual_trace(model: RaspModel, tokens: Sequence[Any]) -> list[torch.Tensor]:
     """The residual stream after the embedding and after every sublayer (model.trace), float64."""
     ids, lengths = model.encode([tokens])
     with torch.no_grad():
@@ -101,7 +108,8 @@ def same_output(a: list, b: list, tol: float = 1e-6) -> bool:
     return True
 
 
-def run_through_ut(model, ut, inputs, program=None) -> CompiledRun:
+def run_through_ut(model: RaspModel, ut: UniversalTransformer, inputs: Sequence[Sequence[Any]],
+                   program: Program | None = None) -> CompiledRun:
     """Encode the attention-only ``model`` into ``ut`` once and compare on every input (and with the
     reference interpreter when ``program`` is given)."""
     from rasp_compiler.universal.api import encode
@@ -131,7 +139,8 @@ def run_through_ut(model, ut, inputs, program=None) -> CompiledRun:
     return CompiledRun(len(inputs), err, agree, att, interp if program is not None else None)
 
 
-def run_sublayer_through_ut(model, layer: int, ut, inputs) -> CompiledRun:
+def run_sublayer_through_ut(model: RaspModel, layer: int, ut: UniversalTransformer,
+                            inputs: Sequence[Sequence[Any]]) -> CompiledRun:
     """Attention sublayer ``layer`` of any compiled model (MLPs elsewhere allowed) through ``ut``: the
     input is the model's own residual stream before that sublayer, the reference the stream after it."""
     from rasp_compiler.universal.api import encode
