@@ -321,7 +321,12 @@ def _program(args: argparse.Namespace) -> int:
     from rasp_compiler.compiler import compile_program
     from rasp_compiler.lang import load_program
     from rasp_compiler.universal import build_universal, width_formula
-    from rasp_compiler.universal.compiled import attention_target, run_sublayer_through_ut, run_through_ut
+    from rasp_compiler.universal.compiled import (
+        SUBLAYER_TOL,
+        attention_target,
+        run_sublayer_through_ut,
+        run_through_ut,
+    )
 
     _refuse(args, CHECK_FLAGS + ("--layers", "--heads", "--dim", "--residual", "--no-values"),
             "with --program (its class comes from the compiled model, and it checks every input up "
@@ -375,6 +380,13 @@ def _program(args: argparse.Namespace) -> int:
         if layers is None:
             print(f"  decoded outputs equal to the compiled model's: {res.decoded_agree}/{res.inputs}; "
                   f"to the interpreter's: {res.interpreter_agree}/{res.inputs}")
+    if res.decoded_agree is None:  # one sublayer: its stream is the result
+        ok = res.max_logit_error <= SUBLAYER_TOL
+        if not ok and not args.json:
+            print(f"error: the UT's stream after attention sublayer {args.attention_layer} differs from "
+                  f"the compiled model's by {res.max_logit_error:.3e} (more than {SUBLAYER_TOL:g})",
+                  file=sys.stderr)
+        return 0 if ok else 1
     ok = res.decoded_agree == res.inputs and (res.interpreter_agree in (None, res.inputs))
     if not ok and not args.json:
         agree = [n for n in (res.decoded_agree, res.interpreter_agree) if n is not None]

@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from rasp_compiler.runtime import RaspModel
     from rasp_compiler.universal.model import UniversalTransformer
 
+# The largest |UT - compiled model| on the stream after one attention sublayer that still counts as
+# simulating it: that stream is never decoded, so this error is the whole verdict.
+SUBLAYER_TOL = 1e-9
+
 
 def _attention_sublayer(model: RaspModel, li: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(W, V) of layer ``li`` of a compiled model, each (heads, d, d) in float64."""
@@ -86,8 +90,9 @@ class CompiledRun:
     """Agreement of a compiled model and a UT running it, over a set of inputs."""
 
     inputs: int
-    max_logit_error: float       # |UT logits - model logits| (both float64)
-    decoded_agree: int           # inputs whose decoded UT output equals the model's
+    max_logit_error: float       # |UT logits - model logits| (both float64; one sublayer: its stream)
+    decoded_agree: int | None    # inputs whose decoded UT output equals the model's (None: a
+                                 # sublayer's stream, which is not decoded)
     attention_max_diff: float
     interpreter_agree: int | None = None   # inputs whose decoded UT output equals the interpreter's
 
@@ -142,7 +147,8 @@ def run_through_ut(model: RaspModel, ut: UniversalTransformer, inputs: Sequence[
 def run_sublayer_through_ut(model: RaspModel, layer: int, ut: UniversalTransformer,
                             inputs: Sequence[Sequence[Any]]) -> CompiledRun:
     """Attention sublayer ``layer`` of any compiled model (MLPs elsewhere allowed) through ``ut``: the
-    input is the model's own residual stream before that sublayer, the reference the stream after it."""
+    input is the model's own residual stream before that sublayer, the reference the stream after it.
+    Nothing is decoded (``decoded_agree`` is None): the stream's error is the result."""
     from rasp_compiler.universal.api import encode
 
     cfg = model.config["layers"]
@@ -162,4 +168,4 @@ def run_sublayer_through_ut(model: RaspModel, layer: int, ut: UniversalTransform
         err = max(err, worst_abs(y_ut - stream[2 * layer + 1]))
         p = patterns[layer][0].double()
         att = max(att, worst_abs(a_ut[0, : p.shape[0]] - p))
-    return CompiledRun(len(inputs), err, len(inputs) if err <= 1e-9 else 0, att)
+    return CompiledRun(len(inputs), err, None, att)
