@@ -28,6 +28,7 @@ from rasp_compiler.graph.nodes import (
     SelectorOr,
     SelectorWidth,
     SequenceMap,
+    SoftmaxAggregate,
     SOpNode,
     SourcePos,
     Tokens,
@@ -38,5 +39,5 @@ __all__ = [
     "Binary", "Const", "Contains", "Expr", "Lookup", "PyFn", "Ternary", "Unary", "Var", "evaluate",
     "COMPARISONS", "NODE_KINDS", "Aggregate", "Constant", "Indices", "Length", "Map", "Node",
     "Program", "Select", "SelectorAnd", "SelectorNot", "SelectorOr", "SelectorWidth", "SequenceMap",
-    "SOpNode", "SourcePos", "Tokens", "add_node",
+    "SoftmaxAggregate", "SOpNode", "SourcePos", "Tokens", "add_node",
 ]
