@@ -1,6 +1,6 @@
 """Run a compiled RASP model with torch and safetensors alone.
 
-This module is self-contained (it imports only torch, safetensors, json, math, os and hashlib, and
+This module is self-contained (it imports only torch, safetensors, json, math, operator, os and hashlib, and
 rasp_compiler.errors where it is there), so a saved model directory plus this one file is all a
 user needs::
 
