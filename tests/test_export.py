@@ -20,6 +20,7 @@ from rasp_compiler.export.transformer_lens import (
     load_transformer_lens,
     metadata,
     resid_hook_names,
+    run_padded,
     tl_config,
     tl_state_dict,
     to_hooked_transformer,
@@ -276,6 +277,23 @@ def test_padded_batch_of_a_bidirectional_model_matches_with_run_padded() -> None
     real = mask.bool().clone()
     real[:, 0] = False
     assert float((together - ours).abs()[real].max()) <= 1e-5
+
+
+def test_to_hooked_transformer_sends_padded_batches_to_run_padded() -> None:
+    """Its docstring once said to pass attention_mask, which TransformerLens 2.x/3.x ignores in a
+    bidirectional model: ["abc", "a"] then had a logit 10.0 off at the "a"."""
+    doc = " ".join(to_hooked_transformer.__doc__.split())
+    assert "run_padded(tl_model, ids, attention_mask)" in doc
+    assert "for padded batches, ``attention_mask``" not in doc
+    if importlib.util.find_spec("transformer_lens") is None or _import_tl()[0] != "hooked":
+        return
+    model = compile_program(load_program(ROOT / "programs/reverse.rasp"), "abc", 5)
+    tl = to_hooked_transformer(model)
+    ids, lengths = model.encode(["abc", "a"])
+    mask = (torch.arange(ids.shape[1]).unsqueeze(0) <= lengths.unsqueeze(1)).long()
+    with torch.no_grad():
+        wrong = tl(ids, attention_mask=mask)
+    assert float((wrong[1, 1] - run_padded(tl, ids, mask)[0][1, 1]).abs().max()) > 1.0
 
 
 @requires_tl

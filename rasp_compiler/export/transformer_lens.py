@@ -274,7 +274,10 @@ def build_hooked_transformer(cfg: dict[str, Any], state_dict: dict[str, torch.Te
 def to_hooked_transformer(model: RaspModel | str | os.PathLike) -> Any:
     """The compiled model as a TransformerLens model (HookedTransformer before TransformerLens 4,
     the equivalent ``TransformerBridge`` from 4 on).  Feed it the runtime's token ids
-    (``model.encode(batch)``) and, for padded batches, ``attention_mask``."""
+    (``model.encode(batch)``).  Run a padded batch with ``run_padded(tl_model, ids, attention_mask)``,
+    not ``tl_model(ids, attention_mask=...)``: TransformerLens 2.x/3.x applies ``attention_mask``
+    only in causal models, so a bidirectional model's heads also read the PAD positions and the
+    shorter inputs get wrong logits."""
     m = _as_model(model)
     sd = tl_state_dict(m)  # raises for inexpressible units before importing TransformerLens
     return build_hooked_transformer(tl_config(m), sd, _dtype_of(m))
