@@ -343,3 +343,21 @@ def test_an_input_whose_selections_cannot_fit_in_memory_is_refused(monkeypatch):
     assert run(program, "a" * 100) == [100] * 100  # short inputs are never checked
     monkeypatch.setattr(interpreter, "_available_memory", lambda: None)  # unknown: not refused
     assert run(program, "ab" * 2500)[:2] == [2500, 2500]
+
+
+def test_program_node_and_with_output_name_the_names_a_program_has():
+    """Audit: program.node("nope") and program.with_output("nope") raised a bare KeyError."""
+    from rasp_compiler.errors import UserError
+
+    program = program_from_source("a = tokens + \"x\"; b = indices + 1; a;")
+    assert program.node("out") is program.node("a")  # a name as well as a node id
+    assert program.with_output("b").output == "b"
+    for call in (program.node, program.with_output):
+        with pytest.raises(UserError, match=r"no s-op or selector named 'nope' \(names: a, b, out\)"):
+            call("nope")
+        with pytest.raises(KeyError):  # what both raised before, for code that catches it
+            call("nope")
+    many = program_from_source("".join(f"v{i} = indices + {i};" for i in range(20)))
+    with pytest.raises(UserError, match=r"\(names: out, v0, v1, v10, .*, … \(21 in all\)\)") as info:
+        many.node("nope")
+    assert info.value.hint == "program.names lists every name"

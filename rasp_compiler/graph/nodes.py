@@ -35,11 +35,13 @@ Encodings (``encoding`` field on every s-op node): ``None`` lets the compiler ch
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import networkx as nx
 
+from rasp_compiler.errors import UserError
 from rasp_compiler.graph.expr import Expr
 
 COMPARISONS = ("==", "!=", "<", ">", "<=", ">=")
@@ -189,7 +191,22 @@ class Program:
         self.sources = dict(sources or {})
 
     def node(self, node_id: str) -> Node:
-        return self.graph.nodes[node_id]["node"]
+        """The node with this id, or bound to this name (``names``)."""
+        try:
+            return self.graph.nodes[node_id]["node"]
+        except (KeyError, TypeError):  # not an id: a name, or neither (a UserError naming some)
+            return self.graph.nodes[self.resolve(node_id)]["node"]
+
+    def resolve(self, name_or_id: str) -> str:
+        """The node id a name the source bound (``names``) stands for, or ``name_or_id`` itself
+        where it is a node id; UnknownNameError where it is neither."""
+        try:
+            target = self.names.get(name_or_id, name_or_id)
+            if target in self.graph:
+                return target
+        except TypeError:  # unhashable: no name or id can equal it
+            pass
+        raise UnknownNameError(name_or_id, self)
 
     def nodes(self) -> Iterator[Node]:
         """All nodes in a deterministic topological order (ties broken by id)."""
@@ -198,15 +215,32 @@ class Program:
 
     def with_output(self, name_or_id: str) -> "Program":
         """The same graph with another output, restricted to what that output needs."""
-        target = self.names.get(name_or_id, name_or_id)
-        if target not in self.graph:
-            raise KeyError(name_or_id)
+        target = self.resolve(name_or_id)
         keep = nx.ancestors(self.graph, target) | {target}
         return Program(self.graph.subgraph(keep).copy(), target,
                        {k: v for k, v in self.names.items() if v in keep}, self.source_file, self.sources)
 
     def __repr__(self) -> str:
         return f"Program(output={self.output!r}, nodes={self.graph.number_of_nodes()})"
+
+
+class UnknownNameError(UserError, KeyError):
+    """A name or node id the program does not have: a UserError that names some it has, and a
+    KeyError, as ``program.node`` and ``with_output`` raised before (``except KeyError`` still
+    catches it)."""
+
+    SHOWN = 8  # names listed in the message; a long program has hundreds of node ids
+
+    def __init__(self, name: Any, program: Program) -> None:
+        known = sorted(program.names) or sorted(program.graph)
+        shown = ", ".join(known[:self.SHOWN]) + (f", … ({len(known)} in all)" if len(known) > self.SHOWN
+                                                 else "")
+        close = difflib.get_close_matches(name, [*program.names, *program.graph], n=1) \
+            if isinstance(name, str) else []
+        hint = f"did you mean {close[0]!r}?" if close else (
+            "program.names lists every name" if len(known) > self.SHOWN else None)
+        super().__init__(f"the program has no s-op or selector named {name!r} (names: {shown or 'none'})",
+                         hint=hint)
 
 
 def add_node(graph: nx.DiGraph, node: Node) -> Node:
