@@ -94,15 +94,22 @@ def check_input(inputs: Any) -> list[Any]:
     return data
 
 
-def evaluate(program: Program, inputs: Sequence[Any], targets: Iterable[str] | None = None) -> dict[str, Any]:
-    """Value of every node (or of the nodes ``targets`` need) on ``inputs``, keyed by node id."""
+def evaluate(program: Program, inputs: Sequence[Any],
+             targets: Iterable[str] | str | None = None) -> dict[str, Any]:
+    """Value of every node (or of the nodes ``targets`` need) on ``inputs``, keyed by node id.
+    ``targets`` are node ids or names (``program.names``; a name also keys its value), or one
+    such string."""
     data = check_input(inputs)
     n = len(data)
     _check_selections_fit(program, n)
     graph = program.graph
+    chosen: dict[Any, str] = {}
     if targets is not None:
+        if isinstance(targets, str) or not isinstance(targets, Iterable):
+            targets = [targets]  # one target: a string's characters are no targets
+        chosen = {t: _node_id(program, t) for t in targets}
         need: set[str] = set()
-        for t in targets:
+        for t in chosen.values():
             need |= nx.ancestors(graph, t) | {t}
         graph = graph.subgraph(need)
     values: dict[str, Any] = {}
@@ -120,7 +127,20 @@ def evaluate(program: Program, inputs: Sequence[Any], targets: Iterable[str] | N
                                "thousands of maps merged into one, or a function that calls itself "
                                "without end", "name some steps of the chain (.named(...) in Python), "
                                "so that they are nodes of their own") from None
+    for name, node_id in chosen.items():
+        values.setdefault(name, values[node_id])
     return values
+
+
+def _node_id(program: Program, target: Any) -> str:
+    """A target's node id: node ids come first (callers inside the compiler pass ids, and a
+    name may equal the id of another node), then names."""
+    try:
+        if target in program.graph:
+            return target
+    except TypeError:  # unhashable: resolve says it names nothing
+        pass
+    return program.resolve(target)
 
 
 # Peak memory per (query, key) pair and selector node, with room to spare: measured at 8,000

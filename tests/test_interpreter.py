@@ -345,6 +345,22 @@ def test_an_input_whose_selections_cannot_fit_in_memory_is_refused(monkeypatch):
     assert run(program, "ab" * 2500)[:2] == [2500, 2500]
 
 
+def test_evaluate_takes_one_target_and_names_and_names_an_unknown_one():
+    """Audit: targets="reverse" and targets=["nope"] raised NetworkXError."""
+    from rasp_compiler.errors import UserError
+
+    program = program_from_source("flip = select(indices, length - indices - 1, ==);\n"
+                                  "reverse = aggregate(flip, tokens); reverse;")
+    assert evaluate(program, "abc", targets="reverse")["reverse"] == ["c", "b", "a"]
+    values = evaluate(program, "abc", targets=["out"])  # a name: its value under the name too
+    assert values["out"] == values["reverse"] == ["c", "b", "a"]
+    for bad in (["nope"], "nope", ["revers"]):
+        with pytest.raises(UserError, match=r"no s-op or selector named '(nope|revers)' "
+                                            r"\(names: flip, out, reverse\)") as info:
+            evaluate(program, "abc", targets=bad)
+    assert "did you mean 'reverse'" in str(info.value)
+
+
 def test_program_node_and_with_output_name_the_names_a_program_has():
     """Audit: program.node("nope") and program.with_output("nope") raised a bare KeyError."""
     from rasp_compiler.errors import UserError
