@@ -382,3 +382,49 @@ def test_metadata_token_ids_keep_apart_tokens_that_print_alike() -> None:
     ids = metadata(model)["token_ids"]
     assert sorted(ids.values()) == [0, 1, 2] and ids["a"] == model.config["vocab"].index("a")
     assert model.config["vocab"][ids["'1'"]] == "1" and model.config["vocab"][ids["1"]] == 1
+
+
+@pytest.mark.parametrize("given, got", [(None, "got None"), ("program", "got a Program")])
+def test_export_functions_given_no_compiled_model_say_what_to_pass(given, got) -> None:
+    """Audit: to_hooked_transformer(load_program(...)) or (None) raised AttributeError 'config'."""
+    if given == "program":
+        given = load_program(ROOT / "programs/reverse.rasp")
+    for fn in (to_hooked_transformer, tl_config, tl_state_dict, verify):
+        with pytest.raises(UserError, match=rf"^{fn.__name__} takes a compiled model "
+                                            rf"\(compile_program\(\.\.\.\)\), {got}"):
+            fn(given)
+
+
+@requires_tl
+def test_run_padded_given_the_wrong_arguments_says_what_to_pass() -> None:
+    """Audit: a compiled model for the TL model, ids as a list, or no mask raised AttributeError or
+    TransformerLens's tokenizer assertion."""
+    model = compile_program(load_program(ROOT / "programs/reverse.rasp"), "abc", 5)
+    tl = to_hooked_transformer(model)
+    ids, lengths = model.encode(["abc", "a"])
+    mask = (torch.arange(ids.shape[1]).unsqueeze(0) <= lengths.unsqueeze(1)).long()
+    for args, words in [((model, ids, mask), "takes the TransformerLens model, got a CompiledModel"),
+                        ((tl, ids.tolist(), mask), "ids must be a tensor of token ids .*, got a list"),
+                        ((tl, ids, None), r"attention_mask must be a tensor of the ids' shape \(2, 4\)"),
+                        ((tl, ids, mask[:, :2]), r"attention_mask .* got a tensor of shape \(2, 2\)")]:
+        with pytest.raises(UserError, match=f"^run_padded.*{words}"):
+            run_padded(*args)
+
+
+def test_load_transformer_lens_says_which_file_to_pass(tmp_path) -> None:
+    """Audit: a model directory read as "does not exist", the .json as torch's weights-only text,
+    None as a TypeError."""
+    from rasp_compiler.errors import ArtifactError
+    from rasp_compiler.export.transformer_lens import save_transformer_lens
+
+    model = compile_program(load_program(ROOT / "programs/reverse.rasp"), "abc", 4)
+    model.save(str(tmp_path / "out"))
+    pt, js = save_transformer_lens(model, str(tmp_path / "tl.pt"))
+    with pytest.raises(ArtifactError, match="is a model directory from rasp compile; pass the .pt written "
+                                            "by rasp export"):
+        load_transformer_lens(str(tmp_path / "out"))
+    with pytest.raises(ArtifactError, match=r"pass the \.pt, not its \.json") as info:
+        load_transformer_lens(js)
+    assert pt in info.value.hint
+    with pytest.raises(UserError, match="load_transformer_lens takes the path of the .pt .*, got None"):
+        load_transformer_lens(None)

@@ -89,10 +89,26 @@ def transformer_lens_version() -> str:
 
 
 # --------------------------------------------------------------------------- weights
-def _as_model(model: RaspModel | str | os.PathLike) -> RaspModel:
+def _as_model(model: RaspModel | str | os.PathLike, caller: str) -> RaspModel:
     if isinstance(model, (str, os.PathLike)):
         return RaspModel.load(str(model))
+    if not isinstance(model, RaspModel):
+        got = _a(model)
+        # a Program or a Python-API s-op is the usual slip: it has to be compiled first
+        hint = ("compile it first: rasp_compiler.compile_program(program, vocab, max_len) (an s-op: "
+                "rasp_compiler.pyapi.compile_program)" if hasattr(model, "graph") or hasattr(model, "program")
+                else "pass the model compile_program returns, or the directory rasp compile or "
+                     "model.save(path) wrote")
+        raise UserError(f"{caller} takes a compiled model (compile_program(...)), got {got}", hint=hint)
     return model
+
+
+def _a(value: Any) -> str:
+    """What ``value`` is, for a message: "None", "a Program", "an Aggregate"."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
 
 
 def _unit_error(config: dict, layer: int, unit: str) -> UnsupportedUnitError:
@@ -149,7 +165,7 @@ def _check_expressible(config: dict, tensors: dict[str, torch.Tensor]) -> None:
 def tl_config(model: RaspModel | str | os.PathLike) -> dict[str, Any]:
     """The TransformerLens config (plain JSON values) of ``model``: keyword arguments of both
     ``HookedTransformerConfig`` and ``TransformerBridgeConfig``."""
-    m = _as_model(model)
+    m = _as_model(model, "tl_config")
     cfg = m.config
     layers = cfg["layers"] or [{"n_heads": 0, "d_head": 0, "d_mlp": 0}]
     d_head = max(1, max(lc["d_head"] for lc in layers))
@@ -178,7 +194,7 @@ def tl_config(model: RaspModel | str | os.PathLike) -> dict[str, Any]:
 
 def tl_state_dict(model: RaspModel | str | os.PathLike) -> dict[str, torch.Tensor]:
     """The weights in TransformerLens's HookedTransformer layout (see the module docstring)."""
-    m = _as_model(model)
+    m = _as_model(model, "tl_state_dict")
     config, t = m.config, m.tensors
     _check_expressible(config, t)
     tc = tl_config(m)
@@ -227,7 +243,7 @@ def tl_state_dict(model: RaspModel | str | os.PathLike) -> dict[str, torch.Tenso
 def metadata(model: RaspModel | str | os.PathLike) -> dict[str, Any]:
     """What a TransformerLens user needs besides the weights: token ids, output values, the
     meaning of every residual dimension, and which heads/MLPs implement which program line."""
-    m = _as_model(model)
+    m = _as_model(model, "metadata")
     cfg = m.config
     v = len(cfg["vocab"])
     return {
@@ -278,7 +294,7 @@ def to_hooked_transformer(model: RaspModel | str | os.PathLike) -> Any:
     not ``tl_model(ids, attention_mask=...)``: TransformerLens 2.x/3.x applies ``attention_mask``
     only in causal models, so a bidirectional model's heads also read the PAD positions and the
     shorter inputs get wrong logits."""
-    m = _as_model(model)
+    m = _as_model(model, "to_hooked_transformer")
     sd = tl_state_dict(m)  # raises for inexpressible units before importing TransformerLens
     return build_hooked_transformer(tl_config(m), sd, _dtype_of(m))
 
@@ -288,7 +304,7 @@ def save_transformer_lens(model: RaspModel | str | os.PathLike, path: str) -> tu
     """Write the state dict to ``path`` (torch.save of plain tensors, loadable with
     ``weights_only=True``) and ``{cfg, metadata}`` as JSON beside it (``path`` with ``.json``).
     Returns both paths."""
-    m = _as_model(model)
+    m = _as_model(model, "save_transformer_lens")
     sd = tl_state_dict(m)
     cfg = tl_config(m)
     base, _ = os.path.splitext(path)
@@ -346,7 +362,22 @@ LOAD_HOWTO = [
 
 def load_transformer_lens(path: str) -> tuple[Any, dict[str, Any]]:
     """The TransformerLens model saved at ``path`` (the ``.pt``) and its JSON document."""
-    base, _ = os.path.splitext(path)
+    if not isinstance(path, (str, os.PathLike)):
+        raise UserError(f"load_transformer_lens takes the path of the .pt that rasp export or "
+                        f"save_transformer_lens wrote, got {_a(path)}")
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        what = ("a model directory from rasp compile" if os.path.isfile(os.path.join(path, "config.json"))
+                else "a directory")
+        raise ArtifactError(f"{path} is {what}; pass the .pt written by rasp export "
+                            "(or save_transformer_lens)",
+                            hint=f"rasp export {path} -o model_tl.pt, then load_transformer_lens("
+                                 f"'model_tl.pt'); or to_hooked_transformer('{path}') without a file")
+    base, ext = os.path.splitext(path)
+    if ext.lower() == ".json" and os.path.isfile(path):
+        raise ArtifactError(f"{path}: pass the .pt, not its .json (the weights are in the .pt; "
+                            "load_transformer_lens reads the .json beside it)",
+                            hint=f"load_transformer_lens('{base}.pt')")
     json_path = base + ".json"
     for p in (path, json_path):
         if not os.path.isfile(p):
@@ -418,12 +449,33 @@ def run_padded(tl_model: Any, ids: torch.Tensor, attention_mask: torch.Tensor,
     Only TransformerLens 2.x/3.x (``HookedTransformer``) needs the hooks; 4.x applies
     ``attention_mask`` itself and its bridge is run as it was before (untested here: 2.x is what
     the ``lens`` extra installs)."""
+    _check_padded_arguments(tl_model, ids, attention_mask)
     with torch.no_grad():
         if _import_tl()[0] == "bridge":
             return tl_model.run_with_cache(ids, attention_mask=attention_mask, names_filter=names_filter)
         hooks = padding_hooks(int(tl_model.cfg.n_layers), attention_mask)
         with tl_model.hooks(fwd_hooks=hooks):
             return tl_model.run_with_cache(ids, attention_mask=attention_mask, names_filter=names_filter)
+
+
+def _check_padded_arguments(tl_model: Any, ids: Any, attention_mask: Any) -> None:
+    """run_padded's arguments, in words: otherwise a compiled model in place of the TransformerLens
+    one fails on a missing ``cfg``, and a list of ids reads to TransformerLens as text to tokenize."""
+    if isinstance(tl_model, RaspModel) or not hasattr(tl_model, "run_with_cache"):
+        raise UserError(f"run_padded takes the TransformerLens model, got {_a(tl_model)}",
+                        hint="tl_model = to_hooked_transformer(model); "
+                             "run_padded(tl_model, ids, attention_mask)")
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.is_floating_point():
+        got = (f"a {ids.dtype} tensor of shape {tuple(ids.shape)}" if isinstance(ids, torch.Tensor)
+               else _a(ids))
+        raise UserError(f"run_padded's ids must be a tensor of token ids [batch, positions], got {got}",
+                        hint="ids, lengths = model.encode(batch) (BOS first, PAD after each input)")
+    if not isinstance(attention_mask, torch.Tensor) or attention_mask.shape != ids.shape:
+        got = (f"a tensor of shape {tuple(attention_mask.shape)}" if isinstance(attention_mask, torch.Tensor)
+               else _a(attention_mask))
+        raise UserError(f"run_padded's attention_mask must be a tensor of the ids' shape {tuple(ids.shape)}, "
+                        f"1 on BOS and tokens and 0 on PAD, got {got}",
+                        hint="attention_mask = (torch.arange(ids.shape[1]) <= lengths[:, None]).long()")
 
 
 def _run_tl(tl_model: Any, ids: torch.Tensor, mask: torch.Tensor,
@@ -437,7 +489,7 @@ def verify(model: RaspModel | str | os.PathLike, tl_model: Any | None = None, in
     """Run the compiled model and its TransformerLens form on the same inputs and report the
     largest absolute difference of the logits and of every residual hook point (real positions
     only, BOS included; padding rows are not outputs)."""
-    m = _as_model(model)
+    m = _as_model(model, "verify")
     if tl_model is None:
         tl_model = to_hooked_transformer(m)
     batch = random_inputs(m, inputs, seed) if isinstance(inputs, int) else list(inputs)
