@@ -500,3 +500,43 @@ def test_trace_has_colour_bars_for_attention_and_residual(tmp_path, monkeypatch)
     draw_trace(compile_program(load_program(str(src)), "abc", 4), list("ab"), str(tmp_path / "n.png"))
     assert [ax.get_label() for ax in saved["fig"].axes if ax.get_label().endswith("colour bar")] == [
         "residual colour bar"]
+
+
+def test_draw_plan_takes_an_s_op_and_refuses_a_model_or_the_plan_of_another_program(tmp_path) -> None:
+    """Audit: an s-op raised AttributeError 'graph', a model TypeError 'not iterable', and the plan
+    of another program drew an embedding column alone, with no error."""
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.pyapi import Comparison, aggregate, indices, length, select, tokens
+    from rasp_compiler.pyapi import compile_program as compile_sop
+
+    reverse = aggregate(select(indices, length - indices - 1, Comparison.EQ), tokens).named("reverse")
+    model = compile_sop(reverse, "abc", 5)
+    pic = draw_plan(reverse, model.plan, str(tmp_path / "p.png"))
+    assert pic.placement["reverse"].unit.startswith("L1 head")
+    with pytest.raises(UserError, match="draw_plan's plan is a compiled model's plan .*got CompiledModel"):
+        draw_plan(reverse.program(), model, str(tmp_path / "p.png"))
+    with pytest.raises(UserError, match="the plan is of another program: it computes .*reverse"):
+        draw_plan(load_program(ROOT / "programs/histogram.rasp"), model.plan, str(tmp_path / "p.png"))
+
+
+def test_draw_trace_refuses_a_batch_and_a_picture_it_cannot_write(tmp_path) -> None:
+    """Audit: ["abc"] said token 'abc' is not in the vocabulary; a missing directory and an unknown
+    suffix raised FileNotFoundError and ValueError after drawing."""
+    from rasp_compiler.errors import InputError, UserError
+
+    model = compile_program(load_program(REVERSE), "abc", 5)
+    with pytest.raises(InputError, match=r"draw_trace takes one input \(a string or a list of tokens\), "
+                                         r"not a batch: got \['abc'\]"):
+        draw_trace(model, ["abc"], str(tmp_path / "x.png"))
+    with pytest.raises(InputError, match="not a batch"):
+        draw_trace(model, [["a", "b"]], str(tmp_path / "x.png"))
+    with pytest.raises(UserError, match=r"cannot write .*x\.png: .*nonexistent is not a directory"):
+        draw_trace(model, "abc", str(tmp_path / "nonexistent" / "x.png"))
+    with pytest.raises(UserError, match=r"unknown image format 'foo'") as info:
+        draw_trace(model, "abc", str(tmp_path / "x.foo"))
+    assert "png" in info.value.hint and "svg" in info.value.hint
+    assert not list(tmp_path.iterdir())
+    # a list of tokens is one input, a token of several characters too
+    assert draw_trace(model, ["a", "b"], str(tmp_path / "ab.png")).stages[0] == "embedding"
+    long_tokens = compile_program(load_program(REVERSE), ["ab", "c"], 3)
+    assert draw_trace(long_tokens, ["ab"], str(tmp_path / "one.png")).size_px[0] > 0

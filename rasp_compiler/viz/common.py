@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+from typing import Any
+
+from rasp_compiler.errors import UserError
 
 
 def image_size(path: str) -> tuple[int, int]:
@@ -25,3 +29,35 @@ def shorten(text: str, width: int) -> str:
         return text
     head = (width - 1) * 2 // 3
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
+def check_picture_path(path: Any, fmt: str | None) -> None:
+    """Refuse, before anything is drawn, a picture matplotlib would fail to write only after
+    drawing it: a missing directory, or a format (``fmt``, else the suffix) it has no writer for."""
+    if not isinstance(path, (str, os.PathLike)):
+        return  # a file object: matplotlib writes to it
+    import matplotlib
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    path = os.fspath(path)
+    supported = sorted(FigureCanvasBase.get_supported_filetypes())
+    chosen = fmt or os.path.splitext(path)[1][1:] or matplotlib.rcParams["savefig.format"]
+    if str(chosen).lower() not in supported:
+        where = f"fmt={fmt!r}" if fmt else f"the suffix of {path}"
+        raise UserError(f"cannot draw {path}: unknown image format {chosen!r} ({where})",
+                        hint=f"use one of: {', '.join(supported)}")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UserError(f"cannot write {path}: {parent} is not a directory")
+
+
+def write_figure(fig: Any, path: Any, fmt: str | None, **options: Any) -> None:
+    """``fig.savefig`` at 100 dpi, then close it; an unwritable file is a UserError."""
+    import matplotlib.pyplot as plt
+
+    try:
+        fig.savefig(path, format=fmt, dpi=100, **options)
+    except OSError as err:
+        raise UserError(f"cannot write {path}: {err.strerror or err}") from None
+    finally:
+        plt.close(fig)

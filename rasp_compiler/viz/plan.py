@@ -10,11 +10,13 @@ text.  ``draw_plan`` returns what it drew (labels, units) so tests can check the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 
+from rasp_compiler.errors import UserError
 from rasp_compiler.graph.nodes import Program
-from rasp_compiler.viz.common import image_size, shorten
+from rasp_compiler.viz.common import check_picture_path, image_size, shorten, write_figure
 
 EMBED = "embedding"
 
@@ -161,10 +163,35 @@ def unit_captions(plan: list[dict], place: dict[str, Placement]) -> dict[int, li
     return captions
 
 
+def _program_and_plan(program: Any, plan: Any) -> Program:
+    """``program`` (a Python-API s-op: its program), checked to be the one ``plan`` was compiled
+    from: the plan of another program drew only an embedding column, with no error."""
+    if hasattr(program, "program") and not isinstance(program, Program):
+        program = program.program()  # a Python-API s-op, as pyapi.compile_program takes it
+    if not isinstance(program, Program):
+        raise UserError(f"draw_plan takes a Program (or a Python-API s-op), got {type(program).__name__}",
+                        hint="draw_plan(program, model.plan, path)")
+    if not isinstance(plan, (list, tuple)) or not all(isinstance(lp, dict) and "heads" in lp for lp in plan):
+        raise UserError("draw_plan's plan is a compiled model's plan (model.plan), got "
+                        f"{type(plan).__name__}",
+                        hint="draw_plan(program, model.plan, path, residual=model.config['residual'])")
+    computed = sorted({nid for lp in plan for h in lp["heads"] for nid in h.get("nodes", [h["node"]])}
+                      | {op["node"] for lp in plan for op in (lp.get("mlp") or {}).get("ops", [])})
+    missing = [nid for nid in computed if _graph_id(nid, program) not in program.graph]
+    if missing:
+        shown = ", ".join(missing[:5]) + (", …" if len(missing) > 5 else "")
+        raise UserError(f"the plan is of another program: it computes {shown}, which this program "
+                        "does not have", hint="draw the program the model was compiled from: "
+                                               "draw_plan(program, compile_program(program, ...).plan, path)")
+    return program
+
+
 def draw_plan(program: Program, plan: list[dict], path: str, title: str | None = None,
               fmt: str | None = None, residual: list[dict] | None = None) -> PlanPicture:
     """Draw ``program`` laid out by ``plan`` (a compiled model's ``config["plan"]``) to ``path``.
     Pass ``residual`` (``config["residual"]``) so maps the embedding holds are drawn there."""
+    program = _program_and_plan(program, plan)
+    check_picture_path(path, fmt)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -226,7 +253,6 @@ def draw_plan(program: Program, plan: list[dict], path: str, title: str | None =
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9, title="computed by")
     ax.set_title(title or f"{program.source_file or 'program'}: output {program.output}", fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, format=fmt, dpi=100)
-    plt.close(fig)
+    write_figure(fig, path, fmt)
     size = image_size(path)
     return PlanPicture(path, labels, units, place, size, captions)  # type: ignore[arg-type]

@@ -21,8 +21,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from rasp_compiler.errors import InputError, UserError
 from rasp_compiler.runtime import RaspModel
-from rasp_compiler.viz.common import image_size, shorten
+from rasp_compiler.viz.common import check_picture_path, image_size, shorten, write_figure
 
 
 @dataclass
@@ -139,7 +140,33 @@ def _with_source(labels: list[str], texts: dict[str, str]) -> list[str]:
     return out
 
 
-def draw_trace(model: RaspModel, tokens: list[Any], path: str, fmt: str | None = None) -> TracePicture:
+def _check_one_input(model: RaspModel, tokens: Any) -> None:
+    """Refuse a batch, which the model reads as one input of unknown tokens: ``["abc"]`` is one
+    input only where the model reads "abc" as a token."""
+    if not isinstance(tokens, (list, tuple)):
+        return
+    nested = any(isinstance(t, (list, tuple)) for t in tokens)
+    one_text = len(tokens) == 1 and isinstance(tokens[0], str) and len(tokens[0]) > 1
+    if not (nested or one_text):
+        return
+    try:
+        model.encode_inputs([tokens])
+    except InputError:
+        first = tokens[0] if one_text or isinstance(tokens[0], (list, tuple)) else tokens
+        raise InputError(f"draw_trace takes one input (a string or a list of tokens), not a batch: "
+                         f"got {shorten(repr(list(tokens)), 60)}",
+                         hint=f"draw_trace(model, {shorten(repr(first), 40)}, path)") from None
+
+
+def draw_trace(model: RaspModel, tokens: list[Any] | str, path: str, fmt: str | None = None) -> TracePicture:
+    """Draw ``model`` running on one input (a string or a list of tokens) to ``path``: every
+    head's attention pattern and the residual stream after each layer.  ``fmt`` overrides the
+    format the suffix names."""
+    if not isinstance(model, RaspModel):
+        raise UserError(f"draw_trace takes a compiled model (compile_program(...)), got "
+                        f"{type(model).__name__}")
+    _check_one_input(model, tokens)
+    check_picture_path(path, fmt)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -276,8 +303,7 @@ def draw_trace(model: RaspModel, tokens: list[Any], path: str, fmt: str | None =
     bar.set_label("value ÷ row scale", fontsize=7)
     fig.suptitle(heading, fontsize=9, x=(left + max(heads_w, resid_w) / 2) / fig_w, y=1 - 0.1 / fig_h,
                  va="top")
-    fig.savefig(path, format=fmt, dpi=100, bbox_inches="tight")
-    plt.close(fig)
+    write_figure(fig, path, fmt, bbox_inches="tight")
     size = image_size(path)
     return TracePicture(path, titles, labels, [s for s, _ in stages], size,  # type: ignore[arg-type]
                         scales)
