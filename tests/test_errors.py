@@ -262,3 +262,18 @@ def test_select_takes_the_paper_s_true_and_false_but_no_other_name():
     err = error_of("x = select(indices, indices, foo);\nx;")
     assert "select needs a comparison operator" in err.message and "not the name 'foo'" in err.message
     assert (err.line, err.col) == (1, 30)
+
+
+@pytest.mark.parametrize("text, got, hint", [(None, "None", "load_program"), (b"x = 1;", "bytes", "decode"),
+                                             (3, "int", "load_program")])
+def test_source_that_is_not_a_str_is_refused_by_name(text, got, hint) -> None:
+    """Audit: None raised AttributeError from inside the parser, bytes a TypeError."""
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.lang import Session
+
+    for call, name in ((parse_source, "parse_source"), (program_from_source, "program_from_source"),
+                       (lambda t: Session().exec_source(t, "<string>"), "exec_source")):
+        with pytest.raises(UserError, match=f"^{name}'s text must be a str of RASP source, got {got}") \
+                as info:
+            call(text)
+        assert hint in info.value.hint

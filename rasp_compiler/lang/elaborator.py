@@ -38,7 +38,7 @@ from rasp_compiler.graph.nodes import (
 )
 from rasp_compiler.lang.builder import BUILTIN, LOCAL, OUT, TOP_LEVEL, GraphBuilder
 from rasp_compiler.lang.expressions import Expressions, decode_string
-from rasp_compiler.lang.parser import parse_source
+from rasp_compiler.lang.parser import check_source, parse_source
 from rasp_compiler.lang.values import (
     AppliedResult,
     Builtin,
@@ -117,6 +117,7 @@ class Session(Expressions):
                     library: bool = False, on_result: Callable[[str, Any], None] | None = None) -> None:
         """Parse and run ``text`` in ``env`` (default: the user's). ``on_result(name, value)`` is
         called for each binding a top-level statement makes (the REPL prints them)."""
+        check_source(text, "exec_source")
         text = text.removeprefix("\ufeff")  # a byte-order mark, as Windows editors save UTF-8
         tree = parse_source(text, file)
         self.sources[file] = text
@@ -641,6 +642,7 @@ _BUILTINS = [
 # --------------------------------------------------------------------- public entry points
 def program_from_source(text: str, file: str = "<string>", output: str = "out") -> Program:
     """Parse and elaborate RASP source; the program's output is the s-op named ``output``."""
+    check_source(text, "program_from_source")
     session = Session()
     directory = Path(file).resolve().parent if Path(file).is_file() else None
     session.exec_source(text, file, directory=directory)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from lark import Lark, Tree
 from lark.exceptions import UnexpectedInput
+
+from rasp_compiler.errors import UserError
 
 # The grammar's home is grammars/rasp.lark; rasp_compiler/lang/rasp.lark links to it so that a
 # non-editable install (which copies the link's target into the wheel) carries it too.
@@ -30,8 +33,22 @@ def parse_source(text: str, file: str = "<string>") -> Tree:
     from rasp_compiler.lang.repl_commands import blank_repl_commands
     from rasp_compiler.lang.syntax_errors import translate
 
+    check_source(text, "parse_source")
     text = blank_repl_commands(text)
     try:
         return grammar().parse(text)
     except UnexpectedInput as err:
         raise translate(err, text, file) from None
+
+
+def check_source(text: Any, caller: str) -> None:
+    """Refuse source text that is not a str, naming the call: None or bytes failed deep inside
+    the parser with an AttributeError or TypeError."""
+    if isinstance(text, str):
+        return
+    if isinstance(text, (bytes, bytearray)):
+        raise UserError(f"{caller}'s text must be a str of RASP source, got bytes",
+                        hint="decode it first: text.decode('utf-8')")
+    raise UserError(f"{caller}'s text must be a str of RASP source, got "
+                    f"{'None' if text is None else type(text).__name__}",
+                    hint="a file: load_program(path)")
