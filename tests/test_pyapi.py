@@ -516,3 +516,25 @@ def test_builder_mistakes_are_user_errors_and_tracr_builtins(case: str) -> None:
     with pytest.raises(UserError) as err:
         make()
     assert isinstance(err.value, builtin) and str(err.value)
+
+
+def test_compile_program_names_its_options_and_refuses_a_causal_that_is_no_bool() -> None:
+    """Audit: the options hid behind **options (a typo read as a plain TypeError, help() showed
+    nothing), and causal="no" compiled causally, a non-empty string being truthy."""
+    import inspect
+
+    from rasp_compiler.compiler import compile_program as compile_graph
+    from rasp_compiler.errors import UserError
+
+    ours, theirs = inspect.signature(compile_program), inspect.signature(compile_graph)
+    options = {n: p.default for n, p in ours.parameters.items() if p.kind is p.KEYWORD_ONLY}
+    assert options == {n: p.default for n, p in theirs.parameters.items() if p.kind is p.KEYWORD_ONLY}
+    assert ours.return_annotation == "CompiledModel" and "causal" in compile_program.__doc__
+    reverse = aggregate(select(indices, length - indices - 1, Comparison.EQ), tokens)
+    with pytest.raises(TypeError, match="casual"):
+        compile_program(reverse, "abc", 4, casual=True)
+    for call in (compile_program, lambda sop, *a, **k: compile_graph(sop.program(), *a, **k)):
+        with pytest.raises(UserError, match=r"causal \(--causal\) must be True or False, got 'no'"):
+            call(reverse, "abc", 4, causal="no")
+    numpy_false = __import__("numpy").bool_(False)
+    assert compile_program(reverse, "abc", 4, causal=numpy_false).run(["abc"]) == [list("cba")]

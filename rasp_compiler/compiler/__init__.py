@@ -117,6 +117,19 @@ def _whole_number(value: Any, what: str) -> int:
     return value
 
 
+def _flag(value: Any, what: str) -> bool:
+    """A yes/no argument as a bool (a NumPy bool too): a string such as "no" is truthy, and
+    compiled as if it were True."""
+    if hasattr(value, "item") and not isinstance(value, (bool, str)):
+        try:
+            value = value.item()
+        except (TypeError, ValueError):
+            pass
+    if not isinstance(value, bool):
+        raise UserError(f"{what} must be True or False, got {value!r}")
+    return value
+
+
 def _range(value: Any) -> tuple[float, float]:
     try:
         lo, hi = (float(v) for v in value)
@@ -141,6 +154,7 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
                         hint="load a file with load_program(path), parse text with program_from_source"
                              "(text), or pass an s-op to rasp_compiler.pyapi.compile_program")
     max_len = _whole_number(max_len, "max_len (--max-len)")
+    causal = _flag(causal, "causal (--causal)")
     if fixed_length is not None:
         fixed_length = _whole_number(fixed_length, "fixed_length (--fixed-length)")
     if input_range is not None:

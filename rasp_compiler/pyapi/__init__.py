@@ -9,7 +9,7 @@
 See ``docs/python-api.md``; ``rasp_compiler.pyapi.lib`` has tracr's library programs.
 """
 
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 from rasp_compiler.graph.nodes import Program
 from rasp_compiler.pyapi.aggregates import Aggregate, SelectorWidth, aggregate, selector_width
@@ -56,7 +56,7 @@ from rasp_compiler.pyapi.sops import (
 )
 from rasp_compiler.pyapi.source import to_source
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the compiler loads torch: only a compile imports it
     from rasp_compiler.compiler import CompiledModel
 
 # tracr's type aliases, for code that annotates with them
@@ -75,11 +75,21 @@ def as_program(program_or_sop: Any) -> Program:
     return program_or_sop
 
 
-def compile_program(program_or_sop: Any, vocab: Any, max_len: int, **options: Any) -> "CompiledModel":
-    """``rasp_compiler.compiler.compile_program`` that also accepts a Python-API s-op."""
+def compile_program(program_or_sop: Any, vocab: Any, max_len: int, *, output: str | None = None,
+                    dtype: str = "float32", causal: bool = False, fixed_length: int | None = None,
+                    input_range: tuple[float, float] | None = None,
+                    progress: Callable[[str], None] | None = None) -> "CompiledModel":
+    """Compile a Python-API s-op (or a Program) for inputs over ``vocab`` of length 1..``max_len``.
+
+    The options are ``rasp_compiler.compiler.compile_program``'s: ``output`` (another named s-op),
+    ``dtype`` ("float32" or "float64"), ``causal`` (causal attention; a program that looks ahead
+    is refused), ``fixed_length`` (inputs of exactly that length), ``input_range`` ((lo, hi):
+    real-valued tokens, ``vocab`` unused) and ``progress`` (called with each stage's name)."""
     from rasp_compiler.compiler import compile_program as compile_graph
 
-    return compile_graph(as_program(program_or_sop), vocab, max_len, **options)
+    return compile_graph(as_program(program_or_sop), vocab, max_len, output=output, dtype=dtype,
+                         causal=causal, fixed_length=fixed_length, input_range=input_range,
+                         progress=progress)
 
 
 def run(program_or_sop: Any, inputs: Any) -> Any:
