@@ -538,3 +538,25 @@ def test_compile_program_names_its_options_and_refuses_a_causal_that_is_no_bool(
             call(reverse, "abc", 4, causal="no")
     numpy_false = __import__("numpy").bool_(False)
     assert compile_program(reverse, "abc", 4, causal=numpy_false).run(["abc"]) == [list("cba")]
+
+
+def test_apply_errors_are_value_errors_with_tracrs_positions_and_the_api_has_docstrings() -> None:
+    """Audit: apply(["compiler_bos", "z"]) raised a ModelInputError (tracr's is a ValueError) at
+    "position 0", where z is at 1 (BOS is position 0); apply, get_encoding and is_numerical had
+    no docstring."""
+    from rasp_compiler import pyapi
+    from rasp_compiler.errors import InputError
+    from rasp_compiler.pyapi.compiling import AssembledModel, compile_rasp_to_model
+
+    reverse = aggregate(select(indices, length - indices - 1, Comparison.EQ), tokens)
+    model = compile_rasp_to_model(reverse, {"a", "b"}, 4)
+    for given, position in ((["compiler_bos", "z"], 1), (["compiler_bos", "a", "z", "compiler_pad"], 2)):
+        with pytest.raises(ValueError, match=f"token 'z' at position {position} is not in the vocabulary") \
+                as info:
+            model.apply(given)
+        assert isinstance(info.value, InputError) and "--vocab" not in (info.value.hint or "")
+    for given in (["a"], ["compiler_bos", "a", "b", "c", "a", "b"]):
+        with pytest.raises(ValueError):
+            model.apply(given)
+    for fn in (AssembledModel.apply, pyapi.get_encoding, pyapi.is_numerical, pyapi.is_categorical):
+        assert fn.__doc__ and len(fn.__doc__.split()) >= 5, fn

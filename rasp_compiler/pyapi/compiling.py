@@ -15,6 +15,7 @@ token first and optional padding tokens after the input.  The model also has tra
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -28,6 +29,11 @@ if TYPE_CHECKING:
 
 COMPILER_BOS = "compiler_bos"
 COMPILER_PAD = "compiler_pad"
+
+
+class ApplyInputError(InputError, ValueError):
+    """An input ``apply`` cannot run (no BOS first, an unknown token, too long): an InputError,
+    and a ValueError, as tracr's input encoder raises."""
 
 
 @dataclass
@@ -206,29 +212,36 @@ class AssembledModel:
         return params
 
     def apply(self, tokens: list[Any]) -> ModelOutput:
+        """Run the model on one input in tracr's layout: the BOS token, the tokens, then any
+        padding tokens.  ``decoded`` holds BOS, one value per token and the pad token at padded
+        positions; a bad input is an ``ApplyInputError`` (a ValueError, as in tracr) whose
+        positions count BOS as position 0."""
         if not isinstance(tokens, Iterable):
             raise InputError(f"apply takes one input, a list of tokens with the BOS token first, got "
                              f"{type(tokens).__name__}",
                              hint=f"call apply([{self.compiler_bos!r}, ...tokens])")
         tokens = list(tokens)
         if not tokens or tokens[0] != self.compiler_bos:
-            raise UserError(f"the input must start with the BOS token {self.compiler_bos!r}, as in tracr",
-                            hint=f"call apply([{self.compiler_bos!r}, ...tokens])")
+            raise ApplyInputError(f"the input must start with the BOS token {self.compiler_bos!r}, as in "
+                                  "tracr", hint=f"call apply([{self.compiler_bos!r}, ...tokens])")
         body = tokens[1:]
         n = len(body)
         while n and body[n - 1] == self.compiler_pad:
             n -= 1
         if any(t == self.compiler_pad for t in body[:n]):
-            raise UserError("padding tokens may only follow the input")
+            raise ApplyInputError("padding tokens may only follow the input")
         if len(body) > self.model.max_len:  # tracr has no position embedding past max_seq_len either
-            raise InputError(f"the input has {len(body)} tokens after BOS, padding included, more than the "
-                             f"{self.model.max_len} this model was compiled for",
-                             hint="compile again with a larger max_seq_len")
+            raise ApplyInputError(f"the input has {len(body)} tokens after BOS, padding included, more than "
+                                  f"the {self.model.max_len} this model was compiled for",
+                                  hint="compile again with a larger max_seq_len")
         if n == 0:  # the empty input (BOS alone): nothing to compute, as RASP has no empty sequence
             return ModelOutput([self.compiler_bos] + [self.compiler_pad] * len(body))
         # padded positions are computed too, as tracr does: pads are masked as keys, so the input's
         # own positions get the numbers of a batch that holds a longer input
-        trace = self.model.trace([body[:n]], positions=len(body))
+        try:
+            trace = self.model.trace([body[:n]], positions=len(body))
+        except InputError as err:
+            raise _in_tracr_terms(err) from None
         out = self.model.decode(trace["logits"], [n])[0]
         return ModelOutput([self.compiler_bos, *out] + [self.compiler_pad] * (len(body) - n), trace,
                            self._unembed(trace))
@@ -244,6 +257,17 @@ class AssembledModel:
         if isinstance(self.output_encoder, NumericalEncoder):
             return logits[..., 0].numpy()
         return logits.argmax(dim=-1).numpy()
+
+
+def _in_tracr_terms(err: InputError) -> ApplyInputError:
+    """The runtime's error about the tokens after BOS, with tracr's positions (BOS is position 0)
+    and the vocabulary as compile_rasp_to_model's argument rather than the command line's flag."""
+    message = re.sub(r"at position (\d+) of input 0\b", lambda m: f"at position {int(m.group(1)) + 1}",
+                     err.message)
+    hint = err.hint
+    if hint and "--vocab" in hint:
+        hint = "compile again with a vocab that includes it"
+    return ApplyInputError(message, hint=hint)
 
 
 def compile_rasp_to_model(program: Any, vocab: Any, max_seq_len: int, causal: bool = False,

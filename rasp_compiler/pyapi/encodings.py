@@ -48,14 +48,18 @@ def annotate(expr: RASPExpr, **annotations: Any) -> RASPExpr:
 
 
 def get_encoding(sop: SOp) -> Encoding:
+    """The encoding ``sop`` was annotated with; ``Encoding.CATEGORICAL`` where it has none, as in
+    tracr (the compiler may still hold it numerically: see ``model.config["residual"]``)."""
     if not isinstance(sop, SOp):
         raise PyApiTypeError(f"only s-ops have an encoding, got {type(sop).__name__}")
     return sop.annotations["encoding"]
 
 
 def is_numerical(sop: SOp) -> bool:
+    """Whether ``sop`` is annotated numerical (``numerical(...)``)."""
     return get_encoding(sop) is Encoding.NUMERICAL
 
 
 def is_categorical(sop: SOp) -> bool:
+    """Whether ``sop`` is annotated categorical, or not annotated (tracr's default)."""
     return get_encoding(sop) is Encoding.CATEGORICAL
