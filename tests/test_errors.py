@@ -277,3 +277,17 @@ def test_source_that_is_not_a_str_is_refused_by_name(text, got, hint) -> None:
                 as info:
             call(text)
         assert hint in info.value.hint
+
+
+def test_str_of_a_user_error_carries_its_place_and_hint() -> None:
+    """A Python user who prints or logs the exception sees where and what to change, as the CLI says."""
+    from rasp_compiler.errors import RaspError, UserError
+    from rasp_compiler.lang import program_from_source
+
+    with pytest.raises(RaspError) as err:
+        program_from_source("x = selct(tokens, tokens, ==);", file="a.rasp")
+    text = str(err.value)
+    assert text.startswith("a.rasp:1:") and err.value.message in text
+    assert text.endswith(f"\n  hint: {err.value.hint}") and "select" in err.value.hint
+    assert str(UserError("plain")) == "plain"
+    assert str(UserError("m", hint="h")) == "m\n  hint: h"
