@@ -535,3 +535,15 @@ def test_mean_of_the_tokens_over_an_or_with_key_0_is_not_a_bos_count() -> None:
     inputs = [[2, 5], [1, 1, 5, 2], [5, 5, 5, 5, 5, 2]]
     assert check_model(model, program, inputs).ok
     assert model.run([[2, 5]]) == [[3.5, 3.5]]
+
+
+def test_an_or_of_hundreds_of_selects_compiles_instead_of_overflowing() -> None:
+    """A scale audit: the product of the joint value counts was taken in floats, overflowed to
+    inf past 10^308, and int(inf) raised OverflowError; the counts are now multiplied as ints."""
+    source = ("s = select(tokens_int, tokens_int, ==);\n"
+              "for i in range(450) { s = s or select(tokens_int, tokens_int + i, ==); }\n"
+              "w = selector_width(s);\nw;\n")
+    program = program_from_source(source)
+    model = compile_program(program, [0, 1, 2, 3, 4], 4)
+    for x in ([0], [4, 0, 4], [1, 2, 3, 4], [3, 3, 0, 1]):
+        assert model.run([x]) == [run(program, x)]

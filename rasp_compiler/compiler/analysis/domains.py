@@ -9,10 +9,9 @@ assignments through their tables, and ``ctx_values`` the values of one s-op in o
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 from typing import Any, Callable, Iterable, Iterator
-
-import numpy as np
 
 from rasp_compiler.compiler.analysis import limits
 from rasp_compiler.compiler.values import sorted_values
@@ -53,7 +52,7 @@ class Domains:
         kinds = {self.info[b].base_kind for b in bases}
         total = 0
         for ctx in self._ctx_list(kinds, bases):  # type: ignore[arg-type]
-            total += int(np.prod([len(c) for c in self._choices(bases, ctx)], dtype=np.float64))
+            total += math.prod(len(c) for c in self._choices(bases, ctx))
             if total > 10 * limits.DOMAIN_CAP:
                 break
         return total

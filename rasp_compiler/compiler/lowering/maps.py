@@ -9,9 +9,8 @@ hidden layer cannot combine them exactly.
 
 from __future__ import annotations
 
+import math
 from typing import Any
-
-import numpy as np
 
 from rasp_compiler.compiler.analysis import SInfo
 from rasp_compiler.compiler.lowering import limits
@@ -154,7 +153,7 @@ class Maps:
         an = self.an
 
         def size(sids: set[str]) -> int:
-            return int(np.prod([len(an.info[u].values) for u in sids], dtype=np.float64))
+            return math.prod(len(an.info[u].values) for u in sids)
 
         direct = set(start) if start is not None else {u for u in info.inputs
                                                          if an.info[u].base_kind != "const"}

@@ -8,6 +8,7 @@ that compare an s-op with a constant are narrowed to a truth value (``_narrowed`
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -170,7 +171,7 @@ class SelectorBlocks:
             return fid, [{sids[0]: v} for v in self.features[fid].values]
         tid = "(" + ",".join(sids) + ")"
         if tid not in self.an.info:
-            bound = min(int(np.prod([float(len(self.an.info[u].values)) for u in sids])),
+            bound = min(math.prod(len(self.an.info[u].values) for u in sids),
                         self.an.domain_size(tuple(sorted({b for u in sids for b in self.an.info[u].bases}))))
             if bound > limits.MAX_TUPLE:  # refuse before tabulating it (that alone can take gigabytes)
                 listing = " and ".join(f"{self.an.describe(u)} ({len(self.an.info[u].values):,} values)"
