@@ -88,8 +88,9 @@ class GraphBuilder:
                 label[tid] = binding
         current = set(names.values())
         named = sorted(label, key=lambda t: (label[t][0], t not in current, label[t][1]))
+        last: dict[str, int] = {}  # name -> the last suffix given: x, x_2, x_3, … without a rescan
         for tid in named:
-            final[tid] = _fresh(label[tid][2], taken)
+            final[tid] = _fresh(label[tid][2], taken, last)
         counters: dict[str, int] = {}
         for tid in order:
             if tid in final:
@@ -113,10 +114,15 @@ class GraphBuilder:
         return program, final
 
 
-def _fresh(name: str, taken: set[str]) -> str:
-    candidate, k = name, 1
+def _fresh(name: str, taken: set[str], last: dict[str, int]) -> str:
+    """``name``, or ``name_k`` with the smallest k after the last one given for ``name`` that is
+    not taken (a loop binding x 20,000 times scanned x_2, x_3, … from the start each time)."""
+    candidate, k = name, last.get(name, 1)
+    if k > 1:
+        candidate = f"{name}_{k}"
     while candidate in taken:
         k += 1
         candidate = f"{name}_{k}"
+    last[name] = k
     taken.add(candidate)
     return candidate
