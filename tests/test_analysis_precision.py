@@ -54,3 +54,19 @@ def test_dyck2_depth_at_64() -> None:
     inputs = random_inputs(list("(){}"), 64, 24, seed=11) + [list("({})" * 16), list("(" * 32 + ")" * 32)]
     res = check_model(model, prog, inputs)
     assert res.ok, res.failures
+
+
+def test_the_pair_table_hint_is_given_only_where_the_pairs_are_the_cause() -> None:
+    """A scale audit: dyck2 at --max-len 384 was told that 73,920 (index, length) pairs were "more
+    than the 120,000" and that its token-dependent `level` was a function of index and length."""
+    from rasp_compiler.errors import CompileError
+
+    positional = "y = (indices * length) % 7;\nz = aggregate(select(indices, y, ==), tokens);\nz;\n"
+    with pytest.raises(CompileError) as err:
+        compile_program(program_from_source(positional), list("abc"), 500)
+    assert "is a function of the index and the length" in err.value.hint
+    assert "125,250 (index, length) pairs, more than the 120,000" in err.value.hint
+    with_tokens = positional.replace("(indices * length)", "(indices * length + tokens_int)")
+    with pytest.raises(CompileError) as err:
+        compile_program(program_from_source(with_tokens), [0, 1], 400)
+    assert "(index, length) pairs" not in (err.value.hint or "")

@@ -100,10 +100,12 @@ class PositionalAffine:
             elif ui.base_kind == "index" or self.length_like(u):
                 kinds.add(ui.base_kind if ui.base_kind == "index" else "length")
             elif ui.base_kind is None:  # tabulated over its bases
-                kinds |= {self.info[b].base_kind for b in ui.bases} & {"index", "length"}
+                kinds |= {self.info[b].base_kind for b in ui.bases} - {"const"}
             elif "opaque" in ui.notes and ui.kind in ("map", "sequence_map"):
                 todo.extend(ui.inputs)
-        if kinds != {"index", "length"}:
+            elif ui.base_kind != "const":  # tokens, or an aggregate: not what made it too large
+                kinds.add("other")
+        if kinds != {"index", "length"} or len(self.ctx_all) <= limits.DOMAIN_CAP:
             return None
         top = int((np.sqrt(1 + 8 * limits.DOMAIN_CAP) - 1) // 2)
         return (f"{self.describe(sid)} is a function of the index and the length, and --max-len "
