@@ -42,7 +42,13 @@ def main_check(args: argparse.Namespace) -> int:
     import torch
 
     from rasp_compiler.commands.compile import compile_from_args
-    from rasp_compiler.compiler.real_check import check_real, describe_maps, lengths_for, sample_inputs
+    from rasp_compiler.compiler.real_check import (
+        check_real,
+        describe_maps,
+        lengths_for,
+        rounding_allowance,
+        sample_inputs,
+    )
     from rasp_compiler.lang import load_program
 
     torch.set_num_threads(max(1, min(4, torch.get_num_threads())))
@@ -69,8 +75,10 @@ def main_check(args: argparse.Namespace) -> int:
     else:
         print(model.summary())
         print("\n".join(describe_maps(model)))
+        rounding = rounding_allowance(model.config["dtype"], model.max_len)
         print(f"random: {res['inputs_checked']} inputs in [{lo:g}, {hi:g}], max abs error "
-              f"{res['max_abs_error']:.3g} (stated bound {res['error_bound']:.3g} + rounding)")
+              f"{res['max_abs_error']:.3g} (stated bound {res['error_bound']:.3g} + rounding, up to "
+              f"{rounding:.2g} x max(1, |value|) at length {model.max_len})")
         for f in res["failures"]:
             print(f"  disagree on {f['input']!r}: error {f['error']:.3g}")
     return 0 if res["ok"] else 1

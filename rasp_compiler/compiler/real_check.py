@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from rasp_compiler.compiler.real import EXACT_TOL
+from rasp_compiler.compiler.real.limits import ROUNDING_PER_TERM, UNIT_ROUNDOFF
 
 
 def lengths_for(model: Any) -> list[int]:
@@ -79,7 +80,7 @@ def check_real(model: Any, program: Any, inputs: list[list[float]]) -> dict[str,
             except (TypeError, ValueError):  # categorical values: equal or not
                 ref_a, got_a = np.zeros(1), np.zeros(1)
                 err = 0.0 if list(got) == list(ref) else math.inf
-            tol = bound + EXACT_TOL[dtype] * max(1.0, float(np.max(np.abs(ref_a))))
+            tol = bound + rounding_allowance(dtype, len(x)) * max(1.0, float(np.max(np.abs(ref_a))))
             checked += 1
             if err > worst:
                 worst, worst_input = err, x
@@ -89,6 +90,13 @@ def check_real(model: Any, program: Any, inputs: list[list[float]]) -> dict[str,
     return {"inputs_checked": checked, "inputs_undefined": undefined, "max_abs_error": worst,
             "error_bound": bound, "worst_input": worst_input, "failures": failures,
             "ok": not failures and checked > 0}
+
+
+def rounding_allowance(dtype: str, length: int) -> float:
+    """The float rounding an "exact" model may add at an input of ``length`` tokens, relative to
+    max(1, |value|): EXACT_TOL for its few operations, plus the summation bound of a head that
+    averages ``length`` values."""
+    return EXACT_TOL[dtype] + ROUNDING_PER_TERM * length * UNIT_ROUNDOFF[dtype]
 
 
 def describe_maps(model: Any) -> list[str]:

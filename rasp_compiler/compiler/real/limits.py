@@ -16,6 +16,12 @@ APPROX_TARGET = {"float32": 1e-5, "float64": 1e-6}
 MAX_SEGMENTS = 4096
 # Rounding allowance of an "exact" unit, relative to max(1, |value|): a few ulps of a few operations.
 EXACT_TOL = {"float32": 1e-5, "float64": 1e-10}
+# The unit roundoff u of each dtype. A head averaging n values rounds like a float sum of n terms,
+# whose error bound is about n·u of the largest; the check allows ROUNDING_PER_TERM·n·u on top of
+# EXACT_TOL (a product after the mean doubles its relative error: float32 means over 512 values
+# were 1.5e-5 off, over the fixed 1e-5)
+UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "float64": 2.0 ** -53}
+ROUNDING_PER_TERM = 4
 # A softmax head's scores are rounded to the dtype, and the rounding moves its weights by up to
 # e^(2 * drift): past this factor - 1 the model no longer computes the program's softmax at all.
 MAX_WEIGHT_DRIFT = 0.01
