@@ -432,3 +432,18 @@ def test_a_saved_u_refuses_an_integer_past_the_float_range(capsys, tmp_path) -> 
                        "[" + ", ".join(["1" * 400] + ["0.5"] * (size - 1)) + "]")
     assert_one_error(rc, err, "non-finite value at position 0")
     assert out == ""
+
+
+def test_an_infeasible_exhaustive_check_is_refused_before_compiling(capsys, monkeypatch) -> None:
+    """A scale audit: 300 tokens at --max-len 512 printed a 1,400-digit count, after a compile."""
+    import rasp_compiler.commands.compile as compile_command
+
+    def no_compile(args):  # noqa: ANN001, ANN202
+        raise AssertionError("compiled before refusing")
+
+    monkeypatch.setattr(compile_command, "compile_from_args", no_compile)
+    vocab = json.dumps([str(i) for i in range(300)])
+    assert cli(["check", "programs/reverse.rasp", "--vocab", vocab, "--max-len", "512", "--exhaustive"]) == 1
+    err = capsys.readouterr().err
+    assert "--exhaustive would check about 10^1268 inputs, more than the 1,000,000" in err
+    assert len(err) < 200

@@ -86,13 +86,16 @@ def main(args: argparse.Namespace) -> int:
     if args.vocab is None:
         raise UserError("--vocab is required (or --input-range LO HI for real-valued tokens)")
     vocab = parse_vocab(args.vocab)
+    if args.exhaustive and isinstance(args.max_len, int):  # refuse before spending the compile
+        given = getattr(args, "fixed_length", None)
+        _refuse_exhaustive(len(vocab) ** given if given else count_inputs(len(vocab), args.max_len))
     model = compile_from_args(args)
     program = load_program(args.file, output=args.output or "out")
     # a model for one input length (--fixed-length) refuses every other length: check that one only
     fixed = model.config.get("fixed_length")
     total = len(vocab) ** fixed if fixed else count_inputs(len(vocab), args.max_len)
-    if args.exhaustive and total > MAX_SAMPLES:
-        raise UserError(f"--exhaustive would check {total:,} inputs", hint="use --samples K")
+    if args.exhaustive:
+        _refuse_exhaustive(total)
     if args.exhaustive or (args.samples is None and total <= EXHAUSTIVE_LIMIT):
         mode = "exhaustive"
         inputs = ([list(x) for x in itertools.product(vocab, repeat=fixed)] if fixed
@@ -144,3 +147,14 @@ def main(args: argparse.Namespace) -> int:
         for f in res.failures:
             print(f"  disagree on {f['input']!r}: model {f['model']!r}, interpreter {f['interpreter']!r}")
     return 0 if res.ok and res.inputs_checked > 0 else 1
+
+
+def _refuse_exhaustive(total: int) -> None:
+    """A UserError when ``total`` inputs are more than --exhaustive checks; a count too long to
+    read is shown as a power of ten."""
+    from rasp_compiler.errors import UserError
+
+    if total > MAX_SAMPLES:
+        shown = f"{total:,}" if total < 10 ** 15 else f"about 10^{len(str(total)) - 1}"
+        raise UserError(f"--exhaustive would check {shown} inputs, more than the {MAX_SAMPLES:,} "
+                        "it checks", hint="use --samples K")
