@@ -445,3 +445,13 @@ def test_residual_labels_name_one_value_each_when_values_print_alike() -> None:
         named = dict(zip(entry["labels"], entry["values"], strict=True))
         for lab, value in expected.items():
             assert named[lab] == value and type(named[lab]) is type(value)
+
+
+def test_the_size_guard_counts_the_embeddings() -> None:
+    """A scale audit: double_histogram at max_len 2,048 built 277,844,868 weights past the 2^28
+    guard; the guard's estimate left out 25M weights of embeddings and unembedding."""
+    from rasp_compiler.compiler.assemble import MAX_PARAMS
+
+    with pytest.raises(CompileError, match="the model would need about"):
+        compile_program(load_program(str(ROOT / "programs" / "double_histogram.rasp")), list("abcde"), 2048)
+    assert MAX_PARAMS == 1 << 28

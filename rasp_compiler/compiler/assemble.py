@@ -139,7 +139,11 @@ def _check_size(an: Analysis, low: Lowering, sched: Schedule, layout: Layout) ->
     d = layout.d_model
 
     def estimate(units_of) -> int:
-        total = 0
+        # the embeddings and the unembedding: at max_len 2,048 they were the 25M weights that let
+        # a 277M-weight model past the guard
+        out_f = low.features[low.output]
+        outputs = out_f.size if out_f.encoding == "categorical" else 1
+        total = d * (len(an.vocab) + 2 + an.max_len + 1 + outputs)
         for li in range(sched.n_layers):
             widths = [sum(min(b.matrix.shape) for b in low.ops[h[0]].blocks) + 2  # type: ignore[union-attr]
                       for h in sched.heads[li]]
