@@ -232,20 +232,70 @@ def test_run_help_examples_are_true(monkeypatch):
     assert checked >= 3
 
 
-def test_check_shows_progress_on_a_terminal_only(tmp_path):
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
 
+
+def _fake_clock(monkeypatch, step: float) -> None:
+    """The check's progress clock advances ``step`` seconds at each reading (real time is unused)."""
+    from rasp_compiler.commands.check import CheckProgress
+
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += step
+        return now[0]
+    monkeypatch.setattr(CheckProgress, "clock", staticmethod(clock))
+
+
+def test_check_shows_progress_on_a_terminal_only(tmp_path, monkeypatch):
     prog = tmp_path / "p.rasp"
     prog.write_text("aggregate(select(indices, indices, <=), indicator(tokens == \"a\"));\n")
     args = ["check", str(prog), "--vocab", "ab", "--max-len", "11", "--exhaustive"]   # 4,094 inputs
-    err = Terminal()
+    _fake_clock(monkeypatch, 1.0)        # a slow check: its first batch alone takes a second
+    err = _Terminal()
     with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(err):
         assert main(args) == 0
     assert "checking (exhaustive)" in err.getvalue() and "/4094" in err.getvalue()
     assert "exhaustive: 4094/4094 inputs agree" in out.getvalue()
     assert "checking" not in rasp(*args).stderr      # not a terminal: no progress bar
+
+
+def test_check_progress_follows_the_time_taken_not_the_input_count(tmp_path, monkeypatch):
+    """The bar showed only above 2,000 inputs (assumed ~1 ms each); at max_len 512 an input takes
+    ~0.13 s, and a check of 1,837 inputs ran 8 minutes without a word on stderr."""
+    prog = tmp_path / "p.rasp"
+    prog.write_text("aggregate(select(indices, indices, <=), indicator(tokens == \"a\"));\n")
+    args = ["check", str(prog), "--vocab", "ab", "--max-len", "5", "--samples", "40"]
+    _fake_clock(monkeypatch, 1.0)        # 16 inputs in a second: the check's 50 take over 2 s
+    err = _Terminal()
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(err):
+        assert main(args) == 0
+    assert "checking (random)" in err.getvalue()
+    assert "(40 random + 11 edge inputs" in out.getvalue()
+    _fake_clock(monkeypatch, 1e-4)       # a fast check of many inputs: no bar
+    err = _Terminal()
+    big = ["check", str(prog), "--vocab", "ab", "--max-len", "11", "--exhaustive"]   # 4,094 inputs
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        assert main(big) == 0
+    assert "checking" not in err.getvalue()
+    # the real-valued check too
+    _fake_clock(monkeypatch, 1.0)
+    err = _Terminal()
+    real = ["check", str(REPO / "programs/maxmin.rasp"), "--input-range", "-1", "1", "--samples", "30"]
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(err):
+        assert main(real) == 0
+    assert "checking (random)" in err.getvalue()
+    assert "(30 random + 3 corner inputs)" in out.getvalue()
+
+
+def test_check_help_says_which_inputs_are_checked():
+    r = rasp("check", "--help")
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    assert "K random inputs of all lengths, plus the edge inputs: |vocab| x max-len all-equal" in text
+    assert "checks 300 + 1,539 edge inputs" in text and "3 corner inputs a length" in text
 
 
 def test_compile_status_names_the_stage_on_a_terminal_only(monkeypatch):

@@ -7,6 +7,7 @@ import itertools
 import json
 import random
 import sys
+import time
 
 from rasp_compiler.commands.options import SEED_HELP, check_seed, check_tokens_or_range
 from rasp_compiler.errors import UserError
@@ -15,19 +16,58 @@ EPILOG = """examples:
   rasp check programs/reverse.rasp --vocab abc --max-len 6 --exhaustive
   rasp check programs/sort.rasp --vocab abcde --max-len 64 --samples 2000 --json
 
-Without --exhaustive or --samples, every input is checked when there are at most 50,000 of them,
-else 1,000 random inputs; edge inputs (all-equal tokens at every length) are always added.
+Inputs checked: --exhaustive, every input of every length up to --max-len; --samples K, K random
+inputs (random length and tokens) plus the edge inputs: |vocab| x max-len all-equal inputs (every
+token at every length; |vocab| with --fixed-length) and C(min(|vocab|, 4), 2) alternating pairs
+at the longest length, each distinct input checked once (--samples 300 --vocab abc --max-len 512
+checks 300 + 1,539 edge inputs).
+Without either, every input is checked when there are at most 50,000 of them, else 1,000 random
+inputs plus the edge inputs. With --input-range LO HI: K (default 1,000) random inputs plus 3
+corner inputs a length (all LO, all HI, alternating; none for integer tokens).
 Numerical outputs agree within 1e-4 (float32) / 1e-9 (float64) times max(1, |value|).
-On a terminal, a check of more than 2,000 inputs shows a progress bar on stderr.
+On a terminal, a check that will take more than about 2 s (timed on its first inputs) shows a
+progress bar on stderr.
 Exit status 0 only if every input agrees."""
 
 
-# Inputs from which `rasp check` shows a progress bar on a terminal (the interpreter takes about
-# 1 ms an input, so a few seconds' work).
-PROGRESS_FROM = 2_000
+# The estimated seconds of a check from which `rasp check` shows a progress bar on a terminal.  It
+# was a count (2,000 inputs, at ~1 ms an input), but at max_len 512 an input takes ~0.13 s: 1,837
+# inputs ran for 8 minutes without a word.
+PROGRESS_AFTER = 2.0
 # The most inputs one check takes (--samples, or --exhaustive's count): all are held in memory, and
 # the interpreter takes about 1 ms an input; --samples 100,000,000 ran out of memory.
 MAX_SAMPLES = 1_000_000
+
+
+class CheckProgress:
+    """A check's progress bar (tqdm, on stderr), shown only on a terminal and only once the time
+    of the inputs done so far says the whole check will take more than PROGRESS_AFTER seconds.
+    Called with the number of inputs done in each batch."""
+
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self, total: int, desc: str) -> None:
+        self.total, self.desc = total, desc
+        self.done = 0
+        self.bar = None
+        self.terminal = sys.stderr.isatty()
+        self.start = self.clock()
+
+    def __call__(self, n: int) -> None:
+        self.done += n
+        if self.bar is not None:
+            self.bar.update(n)
+        elif self.terminal and 0 < self.done < self.total:
+            elapsed = self.clock() - self.start
+            if elapsed * self.total / self.done > PROGRESS_AFTER:
+                from tqdm import tqdm
+                self.bar = tqdm(total=self.total, initial=self.done, desc=self.desc, unit="input",
+                                leave=False, dynamic_ncols=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,7 +80,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_model_options(p)
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--exhaustive", action="store_true", help="every input up to --max-len")
-    mode.add_argument("--samples", type=int, metavar="K", help="K random inputs of all lengths")
+    mode.add_argument("--samples", type=int, metavar="K",
+                      help="K random inputs of all lengths, plus the edge inputs: |vocab| x max-len "
+                      "all-equal ones and up to 6 alternating ones (real-valued: 3 corners a length)")
     p.add_argument("--seed", type=int, default=None,
                    help=f"seed of the random inputs ({SEED_HELP}; default 0; not with --exhaustive)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -105,26 +147,23 @@ def main(args: argparse.Namespace) -> int:
         mode = "random"
         rng = random.Random(args.seed)
         inputs = [[rng.choice(vocab) for _ in range(fixed)] for _ in range(args.samples or 1000)]
-        inputs += [x for x in edge_inputs(vocab, fixed) if len(x) == fixed]
+        edges = [x for x in edge_inputs(vocab, fixed) if len(x) == fixed]
     else:
         mode = "random"
         inputs = random_inputs(vocab, args.max_len, args.samples or 1000, args.seed)
-        inputs += edge_inputs(vocab, args.max_len)
+        edges = edge_inputs(vocab, args.max_len)
     if mode == "random":
+        n_random, n_edge = len(inputs), len(edges)
+        inputs += edges
         drawn = len(inputs)
         # short random inputs repeat, and edge inputs may be among them: count each input once
         inputs = [list(x) for x in dict.fromkeys(tuple(x) for x in inputs)]
     model.to(args.device)
-    bar = None
-    if sys.stderr.isatty() and len(inputs) > PROGRESS_FROM:  # about 2 s and more: show progress
-        from tqdm import tqdm
-        bar = tqdm(total=len(inputs), desc=f"checking ({mode})", unit="input", leave=False,
-                   dynamic_ncols=True)
+    bar = CheckProgress(len(inputs), f"checking ({mode})")
     try:
-        res = check_model(model, program, inputs, progress=bar.update if bar is not None else None)
+        res = check_model(model, program, inputs, progress=bar)
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     stats = model.stats()
     report = {"layers": stats["layers"], "heads_per_layer": stats["heads_per_layer"],
               "residual_width": stats["residual_width"], "mlp_hidden": stats["mlp_hidden"],
@@ -133,6 +172,8 @@ def main(args: argparse.Namespace) -> int:
               "max_abs_error": res.max_abs_error, "compile_seconds": stats["compile_seconds"],
               "output_encoding": model.config["output"]["encoding"], "device": str(model.device),
               "failures": res.failures}
+    if mode == "random":
+        report.update(inputs_random=n_random, inputs_edge=n_edge)
     if args.json:
         print(json.dumps(report))
     else:
@@ -142,8 +183,10 @@ def main(args: argparse.Namespace) -> int:
                  if report["output_encoding"] == "numerical" else "")
               + (f" ({res.inputs_undefined} inputs where the interpreter raises were skipped)"
                  if res.inputs_undefined else "")
-              + (f" ({drawn - len(inputs)} repeated inputs among the {drawn} drawn were checked once)"
-                 if drawn > len(inputs) else ""))
+              + (f" ({n_random} random + {n_edge} edge inputs"
+                 + (f"; {drawn - len(inputs)} repeated among the {drawn} were checked once"
+                    if drawn > len(inputs) else "") + ")"
+                 if mode == "random" else ""))
         for f in res.failures:
             print(f"  disagree on {f['input']!r}: model {f['model']!r}, interpreter {f['interpreter']!r}")
     return 0 if res.ok and res.inputs_checked > 0 else 1

@@ -41,9 +41,11 @@ def main_check(args: argparse.Namespace) -> int:
     """``rasp check`` with ``--input-range``: the model against the interpreter on sampled inputs."""
     import torch
 
+    from rasp_compiler.commands.check import CheckProgress
     from rasp_compiler.commands.compile import compile_from_args
     from rasp_compiler.compiler.real_check import (
         check_real,
+        corner_count,
         describe_maps,
         lengths_for,
         rounding_allowance,
@@ -57,14 +59,21 @@ def main_check(args: argparse.Namespace) -> int:
     program = load_program(args.file, output=args.output or "out")
     samples = args.samples if args.samples is not None else 1000
     numeric = (model.config.get("input") or {}).get("kind") == "numerical"
-    inputs = sample_inputs(lo, hi, lengths_for(model), samples, args.seed, integers=not numeric)
+    lengths = lengths_for(model)
+    inputs = sample_inputs(lo, hi, lengths, samples, args.seed, integers=not numeric)
+    corners = corner_count(lengths, integers=not numeric)
     model.to(args.device)  # the model's run moves its inputs there and its logits back
-    res = check_real(model, program, inputs)
+    bar = CheckProgress(len(inputs), "checking (random)")
+    try:
+        res = check_real(model, program, inputs, progress=bar)
+    finally:
+        bar.close()
     stats = model.stats()
     report = {"layers": stats["layers"], "heads_per_layer": stats["heads_per_layer"],
               "residual_width": stats["residual_width"], "mlp_hidden": stats["mlp_hidden"],
               "params": stats["params"], "mode": "random", "input_range": [lo, hi],
               "inputs_checked": res["inputs_checked"], "inputs_undefined": res["inputs_undefined"],
+              "inputs_random": samples, "inputs_corner": corners,
               "max_abs_error": res["max_abs_error"], "error_bound": res["error_bound"],
               "maps": model.config.get("numeric", {}).get("maps", []),
               "compile_seconds": stats["compile_seconds"],
@@ -76,9 +85,13 @@ def main_check(args: argparse.Namespace) -> int:
         print(model.summary())
         print("\n".join(describe_maps(model)))
         rounding = rounding_allowance(model.config["dtype"], model.max_len)
-        print(f"random: {res['inputs_checked']} inputs in [{lo:g}, {hi:g}], max abs error "
-              f"{res['max_abs_error']:.3g} (stated bound {res['error_bound']:.3g} + rounding, up to "
-              f"{rounding:.2g} x max(1, |value|) at length {model.max_len})")
+        print(f"random: {res['inputs_checked']} inputs in [{lo:g}, {hi:g}] ({samples} random"
+              + (f" + {corners} corner" if corners else "") + " inputs"
+              + (f"; {res['inputs_undefined']} where the interpreter raises were skipped"
+                 if res["inputs_undefined"] else "")
+              + f"), max abs error {res['max_abs_error']:.3g} "
+              f"(stated bound {res['error_bound']:.3g} + rounding, up to {rounding:.2g} x "
+              f"max(1, |value|) at length {model.max_len})")
         for f in res["failures"]:
             print(f"  disagree on {f['input']!r}: error {f['error']:.3g}")
     return 0 if res["ok"] else 1

@@ -9,7 +9,8 @@ the range and length options) is ``rasp_compiler.commands.real_options``.
 from __future__ import annotations
 
 import math
-from typing import Any
+import time
+from typing import Any, Callable
 
 import numpy as np
 
@@ -24,6 +25,8 @@ def lengths_for(model: Any) -> list[int]:
 
 def sample_inputs(lo: float, hi: float, lengths: list[int], samples: int, seed: int,
                   integers: bool = False) -> list[list[float]]:
+    """``samples`` random inputs, after 3 corner inputs a length (all LO, all HI, alternating;
+    none for integer tokens: ``corner_count``)."""
     rng = np.random.default_rng(seed)
     out: list[list[Any]] = []
     if integers:  # a program over integer tokens: the range's integers, uniformly
@@ -40,6 +43,11 @@ def sample_inputs(lo: float, hi: float, lengths: list[int], samples: int, seed: 
     return out
 
 
+def corner_count(lengths: list[int], integers: bool = False) -> int:
+    """How many corner inputs ``sample_inputs`` puts before the random ones."""
+    return 0 if integers else 3 * len(lengths)
+
+
 def _float32_within(values: list[float], bounds: list[float] | None) -> list[float]:
     """``values`` rounded to float32, each kept inside ``bounds``: an end of the range that float32
     cannot hold (1e16) rounds outside it, so such a value takes the float32 next to it, inside."""
@@ -51,8 +59,11 @@ def _float32_within(values: list[float], bounds: list[float] | None) -> list[flo
     return x.astype(np.float64).tolist()
 
 
-def check_real(model: Any, program: Any, inputs: list[list[float]]) -> dict[str, Any]:
-    """Max abs error of the model against the interpreter, and whether it is within the bound."""
+def check_real(model: Any, program: Any, inputs: list[list[float]],
+               progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Max abs error of the model against the interpreter, and whether it is within the bound.
+    ``progress`` hears the number of inputs done after each batch."""
+    from rasp_compiler.compiler.checking import next_batch_size
     from rasp_compiler.errors import RaspError
     from rasp_compiler.interpreter import run
 
@@ -63,9 +74,9 @@ def check_real(model: Any, program: Any, inputs: list[list[float]]) -> dict[str,
         # so the check measures the compiled computation (a transpose is then exactly 0)
         inputs = [_float32_within(x, model.config["input"].get("range")) for x in inputs]
     worst, worst_input, checked, undefined, failures = 0.0, None, 0, 0, []
-    batch = 256
-    for start in range(0, len(inputs), batch):
-        chunk = inputs[start:start + batch]
+    done, began = 0, time.monotonic()
+    while done < len(inputs):
+        chunk = inputs[done:done + next_batch_size(done, time.monotonic() - began, 256)]
         outs = model.run(chunk)
         for x, got in zip(chunk, outs, strict=False):
             try:
@@ -87,6 +98,9 @@ def check_real(model: Any, program: Any, inputs: list[list[float]]) -> dict[str,
             if not err <= tol and len(failures) < 5:
                 failures.append({"input": x, "model": got_a.tolist(), "interpreter": ref_a.tolist(),
                                  "error": err})
+        done += len(chunk)
+        if progress is not None:
+            progress(len(chunk))
     return {"inputs_checked": checked, "inputs_undefined": undefined, "max_abs_error": worst,
             "error_bound": bound, "worst_input": worst_input, "failures": failures,
             "ok": not failures and checked > 0}
