@@ -47,6 +47,7 @@ from rasp_compiler.graph.nodes import (
     Tokens,
 )
 from rasp_compiler.graph.semantics import OperatorError, apply_binary, apply_unary, exact_means, lookup
+from rasp_compiler.memory import available_memory
 
 ATOMS = (bool, int, float, str)
 _NP_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt,
@@ -157,24 +158,12 @@ def _check_selections_fit(program: Program, n: int) -> None:
     selectors = sum(isinstance(d["node"], SELECTOR_NODES) for _, d in program.graph.nodes(data=True))
     if not selectors:
         return
-    free = _available_memory()
+    free = available_memory()
     need = int(SELECTION_BYTES * selectors * n * n)
     if free is not None and need > free:
         raise InputError(f"an input of {n:,} tokens needs about {need / 2**30:,.1f} GiB for its selection "
                          f"matrices ({n:,} × {n:,} each), more than the {free / 2**30:,.1f} GiB this "
                          "machine has free", hint="give a shorter input")
-
-
-def _available_memory() -> int | None:
-    """Bytes of memory free for use (Linux's MemAvailable), or None where it cannot be read."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return None
 
 
 def run(program: Program, inputs: Sequence[Any], output: str | None = None) -> Any:

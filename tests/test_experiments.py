@@ -818,3 +818,19 @@ def test_table_checks_its_output_directories_before_any_run(tmp_path, monkeypatc
         assert cli_main(argv) == 1
         err = capsys.readouterr().err
         assert f"error: {flag} {bad}: cannot write the" in err and "there" in err
+
+
+def test_a_run_larger_than_the_free_memory_is_refused_up_front(monkeypatch) -> None:
+    """A scale audit: the guard compared with the machine's total memory, so a run that fit the
+    total but not what was free passed it and was killed 19 s later."""
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.experiments import train as train_module
+    from rasp_compiler.experiments.train import RunConfig, estimated_bytes, validate
+
+    cfg = RunConfig(task="dyck1", backbone="trained", arch="attn-res-ln-mlp", width=16, layers=1)
+    need = estimated_bytes(cfg)
+    monkeypatch.setattr(train_module, "available_memory", lambda: need - 1)
+    with pytest.raises(UserError, match=r"GiB free now"):
+        validate(cfg)
+    monkeypatch.setattr(train_module, "available_memory", lambda: need + 1)
+    validate(cfg)

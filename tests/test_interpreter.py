@@ -337,11 +337,11 @@ def test_an_input_whose_selections_cannot_fit_in_memory_is_refused(monkeypatch):
     import rasp_compiler.interpreter as interpreter
 
     program = program_from_source("selector_width(select(tokens, tokens, ==));")
-    monkeypatch.setattr(interpreter, "_available_memory", lambda: 2**20)  # 1 MiB free
+    monkeypatch.setattr(interpreter, "available_memory", lambda: 2**20)  # 1 MiB free
     with pytest.raises(InputError, match=r"an input of 5,000 tokens needs about 0\.1 GiB"):
         run(program, "a" * 5000)
     assert run(program, "a" * 100) == [100] * 100  # short inputs are never checked
-    monkeypatch.setattr(interpreter, "_available_memory", lambda: None)  # unknown: not refused
+    monkeypatch.setattr(interpreter, "available_memory", lambda: None)  # unknown: not refused
     assert run(program, "ab" * 2500)[:2] == [2500, 2500]
 
 

@@ -24,6 +24,7 @@ import torch
 from rasp_compiler.errors import UserError, file_in_the_way
 from rasp_compiler.experiments.data import IGNORE, dyck_batch, khop_batch, khop_pointers
 from rasp_compiler.experiments.train import load_checkpoint
+from rasp_compiler.memory import available_memory
 
 DISTANCE_BINS = ((1, 4), (4, 8), (8, 16), (16, 64))
 SKIP = 8     # the first positions: every role coincides there, so they are left out of the shares
@@ -48,14 +49,13 @@ def _check_memory(cfg, samples: int) -> None:
     from rasp_compiler.errors import UserError
 
     need = 2 * 4 * samples * cfg.layers * cfg.heads * cfg.seq_len ** 2
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
+    total = available_memory()
+    if total is None:
         return
     if need > total:
         fits = max(1, samples * total // need)
         raise UserError(f"--samples {samples:,} needs about {need / 2**30:,.0f} GiB for the attention "
-                        f"maps, more than this machine's {total / 2**30:.0f} GiB",
+                        f"maps, more than the {total / 2**30:.0f} GiB free now",
                         f"use --samples {fits:,} or fewer")
 
 

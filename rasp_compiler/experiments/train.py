@@ -37,6 +37,7 @@ from rasp_compiler.experiments.models import (
     sparse_construction,
 )
 from rasp_compiler.experiments.names import ARCHES, BACKBONES, PRECISIONS, SPARSE_CONSTRUCTIONS
+from rasp_compiler.memory import available_memory
 from rasp_compiler.universal.classes import shown_width
 
 RESULT_KEYS = ("task", "k", "backbone", "arch", "seed", "width", "steps", "test_accuracy",
@@ -154,14 +155,13 @@ def _check_memory(cfg: RunConfig) -> None:
     allocation failure would name no option, or the machine would swap for hours)."""
     if cfg.device != "cpu":
         return
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
+    total = available_memory()
+    if total is None:
         return
     need = estimated_bytes(cfg)
     if need > total:
         raise UserError(f"--width {cfg.width} with --layers {cfg.layers} and --batch {cfg.batch} needs "
-                        f"about {need / 2**30:.0f} GiB, more than this machine's {total / 2**30:.0f} GiB",
+                        f"about {need / 2**30:.0f} GiB, more than the {total / 2**30:.0f} GiB free now",
                         "use a smaller --width, --layers or --batch")
 
 
