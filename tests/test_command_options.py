@@ -370,6 +370,8 @@ TABLE = ["experiment", "table", "--quick", "--dry-run"]
     # too many inputs: drawing them all at once ran out of memory
     (["check", REVERSE, "--vocab", "ab", "--max-len", "3", "--samples", "100000000"],
      "--samples 100,000,000 is more than the 1,000,000 a check takes"),
+    (["check", REVERSE, "--vocab", "ab", "--max-len", "512", "--samples", "1000000"],
+     "--samples 1,000,000 at --max-len 512 draws up to 512,000,000 tokens, more than the 20,000,000"),
     # --vocab: repeats were dropped (and `check` counted each input twice); '[]' is two characters
     (["check", REVERSE, "--vocab", "aab", "--max-len", "2"], '--vocab repeats the token "a"'),
     (["check", REVERSE, "--vocab", '["a", "b", "a"]', "--max-len", "2"], '--vocab repeats the token "a"'),

@@ -37,6 +37,7 @@ PROGRESS_AFTER = 2.0
 # The most inputs one check takes (--samples, or --exhaustive's count): all are held in memory, and
 # the interpreter takes about 1 ms an input; --samples 100,000,000 ran out of memory.
 MAX_SAMPLES = 1_000_000
+MAX_SAMPLE_TOKENS = 20_000_000  # --samples x --max-len: the drawn inputs are held at once
 
 
 class CheckProgress:
@@ -111,6 +112,13 @@ def main(args: argparse.Namespace) -> int:
     if args.samples is not None and args.samples > MAX_SAMPLES:  # all are drawn and kept at once
         raise UserError(f"--samples {args.samples:,} is more than the {MAX_SAMPLES:,} a check takes",
                         hint="several runs with different --seed")
+    if args.samples is not None and isinstance(args.max_len, int) and \
+            args.samples * args.max_len > MAX_SAMPLE_TOKENS:  # 1M inputs at 512 took 6.5 GB to draw
+        fits = MAX_SAMPLE_TOKENS // args.max_len
+        raise UserError(f"--samples {args.samples:,} at --max-len {args.max_len} draws up to "
+                        f"{args.samples * args.max_len:,} tokens, more than the {MAX_SAMPLE_TOKENS:,} "
+                        "a check holds at once", hint=f"use --samples {fits:,} or fewer, in several "
+                        "runs with different --seed")
     if args.exhaustive and args.seed is not None:  # it would be ignored: no input is drawn
         raise UserError("--seed draws random inputs, and --exhaustive checks every input",
                         hint="drop --seed, or use --samples K instead of --exhaustive")
