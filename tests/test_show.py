@@ -540,3 +540,15 @@ def test_draw_trace_refuses_a_batch_and_a_picture_it_cannot_write(tmp_path) -> N
     assert draw_trace(model, ["a", "b"], str(tmp_path / "ab.png")).stages[0] == "embedding"
     long_tokens = compile_program(load_program(REVERSE), ["ab", "c"], 3)
     assert draw_trace(long_tokens, ["ab"], str(tmp_path / "one.png")).size_px[0] > 0
+
+
+def test_a_picture_too_large_to_draw_is_refused_not_allocated(tmp_path: Path, monkeypatch) -> None:
+    """A scale audit: a 512-token trace asked matplotlib for 4.4 billion pixels (bad_alloc)."""
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.viz import common
+
+    model = compile_program(load_program(str(ROOT / "programs" / "reverse.rasp")), list("abc"), 8)
+    monkeypatch.setattr(common, "MAX_PIXELS", 10_000)
+    with pytest.raises(UserError, match=r"the picture would be [\d,]+ x [\d,]+ pixels, more than"):
+        draw_trace(model, list("abca"), str(tmp_path / "t.png"))
+    assert not (tmp_path / "t.png").exists()

@@ -51,10 +51,22 @@ def check_picture_path(path: Any, fmt: str | None) -> None:
         raise UserError(f"cannot write {path}: {parent} is not a directory")
 
 
+# Largest picture drawn, in pixels at 100 dpi: a 512-token trace of sort asked matplotlib for a
+# 115,000 x 38,000 canvas and died in bad_alloc after 15 s (128 tokens: 107M pixels, 1.8 GB)
+MAX_PIXELS = 200_000_000
+
+
 def write_figure(fig: Any, path: Any, fmt: str | None, **options: Any) -> None:
-    """``fig.savefig`` at 100 dpi, then close it; an unwritable file is a UserError."""
+    """``fig.savefig`` at 100 dpi, then close it; an unwritable file, or a picture too large to
+    draw, is a UserError."""
     import matplotlib.pyplot as plt
 
+    width, height = (round(v * 100) for v in fig.get_size_inches())
+    if width * height > MAX_PIXELS:
+        plt.close(fig)
+        raise UserError(f"cannot draw {path}: the picture would be {width:,} x {height:,} pixels, more "
+                        f"than the {MAX_PIXELS // 1_000_000} million drawn at once",
+                        hint="draw a shorter input, or a smaller program")
     try:
         fig.savefig(path, format=fmt, dpi=100, **options)
     except OSError as err:
