@@ -70,6 +70,12 @@ class CheckProgress:
             self.bar.close()
             self.bar = None
 
+    def __enter__(self) -> "CheckProgress":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from rasp_compiler.commands.compile import add_model_options
@@ -167,11 +173,8 @@ def main(args: argparse.Namespace) -> int:
         # short random inputs repeat, and edge inputs may be among them: count each input once
         inputs = [list(x) for x in dict.fromkeys(tuple(x) for x in inputs)]
     model.to(args.device)
-    bar = CheckProgress(len(inputs), f"checking ({mode})")
-    try:
+    with CheckProgress(len(inputs), f"checking ({mode})") as bar:
         res = check_model(model, program, inputs, progress=bar)
-    finally:
-        bar.close()
     stats = model.stats()
     report = {"layers": stats["layers"], "heads_per_layer": stats["heads_per_layer"],
               "residual_width": stats["residual_width"], "mlp_hidden": stats["mlp_hidden"],

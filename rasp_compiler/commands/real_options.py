@@ -63,11 +63,8 @@ def main_check(args: argparse.Namespace) -> int:
     inputs = sample_inputs(lo, hi, lengths, samples, args.seed, integers=not numeric)
     corners = corner_count(lengths, integers=not numeric)
     model.to(args.device)  # the model's run moves its inputs there and its logits back
-    bar = CheckProgress(len(inputs), "checking (random)")
-    try:
+    with CheckProgress(len(inputs), "checking (random)") as bar:
         res = check_real(model, program, inputs, progress=bar)
-    finally:
-        bar.close()
     stats = model.stats()
     report = {"layers": stats["layers"], "heads_per_layer": stats["heads_per_layer"],
               "residual_width": stats["residual_width"], "mlp_hidden": stats["mlp_hidden"],
