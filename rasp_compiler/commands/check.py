@@ -206,8 +206,6 @@ def main(args: argparse.Namespace) -> int:
 def _refuse_exhaustive(total: int) -> None:
     """A UserError when ``total`` inputs are more than --exhaustive checks; a count too long to
     read is shown as a power of ten."""
-    from rasp_compiler.errors import UserError
-
     if total > MAX_SAMPLES:
         shown = f"{total:,}" if total < 10 ** 15 else f"about 10^{len(str(total)) - 1}"
         raise UserError(f"--exhaustive would check {shown} inputs, more than the {MAX_SAMPLES:,} "
