@@ -382,5 +382,11 @@ def test_the_rounding_allowance_grows_with_the_terms_a_head_averages() -> None:
 
 
 def test_an_exact_prefix_mean_passes_its_check_at_length_512() -> None:
+    """The error itself depends on the CPU's float32 summation order: 1.5e-5 on the AMD EPYC
+    where the bug was found (past the old fixed 1e-5), 7.4e-6 on an Intel Xeon. The check must
+    pass on both, with the error under the allowance it derives."""
+    from rasp_compiler.compiler.real_check import rounding_allowance
+
     res = _prefix_mean_squared_check(512)
-    assert res["ok"] and res["max_abs_error"] > 1e-5, res  # past the old fixed allowance
+    assert res["ok"] and res["inputs_checked"] == 4, res
+    assert 0 < res["max_abs_error"] <= rounding_allowance("float32", 512), res
