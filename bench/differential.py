@@ -10,6 +10,7 @@ minimised into tests/test_regressions.py.  Writes bench/results/differential.jso
     .venv/bin/python bench/differential.py --seeds 283 1342        # re-check given seeds
     nice -n 5 .venv/bin/python bench/differential.py --causal --programs 2000 --start 2000000
     nice -n 5 .venv/bin/python bench/differential.py --vocab '["x", "yy", "0", "ab", "q", "r2"]'
+    nice -n 5 .venv/bin/python bench/differential.py --repeats 0.3 --start 9500000   # alike nodes
 
 With ``--causal`` every selector is restricted to keys at or before its query and ``length`` is
 never read, and each program is compiled with ``causal=True``.
@@ -55,10 +56,14 @@ def main() -> int:
                     help='tokens as a JSON list (default ["a", "b", "c"]; with --python-api, by seed)')
     ap.add_argument("--python-api", action="store_true",
                     help="tracr-style programs built through rasp_compiler.pyapi")
+    ap.add_argument("--repeats", type=float, default=0.0,
+                    help="the chance that a statement is written twice under two names (exercises "
+                         "the merging of alike nodes; 0, the default, gives the programs of every "
+                         "earlier run)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
-    if args.python_api and args.causal:
-        ap.error("--causal has no --python-api generator")
+    if args.python_api and (args.causal or args.repeats):
+        ap.error("--causal and --repeats have no --python-api generator")
     if args.python_api:  # tracr's warning for SequenceMap(f, x, x), which the generator writes on purpose
         logging.getLogger("rasp_compiler.pyapi.sops").setLevel(logging.ERROR)
     torch.set_num_threads(1)
@@ -76,7 +81,8 @@ def main() -> int:
             out = random_programs.check_generated(gen, inputs=args.inputs, dtype=args.dtype)
         else:
             gen = random_source.generate(seed, max_len=args.max_len, causal=args.causal,
-                                         vocab=tuple(args.vocab or random_source.VOCAB))
+                                         vocab=tuple(args.vocab or random_source.VOCAB),
+                                         repeats=args.repeats)
             out = random_source.check_generated(gen, max_len=args.max_len, inputs=args.inputs,
                                                 dtype=args.dtype)
         counts[out.status] += 1

@@ -72,3 +72,24 @@ def test_causal_random_programs_look_only_backwards_and_agree() -> None:
     bad = [o for o in outcomes if o.status in ("disagree", "crash")]
     assert not bad, f"{counts}\n{_report(bad)}"
     assert counts["agree"] >= 0.95 * CAUSAL_PROGRAMS, counts
+
+
+REPEATED_PROGRAMS = 120
+
+
+def test_random_programs_with_repeated_statements_merge_and_agree() -> None:
+    """Statements written twice under two names: the compiler merges the alike nodes
+    (``rewrites.shared_subexpressions``), so the model must still agree with the interpreter,
+    which reads every copy."""
+    from rasp_compiler.compiler.rewrites import shared_subexpressions
+    from rasp_compiler.lang import program_from_source
+
+    gens = [generate(seed, max_len=MAX_LEN, repeats=0.3) for seed in range(50_000, 50_000 + REPEATED_PROGRAMS)]
+    merged = sum(shared_subexpressions(p).graph.number_of_nodes() < p.graph.number_of_nodes()
+                 for p in (program_from_source(g.source) for g in gens))
+    assert merged >= 0.8 * REPEATED_PROGRAMS, merged
+    outcomes = [check_generated(g, max_len=MAX_LEN, inputs=INPUTS) for g in gens]
+    counts = collections.Counter(o.status for o in outcomes)
+    bad = [o for o in outcomes if o.status in ("disagree", "crash")]
+    assert not bad, f"{counts}\n{_report(bad)}"
+    assert counts["agree"] >= 0.95 * REPEATED_PROGRAMS, counts

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from rasp_compiler.compiler.analysis import Analysis
 from rasp_compiler.compiler.assemble import DTYPES, assemble
 from rasp_compiler.compiler.lowering import Lowering
-from rasp_compiler.compiler.rewrites import bos_counts, nonzero_widths
+from rasp_compiler.compiler.rewrites import bos_counts, nonzero_widths, shared_subexpressions
 from rasp_compiler.compiler.schedule import schedule
 from rasp_compiler.compiler.values import vocab_list
 from rasp_compiler.errors import CompileError, UserError
@@ -220,7 +220,8 @@ def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causa
                                           fixed_length=fixed_length)
         return config, tensors, None
     stage("value sets")
-    rewritten = nonzero_widths(bos_counts(program, max_len), max_len)  # same values, fewer layers
+    # same values, fewer heads and layers
+    rewritten = nonzero_widths(bos_counts(shared_subexpressions(program), max_len), max_len)
     plan = _plan(rewritten, vocab, max_len, dtype, causal, fixed_length, stage)
     from rasp_compiler.compiler.analysis import limits
 

@@ -66,6 +66,7 @@ class _Builder:
     max_depth: int
     causal: bool = False  # every selector looks only backwards, so the program compiles causally
     vocab: tuple[str, ...] = VOCAB
+    repeats: float = 0.0  # the chance that a statement is written twice, under two names
     lines: list[str] = field(default_factory=list)
     vars: list[Var] = field(default_factory=list)
     counter: int = 0
@@ -77,6 +78,12 @@ class _Builder:
         var = Var(f"v{self.counter}", kind, depth, lo, hi, tuple(sorted(set(strs))))
         self.lines.append(f"{var.name} = {text};")
         self.vars.append(var)
+        if self.repeats and self.rng.random() < self.repeats:  # the same expression built again
+            self.counter += 1
+            twin = Var(f"v{self.counter}", kind, depth, lo, hi, var.strs)
+            self.lines.append(f"{twin.name} = {text};")
+            self.vars.append(twin)
+            return twin
         return var
 
     def pick(self, kinds: tuple[str, ...], max_depth: int | None = None) -> Var | None:
@@ -347,14 +354,17 @@ class _Builder:
 
 
 def generate(seed: int, *, max_len: int = 5, max_depth: int = 6, statements: int | None = None,
-             causal: bool = False, vocab: tuple[str, ...] = VOCAB) -> Generated:
+             causal: bool = False, vocab: tuple[str, ...] = VOCAB, repeats: float = 0.0) -> Generated:
     """One random program (deterministic in ``seed``) as RASP source text.  ``causal`` programs
     select only keys at or before their query and never read ``length``, so a causal model can
     compute them.  ``vocab`` (at least two tokens, no quotes or backslashes; several characters
-    each allowed) replaces a, b, c in the program's literals and in the inputs."""
+    each allowed) replaces a, b, c in the program's literals and in the inputs.  With ``repeats``
+    > 0 each statement is written twice, under two names, with that chance, so the compiler's
+    merging of alike nodes (``rewrites.shared_subexpressions``) is exercised; at 0 the programs
+    are those of every earlier run."""
     rng = random.Random(seed)
     vocab = tuple(vocab)
-    b = _Builder(rng, max_len, max_depth, causal, vocab)
+    b = _Builder(rng, max_len, max_depth, causal, vocab, repeats)
     b.vars = [Var("tokens", "str", 0, strs=vocab), Var("indices", "int", 0, lo=0, hi=max_len - 1)]
     if not causal:
         b.vars.append(Var("length", "int", 0, lo=1, hi=max_len))

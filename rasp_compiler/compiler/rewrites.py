@@ -24,21 +24,29 @@ becomes a map of ``aggregate(s, 1, 0)``, which is 0 or 1 (``nonzero_widths``). T
 then has two values, far apart, instead of the N + 1 BOS weights 1/(w+1) whose gaps shrink as
 1/N². An MLP can combine that 0/1 with another number exactly. The paper's sort by frequency
 subtracts ``indicator(has_earlier) * max_len`` from a histogram in this way.
+
+Programs built by functions repeat themselves: a helper called twice builds its
+``select(indices, indices - 1, ==)`` twice, and tracr-style Python code calls ``make_length()``
+in every function that needs it. ``shared_subexpressions`` merges nodes that apply the same
+operation to the same inputs, so each is computed once, in one head or MLP unit, whatever the
+program's names for it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import networkx as nx
 import numpy as np
 
-from rasp_compiler.graph.expr import Binary, Const, Ternary, Var
+from rasp_compiler.graph.expr import Binary, Const, Expr, PyFn, Ternary, Var
 from rasp_compiler.graph.expr import evaluate as evaluate_expr
 from rasp_compiler.graph.nodes import (
     Aggregate,
     Constant,
     Map,
+    Node,
     Program,
     SelectorAnd,
     SelectorNot,
@@ -47,6 +55,55 @@ from rasp_compiler.graph.nodes import (
     Tokens,
     add_node,
 )
+
+
+def shared_subexpressions(program: Program) -> Program:
+    """``program`` with every set of nodes that compute the same thing (the same kind, the same
+    inputs after merging, equal parameters of equal types) merged into one; the same program
+    when no two are alike. The output node keeps its id; every other set is kept as its first
+    node in topological order, and names bound to a merged node name the one kept."""
+    first: dict[tuple, str] = {}
+    kept: dict[str, str] = {}  # node id -> the id of the node that stands for it
+    for node in program.nodes():  # topological: a node's inputs are resolved before it
+        key = _structure(node, kept)
+        kept[node.id] = first.setdefault(key, node.id)
+    if all(nid == rep for nid, rep in kept.items()):
+        return program
+    out_rep = kept[program.output]
+    if out_rep != program.output:  # the output's set is kept under the output's id
+        kept = {nid: program.output if rep == out_rep else rep for nid, rep in kept.items()}
+    graph = nx.DiGraph()
+    for nid, rep in kept.items():
+        if nid == rep:
+            node = program.node(nid)
+            graph.add_node(nid, node=dataclasses.replace(node, inputs=tuple(kept[i] for i in node.inputs)))
+    for nid in graph:
+        for arg, src in enumerate(graph.nodes[nid]["node"].inputs):
+            graph.add_edge(src, nid, arg=arg)
+    names = {name: kept.get(nid, nid) for name, nid in program.names.items()}
+    return Program(graph, program.output, names, program.source_file, program.sources)
+
+
+def _structure(node: Node, kept: dict[str, str]) -> tuple:
+    """What ``node`` computes, as a hashable key: its kind, its inputs' kept ids and its parameters.
+    Each value carries its type, since ``1 == True == 1.0`` in Python but not in RASP."""
+    params = tuple((f.name, _typed(getattr(node, f.name))) for f in dataclasses.fields(node)
+                   if f.compare and f.name not in ("id", "inputs"))
+    return type(node).__name__, tuple(kept[i] for i in node.inputs), params
+
+
+def _typed(value: Any) -> Any:
+    """A hashable stand-in for ``value`` that two values share only where RASP cannot tell them
+    apart: floats by repr (``-0.0`` is not ``0.0``), a Python callable by identity."""
+    if value is None or isinstance(value, (bool, int, float, complex, str)):
+        return type(value).__name__, repr(value)
+    if isinstance(value, (tuple, list)):
+        return type(value).__name__, tuple(_typed(v) for v in value)
+    if isinstance(value, PyFn):
+        return "PyFn", id(value.fn), value.arity
+    if isinstance(value, Expr):
+        return type(value).__name__, tuple(_typed(getattr(value, f.name)) for f in dataclasses.fields(value))
+    return "object", id(value)  # anything else is its own: never merged with another
 
 
 def bos_counts(program: Program, max_len: int) -> Program:
