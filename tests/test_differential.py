@@ -84,7 +84,8 @@ def test_random_programs_with_repeated_statements_merge_and_agree() -> None:
     from rasp_compiler.compiler.rewrites import shared_subexpressions
     from rasp_compiler.lang import program_from_source
 
-    gens = [generate(seed, max_len=MAX_LEN, repeats=0.3) for seed in range(50_000, 50_000 + REPEATED_PROGRAMS)]
+    seeds = range(50_000, 50_000 + REPEATED_PROGRAMS)
+    gens = [generate(seed, max_len=MAX_LEN, repeats=0.3) for seed in seeds]
     merged = sum(shared_subexpressions(p).graph.number_of_nodes() < p.graph.number_of_nodes()
                  for p in (program_from_source(g.source) for g in gens))
     assert merged >= 0.8 * REPEATED_PROGRAMS, merged
