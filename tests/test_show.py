@@ -251,6 +251,22 @@ def test_plan_draws_the_heads_of_rewritten_bos_counts(tmp_path) -> None:
     assert pic.placement[head["node"].split(".")[0]].unit == "L0 head 0"
 
 
+def test_plan_draws_a_repeated_expression_once_where_it_is_computed(tmp_path) -> None:
+    """Alike nodes are compiled once (rewrites.shared_subexpressions): the picture drew the
+    second copy of a helper's aggregate in the embedding column, which computes no aggregate."""
+    from rasp_compiler.lang import program_from_source
+
+    program = program_from_source('def prev(x) {\n    return aggregate(select(indices, indices - 1, ==), '
+                                  'x, "-");\n}\na = prev(tokens);\nb = prev(tokens);\nc = a + b;\nc;\n')
+    model = compile_program(program, "abc", 6)
+    assert model.heads_per_layer == [1]
+    pic = draw_plan(program, model.plan, str(tmp_path / "plan.png"))
+    assert "a" in pic.labels and "b" not in pic.labels
+    assert pic.placement["a"].unit == "L0 head 0"
+    assert all(p.unit != "embedding" for nid, p in pic.placement.items()
+               if program.node(nid).kind == "aggregate")
+
+
 def test_trace_titles_name_the_disjunct_of_a_split_width_and_stay_short(tmp_path) -> None:
     model = compile_program(load_program(SORT), "abc", 8)
     pic = draw_trace(model, list("abca"), str(tmp_path / "trace.png"))

@@ -183,7 +183,10 @@ def _program_and_plan(program: Any, plan: Any) -> Program:
         raise UserError(f"the plan is of another program: it computes {shown}, which this program "
                         "does not have", hint="draw the program the model was compiled from: "
                                                "draw_plan(program, compile_program(program, ...).plan, path)")
-    return program
+    # the graph as compiled: a node merged into an alike one is computed where that one is
+    from rasp_compiler.compiler.rewrites import shared_subexpressions
+
+    return shared_subexpressions(program)
 
 
 def draw_plan(program: Program, plan: list[dict], path: str, title: str | None = None,
