@@ -326,6 +326,30 @@ def test_compile_status_names_the_stage_on_a_terminal_only(monkeypatch):
     assert plain.getvalue() == ""
 
 
+def test_compile_status_counts_the_seconds_within_a_long_stage(monkeypatch):
+    """The counter only moved when a stage began, so a long stage showed the same seconds throughout."""
+    import time as _time
+
+    from rasp_compiler.commands.compile import CompileStatus
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    status = CompileStatus(delay=0.0, every=0.05)
+    status("weights")
+    _time.sleep(0.5)                          # one stage, no calls: the thread redraws it
+    status.close()
+    redraws = term.getvalue().count("compiling: weights")
+    assert redraws >= 3, term.getvalue()
+    assert term.getvalue().endswith("\r\033[K")
+    after = term.getvalue()
+    _time.sleep(0.2)
+    assert term.getvalue() == after           # nothing is written after close
+
+
 @pytest.mark.parametrize("args, words", [
     # refused at once: before the limit, reverse at max_len 100,000 ran out of memory
     (["compile", "{file}", "--vocab", "abc", "--max-len", "100000", "-o", "{tmp}/m"],

@@ -82,10 +82,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 class CompileStatus:
     """On a terminal, the stage of a compile that has run for more than a second, on one line of
-    stderr that is cleared when the compile ends; nothing at all for a fast compile or off a
-    terminal."""
+    stderr, its seconds counted every second, and cleared when the compile ends; nothing at all
+    for a fast compile or off a terminal."""
 
-    def __init__(self, delay: float = 1.0, doing: str = "compiling") -> None:
+    def __init__(self, delay: float = 1.0, doing: str = "compiling", every: float = 1.0) -> None:
         import sys
         import threading
 
@@ -95,10 +95,12 @@ class CompileStatus:
         self.shown = False
         self.start = time.monotonic()
         self.lock = threading.Lock()
-        self.timer = threading.Timer(delay, self._show)
-        self.timer.daemon = True
+        self.done = threading.Event()
+        self.delay, self.every = delay, every
+        # a thread of its own: a long stage (a large table) never returns to the caller to redraw
+        self.ticker = threading.Thread(target=self._tick, daemon=True)
         if self.stream.isatty():
-            self.timer.start()
+            self.ticker.start()
 
     def __call__(self, stage: str) -> None:
         with self.lock:
@@ -106,17 +108,22 @@ class CompileStatus:
             if self.shown:
                 self._write()
 
-    def _show(self) -> None:
-        with self.lock:
-            self.shown = True
-            self._write()
+    def _tick(self) -> None:
+        wait = self.delay
+        while not self.done.wait(wait):
+            with self.lock:
+                if self.done.is_set():
+                    return
+                self.shown = True
+                self._write()
+            wait = self.every
 
     def _write(self) -> None:
         self.stream.write(f"\r\033[K{self.doing}: {self.stage} ({time.monotonic() - self.start:.0f} s)")
         self.stream.flush()
 
     def close(self) -> None:
-        self.timer.cancel()
+        self.done.set()
         with self.lock:
             if self.shown:
                 self.stream.write("\r\033[K")
