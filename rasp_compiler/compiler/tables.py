@@ -94,7 +94,7 @@ def separable(rows: list[tuple[tuple, Any]], n_inputs: int
                 raw[j][k] = a
                 total += 1
             idx[r, j] = c
-    if total > 4000:
+    if total > 4000 or not _rectangles_hold(idx, y):
         return None
     ata = np.zeros((total + 1, total + 1))
     atb = np.zeros(total + 1)
@@ -126,3 +126,28 @@ def separable(rows: list[tuple[tuple, Any]], n_inputs: int
     if np.max(np.abs(fitted - y)) > 1e-9 * (1.0 + np.max(np.abs(y))):
         return None
     return parts, const
+
+
+def _rectangles_hold(idx: np.ndarray, y: np.ndarray) -> bool:
+    """A necessary condition of ``separable``, in one pass over the rows: for each input j and its
+    most frequent value a*, y(a, rest) - y(a*, rest) is one number for every rest of the other
+    inputs where both rows occur (g_j(a) - g_j(a*)).  A table that fails it is not separable, so
+    the normal equations (cubic in the number of values: 3.5 s for two inputs of 981 values at
+    75,000 rows) are not solved for it."""
+    tol = 1e-8 * (1.0 + float(np.max(np.abs(y), initial=0.0)))
+    n = idx.shape[1]
+    for j in range(n):
+        col = idx[:, j]
+        vals, counts = np.unique(col, return_counts=True)
+        ref = vals[int(np.argmax(counts))]
+        rest = [tuple(r) for r in np.delete(idx, j, axis=1).tolist()]
+        at_ref = {r: y[k] for k, r in enumerate(rest) if col[k] == ref}
+        diff: dict[int, float] = {}
+        for k, r in enumerate(rest):
+            a = int(col[k])
+            if a == ref or r not in at_ref:
+                continue
+            d = y[k] - at_ref[r]
+            if abs(diff.setdefault(a, d) - d) > tol:
+                return False
+    return True
