@@ -547,3 +547,29 @@ def test_an_or_of_hundreds_of_selects_compiles_instead_of_overflowing() -> None:
     model = compile_program(program, [0, 1, 2, 3, 4], 4)
     for x in ([0], [4, 0, 4], [1, 2, 3, 4], [3, 3, 0, 1]):
         assert model.run([x]) == [run(program, x)]
+
+
+# tracr's shuffle-Dyck-2 was deeper at max_len 20 and 40 (4 and 5 layers) than at 10 and 64 (3
+# and 4): `balance < 0` and `balance == 0` of its two balances, then their `or`/`and` and
+# `indicator`, took an MLP layer each.  Three limits: the larger fused table was not tried over a
+# frontier of (opaque) maps, the mixed-radix projection's gap between the blocks of the second
+# balance fell below float32's rounding noise, and a numerical map of a categorical input
+# (`indicator(any_negative)`) was rebased past 40,000 joint assignments, so it could not fuse.
+@pytest.mark.parametrize("max_len,layers", [(20, 3), (40, 4)])
+def test_shuffle_dyck2_is_no_deeper_between_10_and_64(max_len: int, layers: int) -> None:
+    from rasp_compiler.compiler.checking import random_inputs
+    from rasp_compiler.lang import load_program
+
+    root = Path(__file__).resolve().parent.parent
+    program = load_program(str(root / "programs" / "tracr" / "shuffle_dyck2.rasp"))
+    vocab = list("(){}a")
+    model = compile_program(program, vocab, max_len)
+    assert model.n_layers == layers
+    # balanced and unbalanced inputs of every length, shuffled pairs and prefixes that dip below 0
+    inputs = random_inputs(vocab, max_len, 150, seed=3) + [
+        list("({)}" * (max_len // 4)), list("(" * (max_len // 2) + ")" * (max_len // 2)),
+        list("{(" * (max_len // 4) + ")}" * (max_len // 4)), list(")(" + "a" * (max_len - 2)),
+        list("(}" + "{)" * ((max_len - 2) // 2)), list("()" * (max_len // 2 - 1) + "}{")]
+    res = check_model(model, program, inputs)
+    assert res.ok and res.inputs_checked >= 150, res.failures[:2]
+    assert any(run(program, x)[-1] for x in inputs) and not all(run(program, x)[-1] for x in inputs)

@@ -34,6 +34,13 @@ def _separates(coef: np.ndarray, pts: list[tuple[tuple[float, ...], Any]], mags:
         zs_ = z[order]
         close = np.nonzero(np.diff(zs_) <= noise)[0]
         return all(_same(pts[order[i]][1], pts[order[i + 1]][1]) for i in close.tolist())
+    if len(pts) > 256:
+        # many points: the close neighbours along z at once (the loop below, without a dot and a
+        # tuple per point); a rounding of z that reorders two points leaves them closer than noise
+        z = np.array([x for x, _ in pts], dtype=np.float64).reshape(len(pts), len(coef)) @ coef
+        order = np.argsort(z, kind="stable")
+        close = np.nonzero(np.diff(z[order]) <= noise)[0]
+        return all(_same(pts[order[i]][1], pts[order[i + 1]][1]) for i in close.tolist())
     zs = sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=lambda p: p[0])
     for (z0, y0), (z1, y1) in zip(zs, zs[1:], strict=False):
         if not _same(y0, y1) and z1 - z0 <= noise:
@@ -68,6 +75,21 @@ def projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
         acc += coef[j] * spans[j]
     candidates.append(coef)
     for c in candidates:
+        if _separates(c, pts, mags, dtype):
+            return c
+    # The mixed radix above leaves a gap of only the first coordinate's smallest step between the
+    # blocks of consecutive values of a later coordinate, below the rounding noise once that
+    # coordinate's coefficient is large.  Wider gaps (a multiple of the span so far) cost a
+    # larger coefficient, so each is checked on the points again.
+    for widen in (1.0, 4.0, 16.0):
+        coef = np.zeros(k)
+        coef[0] = 1.0
+        acc = spans[0]
+        for j in range(1, k):
+            coef[j] = (acc * (1.0 + widen) + steps[0]) / steps[j]
+            acc += coef[j] * spans[j]
+        candidates.append(coef)
+    for c in candidates[3:]:
         if _separates(c, pts, mags, dtype):
             return c
     return None

@@ -156,7 +156,10 @@ class MapTables:
         # indicator(bad) and the program keeps 5 layers instead of 7); only a numerical map is
         # rebased from REBASE_SIZE on.
         cap = min(self.tabulate_up_to or limits.DOMAIN_CAP, limits.DOMAIN_CAP)
-        if size > (limits.REBASE_SIZE if encoding == "numerical" else cap):
+        # a numerical map of categorical inputs only (``indicator(any_negative)``) has no more values
+        # than they have: rebased, it would gain nothing and could no longer fuse over their frontier
+        numbers_in = any(self.info[i].encoding == "numerical" for i in inputs)
+        if size > (limits.REBASE_SIZE if encoding == "numerical" and numbers_in else cap):
             got = self._independent_map(sid, kind, inputs, fn, encoding, pos)
             if got is not None:
                 return got
@@ -168,7 +171,7 @@ class MapTables:
             table: dict[tuple, Any] = {}
             memo: dict[tuple, Any] = {}
             failed = object()
-            rebase = (encoding == "numerical" and size > limits.REBASE_SIZE
+            rebase = (encoding == "numerical" and numbers_in and size > limits.REBASE_SIZE
                       and sum(self.info[b].base_kind not in ("index", "length") for b in bases) >= 2)
             per_ctx: dict[tuple, set] = {}
             for ctx, choices, first in self._contexts(bases):

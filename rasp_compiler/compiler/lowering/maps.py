@@ -66,10 +66,12 @@ class Maps:
                     choice, rows = product
         if choice is None and sid == self.an.program.output and self._priority(sid, info):
             return
-        if choice is None and not opaque and not any(
-                self.an.info[u].kind in ("map", "sequence_map") for u in self.frontier(sid)):
-            # a frontier of attention outputs and embeddings: fusing saves the layers the direct
-            # inputs would cost, so a larger table is worth enumerating
+        if choice is None and not opaque:
+            # fusing over the whole frontier saves the layers that reading the direct inputs, or a
+            # partial frontier, would cost, so a larger table is worth enumerating.  That holds
+            # where the frontier holds opaque maps too: they are computed before any of the maps
+            # between them and this one (tracr's shuffle-Dyck-2 at max_len 20: `balance < 0` of
+            # two balances took a layer of its own, 4 layers instead of 3)
             fused = self._fused(sid, self.frontier(sid), out_numeric, limits.MULTI_NUMERIC_LAST_CAP,
                                 only_above=limits.MULTI_NUMERIC_CAP)
             if fused is not None:
