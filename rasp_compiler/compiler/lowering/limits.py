@@ -20,6 +20,11 @@ MULTI_NUMERIC_CAP = 6_000
 # with separate means of openers and closers, has 87,000 at max_len 64: fused, it keeps 2 layers
 # (127,657 parameters); unfused, its balance and sign cost three more layers (12.3M parameters).
 MULTI_NUMERIC_LAST_CAP = 120_000
+# ... and over at most this many where the frontier holds opaque maps, whose fused tables may
+# still find no separating projection after they are built: tracr's shuffle-Dyck-2 at max_len 40
+# built 91,880 rows to no avail, 2.3 s of a compile that takes 0.5 s with this cap, in the same
+# 4 layers (102,131 parameters against 79,899).
+OPAQUE_FRONTIER_CAP = 40_000
 # Rows of a map tabulated on a split width's part heads and its other inputs (``_through_parts``):
 # (N+1)^2/2 splits times the other inputs' values, e.g. 137k at N = 64 with the index; the step
 # MLP merges the index values that share a table, so the units stay O(N).

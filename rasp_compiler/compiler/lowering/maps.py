@@ -72,8 +72,10 @@ class Maps:
             # where the frontier holds opaque maps too: they are computed before any of the maps
             # between them and this one (tracr's shuffle-Dyck-2 at max_len 20: `balance < 0` of
             # two balances took a layer of its own, 4 layers instead of 3)
-            fused = self._fused(sid, self.frontier(sid), out_numeric, limits.MULTI_NUMERIC_LAST_CAP,
-                                only_above=limits.MULTI_NUMERIC_CAP)
+            front = self.frontier(sid)
+            holds_maps = any(self.an.info[u].kind in ("map", "sequence_map") for u in front)
+            cap = limits.OPAQUE_FRONTIER_CAP if holds_maps else limits.MULTI_NUMERIC_LAST_CAP
+            fused = self._fused(sid, front, out_numeric, cap, only_above=limits.MULTI_NUMERIC_CAP)
             if fused is not None:
                 choice, rows, parts = fused
         if choice is None:
