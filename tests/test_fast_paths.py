@@ -183,3 +183,42 @@ def test_a_mean_of_huge_whole_numbers_is_exact_and_warns_nothing() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert exact_means([1e308, 1e308, 5.0], np.array([[True, True, False]])) == [1e308]
+
+
+def test_attention_runs_a_group_of_heads_at_a_time(monkeypatch) -> None:
+    """One input's scores [1, heads, t, t] are computed a few heads at a time: U at n = 8, d = 32
+    has 65 heads of 2,305² float64 scores, and holding them all (three copies) ran out of memory.
+    The grouped run gives the same logits, patterns and scores bit for bit."""
+    import numpy as np
+    import torch
+
+    from rasp_compiler.simulator import build_simulator
+    from rasp_compiler.simulator.check import random_layers
+
+    torch.set_num_threads(1)
+    sim = build_simulator(2, 2, 2)
+    module = sim.model.module
+    assert max(lc["n_heads"] for lc in module.layers_cfg) >= 5
+    A, V, X = random_layers(sim.layout, 1, 0)
+    ids, lengths, values = sim.tensors_for(np.stack([sim.layout.build(A[0], V[0], X[0])]))
+    t = ids.shape[1]
+    with torch.no_grad():
+        whole, _, whole_patterns = module(ids, lengths, trace=True, values=values)
+    sizes: list[int] = []
+    real_softmax = torch.softmax
+
+    def counting_softmax(x, *args, **kwargs):
+        sizes.append(x.numel())
+        return real_softmax(x, *args, **kwargs)
+
+    monkeypatch.setattr(module, "chunk_elements", 2 * t * t)
+    monkeypatch.setattr(torch, "softmax", counting_softmax)
+    logits_seen: list[torch.Tensor] = []
+    with torch.no_grad():
+        grouped = module(ids, lengths, values=values)
+        traced, _, patterns = module(ids, lengths, trace=True, values=values, attn_logits=logits_seen)
+    assert sizes and max(sizes) <= 2 * t * t  # two heads at most, not five
+    assert torch.equal(grouped, whole) and torch.equal(traced, whole)
+    assert [p.shape for p in patterns] == [p.shape for p in whole_patterns]
+    assert all(torch.equal(p, q) for p, q in zip(patterns, whole_patterns, strict=True))
+    assert [s.shape for s in logits_seen] == [p.shape for p in whole_patterns]
