@@ -176,13 +176,13 @@ def test_simulate_refuses_overflowing_weights(capsys, monkeypatch) -> None:
 def test_universal_check_fails_on_nan_output(capsys, monkeypatch) -> None:
     from rasp_compiler.universal.model import UniversalTransformer
 
-    real = UniversalTransformer.forward
+    real = UniversalTransformer.steps   # the check runs the UT head by head (steps)
 
-    def nan_forward(self, *a, **kw):
-        y, att = real(self, *a, **kw)
-        return y * float("nan"), att
+    def nan_steps(self, *a, **kw):
+        y = yield from real(self, *a, **kw)
+        return y * float("nan")
 
-    monkeypatch.setattr(UniversalTransformer, "forward", nan_forward)
+    monkeypatch.setattr(UniversalTransformer, "steps", nan_steps)
     rc, out, err = run(capsys, *UT, "--check", "--trials", "2")
     assert_one_error(rc, err, "not finite (NaN or inf) on 2 of 2 random targets")
     line = next(ln for ln in out.splitlines() if "max |UT(X,E) - T(X)|" in ln)

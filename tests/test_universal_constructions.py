@@ -108,3 +108,52 @@ def test_the_readout_is_fixed_as_in_the_paper(construction, heads, residual):
     E, U = encode(ut, wide)
     assert float((ut(X, E, U)[0] - wide(X)[0]).abs().max()) < 1e-12
     assert not set(U.unique().tolist()) <= {0.0, 1.0}
+
+
+@pytest.mark.parametrize("construction", ["multihead", "paths"])
+def test_check_holds_one_heads_attention_at_a_time(construction, monkeypatch):
+    """compare runs the target and the UT in step, one head at a time: holding every head's
+    n x n matrices (L x H of each model, then stacked copies) took 6.6 GB at L=3 H=2 and
+    --lengths 4096, and ran out of memory a few heads more.  Same results as forward()."""
+    import gc
+    import weakref
+
+    from rasp_compiler.universal import check, model, target
+
+    ut = build_universal(construction, 3, 2, 2)
+    tgt = Target.random(3, 2, 2, seed=4, values=ut.config.values)
+    live: list[weakref.ref] = []  # every attention matrix made, and every stack of them
+    most = [0]
+    real, real_stack = model.attention_weights, torch.stack
+
+    def track(out):
+        live.append(weakref.ref(out))
+        return out
+
+    def counting(*args, **kwargs):
+        gc.collect()
+        alive = [r() for r in live]
+        most[0] = max(most[0], sum(t.numel() for t in alive if t is not None))
+        return track(real(*args, **kwargs))
+
+    monkeypatch.setattr(model, "attention_weights", counting)
+    monkeypatch.setattr(target, "attention_weights", counting)
+    monkeypatch.setattr(torch, "stack", lambda *a, **k: track(real_stack(*a, **k)))
+    err, att, _ = check.compare(ut, tgt, lengths=(9,), seed=1)
+    monkeypatch.undo()
+    # the previous head of each model (2 inputs x 9 x 9 numbers each), not all six of each
+    assert most[0] <= 2 * 2 * 9 * 9, most[0]
+    err2, att2, _ = check.compare(ut, tgt, lengths=(5, 9), seed=1)
+    # the same figures as the whole forward passes give
+    gen = torch.Generator().manual_seed(1)
+    enc = encode(ut, tgt)
+    want_err = want_att = 0.0
+    for n in (5, 9):
+        X = torch.randn(2, n, 2, generator=gen, dtype=torch.float64)
+        y_t, a_t = tgt(X)
+        y_u, a_u = ut(X, enc.E, enc.U)
+        assert a_t.shape == a_u.shape == (3, 2, 2, n, n)
+        want_err = max(want_err, float((y_u - y_t).abs().max()))
+        want_att = max(want_att, float((a_u - a_t).abs().max()))
+    assert (err2, att2) == (want_err, want_att)
+    assert err <= TOL

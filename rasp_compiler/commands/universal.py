@@ -44,7 +44,7 @@ See docs/universal.md.
 """
 
 FORMULA_TEXT = {"sparse": "(2L+1)d", "looped": "(2L+1)d", "multihead": "(HL+1)d"}
-MAX_LENGTH = 4096   # 2 inputs x 4096^2 x 8 bytes = 268 MB per attention matrix, per layer and head
+MAX_LENGTH = 4096   # 2 inputs x 4096^2 x 8 bytes = 268 MB per attention matrix (one head at a time)
 BUILD_FLAGS = ("--construction", "--dim", "--causal", "--no-values", "--width", "--head-dim", "--seed")
 CHECK_FLAGS = ("--check", "--trials", "--lengths", "--dtype", "--tolerance", "--save", "--load",
                "--target")
@@ -166,7 +166,7 @@ def _lengths(text: str) -> tuple[int, ...]:
         raise UserError(f"--lengths must be positive integers, got {text!r}")
     if max(out) > MAX_LENGTH:
         raise UserError(f"--lengths: {max(out)} is longer than the {MAX_LENGTH} this check supports "
-                        "(it keeps every n x n attention matrix of the target and the UT in float64)")
+                        "(it compares n x n attention matrices in float64)")
     return out
 
 

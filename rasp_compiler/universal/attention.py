@@ -6,6 +6,8 @@ comparison of attention matrices would measure our own inconsistency instead of 
 
 from __future__ import annotations
 
+from collections.abc import Generator
+
 import torch
 
 
@@ -20,3 +22,17 @@ def attention_weights(queries: torch.Tensor, keys: torch.Tensor, causal: bool) -
         future = torch.ones(n, n, dtype=torch.bool, device=logits.device).triu(1)
         logits = logits.masked_fill(future, float("-inf"))
     return torch.softmax(logits, dim=-1)
+
+
+def run_steps(steps: Generator[torch.Tensor, None, torch.Tensor], layers: int, heads: int
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(output, attention (L, H, [batch,] n, n)) of a ``steps`` generator, which yields every
+    head's attention matrix in order (layer by layer) and returns the output."""
+    attn = []
+    while True:
+        try:
+            attn.append(next(steps))
+        except StopIteration as done:
+            out = done.value
+            break
+    return out, torch.stack([torch.stack(attn[l * heads:(l + 1) * heads]) for l in range(layers)])

@@ -48,7 +48,10 @@ class CheckReport:
 
 def compare(ut: UniversalTransformer, target: Target, lengths=DEFAULT_LENGTHS, batch: int = 2,
             seed: int = 0) -> tuple[float, float, object]:
-    """(max output error, max attention difference, encoding) of one target over all lengths."""
+    """(max output error, max attention difference, encoding) of one target over all lengths.
+
+    The target and the UT run in step, one head at a time (``steps``): only one head's n x n
+    attention matrices are alive at once (every head's, at --lengths 4096, ran out of memory)."""
     enc = encode(ut, target)
     gen = torch.Generator().manual_seed(seed)
     err = att = 0.0
@@ -56,14 +59,38 @@ def compare(ut: UniversalTransformer, target: Target, lengths=DEFAULT_LENGTHS, b
     for n in lengths:
         X = torch.randn(batch, n, target.dim, generator=gen, dtype=torch.float64)
         with torch.no_grad():
-            y_t, a_t = target(X)
-            y_u, a_u = ut(X.to(dtype), enc.E.to(dtype), enc.U.to(dtype))
-        if not (bool(torch.isfinite(y_t).all()) and bool(torch.isfinite(a_t).all())):
-            raise UserError("the target's own output is not finite (NaN or inf) on random inputs of "
-                            f"length {n}", hint="check its weights (W, V, U) for NaN, inf or huge values")
+            t_steps = target.steps(X)
+            u_steps = ut.steps(X.to(dtype), enc.E.to(dtype), enc.U.to(dtype))
+            while True:
+                try:
+                    a_t = next(t_steps)
+                except StopIteration as done:
+                    y_t = done.value
+                    break
+                a_u = next(u_steps)
+                if not bool(torch.isfinite(a_t).all()):
+                    _target_not_finite(n)
+                att = max(att, worst_abs(a_u.double() - a_t))
+                del a_t, a_u
+            y_u = _returned(u_steps)
+        if not bool(torch.isfinite(y_t).all()):
+            _target_not_finite(n)
         err = max(err, worst_abs(y_u.double() - y_t))
-        att = max(att, worst_abs(a_u.double() - a_t))
     return err, att, enc
+
+
+def _returned(steps) -> torch.Tensor:
+    """What a ``steps`` generator returns once every head has been yielded."""
+    try:
+        next(steps)
+    except StopIteration as done:
+        return done.value
+    raise AssertionError("the UT has more heads than its target")
+
+
+def _target_not_finite(n: int) -> None:
+    raise UserError("the target's own output is not finite (NaN or inf) on random inputs of "
+                    f"length {n}", hint="check its weights (W, V, U) for NaN, inf or huge values")
 
 
 def worst_abs(diff: torch.Tensor) -> float:

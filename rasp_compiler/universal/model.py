@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Generator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from torch import nn
 
 from rasp_compiler.errors import ArtifactError, UserError
 from rasp_compiler.universal.artifact import read_artifact
-from rasp_compiler.universal.attention import attention_weights
+from rasp_compiler.universal.attention import attention_weights, run_steps
 
 UT_FORMAT = "rasp-universal-transformer/1"
 VALUE_KINDS = ("identity", "diagonal", "dense")
@@ -79,6 +80,13 @@ class UniversalTransformer(nn.Module):
     # ----- running -----------------------------------------------------------------------------
     def forward(self, X: torch.Tensor, E: torch.Tensor, U: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        return run_steps(self.steps(X, E, U), self.config.layers, self.config.heads)
+
+    def steps(self, X: torch.Tensor, E: torch.Tensor, U: torch.Tensor | None = None
+              ) -> Generator[torch.Tensor, None, torch.Tensor]:
+        """``forward`` one head at a time: yields each head's attention matrix ([batch,] n, n),
+        layer by layer, and returns the output, so that a check holds one head's n x n matrix at a
+        time (all of them at n = 4,096 ran out of memory)."""
         cfg = self.config
         E = E.to(self.r_q.dtype)
         # E of shape (batch, d, m) runs a batch of targets at once (one per input row of X)
@@ -88,19 +96,15 @@ class UniversalTransformer(nn.Module):
         if X.shape[-1] != E.shape[-2]:
             raise UserError(f"input width {X.shape[-1]} does not match the embedding's {E.shape[-2]} rows")
         H = X @ E
-        attn = []
         for l in range(cfg.layers):
             s = 0 if cfg.looped else l
             out = H if cfg.residual else torch.zeros_like(H)
-            layer_attn = []
             for h in range(cfg.heads):
                 A = attention_weights(H @ self.r_q[s, h], H @ self.r_k[s, h], cfg.causal)
-                layer_attn.append(A)
+                yield A
                 out = out + A @ self._values(H, s, h)
-            attn.append(torch.stack(layer_attn))
             H = out
-        Y = H @ U.to(H.dtype) if U is not None else H
-        return Y, torch.stack(attn)
+        return H @ U.to(H.dtype) if U is not None else H
 
     def _values(self, H: torch.Tensor, s: int, h: int) -> torch.Tensor:
         kind = self.config.value_kind

@@ -9,6 +9,7 @@ No MLP, no layer norm, no biases, no 1/sqrt(d) scaling.  Any sequence length wor
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from safetensors.torch import save_file
 
 from rasp_compiler.errors import ArtifactError, UserError
 from rasp_compiler.universal.artifact import read_artifact
-from rasp_compiler.universal.attention import attention_weights
+from rasp_compiler.universal.attention import attention_weights, run_steps
 
 TARGET_FORMAT = "rasp-universal-target/1"
 
@@ -120,22 +121,23 @@ class Target:
 
         Returns (T(X), attention) with attention of shape (L, H, [batch,] n, n).
         """
+        return run_steps(self.steps(X), self.layers, self.heads)
+
+    def steps(self, X: torch.Tensor) -> Generator[torch.Tensor, None, torch.Tensor]:
+        """``forward`` one head at a time: yields each head's attention matrix ([batch,] n, n),
+        layer by layer, and returns T(X)."""
         X = torch.as_tensor(X, dtype=torch.float64)
         if X.shape[-1] != self.dim:
             raise UserError(f"input has width {X.shape[-1]} but the target has width {self.dim}")
         Vs = self.V
-        attn = []
         for l in range(self.layers):
             out = X if self.residual else torch.zeros_like(X)
-            layer_attn = []
             for h in range(self.heads):
                 A = attention_weights(X @ self.W[l, h], X, self.causal)
-                layer_attn.append(A)
+                yield A
                 out = out + A @ (X if Vs is None else X @ Vs[l, h])
-            attn.append(torch.stack(layer_attn))
             X = out
-        Y = X @ self.U if self.U is not None else X
-        return Y, torch.stack(attn)
+        return X @ self.U if self.U is not None else X
 
     __call__ = forward
 
