@@ -428,3 +428,38 @@ def test_load_transformer_lens_says_which_file_to_pass(tmp_path) -> None:
     assert pt in info.value.hint
     with pytest.raises(UserError, match="load_transformer_lens takes the path of the .pt .*, got None"):
         load_transformer_lens(None)
+
+
+@requires_tl
+def test_verify_batch_follows_free_memory(tmp_path, capsys, monkeypatch) -> None:
+    """verify ran 64 inputs at once whatever the size: sort at max_len 512 (about 0.4 GB an
+    input) ran out of memory.  It runs as many as fit in half the free memory (the same result),
+    and refuses, before TransformerLens builds its copy, a model one input of which does not fit."""
+    import rasp_compiler.export.transformer_lens as tlmod
+
+    model = compile_program(load_program(ROOT / "programs/sort.rasp"), "abc", 6)
+    per_input = tlmod.verify_bytes_per_input(model.config)
+    assert 6 * 7 * 4 < per_input < 10**8
+    monkeypatch.setattr(tlmod, "available_memory", lambda: 2 * 3 * per_input + 1)
+    assert tlmod.verify_batch(model.config) == 3
+    sizes = []
+    real_encode = model.encode
+    monkeypatch.setattr(model, "encode", lambda chunk: (sizes.append(len(chunk)), real_encode(chunk))[1])
+    small = verify(model, inputs=10)
+    assert sizes == [3, 3, 3, 1]
+    monkeypatch.setattr(tlmod, "available_memory", lambda: None)  # unknown: the batch asked for
+    assert verify(model, inputs=10)["max_abs_diff"] == small["max_abs_diff"] <= 1e-5
+    assert sizes[4:] == [10]
+
+    monkeypatch.setattr(tlmod, "available_memory", lambda: per_input)  # half of it: not one input
+    out = tmp_path / "model"
+    assert cli(["compile", str(ROOT / "programs/sort.rasp"), "--vocab", "abc", "--max-len", "6",
+                "-o", str(out)]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(tlmod, "to_hooked_transformer",
+                        lambda m: pytest.fail("TransformerLens was built before the refusal"))
+    assert cli(["export", str(out), "-o", str(tmp_path / "tl.pt"), "--verify"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: verifying this model (max length 6, residual width")
+    assert "hint: export without --verify" in err and "Traceback" not in err
+    assert not (tmp_path / "tl.pt").exists()  # refused before anything was written

@@ -345,6 +345,24 @@ def test_an_input_whose_selections_cannot_fit_in_memory_is_refused(monkeypatch):
     assert run(program, "ab" * 2500)[:2] == [2500, 2500]
 
 
+def test_available_memory_is_at_most_what_an_address_space_cap_leaves(monkeypatch):
+    """Under `ulimit -v 8500000` the size guards were told of the machine's 19 GB free, let a
+    verify batch of 27 inputs through, and the run died in "out of memory"."""
+    import resource
+
+    from rasp_compiler import memory
+
+    uncapped = memory.available_memory()
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY,) * 2)
+    assert memory.available_memory() == uncapped or abs(memory.available_memory() - uncapped) < 2**30
+    with open("/proc/self/status", encoding="ascii") as fh:
+        used = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize:"))
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (used + 2**30, resource.RLIM_INFINITY))
+    assert 0 < memory.available_memory() <= 2**30
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (used // 2, resource.RLIM_INFINITY))
+    assert memory.available_memory() == 0  # already past its cap: nothing left
+
+
 def test_evaluate_takes_one_target_and_names_and_names_an_unknown_one():
     """Audit: targets="reverse" and targets=["nope"] raised NetworkXError."""
     from rasp_compiler.errors import UserError

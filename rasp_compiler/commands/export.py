@@ -65,7 +65,12 @@ def _worst(result: dict) -> float:
 
 
 def main(args: argparse.Namespace) -> int:
-    from rasp_compiler.export.transformer_lens import _import_tl, save_transformer_lens, verify
+    from rasp_compiler.export.transformer_lens import (
+        _import_tl,
+        save_transformer_lens,
+        verify,
+        verify_batch,
+    )
     from rasp_compiler.runtime import RaspModel
 
     if os.path.isfile(args.model) and args.model.endswith(".rasp"):
@@ -86,6 +91,8 @@ def main(args: argparse.Namespace) -> int:
     _check_not_model_files(args.model, (args.out, os.path.splitext(args.out)[0] + ".json"))
     model = RaspModel.load(args.model)
     _import_tl()  # a clear error before writing anything when TransformerLens is missing
+    if args.verify:  # a model too large to verify in this memory is refused before it is exported
+        verify_batch(model.config)
     pt_path, json_path = save_transformer_lens(model, args.out)
     result: dict = {"format": args.format, "weights": pt_path, "config": json_path}
     if args.verify:

@@ -43,6 +43,7 @@ import torch
 
 from rasp_compiler.compiler.values import distinct_labels
 from rasp_compiler.errors import ArtifactError, UserError, file_in_the_way
+from rasp_compiler.memory import available_memory
 from rasp_compiler.runtime import RaspModel
 
 FORMAT = "rasp-compiler-transformer-lens/1"
@@ -484,12 +485,47 @@ def _run_tl(tl_model: Any, ids: torch.Tensor, mask: torch.Tensor,
     return logits, {h: cache[h] for h in hooks}
 
 
+def verify_bytes_per_input(config: dict) -> int:
+    """About the memory one input of ``verify``'s batches takes at the longest length: the
+    runtime's trace and TransformerLens's cache (every residual hook and attention pattern), the
+    work of one layer of each, and the differences taken.  sort at max_len 512 (3 layers, width
+    4,627) is about 0.2 GB an input: 64 at once ran out of memory."""
+    t = int(config.get("fixed_length") or config["max_len"]) + 1
+    layers = config["layers"]
+    n_layers = max(1, len(layers))
+    heads = [int(lc.get("n_heads", 0)) for lc in layers]
+    most_heads = max(heads + [1])  # TransformerLens gives every layer the most heads of any
+    d_mlp = max([int(lc.get("d_mlp", 0)) for lc in layers] + [0])
+    item = 8 if config.get("dtype") == "float64" or any(lc.get("mlp_dtype") for lc in layers) else 4
+    residual = t * int(config.get("d_model", 1)) * (2 * (2 * n_layers + 1) + 6)
+    patterns = t * t * (sum(heads) + 2 * n_layers * most_heads + 4 * most_heads)
+    return item * (residual + patterns + 2 * t * d_mlp)
+
+
+def verify_batch(config: dict, batch_size: int = 64) -> int:
+    """The inputs ``verify`` runs at once: ``batch_size``, or fewer where that many would not fit
+    in half the memory free now; a UserError when one input alone would not."""
+    per_input = verify_bytes_per_input(config)
+    free = available_memory()
+    if free is None:
+        return batch_size
+    fits = free // 2 // per_input
+    if fits < 1:
+        raise UserError(f"verifying this model (max length {config['max_len']:,}, residual width "
+                        f"{int(config.get('d_model', 1)):,}) needs about {per_input / 2**30:,.1f} GiB "
+                        f"an input, more than half the {free / 2**30:,.1f} GiB free now",
+                        hint="export without --verify, or verify a model compiled at a smaller --max-len")
+    return max(1, min(batch_size, fits))
+
+
 def verify(model: RaspModel | str | os.PathLike, tl_model: Any | None = None, inputs: int | list = 64,
            seed: int = 0, batch_size: int = 64) -> dict[str, Any]:
     """Run the compiled model and its TransformerLens form on the same inputs and report the
     largest absolute difference of the logits and of every residual hook point (real positions
-    only, BOS included; padding rows are not outputs)."""
+    only, BOS included; padding rows are not outputs).  The inputs run ``batch_size`` at a time,
+    or fewer where memory is short (``verify_batch``)."""
     m = _as_model(model, "verify")
+    batch_size = verify_batch(m.config, batch_size)  # before TransformerLens builds its copy
     if tl_model is None:
         tl_model = to_hooked_transformer(m)
     batch = random_inputs(m, inputs, seed) if isinstance(inputs, int) else list(inputs)
