@@ -345,6 +345,45 @@ def test_an_input_whose_selections_cannot_fit_in_memory_is_refused(monkeypatch):
     assert run(program, "ab" * 2500)[:2] == [2500, 2500]
 
 
+def test_string_selections_and_means_take_one_byte_a_pair(monkeypatch):
+    """sort on 40,000 tokens ended in "out of memory": a selection of strings compared object
+    arrays (an n x n array of Python bools first, 8 bytes a pair) and a mean turned the whole
+    selection into float64.  Both now stay near the n x n bools."""
+    import tracemalloc
+
+    from rasp_compiler.graph import semantics
+    from rasp_compiler.interpreter import _select
+
+    rng = np.random.default_rng(0)
+    n = 2000
+    words = [str(w) for w in rng.choice(["b", "a", "ab", "", "é", "B"], n)]
+    for op in ("==", "!=", "<", ">", "<=", ">="):
+        tracemalloc.start()
+        got = _select(op, words, words)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak < 2.5 * n * n, (op, peak)  # object arrays: over 8 n² bytes
+        k = np.array(words, dtype=object)
+        assert np.array_equal(got, np.asarray(interpreter_compare(op, k[None, :], k[:, None]), dtype=bool))
+    rows = rng.random((n, n)) < 0.5
+    values = [int(v) for v in rng.integers(-5, 6, n)]
+    tracemalloc.start()
+    means = semantics.exact_means(values, rows)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 3 * n * n, peak  # rows.astype(float64) alone is 8 n² bytes
+    want = [float(sum(v for v, s in zip(values, row, strict=True) if s)) / int(row.sum())
+            for row in rows[:50]]
+    assert means[:50] == want
+
+
+def interpreter_compare(op, a, b):
+    import operator
+
+    return {"==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt,
+            "<=": operator.le, ">=": operator.ge}[op](a, b)
+
+
 def test_available_memory_is_at_most_what_an_address_space_cap_leaves(monkeypatch):
     """Under `ulimit -v 8500000` the size guards were told of the machine's 19 GB free, let a
     verify batch of 27 inputs through, and the run died in "out of memory"."""

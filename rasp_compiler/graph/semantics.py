@@ -125,6 +125,9 @@ def lookup(table: Any, key: Any, is_dict: bool) -> Any:
     return table[key]
 
 
+MEAN_SLICE_ELEMENTS = 1 << 20  # selection entries exact_means turns into floats at once (8 MB)
+
+
 def exact_means(values: list[Any], rows: np.ndarray) -> list[float]:
     """The mean of the values each row of ``rows`` selects, exactly rounded: the exact sum divided
     by the count, rounded once.  Whole numbers add exactly in floats, so they take the fast path;
@@ -136,7 +139,11 @@ def exact_means(values: list[Any], rows: np.ndarray) -> list[float]:
     with np.errstate(over="ignore"):  # a sum past 1e308 only sends these values to the exact path
         small = np.abs(nums).sum() < 2.0 ** 52
     if np.all(np.isfinite(nums) & (nums == np.round(nums))) and small:
-        sums = rows.astype(np.float64) @ nums           # every partial sum is an exact integer
+        # every partial sum is an exact integer, so any order of addition gives the same sums; the
+        # rows go to float64 a slice at a time (all at once is 8 bytes a pair: 12.8 GB at 40,000)
+        step = max(1, MEAN_SLICE_ELEMENTS // max(1, rows.shape[1]))
+        sums = np.concatenate([rows[s:s + step].astype(np.float64) @ nums
+                               for s in range(0, rows.shape[0], step)]) if len(rows) else np.zeros(0)
         return [float(s) / int(c) for s, c in zip(sums, counts, strict=True)]
     fracs = [Fraction(float(v)) for v in nums]
     return [float(sum((fracs[k] for k in np.nonzero(row)[0]), Fraction(0)) / int(c))
