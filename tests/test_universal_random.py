@@ -78,3 +78,28 @@ def test_same_seed_same_backbone_bytes():
     for name, t in a.backbone_tensors().items():
         assert t.numpy().tobytes() == b.backbone_tensors()[name].numpy().tobytes()
     assert not torch.equal(a.r_q, c.r_q)
+
+
+def test_a_random_ut_that_cannot_fit_is_refused_before_it_is_drawn(monkeypatch, capsys):
+    """L=2, H=8, d=41 (m = 5,904, under the 6,000 cap) drew 4.5 GB of R_V, scaled a copy of it,
+    and ended in "out of memory"; it is refused at once when memory is short."""
+    from rasp_compiler.cli import main
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.universal import random_ut
+
+    need = random_ut.memory_needed(2, 8, 41, 41, 5904, False, True)
+    assert need > 2 * 8 * 5904**2 * 8      # R_V alone is 4.5 GB
+    monkeypatch.setattr(random_ut, "available_memory", lambda: need - 1)
+    monkeypatch.setattr(torch, "randn", lambda *a, **k: pytest.fail("drew weights before refusing"))
+    shown = r"L=2, H=8, width m=5,904 needs about 5\.5 GiB \(its dense m x m value matrices are 4\.2 GiB\)"
+    with pytest.raises(UserError, match=shown):
+        build_universal("random", 2, 8, 41)
+    assert main(["universal", "--construction", "random", "--layers", "2", "--heads", "8", "--dim", "41",
+                 "--check"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: a random UT with L=2, H=8") and "hint: use fewer --layers" in err
+    assert "Traceback" not in err and err.count("error:") == 1
+    monkeypatch.undo()
+    monkeypatch.setattr(random_ut, "available_memory", lambda: None)  # unknown: built as before
+    small = build_universal("random", 1, 1, 2)
+    assert small.config.m == width_formula("random", 1, 1, 2, False, True, 2)

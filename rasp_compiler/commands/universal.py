@@ -269,6 +269,8 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _print_text(ut, report, args, lengths, tol, ok, given_target) -> None:
+    import torch
+
     cfg = ut.config
     on = {True: "on", False: "off"}
     loaded = f" (loaded from {args.load})" if args.load else ""
@@ -279,7 +281,8 @@ def _print_text(ut, report, args, lengths, tol, ok, given_target) -> None:
     print(f"  width      m = {cfg.m}   {formula} = {report.m_formula}"
           + ("" if cfg.m == report.m_formula else "   (below formula: E comes from a gradient fit)"
              if cfg.m < report.m_formula else ""))
-    nz = sum(int((t != 0).sum()) for t in ut.backbone_tensors().values())
+    # count_nonzero: (t != 0).sum() made an int64 copy of R_V (4.5 GB at L=2, H=8, m = 5,904)
+    nz = sum(int(torch.count_nonzero(t)) for t in ut.backbone_tensors().values())
     kind = "Gaussian" if cfg.construction == "random" else "{0,1}"
     print(f"  weights    {kind}, R_V {cfg.value_kind}, {nz} nonzero entries"
           + (f", seed {cfg.seed}" if cfg.seed is not None else ""))

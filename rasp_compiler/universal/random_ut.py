@@ -24,6 +24,7 @@ import math
 import torch
 
 from rasp_compiler.errors import UserError
+from rasp_compiler.memory import available_memory
 from rasp_compiler.universal.classes import fit_target, shown_width, width_formula
 from rasp_compiler.universal.model import UniversalTransformer, UTConfig
 from rasp_compiler.universal.target import Target
@@ -43,15 +44,38 @@ def build_random(layers: int, heads: int, dim: int, *, m: int | None = None, hea
     if m > MAX_RANDOM_WIDTH:
         raise UserError(f"random UT width m={shown_width(m)} is above the supported {MAX_RANDOM_WIDTH:,} "
                         "(dense m x m value matrices)", hint="use fewer layers/heads or --no-values")
+    _check_memory(layers, heads, dim, k, m, residual, values)
     gen = torch.Generator().manual_seed(seed)
     scale = 1.0 / math.sqrt(m)
-    r_q = torch.randn(layers, heads, m, k, generator=gen, dtype=F64) * scale
-    r_k = torch.randn(layers, heads, m, k, generator=gen, dtype=F64) * scale
-    r_v = torch.randn(layers, heads, m, m, generator=gen, dtype=F64) * scale if values else None
+    # scaled in place: a scaled copy of R_V doubled the peak (L=2, H=8 at m = 5,904: 8.9 GB)
+    r_q = torch.randn(layers, heads, m, k, generator=gen, dtype=F64).mul_(scale)
+    r_k = torch.randn(layers, heads, m, k, generator=gen, dtype=F64).mul_(scale)
+    r_v = torch.randn(layers, heads, m, m, generator=gen, dtype=F64).mul_(scale) if values else None
     config = UTConfig(construction="random", layers=layers, heads=heads, dim=dim, m=m, head_dim=k,
                       residual=residual, causal=causal, values=values,
                       value_kind="dense" if values else "identity", seed=seed)
     return UniversalTransformer(config, r_q, r_k, r_v)
+
+
+def memory_needed(layers: int, heads: int, dim: int, k: int, m: int, residual: bool, values: bool) -> int:
+    """About the bytes a random UT and one encoding take (float64): R_V (L H m²), R_Q and R_K, and
+    the least-squares solve of E C = RHS (C is m x the formula's columns; the SVD solver keeps a
+    few copies).  L=2 H=8 d=41 (m = 5,904) peaked at 5.3 GiB (5.5 estimated here)."""
+    cols = width_formula("random", layers, heads, dim, residual, values, k)
+    return 8 * ((layers * heads * m * m if values else 0) + 2 * layers * heads * m * k + 5 * m * max(m, cols))
+
+
+def _check_memory(layers: int, heads: int, dim: int, k: int, m: int, residual: bool, values: bool) -> None:
+    """Refuse a random UT that cannot fit in the memory free now, before any weight is drawn (it
+    ran for seconds and ended in "out of memory")."""
+    free = available_memory()
+    need = memory_needed(layers, heads, dim, k, m, residual, values)
+    if free is not None and need > free:
+        raise UserError(f"a random UT with L={layers}, H={heads}, width m={m:,} needs about "
+                        f"{need / 2**30:,.1f} GiB (its dense m x m value matrices are "
+                        f"{layers * heads * m * m * 8 / 2**30 if values else 0:,.1f} GiB), more than the "
+                        f"{free / 2**30:,.1f} GiB free now",
+                        hint="use fewer --layers or --heads, a smaller --dim, or --no-values")
 
 
 def _alphabet(cfg: UTConfig) -> range:
