@@ -428,3 +428,35 @@ def test_eval_a_bad_line_past_the_first_batch_keeps_every_output_before_it(rever
     assert r.returncode == 1 and "<stdin>:601: token 'x'" in r.stderr
     lines = r.stdout.splitlines()
     assert len(lines) == 600 and lines[-2:] == ["[c, b, a] (strings)", "[a, b] (strings)"]
+
+
+def test_eval_inputs_and_universal_check_show_progress_on_a_terminal(tmp_path, monkeypatch):
+    """rasp eval --inputs (many lines) and rasp universal --check ran for minutes without a word
+    on stderr; they show the check's bar (CheckProgress) on a terminal, never in --json output."""
+    model = tmp_path / "m"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["compile", str(REPO / "programs/reverse.rasp"), "--vocab", "ab", "--max-len", "4",
+                     "-o", str(model)]) == 0
+    lines = tmp_path / "in.txt"
+    lines.write_text("ab\nba\n" * 600)    # 1,200 inputs: 3 batches of 512 or fewer
+    _fake_clock(monkeypatch, 1.0)         # every batch takes a second
+    err = _Terminal()
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(err):
+        assert main(["eval", str(model), "--inputs", str(lines), "--json"]) == 0
+    assert "evaluating" in err.getvalue() and "/1200" in err.getvalue()
+    shown = out.getvalue().splitlines()
+    assert len(shown) == 1200 and json.loads(shown[1]) == {"input": ["b", "a"], "output": ["a", "b"]}
+    assert "evaluating" not in rasp("eval", str(model), "--inputs", str(lines)).stderr  # not a terminal
+
+    ut = ["universal", "--construction", "sparse", "--layers", "1", "--dim", "2", "--check",
+          "--trials", "4", "--lengths", "2,3", "--json"]
+    err = _Terminal()
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(err):
+        assert main(ut) == 0
+    assert "checking" in err.getvalue() and "/4" in err.getvalue() and "target" in err.getvalue()
+    assert json.loads(out.getvalue())["construction"] == "sparse"
+    _fake_clock(monkeypatch, 1e-4)        # a quick check: no bar
+    err = _Terminal()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        assert main(ut) == 0
+    assert err.getvalue() == ""

@@ -43,12 +43,13 @@ MAX_SAMPLE_TOKENS = 20_000_000  # --samples x --max-len: the drawn inputs are he
 class CheckProgress:
     """A check's progress bar (tqdm, on stderr), shown only on a terminal and only once the time
     of the inputs done so far says the whole check will take more than PROGRESS_AFTER seconds.
-    Called with the number of inputs done in each batch."""
+    Called with the number of inputs done in each batch.  ``rasp eval --inputs`` and ``rasp
+    universal --check`` (``unit="target"``) show theirs with it too."""
 
     clock = staticmethod(time.monotonic)
 
-    def __init__(self, total: int, desc: str) -> None:
-        self.total, self.desc = total, desc
+    def __init__(self, total: int, desc: str, unit: str = "input") -> None:
+        self.total, self.desc, self.unit = total, desc, unit
         self.done = 0
         self.bar = None
         self.terminal = sys.stderr.isatty()
@@ -62,7 +63,7 @@ class CheckProgress:
             elapsed = self.clock() - self.start
             if elapsed * self.total / self.done > PROGRESS_AFTER:
                 from tqdm import tqdm
-                self.bar = tqdm(total=self.total, initial=self.done, desc=self.desc, unit="input",
+                self.bar = tqdm(total=self.total, initial=self.done, desc=self.desc, unit=self.unit,
                                 leave=False, dynamic_ncols=True)
 
     def close(self) -> None:

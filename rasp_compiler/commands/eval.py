@@ -53,15 +53,20 @@ def main(args: argparse.Namespace) -> int:
         out = _tidy(model.run([single])[0], model.config["dtype"])
         print(json.dumps({"output": out}) if args.json else _shown(out))
         return 0
-    for start in range(0, len(inputs), BATCH):
-        chunk = inputs[start:start + BATCH]
-        outputs, failure = _run_chunk(model, chunk, batch_file)
-        for (_, x), out in zip(chunk, outputs, strict=False):  # outputs stop at a refused line
-            out = _tidy(out, model.config["dtype"])
-            print(json.dumps({"input": x, "output": out}) if args.json else _shown(out))
-        if failure is not None:
-            sys.stdout.flush()  # the outputs before the bad line come out before its error
-            raise failure
+    from rasp_compiler.commands.check import CheckProgress
+
+    # a bar on stderr (a terminal only) once the run looks longer than a couple of seconds
+    with CheckProgress(len(inputs), "evaluating") as bar:
+        for start in range(0, len(inputs), BATCH):
+            chunk = inputs[start:start + BATCH]
+            outputs, failure = _run_chunk(model, chunk, batch_file)
+            for (_, x), out in zip(chunk, outputs, strict=False):  # outputs stop at a refused line
+                out = _tidy(out, model.config["dtype"])
+                print(json.dumps({"input": x, "output": out}) if args.json else _shown(out))
+            if failure is not None:
+                sys.stdout.flush()  # the outputs before the bad line come out before its error
+                raise failure
+            bar(len(chunk))
     if unreadable is not None:
         sys.stdout.flush()
         raise unreadable

@@ -245,9 +245,12 @@ def _build(args: argparse.Namespace) -> int:
             report.non_finite = int(not (math.isfinite(err) and math.isfinite(att)))
             report.methods, report.max_fit_residual = {enc.method: 1}, enc.residual
         else:
-            report = check_class(cfg.construction, cfg.layers, cfg.heads, cfg.dim, residual=cfg.residual,
-                                 causal=cfg.causal, trials=args.trials, seed=args.seed, lengths=lengths,
-                                 dtype=dtype, ut=ut)
+            from rasp_compiler.commands.check import CheckProgress
+
+            with CheckProgress(args.trials, "checking", unit="target") as bar:  # stderr, a terminal only
+                report = check_class(cfg.construction, cfg.layers, cfg.heads, cfg.dim,
+                                     residual=cfg.residual, causal=cfg.causal, trials=args.trials,
+                                     seed=args.seed, lengths=lengths, dtype=dtype, ut=ut, progress=bar)
     tol = args.tolerance
     if tol is None:
         tol = 1e-4 if dtype == torch.float32 else (1e-8 if cfg.construction == "random" else 1e-10)

@@ -10,6 +10,7 @@ be dropped by ``max``) and is counted in ``CheckReport.non_finite``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -102,8 +103,10 @@ def worst_abs(diff: torch.Tensor) -> float:
 def check_class(construction: str, layers: int, heads: int, dim: int, *, residual: bool = False,
                 causal: bool = False, trials: int = 10, seed: int = 0, lengths=DEFAULT_LENGTHS,
                 dtype: torch.dtype = torch.float64, values: bool | None = None, m: int | None = None,
-                head_dim: int | None = None, ut: UniversalTransformer | None = None) -> CheckReport:
-    """Build (or take) the UT for a class and check it on ``trials`` random targets of that class."""
+                head_dim: int | None = None, ut: UniversalTransformer | None = None,
+                progress: Callable[[int], None] | None = None) -> CheckReport:
+    """Build (or take) the UT for a class and check it on ``trials`` random targets of that class;
+    ``progress`` hears 1 after each target."""
     if values is None:
         values = construction != "multihead"
     if ut is None:
@@ -123,4 +126,6 @@ def check_class(construction: str, layers: int, heads: int, dim: int, *, residua
         report.attention_max_diff = max(report.attention_max_diff, att)
         report.methods[enc.method] = report.methods.get(enc.method, 0) + 1
         report.max_fit_residual = max(report.max_fit_residual, enc.residual)
+        if progress is not None:
+            progress(1)
     return report
