@@ -41,7 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"seed of the random inputs of --verify, {SEED_HELP} (default 0)")
     p.add_argument("--tolerance", type=float, default=None, metavar="EPS",
                    help="--verify fails (exit 1) when a logit, residual or attention value differs by more "
-                        "(default 1e-4 for float32, 1e-9 for float64)")
+                        "than EPS x max(1, the largest |value| there) (default 1e-4 for float32, 1e-9 for "
+                        "float64)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=main)
 
@@ -58,10 +59,6 @@ def _check_not_model_files(model_dir: str, paths: tuple[str, ...]) -> None:
         if os.path.realpath(path) in own:
             raise UserError(f"-o would overwrite {path}, a file of the compiled model being exported",
                             hint="write the export elsewhere, e.g. -o model_tl.pt")
-
-
-def _worst(result: dict) -> float:
-    return max(result["max_abs_diff_logits"], result["max_abs_diff_residual"], result["max_abs_diff_pattern"])
 
 
 def main(args: argparse.Namespace) -> int:
@@ -102,7 +99,7 @@ def main(args: argparse.Namespace) -> int:
         report = verify(model, tl_model, args.inputs, seed=args.seed)
         result.update(report)
         tol = args.tolerance if args.tolerance is not None else DEFAULT_TOLERANCE.get(report["dtype"], 1e-4)
-        result["tolerance"], result["ok"] = tol, _worst(result) <= tol
+        result["tolerance"], result["ok"] = tol, result["max_rel_diff"] <= tol
     if args.json:
         print(json.dumps(result, indent=1))
         return _verdict(result)
@@ -111,7 +108,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"verified on {result['inputs']} random inputs (TransformerLens {result['transformer_lens']}, "
               f"{result['dtype']}): max |Δ logits| = {result['max_abs_diff_logits']:.3g}, "
               f"max |Δ residual| = {result['max_abs_diff_residual']:.3g}, "
-              f"max |Δ attention pattern| = {result['max_abs_diff_pattern']:.3g}")
+              f"max |Δ attention pattern| = {result['max_abs_diff_pattern']:.3g}; relative to "
+              f"max(1, max |value|): {result['max_rel_diff']:.3g}")
         for hook, diff in {**result["hooks"], **result["patterns"]}.items():
             print(f"  {hook:28s} {diff:.3g}")
     return _verdict(result)
@@ -122,6 +120,7 @@ def _verdict(result: dict) -> int:
     computing something else; the report is printed first so the hook that differs is named."""
     if result.get("ok", True):
         return 0
-    raise UserError(f"the TransformerLens model differs from the compiled model by {_worst(result):.3g}, "
-                    f"more than --tolerance {result['tolerance']:g} (the files were written)",
+    raise UserError(f"the TransformerLens model differs from the compiled model by "
+                    f"{result['max_rel_diff']:.3g} x max(1, max |value|), more than --tolerance "
+                    f"{result['tolerance']:g} (the files were written)",
                     hint="the hook points above show the first layer that differs")

@@ -518,12 +518,23 @@ def verify_batch(config: dict, batch_size: int = 64) -> int:
     return max(1, min(batch_size, fits))
 
 
+def _relative(diff: torch.Tensor, ours: torch.Tensor) -> float:
+    """max |Δ| / max(1, max |value|): normwise, since a float32 sum's rounding scales with the
+    largest terms in play (an MLP that writes a small number as a difference of large ones), and
+    those stand in the same residual stream (0 for no entries)."""
+    if not diff.numel():
+        return 0.0
+    return float(diff.max()) / max(1.0, float(ours.abs().max()))
+
+
 def verify(model: RaspModel | str | os.PathLike, tl_model: Any | None = None, inputs: int | list = 64,
            seed: int = 0, batch_size: int = 64) -> dict[str, Any]:
     """Run the compiled model and its TransformerLens form on the same inputs and report the
     largest absolute difference of the logits and of every residual hook point (real positions
-    only, BOS included; padding rows are not outputs).  The inputs run ``batch_size`` at a time,
-    or fewer where memory is short (``verify_batch``)."""
+    only, BOS included; padding rows are not outputs), and the largest difference relative to
+    max(1, the largest |value| at that hook point) (``max_rel_diff``: float rounding grows with the
+    values in play, as a position or a length held as a number does at a long max_len).  The
+    inputs run ``batch_size`` at a time, or fewer where memory is short (``verify_batch``)."""
     m = _as_model(model, "verify")
     batch_size = verify_batch(m.config, batch_size)  # before TransformerLens builds its copy
     if tl_model is None:
@@ -536,6 +547,7 @@ def verify(model: RaspModel | str | os.PathLike, tl_model: Any | None = None, in
     per_hook = {h: 0.0 for h in hooks}
     per_pattern = {h: 0.0 for h in pattern_hooks.values()}
     max_logits = 0.0
+    relative = 0.0  # max |Δ| / max(1, max |value|) of the logits, each hook point and pattern
     # mixed lengths in one batch, so the padded path a user runs (run_padded) is what is checked
     chunks = [batch[i:i + batch_size] for i in range(0, len(batch), batch_size)]
     for chunk in chunks:
@@ -550,18 +562,23 @@ def verify(model: RaspModel | str | os.PathLike, tl_model: Any | None = None, in
         diff = (tl_logits - logits).abs()[real]
         if diff.numel():  # a model may have no output logits at all (e.g. an empty value set)
             max_logits = max(max_logits, float(diff.max()))
+            relative = max(relative, _relative(diff, logits[real]))
         if n_layers == 0:
             residuals = [residuals[0], residuals[0], residuals[0]]
         for h, r in zip(hooks, residuals, strict=True):
-            per_hook[h] = max(per_hook[h], float((cache[h] - r).abs()[valid].max()))
+            diff = (cache[h] - r).abs()[valid]
+            per_hook[h] = max(per_hook[h], float(diff.max()))
+            relative = max(relative, _relative(diff, r[valid]))
         for li, h in pattern_hooks.items():
             # the runtime's heads of this layer are TL's first heads (the rest are zero padding)
             ours = patterns[li]
             diff = (cache[h][:, : ours.shape[1]] - ours).abs().amax(dim=(1, 3))  # [batch, query]
             per_pattern[h] = max(per_pattern[h], float(diff[valid].max()))
+            relative = max(relative, per_pattern[h])  # attention weights are at most 1
     worst_hook = max(per_hook.values()) if per_hook else 0.0
     worst_pattern = max(per_pattern.values()) if per_pattern else 0.0
     return {"max_abs_diff": max(max_logits, worst_hook), "max_abs_diff_logits": max_logits,
             "max_abs_diff_residual": worst_hook, "max_abs_diff_pattern": worst_pattern,
+            "max_rel_diff": relative,
             "inputs": len(batch), "hooks": per_hook, "patterns": per_pattern,
             "transformer_lens": transformer_lens_version(), "dtype": m.config.get("dtype", "float32")}
