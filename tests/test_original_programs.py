@@ -43,14 +43,19 @@ def test_paper_dyck1_is_two_layers_one_head_and_exact() -> None:
 
 
 def test_plan_picture_of_one_program_in_a_file_of_many(tmp_path) -> None:
-    """paper_examples.rasp defines seven programs: the picture of one holds only its own nodes."""
+    """paper_examples.rasp defines seven programs: the picture of one holds only its own nodes
+    (as compiled: its two `indices + 1` are one node)."""
     import networkx as nx
+
+    from rasp_compiler.compiler.rewrites import shared_subexpressions
 
     program = program_from_source(PAPER_DYCK, "paper.rasp", output="dyck1_ptf")
     model = compile_program(program, list("()"), 8)
     pic = draw_plan(program, model.plan, str(tmp_path / "plan.png"))
-    wanted = nx.ancestors(program.graph, "dyck1_ptf") | {"dyck1_ptf"}
+    merged = shared_subexpressions(program).graph
+    wanted = nx.ancestors(merged, "dyck1_ptf") | {"dyck1_ptf"}
     assert set(pic.labels) == wanted and "reverse" in program.graph
+    assert len(nx.ancestors(program.graph, "dyck1_ptf")) == len(nx.ancestors(merged, "dyck1_ptf")) + 1
     assert pic.size_px[1] < 2000
 
 
