@@ -73,6 +73,43 @@ def test_paper_dyck2_needs_no_more_than_the_original_analysis(max_len: int) -> N
     assert res.ok, res.failures[:1]
 
 
+def _inexact_prefix_inputs(vocab: list[str], max_len: int, per_pair: int, seed: int) -> list[list[str]]:
+    """Inputs whose prefix of some length n holds k openers (or k closers) where
+    (n * (k / n)) != k in float64, so that the paper's `depth` is not a whole number there."""
+    rng = random.Random(seed)
+    out = []
+    for n in range(1, max_len + 1):
+        for k in range(n + 1):
+            if n * (k / n) == k:
+                continue
+            for t in range(per_pair):
+                side, other = (vocab[0::2], vocab[1::2]) if t % 2 == 0 else (vocab[1::2], vocab[0::2])
+                head = [rng.choice(side) for _ in range(k)] + [rng.choice(other) for _ in range(n - k)]
+                rng.shuffle(head)
+                out.append(head + [rng.choice(vocab) for _ in range(rng.randint(0, max_len - n))])
+    return out
+
+
+def test_paper_dyck2_at_40_steps_along_the_difference_of_its_means() -> None:
+    """`delay_closer` reads two prefix means, the index and the token.  At a position where
+    (i + 1) * (k / (i + 1)) is not k it is not a function of m1 - m2: its step MLP orders that
+    position's grid of points by m1 - m2, then by m1 (``numeric.projection``), not one step pair
+    per point by mixed radix; the other positions share their steps along m1 - m2
+    (``numeric.shared_projected_steps``).  Layer 0's MLP: 36,140 hidden units (34.6M parameters)
+    before, 11,094 (11.9M) with the first, 7,134 (8.1M) with both."""
+    program = program_from_source(PAPER_DYCK, "paper.rasp", output="dyck2_ptf")
+    vocab = list("(){}")
+    model = compile_program(program, vocab, 40)
+    assert model.n_layers == 4 and model.heads_per_layer == [1, 1, 1, 1]
+    assert model.params < 9_000_000, model.params
+    inputs = _inexact_prefix_inputs(vocab, 40, 4, seed=3)
+    # the inputs reach the float artefacts the program compares with ==
+    depths = [run(program, x, "dyckk_ptf.depth") for x in inputs[:40]]
+    assert any(d != round(d) for ds in depths for d in ds)
+    res = check_model(model, program, inputs + random_inputs(vocab, 40, 100, seed=6))
+    assert res.ok, res.failures[:1]
+
+
 def test_categorical_and_numerical_aggregates_share_a_hard_head() -> None:
     """A categorical copy and a numerical copy through one at-most-one selector: one head whose
     value/output circuit writes a one-hot and a number."""

@@ -226,7 +226,7 @@ def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causa
     from rasp_compiler.compiler.analysis import limits
 
     widest = max((int(lc["d_mlp"]) for lc in plan[0]["layers"]), default=0)
-    if plan[2].large_tables and widest > limits.LARGE_MLP:
+    if plan[2].large_tables and widest > min(limits.LARGE_MLP, limits.LARGE_MLP_PER_POSITION * max_len):
         # A large table fuses into its readers and may save a layer, or cost a thousand times the
         # parameters for none (shuffle-Dyck-2 at max_len 12: 20.8M against 21k at 13).  Where an
         # MLP came out that wide, build the plan with such maps opaque too, and keep the one with

@@ -321,12 +321,27 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
     num = [j for j, f in enumerate(ins) if f.encoding == "numerical"]
     cat = [j for j, f in enumerate(ins) if f.encoding == "categorical"]
     shared = getattr(op, "shared_steps", None)   # lowering found shared steps cheaper
-    if shared is not None and len(num) == 1 and cat and out.categorical:
+    coef = getattr(shared, "coef", None)
+    if shared is not None and coef is None and len(num) == 1 and cat and out.categorical:
         xs = np.array([float(v) for v in ins[num[0]].values], dtype=np.float64)
         _shared_step_units(op, layout, acc, out, cat, shared,
                            np.array([layout.dim(op.inputs[num[0]])], dtype=int), xs)
         return
     rows = _sorted_rows(op.rows)
+    if shared is not None and coef is not None and cat and out.categorical:
+        # steps shared along z = coef · x (``numeric.shared_projected_steps``); z ranges over the
+        # box of the inputs' values, and the groups it does not separate are stepped one by one
+        vals = [np.array([float(v) for v in ins[j].values], dtype=np.float64) for j in num]
+        lo = sum(float(np.min(c * v)) for c, v in zip(coef, vals, strict=True))
+        hi = sum(float(np.max(c * v)) for c, v in zip(coef, vals, strict=True))
+        _shared_step_units(op, layout, acc, out, cat, shared,
+                           np.array([layout.dim(op.inputs[j]) for j in num], dtype=int),
+                           np.array([lo, hi]), coef=np.asarray(coef, dtype=np.float64))
+        rest = shared.rest
+        rows = [r for r in rows if tuple(r[0][j] for j in cat) in rest]
+        if rows:
+            _step_mlp(op, layout, acc, out, ins, num, cat, rows, dtype)
+        return
     fit = affine(rows) if len(num) >= 2 and not out.categorical and not cat and rows else None
     if getattr(op, "linear", None) is not None:
         fit = (np.array(op.linear[0]), op.linear[1])  # type: ignore[attr-defined]
@@ -426,7 +441,8 @@ def _step_mlp(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: lis
 
 
 def _shared_step_units(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, cat: list[int],
-                       shared: SharedSteps, xdims: np.ndarray, xs: np.ndarray) -> None:
+                       shared: SharedSteps, xdims: np.ndarray, xs: np.ndarray,
+                       coef: np.ndarray | None = None) -> None:
     """The units of ``numeric.SharedSteps``: per combination a constant unit, and per event a
     step pair whose threshold each free value sets through its one-hot weight.
 
@@ -452,7 +468,8 @@ def _shared_step_units(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output,
             a, b = next(iter(at.values()))[2:]
             odims, ow = out.steps([a, b], np.array([0], dtype=np.intp))
             dims = np.concatenate([xdims, free_dims, gdims])
-            weights = np.concatenate([[s], w_free, np.full(len(gdims), big)])
+            slope = [s] if coef is None else s * coef   # x, or the projection of several numbers
+            weights = np.concatenate([slope, w_free, np.full(len(gdims), big)])
             base = -big * len(gdims)
             acc.units(np.broadcast_to(dims, (2, len(dims))), np.broadcast_to(weights, (2, len(dims))),
                       np.array([base + 0.5, base - 0.5]), np.repeat(odims, 2, axis=0),

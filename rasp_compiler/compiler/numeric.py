@@ -26,20 +26,18 @@ def _separates(coef: np.ndarray, pts: list[tuple[tuple[float, ...], Any]], mags:
                dtype: str) -> bool:
     eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)
     noise = 64.0 * eps * float(np.sum(np.abs(coef) * np.asarray(mags, dtype=np.float64))) + 1e-300
-    if len(coef) == 1 and len(pts) > 1:
+    if len(pts) > 1:
         # one coordinate: z = coef * x exactly as np.dot computes it; only the close neighbours'
-        # outputs need comparing (the same answer as the loop below, without a dot per point)
-        z = np.array([x[0] for x, _ in pts], dtype=np.float64) * float(coef[0])
+        # outputs need comparing (the same answer as the loop below, without a dot per point).
+        # Several: z = xs @ coef may differ from a dot per point in the last bit, which moves a
+        # gap by an ulp of z against a noise allowance of 64 float32 or float64 epsilons.
+        if len(coef) == 1:
+            z = np.array([x[0] for x, _ in pts], dtype=np.float64) * float(coef[0])
+        else:
+            z = np.array([x for x, _ in pts], dtype=np.float64).reshape(len(pts), len(coef)) @ coef
         order = np.argsort(z, kind="stable")
         zs_ = z[order]
         close = np.nonzero(np.diff(zs_) <= noise)[0]
-        return all(_same(pts[order[i]][1], pts[order[i + 1]][1]) for i in close.tolist())
-    if len(pts) > 256:
-        # many points: the close neighbours along z at once (the loop below, without a dot and a
-        # tuple per point); a rounding of z that reorders two points leaves them closer than noise
-        z = np.array([x for x, _ in pts], dtype=np.float64).reshape(len(pts), len(coef)) @ coef
-        order = np.argsort(z, kind="stable")
-        close = np.nonzero(np.diff(z[order]) <= noise)[0]
         return all(_same(pts[order[i]][1], pts[order[i + 1]][1]) for i in close.tolist())
     zs = sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=lambda p: p[0])
     for (z0, y0), (z1, y1) in zip(zs, zs[1:], strict=False):
@@ -61,26 +59,49 @@ def projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
     if k == 1:
         return candidates[0] if _separates(candidates[0], pts, mags, dtype) else None
     candidates.append(np.array([1.0] + [-1.0] * (k - 1)))
-    # mixed radix: each coordinate's smallest step outweighs the whole span of the ones before it
+    for c in candidates:
+        if _separates(c, pts, mags, dtype):
+            return c
+    # Neither sum nor difference separates: order the points lexicographically by a few linear
+    # forms, the first one major.  Mixed radix over the coordinates (the last one major) came
+    # first and is kept on ties; a form of all the coordinates as the major key (their sum or
+    # difference, then one coordinate) is taken where it leaves fewer output changes, so fewer
+    # step pairs.  The paper's Dyck-2 at a position where (i + 1) * (k / (i + 1)) is not k reads
+    # depth + closes from two prefix means: along m1 - m2, then m1, it changes about 2n times
+    # plus where the rounding does, against once per point of the n x n grid by mixed radix.
+    eye = np.eye(k)
+    orders = [[eye[j] for j in reversed(range(k))]]
+    for major in (np.ones(k), np.array([1.0] + [-1.0] * (k - 1))):
+        orders += [[major] + [eye[j] for j in reversed(range(k)) if j != first] for first in range(k)]
+    ids: dict[tuple, int] = {}
+    ys = np.array([ids.setdefault((type(y), y), len(ids)) for _, y in pts], dtype=np.int64)
+    ranked = []
+    for rank, forms in enumerate(orders):
+        coef = _lexicographic(xs, forms)
+        if coef is None:
+            continue
+        # the new orders must separate at float32 even in a float64 model: at float64's noise a
+        # sum of two means split at 1e-9 took coefficients of 17,685 (800 times mixed radix's),
+        # and the one-hot it stepped into carried 1e-8 into a mean (tests/test_regressions.py::
+        # test_mean_over_a_tuple_one_hot_of_two_numbers)
+        at = dtype if rank == 0 else "float32"
+        cost = _order_cost(coef, xs, ys, mags, at)
+        if cost is not None:
+            ranked.append((cost, rank, coef, at))
+        elif rank == 0:
+            ranked.append((len(pts), rank, coef, at))   # checked exactly below, as before
+    for _, _, coef, at in sorted(ranked, key=lambda r: (r[0], r[1])):
+        if _separates(coef, pts, mags, at):
+            return coef
+    # Mixed radix leaves a gap of only the first coordinate's smallest step between the blocks
+    # of consecutive values of a later coordinate, below the rounding noise once that
+    # coordinate's coefficient is large.  Wider gaps (a multiple of the span so far) cost a
+    # larger coefficient, so each is checked on the points again (tracr's shuffle-Dyck-2 at 20).
     steps, spans = [], []
     for j in range(k):
         vals = np.unique(xs[:, j])
         steps.append(float(np.min(np.diff(vals))) if len(vals) > 1 else 1.0)
         spans.append(float(vals[-1] - vals[0]) if len(vals) > 1 else 0.0)
-    coef = np.zeros(k)
-    coef[0] = 1.0
-    acc = spans[0]
-    for j in range(1, k):
-        coef[j] = (acc + steps[0]) / steps[j]
-        acc += coef[j] * spans[j]
-    candidates.append(coef)
-    for c in candidates:
-        if _separates(c, pts, mags, dtype):
-            return c
-    # The mixed radix above leaves a gap of only the first coordinate's smallest step between the
-    # blocks of consecutive values of a later coordinate, below the rounding noise once that
-    # coordinate's coefficient is large.  Wider gaps (a multiple of the span so far) cost a
-    # larger coefficient, so each is checked on the points again.
     for widen in (1.0, 4.0, 16.0):
         coef = np.zeros(k)
         coef[0] = 1.0
@@ -88,11 +109,50 @@ def projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
         for j in range(1, k):
             coef[j] = (acc * (1.0 + widen) + steps[0]) / steps[j]
             acc += coef[j] * spans[j]
-        candidates.append(coef)
-    for c in candidates[3:]:
-        if _separates(c, pts, mags, dtype):
-            return c
+        if _separates(coef, pts, mags, dtype):
+            return coef
     return None
+
+
+def _order_cost(coef: np.ndarray, xs: np.ndarray, ys: np.ndarray, mags: list[float], dtype: str
+                ) -> int | None:
+    """The output changes along z = coef · x (``ys``: an id per distinct output), or None when two
+    points with different outputs are within the rounding noise of ``_separates`` (vectorised:
+    the exact check runs once, on the ordering chosen)."""
+    eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)
+    noise = 64.0 * eps * float(np.sum(np.abs(coef) * np.asarray(mags, dtype=np.float64))) + 1e-300
+    z = xs @ coef
+    order = np.argsort(z, kind="stable")
+    differ = ys[order][1:] != ys[order][:-1]
+    if np.any(differ & (np.diff(z[order]) <= noise)):
+        return None
+    return int(np.count_nonzero(differ))
+
+
+def _lexicographic(xs: np.ndarray, forms: list[np.ndarray]) -> np.ndarray | None:
+    """``coef`` with ``coef · x`` ordering the points ``xs`` by ``forms[0] · x``, then by
+    ``forms[1] · x``, …: each form's smallest step among the points outweighs the whole span of
+    the forms after it (mixed radix, the existing one when the forms are the coordinates from the
+    last to the first).  None when the weights are not finite."""
+    steps, spans = [], []
+    for f in forms:
+        unit = np.count_nonzero(f) == 1 and float(np.max(f)) == 1.0
+        vals = np.unique(xs[:, int(np.argmax(f))] if unit else xs @ f)
+        # a form of several coordinates gives one value as floats a few ulps apart (5/22 - 20/22
+        # and 0 - 15/22): those are one key, left to the forms after it to order
+        gaps = np.diff(vals)
+        if not unit and len(vals) > 1:
+            gaps = gaps[gaps > 1e-9 * max(1.0, float(np.max(np.abs(vals))))]
+        steps.append(float(np.min(gaps)) if len(gaps) else 1.0)
+        spans.append(float(vals[-1] - vals[0]) if len(vals) > 1 else 0.0)
+    least = len(forms) - 1
+    coef = forms[least].astype(np.float64).copy()
+    acc = spans[least]
+    for j in reversed(range(least)):
+        w = (acc + steps[least]) / steps[j]
+        coef = coef + w * forms[j]
+        acc += w * spans[j]
+    return coef if np.all(np.isfinite(coef)) else None
 
 
 Points = list[tuple[tuple[float, ...], Any]]
@@ -252,6 +312,47 @@ def shared_steps(groups: dict[tuple, Points]) -> SharedSteps | None:
         return None
     free = max(range(arity), key=lambda k: (len({key[k] for key in groups}), -k))
     return SharedSteps(groups, free)
+
+
+def shared_projected_steps(groups: dict[tuple, Points], mags: list[float], dtype: str
+                           ) -> tuple[SharedSteps, np.ndarray, dict[tuple, Points]] | None:
+    """``SharedSteps`` for several numbers: the groups that one common projection (the sum or
+    the difference of the numbers, whichever separates more groups) separates share their steps
+    along z = coef · x, as one number's do; the other groups are returned, to be stepped one by
+    one.  None when no group is separated or there is no categorical coordinate.  The paper's
+    Dyck-2 reads `depth + closes` from two prefix means, the index and the token: along m1 - m2
+    the change from r to r + 1 is one event at every position whose means give whole numbers."""
+    k = len(mags)
+    if k < 2 or not groups or not next(iter(groups)):
+        return None
+    coefs = (np.ones(k), np.array([1.0] + [-1.0] * (k - 1)))
+    eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)
+    ok: tuple[list[tuple], list[tuple]] = ([], [])
+    zs: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+    for key, pts in groups.items():
+        xs = np.array([x for x, _ in pts], dtype=np.float64).reshape(len(pts), k)
+        z2 = []
+        for c, coef in enumerate(coefs):
+            # ``_separates`` on the group, with its points' array built once for both projections
+            noise = 64.0 * eps * float(np.sum(np.abs(coef) * np.asarray(mags, dtype=np.float64))) + 1e-300
+            z = xs @ coef
+            order = np.argsort(z, kind="stable")
+            close = np.nonzero(np.diff(z[order]) <= noise)[0].tolist()
+            if all(_same(pts[order[i]][1], pts[order[i + 1]][1]) for i in close):
+                ok[c].append(key)
+            z2.append(z)
+        zs[key] = (z2[0], z2[1])
+    c = 0 if len(ok[0]) >= len(ok[1]) else 1
+    coef = coefs[c]
+    if not ok[c]:
+        return None
+    held = set(ok[c])
+    projected = {key: [((z,), y) for z, (_, y) in zip(zs[key][c].tolist(), groups[key], strict=True)]
+                 for key in ok[c]}
+    shared = shared_steps(projected)
+    if shared is None:
+        return None
+    return shared, coef, {key: pts for key, pts in groups.items() if key not in held}
 
 
 def step_units(groups: dict[tuple, Points], mags: list[float], dtype: str) -> int | None:

@@ -15,6 +15,11 @@ LARGE_TABLE = 4_096
 # ... when the first plan has an MLP of more hidden units than this (the shipped classics stay
 # below it up to max_len 64: dyck2's widest is 1,666), so that their compile time is not doubled.
 LARGE_MLP = 2_048
+# ... or, at a small max_len, of more than this many hidden units per position: shuffle-Dyck-2
+# written with booleans fuses its large table into 1,865 units at max_len 8 (926,901 parameters,
+# against 12,328 with the table opaque), under LARGE_MLP once its two means are stepped along
+# their difference first (``numeric.projection``).
+LARGE_MLP_PER_POSITION = 128
 # A numerical map over more joint assignments than this keeps only its per-position value sets
 # (a categorical one from DOMAIN_CAP on, see ``map_info``).
 REBASE_SIZE = 40_000

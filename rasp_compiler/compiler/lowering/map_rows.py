@@ -11,7 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from rasp_compiler.compiler.lowering.ops import MLPOp
-from rasp_compiler.compiler.numeric import group_points, projection, shared_steps, step_units
+from rasp_compiler.compiler.numeric import (
+    group_points,
+    projection,
+    shared_projected_steps,
+    shared_steps,
+    step_units,
+)
 from rasp_compiler.compiler.tables import affine, separable
 
 
@@ -111,6 +117,20 @@ class MapRows:
                 # the MLP op made from these rows shares its steps (see ``_with_shared``)
                 self._shared[id(rows)] = (rows, shared)
                 total = shared.units()
+        elif total is not None and len(num) >= 2 and len(inputs) > len(num) and not out_numeric \
+                and total > 3 * len(groups):
+            # shared steps still pay a constant unit per group: where the steps one by one cost
+            # no more than three units a group (sort_bos's gated pairs: 130 for 64), skip the
+            # attempt, which reads every point (137,280 there) in Python
+            got = shared_projected_steps(groups, mags, self.an.dtype)
+            if got is not None:
+                shared, coef, rest = got
+                rest_units = step_units(rest, mags, self.an.dtype) if rest else 0
+                if rest_units is not None and shared.units() + rest_units < total:
+                    shared.coef = coef  # type: ignore[attr-defined]
+                    shared.rest = set(rest)  # type: ignore[attr-defined]
+                    self._shared[id(rows)] = (rows, shared)
+                    total = shared.units() + rest_units
         return total
 
     def _with_shared(self, op: MLPOp) -> MLPOp:
