@@ -303,11 +303,7 @@ def test_compile_status_names_the_stage_on_a_terminal_only(monkeypatch):
 
     from rasp_compiler.commands.compile import CompileStatus
 
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    term = Terminal()
+    term = _Terminal()
     monkeypatch.setattr(sys, "stderr", term)
     status = CompileStatus(delay=0.0)
     for _ in range(100):                      # the timer thread shows the line
@@ -332,11 +328,7 @@ def test_compile_status_counts_the_seconds_within_a_long_stage(monkeypatch):
 
     from rasp_compiler.commands.compile import CompileStatus
 
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    term = Terminal()
+    term = _Terminal()
     monkeypatch.setattr(sys, "stderr", term)
     status = CompileStatus(delay=0.0, every=0.05)
     status("weights")
