@@ -614,23 +614,40 @@ class RaspModel:
         infinite logit (either encoding), or a categorical output that is not a clean one-hot (best
         logit ahead of the runner-up by less than CLEAN_MARGIN x the logit scale; with one output
         value, its logit below that, as when the program wrote no value there)."""
-        out_cfg = self.config["output"]
-        lengths = self._check_logits(logits, lengths)
-        bad = ~torch.isfinite(logits).all(dim=-1)
-        if out_cfg["encoding"] == "categorical":
-            margin = CLEAN_MARGIN * float(out_cfg.get("logit_scale", 1.0))
-            # written as "not clearly ahead" so that a NaN difference counts as unclean too
-            if logits.shape[-1] >= 2:
-                top = logits.topk(2, dim=-1).values
-                bad |= ~((top[..., 0] - top[..., 1]) >= margin)
-            else:  # the one value's runner-up is "no value", which a compiled model writes as 0
-                bad |= ~(logits[..., 0] >= margin)
-        real = torch.tensor(lengths, device=bad.device)[:, None]
-        bad &= torch.arange(bad.shape[1], device=bad.device) < real
+        _, bad, _ = self._screen(logits, self._check_logits(logits, lengths))
         out: list[list[int]] = [[] for _ in lengths]
         for r, p in bad.nonzero().tolist():     # usually none: no per-position Python work
             out[r].append(p)
         return out
+
+    def _screen(self, logits: torch.Tensor, lengths: list[int]
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """[batch, positions] masks of the valid positions holding a non-finite logit and of those
+        that are unclean (see ``unclean``), and for a categorical output each position's best
+        value index.  A few passes over the logits: with a hundred output values they outweigh the
+        Python of decoding."""
+        out_cfg = self.config["output"]
+        valid = torch.arange(logits.shape[1], device=logits.device)[None, :] < \
+            torch.tensor(lengths, device=logits.device)[:, None]
+        # a row's sum is finite when all its logits are (NaN and inf propagate); only a sum that
+        # overflowed from finite logits needs the exact test
+        nonfinite = ~torch.isfinite(logits.sum(dim=-1, dtype=torch.float64))
+        if nonfinite.any():
+            nonfinite = ~torch.isfinite(logits).all(dim=-1)
+        nonfinite &= valid
+        bad = nonfinite.clone()
+        best = None
+        if out_cfg["encoding"] == "categorical":
+            margin = CLEAN_MARGIN * float(out_cfg.get("logit_scale", 1.0))
+            # written as "not clearly ahead" so that a NaN difference counts as unclean too
+            if logits.shape[-1] >= 2:
+                top = logits.topk(2, dim=-1)
+                bad |= ~((top.values[..., 0] - top.values[..., 1]) >= margin) & valid
+                best = top.indices[..., 0]
+            else:  # the one value's runner-up is "no value", which a compiled model writes as 0
+                bad |= ~(logits[..., 0] >= margin) & valid
+                best = torch.zeros(logits.shape[:2], dtype=torch.long, device=logits.device)
+        return nonfinite, bad, best
 
     def decode(self, logits: torch.Tensor, lengths: list[int], strict: bool = True) -> list[list[Any]]:
         """Output values per input.  With ``strict`` an output that is not a clean one-hot raises
@@ -648,9 +665,7 @@ class RaspModel:
                                            hint="the program is undefined at this length; see the note "
                                                 "in the compile summary")
             # one pass over the whole batch: a loop over rows costs more than the forward pass
-            valid = torch.arange(logits.shape[1], device=logits.device)[None, :] < \
-                torch.tensor(lengths, device=logits.device)[:, None]
-            nonfinite = (~torch.isfinite(logits)).any(dim=-1) & valid
+            nonfinite, bad, best = self._screen(logits, lengths)
             for r in nonfinite.any(dim=1).nonzero().flatten().tolist()[:1]:
                 odd = nonfinite[r].nonzero().flatten().tolist()
                 if odd:
@@ -663,29 +678,27 @@ class RaspModel:
                         hint="the weights are damaged or the input drives the network past the float "
                              "range: compile the model again; if a fresh model does this, please report "
                              "the program, the compile options and this input")
-            for r, positions in enumerate(self.unclean(logits, lengths)):
-                if positions:
-                    p = positions[0]
-                    top = logits[r, p].tolist()
-                    top = sorted(top if len(top) >= 2 else top + [0.0], reverse=True)[:2]
-                    # a program may leave inputs without an answer (a mean of several strings, a
-                    # missing dict key): the compile notes say so, and such an input is no
-                    # compiler bug
-                    undefined_by = [n for n in self.config.get("notes", [])
-                                    if "the interpreter rejects such inputs" in n or "have no answer" in n]
-                    seen = (f"its two best logits are {top[0]:.4g} and {top[1]:.4g}, where a compiled "
-                            f"model gives {out_cfg.get('logit_scale')} and 0" if logits.shape[-1] >= 2 else
-                            f"its one logit is {top[0]:.4g}, where a compiled model gives "
-                            f"{out_cfg.get('logit_scale')}")
-                    raise ModelOutputError(
-                        f"the output at position {p} of input {r} is ambiguous: {seen}; the model is "
-                        "outside the exactness its compiler derived, so no answer is given",
-                        hint=f"the program likely has no answer on this input ({undefined_by[0]})"
-                        if undefined_by else "this is a compiler bug: please report the program, the "
-                        "compile options and this input (`rasp check` reproduces it)")
+            for r, p in bad.nonzero().tolist()[:1]:
+                top = logits[r, p].tolist()
+                top = sorted(top if len(top) >= 2 else top + [0.0], reverse=True)[:2]
+                # a program may leave inputs without an answer (a mean of several strings, a
+                # missing dict key): the compile notes say so, and such an input is no
+                # compiler bug
+                undefined_by = [n for n in self.config.get("notes", [])
+                                if "the interpreter rejects such inputs" in n or "have no answer" in n]
+                seen = (f"its two best logits are {top[0]:.4g} and {top[1]:.4g}, where a compiled "
+                        f"model gives {out_cfg.get('logit_scale')} and 0" if logits.shape[-1] >= 2 else
+                        f"its one logit is {top[0]:.4g}, where a compiled model gives "
+                        f"{out_cfg.get('logit_scale')}")
+                raise ModelOutputError(
+                    f"the output at position {p} of input {r} is ambiguous: {seen}; the model is "
+                    "outside the exactness its compiler derived, so no answer is given",
+                    hint=f"the program likely has no answer on this input ({undefined_by[0]})"
+                    if undefined_by else "this is a compiler bug: please report the program, the "
+                    "compile options and this input (`rasp check` reproduces it)")
         if out_cfg["encoding"] == "categorical":
             values = [_from_json(v) for v in out_cfg["values"]]
-            idx = logits.argmax(dim=-1).tolist()
+            idx = (best if strict else logits.argmax(dim=-1)).tolist()
             for r, n in enumerate(lengths):
                 result.append([values[i] for i in idx[r][:n]])
         else:

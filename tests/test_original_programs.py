@@ -42,6 +42,26 @@ def test_paper_dyck1_is_two_layers_one_head_and_exact() -> None:
     assert f"paper.rasp:{lines[0]}, {lines[1]}" in model.summary()
 
 
+@pytest.mark.parametrize("name,vocab", [("dyck1_ptf", "()"), ("dyck2_ptf", "(){}")])
+def test_priority_output_is_chosen_where_cheaper_than_the_fused_table(name: str, vocab: str) -> None:
+    """At max_len 8 the last line's fused table fits one MLP, but its two priority parts (override
+    score for F, one-hot of T/P) need fewer hidden units for the same layers."""
+    from rasp_compiler.compiler.analysis import Analysis
+    from rasp_compiler.compiler.lowering import Lowering
+    from rasp_compiler.compiler.rewrites import bos_counts, nonzero_widths, shared_subexpressions
+
+    program = program_from_source(PAPER_DYCK, "paper.rasp", output=name)
+    model = compile_program(program, list(vocab), 8)
+    (last,) = [op for op in model.plan[-1]["mlp"]["ops"] if op["node"] == name]
+    assert last["kind"] == "priority"
+    # the one table it replaced, counted by the lowering itself on the program the compiler lowers
+    low = Lowering(Analysis(nonzero_widths(bos_counts(shared_subexpressions(program), 8), 8), list(vocab), 8))
+    front = low.frontier(name)
+    assert last["units"][1] - last["units"][0] < low._units(front, low._rows(name, front), False)
+    res = check_model(model, program, exhaustive_inputs(list(vocab), 6 if len(vocab) > 2 else 8))
+    assert res.ok, res.failures[:1]
+
+
 def test_plan_picture_of_one_program_in_a_file_of_many(tmp_path) -> None:
     """paper_examples.rasp defines seven programs: the picture of one holds only its own nodes
     (as compiled: its two `indices + 1` are one node)."""

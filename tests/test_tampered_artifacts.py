@@ -338,6 +338,23 @@ def test_non_finite_logits_are_refused_not_decoded(categorical: Path) -> None:
         model.decode(inf, [3])
 
 
+def test_finite_logits_whose_sum_overflows_are_not_called_non_finite(categorical: Path) -> None:
+    """The decode screens a position by the sum of its logits; a sum past the float range from
+    finite logits must fall back to the exact test, not refuse a clean output."""
+    model = RaspModel.load(str(categorical))
+    width = len(model.config["output"]["values"])
+    huge = torch.zeros((1, 3, width), dtype=torch.float64)
+    huge[0, :, 0] = 1.7e308
+    huge[0, :, 1] = 1.7e308 if width > 1 else 0.0
+    huge[0, 1, 1] = 0.0  # position 1 is clean (value 0 far ahead), positions 0 and 2 are ties
+    assert model.unclean(huge, [3]) == [[0, 2]]
+    with pytest.raises(ModelOutputError, match="position 0 of input 0 is ambiguous"):
+        model.decode(huge, [3])
+    first = torch.zeros((1, 1, width))
+    first[0, 0, 0] = 1.0
+    assert model.decode(huge, [3], strict=False)[0][1] == model.decode(first, [1], strict=False)[0][0]
+
+
 def test_non_finite_numerical_outputs_are_refused(numerical: Path) -> None:
     model = RaspModel.load(str(numerical))
     logits = model.forward([[0.5, -0.5, 1, 0]])

@@ -64,7 +64,7 @@ class Maps:
                 product = self._product_inputs(sid, info, front)  # see through the opaque map
                 if product is not None:  # at most PRODUCT_CAP rows, and it never reads later s-ops
                     choice, rows = product
-        if choice is None and sid == self.an.program.output and self._priority(sid, info):
+        if sid == self.an.program.output and self._priority(sid, info, choice, rows if choice else None):
             return
         if choice is None and not opaque:
             # fusing over the whole frontier saves the layers that reading the direct inputs, or a
@@ -206,14 +206,17 @@ class Maps:
                 rows.append((combo, y))
         return order, rows
 
-    def _priority(self, sid: str, info: SInfo) -> bool:
-        """The program's output ``y = X if C(u) else h(v)`` over two direct inputs u, v whose
-        fused table is too large for one MLP (dyck1's and dyck2's last line): one MLP writes
-        ``2·[C(u)]`` into X's output dimension and the one-hot of h(v) beside it, each part fused
-        over its own frontier, and the unembedding's argmax reads X when C holds (2 against at
-        most 1) and h(v) otherwise (1 against 0).  The residual then holds scores, not a one-hot,
-        which is why only the output (read by nothing but the unembedding) may do this; it saves
-        the layer that computing C(u) and h(v) first would cost."""
+    def _priority(self, sid: str, info: SInfo, fused: list[str] | None = None,
+                  fused_rows: list[tuple[tuple, Any]] | None = None) -> bool:
+        """The program's output ``y = X if C(u) else h(v)`` over two direct inputs u, v (dyck1's
+        and dyck2's last line): one MLP writes ``2·[C(u)]`` into X's output dimension and the
+        one-hot of h(v) beside it, each part fused over its own frontier, and the unembedding's
+        argmax reads X when C holds (2 against at most 1) and h(v) otherwise (1 against 0).  The
+        residual then holds scores, not a one-hot, which is why only the output (read by nothing
+        but the unembedding) may do this.  Where the fused table is too large for one MLP it saves
+        the layer that computing C(u) and h(v) first would cost; where the table over ``fused``
+        fits, the parts are taken only if they read nothing outside it (the same layers) and need
+        fewer hidden units (dyck1_ptf at max_len 8: 982 units as one table, 22 as two parts)."""
         direct = sorted({u for u in info.inputs if self.an.info[u].base_kind != "const"})
         if len(direct) != 2 or info.encoding != "categorical":
             return False
@@ -228,6 +231,14 @@ class Maps:
             part_v = self._lift(v, lambda val, r=rest, x=x_value: r.get(value_key(val), x), False)
             if part_u is None or part_v is None:
                 continue
+            if fused is not None:
+                held = set(fused)
+                if any(not set(inputs) <= held for inputs, _ in (part_u, part_v)):
+                    continue
+                cost = sum(self._units(inputs, prow, numeric) or 0
+                           for (inputs, prow), numeric in ((part_u, True), (part_v, False)))
+                if cost >= (self._units(fused, fused_rows or [], False) or 0):
+                    continue
             self._feature(sid, info, sid)
             subs = []
             for tag, (inputs, prow) in (("override", part_u), ("rest", part_v)):
