@@ -130,6 +130,45 @@ def test_paper_dyck2_at_40_steps_along_the_difference_of_its_means() -> None:
     assert res.ok, res.failures[:1]
 
 
+def test_a_map_past_the_domain_cap_that_costs_a_layer_is_tabulated_in_a_second_plan(monkeypatch) -> None:
+    """At max_len 64 the paper's `delay_closer` has 374,656 joint assignments, past DOMAIN_CAP: it
+    became opaque and took an MLP layer of its own.  The same happens at max_len 12 under a cap of
+    3,000 (its table has 3,272 rows); the second plan, with joint domains up to WIDE_DOMAIN_CAP,
+    fuses it into layer 0's MLP and is kept for its fewer layers."""
+    from rasp_compiler.compiler.analysis import limits
+
+    program = program_from_source(PAPER_DYCK, "paper.rasp", output="dyck2_ptf")
+    vocab = list("(){}")
+    monkeypatch.setattr(limits, "DOMAIN_CAP", 3_000)
+    monkeypatch.setattr(limits, "WIDE_DOMAIN_CAP", 0)  # no second plan
+    first = compile_program(program, vocab, 12)
+    assert first.n_layers == 5 and first.heads_per_layer[1] == 0
+    (own,) = first.plan[1]["mlp"]["ops"]
+    assert own["node"] == "dyckk_ptf.delay_closer"  # the layer the opaque map costs
+    monkeypatch.setattr(limits, "WIDE_DOMAIN_CAP", 12_000)
+    model = compile_program(program, vocab, 12)
+    assert model.n_layers == 4 and model.heads_per_layer == [1, 1, 1, 1]
+    assert "dyckk_ptf.delay_closer" in [op["node"] for op in model.plan[0]["mlp"]["ops"]]
+    res = check_model(model, program, _inexact_prefix_inputs(vocab, 12, 4, seed=1)
+                      + random_inputs(vocab, 12, 200, seed=2) + edge_inputs(vocab, 12))
+    assert res.ok, res.failures[:1]
+    # below the wide cap's reach (3,272 rows > 3,000) the first plan stands
+    monkeypatch.setattr(limits, "WIDE_DOMAIN_CAP", 3_200)
+    assert compile_program(program, vocab, 12).n_layers == 5
+
+
+@pytest.mark.slow
+def test_paper_dyck2_at_64_keeps_the_original_four_layers() -> None:
+    """The real size: 374,656 rows, a 42,118-unit layer-0 MLP, about 25 s of compile."""
+    program = program_from_source(PAPER_DYCK, "paper.rasp", output="dyck2_ptf")
+    vocab = list("(){}")
+    model = compile_program(program, vocab, 64)
+    assert model.n_layers == 4 and model.heads_per_layer == [1, 1, 1, 1], model.config["critical_path"]
+    inputs = _inexact_prefix_inputs(vocab, 64, 1, seed=4) + random_inputs(vocab, 64, 100, seed=7)
+    res = check_model(model, program, inputs + edge_inputs(vocab, 64))
+    assert res.ok, res.failures[:1]
+
+
 def test_categorical_and_numerical_aggregates_share_a_hard_head() -> None:
     """A categorical copy and a numerical copy through one at-most-one selector: one head whose
     value/output circuit writes a one-hot and a number."""

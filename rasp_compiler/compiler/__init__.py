@@ -235,14 +235,28 @@ def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causa
                       tabulate_up_to=limits.LARGE_TABLE)
         if _size(other) < _size(plan):
             plan = other
+    if _opaque_layer(plan[0], {sid for sid, size in plan[2].capped if size <= limits.WIDE_DOMAIN_CAP}):
+        # A map past the domain cap is opaque: it cannot fuse into the maps that read it, and here
+        # its MLP has a layer of its own, on the critical path.  Tabulated, it may fuse and save
+        # that layer, at the price of a larger table to enumerate and a wider MLP (tried only
+        # here: it can triple the compile).
+        try:
+            other = _plan(rewritten, vocab, max_len, dtype, causal, fixed_length,
+                          lambda step: stage(f"{step} (a second plan, with larger tables)"),
+                          domain_cap=limits.WIDE_DOMAIN_CAP)
+        except UserError:  # e.g. past the size guard: the first plan stands
+            other = None
+        if other is not None and _size(other)[0] < _size(plan)[0]:
+            plan = other
     return plan
 
 
 def _plan(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: bool,
           fixed_length: int | None, stage: Callable[[str], None],
-          tabulate_up_to: int | None = None) -> tuple[dict, dict, Analysis]:
+          tabulate_up_to: int | None = None, domain_cap: int | None = None
+          ) -> tuple[dict, dict, Analysis]:
     an = Analysis(program, vocab, max_len, fixed_length=fixed_length, causal=causal, dtype=dtype,
-                  tabulate_up_to=tabulate_up_to)
+                  tabulate_up_to=tabulate_up_to, domain_cap=domain_cap)
     stage("heads and MLPs")
     low = Lowering(an)
     stage("layers")
@@ -250,6 +264,14 @@ def _plan(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: 
     stage("weights")
     config, tensors = assemble(an, low, sched, dtype=dtype, causal=causal)
     return config, tensors, an
+
+
+def _opaque_layer(config: dict, capped: set[str]) -> bool:
+    """Whether a layer without heads, on the critical path, holds the MLP of a map in ``capped``."""
+    forcing = set(config.get("critical_path") or [])
+    return any(not lp["heads"] and any(op["node"] in capped and op["node"] in forcing
+                                       for op in lp["mlp"]["ops"])
+               for lp in config["plan"] if lp["mlp"])
 
 
 def _size(plan: tuple[dict, dict, Analysis]) -> tuple[int, int]:

@@ -43,14 +43,20 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
 
     def __init__(self, program: Program, vocab: list[Any], max_len: int, *,
                  fixed_length: int | None = None, causal: bool = False, dtype: str = "float32",
-                 whole_program: bool = False, tabulate_up_to: int | None = None) -> None:
+                 whole_program: bool = False, tabulate_up_to: int | None = None,
+                 domain_cap: int | None = None) -> None:
         """Analyses the s-ops the output depends on (a file may define several programs: the
         others are not compiled, so their value sets, size limits and notes do not matter), or
         every s-op with ``whole_program``.  ``tabulate_up_to`` (default DOMAIN_CAP) is the largest
         joint domain over which a categorical map of independent inputs is tabulated (and so
-        fusable) rather than kept opaque (see ``map_info``)."""
+        fusable) rather than kept opaque (see ``map_info``).  ``domain_cap`` (default
+        limits.DOMAIN_CAP) is the largest joint domain any map is tabulated over."""
         self.program = program
         self.tabulate_up_to = tabulate_up_to
+        self.domain_cap = domain_cap
+        # maps kept opaque because their joint domain was past the domain cap: the compiler may
+        # weigh a plan with a larger one (``compiler._weights``)
+        self.capped: list[tuple[str, int]] = []  # (map, joint assignments)
         # categorical maps tabulated over more than limits.LARGE_TABLE joint assignments where the
         # opaque plan was open to them: the compiler then weighs both plans
         self.large_tables: list[tuple[str, int]] = []  # (map, joint assignments)

@@ -155,17 +155,24 @@ class MapTables:
         # DOMAIN_CAP (dyck2's `bad` at max_len 64 has 42,880 assignments: tabulated, it fuses into
         # indicator(bad) and the program keeps 5 layers instead of 7); only a numerical map is
         # rebased from REBASE_SIZE on.
-        cap = min(self.tabulate_up_to or limits.DOMAIN_CAP, limits.DOMAIN_CAP)
+        domain_cap = self.domain_cap or limits.DOMAIN_CAP
+        cap = min(self.tabulate_up_to or domain_cap, domain_cap)
         # a numerical map of categorical inputs only (``indicator(any_negative)``) has no more values
         # than they have: rebased, it would gain nothing and could no longer fuse over their frontier
         numbers_in = any(self.info[i].encoding == "numerical" for i in inputs)
-        if size > (limits.REBASE_SIZE if encoding == "numerical" and numbers_in else cap):
+        rebased = encoding == "numerical" and numbers_in
+        if size > (limits.REBASE_SIZE if rebased else cap):
+            # (not over opaque maps: their fused tables rarely find a separating projection,
+            # tracr's shuffle-Dyck-2 at max_len 64 spent 10 s on them to keep its 4 layers)
+            if not rebased and self.tabulate_up_to is None and not any(
+                    self.info[b].kind in ("map", "sequence_map") for b in bases):
+                self.capped.append((sid, size))
             got = self._independent_map(sid, kind, inputs, fn, encoding, pos)
             if got is not None:
                 return got
         elif encoding != "numerical" and size > limits.LARGE_TABLE and _disjoint_bases(self, inputs):
             self.large_tables.append((sid, size))
-        if size <= limits.DOMAIN_CAP:
+        if size <= domain_cap:
             pairs = [(_key_getter([bases.index(b) for b in self.info[i].bases], len(bases)),
                       self.info[i].table) for i in inputs]
             table: dict[tuple, Any] = {}

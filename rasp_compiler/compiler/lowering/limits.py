@@ -13,6 +13,10 @@ from __future__ import annotations
 QUADRATIC_ROUNDING = 1 / 4
 # Most hidden units one fused map may use before it falls back to reading its direct inputs.
 UNIT_CAP = 40_000
+# ... and in the compiler's plan with a wider domain cap (analysis.limits.WIDE_DOMAIN_CAP), tried
+# only where a map past DOMAIN_CAP lies on the critical path: the paper's Dyck-2 at max_len 64
+# fuses `delay_closer` over its two means, the index and the token in 42,118 units (4 layers).
+WIDE_UNIT_CAP = 80_000
 # Fusing a function of several numerical inputs is tried first over this many joint assignments,
 MULTI_NUMERIC_CAP = 6_000
 # and, when nothing else avoids reading the direct inputs (which costs a layer), over this many

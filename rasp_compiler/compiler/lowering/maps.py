@@ -75,7 +75,11 @@ class Maps:
             front = self.frontier(sid)
             holds_maps = any(self.an.info[u].kind in ("map", "sequence_map") for u in front)
             cap = limits.OPAQUE_FRONTIER_CAP if holds_maps else limits.MULTI_NUMERIC_LAST_CAP
-            fused = self._fused(sid, front, out_numeric, cap, only_above=limits.MULTI_NUMERIC_CAP)
+            # in the compiler's plan with a wider domain cap (``compiler._weights``), up to it
+            wide = not holds_maps and (self.an.domain_cap or 0) > cap
+            fused = self._fused(sid, front, out_numeric, self.an.domain_cap if wide else cap,
+                                only_above=limits.MULTI_NUMERIC_CAP,
+                                unit_cap=max(limits.UNIT_CAP, limits.WIDE_UNIT_CAP) if wide else None)
             if fused is not None:
                 choice, rows, parts = fused
         if choice is None:
@@ -125,11 +129,13 @@ class Maps:
         if parts is not None:
             self.ops[sid].separable = parts  # type: ignore[attr-defined]
 
-    def _fused(self, sid: str, front: list[str], out_numeric: bool, cap: int, only_above: int = -1
-               ) -> tuple[list[str], list[tuple[tuple, Any]], Any] | None:
+    def _fused(self, sid: str, front: list[str], out_numeric: bool, cap: int, only_above: int = -1,
+               unit_cap: int | None = None) -> tuple[list[str], list[tuple[tuple, Any]], Any] | None:
         """The map fused over its frontier: (inputs, rows, separable parts or None), or None when
-        that needs too many units, or when it reads two or more numbers whose joint assignments
-        number more than ``cap`` (or at most ``only_above``: that size was tried already)."""
+        that needs more units than ``unit_cap`` (default UNIT_CAP), or when it reads two or more
+        numbers whose joint assignments number more than ``cap`` (or at most ``only_above``: that
+        size was tried already)."""
+        unit_cap = unit_cap or limits.UNIT_CAP
         n_num = sum(self.an.info[u].encoding == "numerical" for u in front)
         if n_num >= 2:
             size = self.an.domain_size(tuple(sorted({b for u in front for b in self.an.info[u].bases})))
@@ -140,9 +146,9 @@ class Maps:
         rows = self._rows(sid, front)
         units = self._units(front, rows, out_numeric)
         sep = self._separable(front, rows) if out_numeric and len(front) >= 2 else None
-        if sep is not None and sep[0] <= limits.UNIT_CAP and (units is None or sep[0] < units):
+        if sep is not None and sep[0] <= unit_cap and (units is None or sep[0] < units):
             return front, rows, sep[1]  # y = c + sum_j g_j(x_j): O(values) units
-        if units is not None and units <= limits.UNIT_CAP:
+        if units is not None and units <= unit_cap:
             return front, rows, None
         return None
 
