@@ -241,26 +241,30 @@ def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causa
         # that layer, at the price of a larger table to enumerate and a wider MLP (tried only
         # here: it can triple the compile).
         try:
-            other = _plan(rewritten, vocab, max_len, dtype, causal, fixed_length,
-                          lambda step: stage(f"{step} (a second plan, with larger tables)"),
-                          domain_cap=limits.WIDE_DOMAIN_CAP)
+            wide = _plan(rewritten, vocab, max_len, dtype, causal, fixed_length,
+                         lambda step: stage(f"{step} (a second plan, with larger tables)"),
+                         domain_cap=limits.WIDE_DOMAIN_CAP, fewer_layers_than=_size(plan)[0])
         except UserError:  # e.g. past the size guard: the first plan stands
-            other = None
-        if other is not None and _size(other)[0] < _size(plan)[0]:
-            plan = other
+            wide = None
+        if wide is not None:
+            plan = wide
     return plan
 
 
 def _plan(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: bool,
           fixed_length: int | None, stage: Callable[[str], None],
-          tabulate_up_to: int | None = None, domain_cap: int | None = None
-          ) -> tuple[dict, dict, Analysis]:
+          tabulate_up_to: int | None = None, domain_cap: int | None = None,
+          fewer_layers_than: int | None = None) -> tuple[dict, dict, Analysis] | None:
+    """The plan's config, tensors and analysis; None (nothing assembled) when it has no fewer
+    layers than ``fewer_layers_than``."""
     an = Analysis(program, vocab, max_len, fixed_length=fixed_length, causal=causal, dtype=dtype,
                   tabulate_up_to=tabulate_up_to, domain_cap=domain_cap)
     stage("heads and MLPs")
     low = Lowering(an)
     stage("layers")
     sched = schedule(low)
+    if fewer_layers_than is not None and sched.n_layers >= fewer_layers_than:
+        return None
     stage("weights")
     config, tensors = assemble(an, low, sched, dtype=dtype, causal=causal)
     return config, tensors, an
