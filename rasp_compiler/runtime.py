@@ -139,14 +139,18 @@ class Transformer(torch.nn.Module):
         return self.params[name.replace(".", "__")]
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, trace: bool = False,
-                values: torch.Tensor | None = None, attn_logits: list[torch.Tensor] | None = None) -> Any:
+                values: torch.Tensor | None = None, attn_logits: list[torch.Tensor] | None = None,
+                trace_layers: set[int] | None = None) -> Any:
         """``ids`` [batch, 1 + positions] (BOS first, PAD after each input's end); ``lengths`` the
         number of real tokens per row.  Returns logits [batch, 1 + positions, outputs], and with
         ``trace`` also the residual stream after the embedding and every sublayer and each layer's
         attention pattern [batch, heads, query, key].  With ``trace``, ``attn_logits`` (a list)
         receives each layer's scores [batch, heads, query, key] as the softmax reads them: divided
         by sqrt(d_head), masked keys set to the dtype's lowest number.  The list is an argument,
-        not a fourth result, so that callers unpacking three results keep working.
+        not a fourth result, so that callers unpacking three results keep working.  With
+        ``trace_layers``, only those layers' patterns (and scores) are kept; the others are empty
+        [batch, 0, query, key] tensors, so that a trace of a model with many wide heads need not
+        hold them all.
 
         Memory: a large batch runs in slices of whole inputs, and every MLP in slices of positions,
         so that no intermediate tensor holds much more than ``chunk_elements`` numbers (the MLP
@@ -195,14 +199,18 @@ class Transformer(torch.nn.Module):
                     scores = scores.masked_fill(~allowed.unsqueeze(1), neg)
                     attn = torch.softmax(scores, dim=-1)
                     mixed.append(attn @ v[:, hs])
-                    if trace:
+                    if trace and (trace_layers is None or li in trace_layers):
                         attns.append(attn)
                         logits_.append(scores)
                     del scores, attn
                 heads_out = mixed[0] if len(mixed) == 1 else torch.cat(mixed, dim=1)
                 # one sum over all heads, as without groups: the result is the same bit for bit
                 x = _add_columns(x, writes, torch.einsum("bhte,hed->btd", heads_out, wo), in_place=in_place)
-                if trace:
+                if trace and not attns:  # a layer left out of ``trace_layers``
+                    patterns.append(torch.zeros(b, 0, t, t, dtype=x.dtype, device=x.device))
+                    if attn_logits is not None:
+                        attn_logits.append(patterns[-1])
+                elif trace:
                     patterns.append(attns[0] if len(attns) == 1 else torch.cat(attns, dim=1))
                     if attn_logits is not None:
                         attn_logits.append(logits_[0] if len(logits_) == 1 else torch.cat(logits_, dim=1))

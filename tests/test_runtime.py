@@ -227,6 +227,20 @@ def test_trace_gives_the_scores_its_softmax_read_and_pads_on_request(saved: Path
     assert model.trace([list("abc")], positions=torch.tensor(5))["valid"].shape == (1, 6)
 
 
+def test_trace_layers_keeps_only_the_patterns_asked_for(saved: Path) -> None:
+    model = RaspModel.load(str(saved))
+    ids, lengths = model.encode([list("abca"), list("cb")])
+    full_scores: list = []
+    kept_scores: list = []
+    with torch.no_grad():
+        logits, residuals, patterns = model.module(ids, lengths, trace=True, attn_logits=full_scores)
+        kept = model.module(ids, lengths, trace=True, attn_logits=kept_scores, trace_layers={1})
+    assert torch.equal(kept[0], logits)
+    assert all(torch.equal(a, b) for a, b in zip(kept[1], residuals, strict=True))
+    assert kept[2][0].shape == (2, 0, 5, 5) and kept_scores[0].shape == (2, 0, 5, 5)
+    assert torch.equal(kept[2][1], patterns[1]) and torch.equal(kept_scores[1], full_scores[1])
+
+
 @CUDA
 def test_cuda_outputs_equal_cpu_outputs_bit_for_bit() -> None:
     program = load_program(str(ROOT / "programs" / "sort.rasp"))
