@@ -422,6 +422,36 @@ def test_eval_a_bad_line_past_the_first_batch_keeps_every_output_before_it(rever
     assert len(lines) == 600 and lines[-2:] == ["[c, b, a] (strings)", "[a, b] (strings)"]
 
 
+def test_a_one_target_universal_check_shows_its_steps_on_a_terminal(monkeypatch):
+    """One target (--trials 1 or --target): no bar can move while E is solved for (about 30 s for
+    a random UT of width 3,968), so its steps are shown on one ticking line; the report is the
+    first target's of a many-target check."""
+    from rasp_compiler.commands import compile as compile_cmd
+
+    real = compile_cmd.CompileStatus
+    monkeypatch.setattr(compile_cmd, "CompileStatus", lambda **kw: real(delay=0.0, every=0.001, **kw))
+    seen: list[str] = []
+    original = real.__call__
+
+    def record(self, stage: str) -> None:
+        seen.append(stage)
+        original(self, stage)
+    monkeypatch.setattr(real, "__call__", record)
+    args = ["universal", "--construction", "random", "--layers", "2", "--dim", "3", "--check",
+            "--lengths", "2,5", "--json"]
+    err = _Terminal()
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(err):
+        assert main(args + ["--trials", "1"]) == 0
+    one = json.loads(out.getvalue())
+    assert seen[0] == "encoding the target into E" and "solving for E (width m = 12)" in seen
+    assert seen[-2:] == ["length 2 (1 of 2)", "length 5 (2 of 2)"]
+    assert err.getvalue().endswith("\r\033[K")  # the line is cleared at the end
+    from rasp_compiler.universal.check import check_class
+
+    many = check_class("random", 2, 1, 3, trials=1, lengths=(2, 5))
+    assert (one["max_abs_error"], one["attention_max_diff"]) == (many.max_abs_error, many.attention_max_diff)
+
+
 def test_eval_inputs_and_universal_check_show_progress_on_a_terminal(tmp_path, monkeypatch):
     """rasp eval --inputs (many lines) and rasp universal --check ran for minutes without a word
     on stderr; they show the check's bar (CheckProgress) on a terminal, never in --json output."""

@@ -238,9 +238,23 @@ def _build(args: argparse.Namespace) -> int:
                             cfg.head_dim)
     report = CheckReport(cfg.construction, cfg.layers, cfg.heads, cfg.dim, cfg.m, formula, None, None)
     if args.check or target is not None:
-        if target is not None:
+        if target is not None or args.trials == 1:
+            from rasp_compiler.commands.compile import CompileStatus
+            from rasp_compiler.universal.target import Target
+
             ut = ut.to(dtype)
-            err, att, enc = compare(ut, target, lengths, seed=args.seed)
+            one, seed = target, args.seed
+            if one is None:  # check_class's first random target, with its seeds
+                one = Target.random(cfg.layers, cfg.heads, cfg.dim, seed=args.seed * 1_000_003,
+                                    residual=cfg.residual, causal=cfg.causal, values=cfg.values)
+                seed = args.seed * 7919
+            # one target: no bar could move, so its steps are shown (a random UT near its width
+            # cap spends tens of seconds solving for E)
+            status = CompileStatus(doing="checking")
+            try:
+                err, att, enc = compare(ut, one, lengths, seed=seed, stage=status)
+            finally:
+                status.close()
             report.max_abs_error, report.attention_max_diff, report.trials = err, att, 1
             report.non_finite = int(not (math.isfinite(err) and math.isfinite(att)))
             report.methods, report.max_fit_residual = {enc.method: 1}, enc.residual

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -68,8 +69,11 @@ class Encoding:
         return iter((self.E, self.U))
 
 
-def encode(ut: UniversalTransformer, target: Target) -> Encoding:
-    """E (and U) encoding ``target`` for ``ut``; a UserError names any mismatch of class."""
+def encode(ut: UniversalTransformer, target: Target,
+           stage: Callable[[str], None] | None = None) -> Encoding:
+    """E (and U) encoding ``target`` for ``ut``; a UserError names any mismatch of class.
+    ``stage`` hears the name of each step of a random backbone's solves (tens of seconds near
+    its width cap)."""
     cfg = ut.config
     if cfg.extra.get("exact") is False or (cfg.construction != "random" and
                                            class_problem(cfg.construction, cfg.heads, cfg.residual,
@@ -77,7 +81,7 @@ def encode(ut: UniversalTransformer, target: Target) -> Encoding:
         raise UserError(f"this {cfg.construction} backbone (residual {'on' if cfg.residual else 'off'}) "
                         "is a training backbone, not an exact simulator; targets cannot be encoded into it")
     if cfg.construction == "random":
-        E, U, method, res = encode_random(ut, target)
+        E, U, method, res = encode_random(ut, target, stage=stage)
         return Encoding(E, U, method, res)
     E, U = encode_construction(ut, target)
     return Encoding(E, U, "exact", 0.0)

@@ -48,16 +48,20 @@ class CheckReport:
 
 
 def compare(ut: UniversalTransformer, target: Target, lengths=DEFAULT_LENGTHS, batch: int = 2,
-            seed: int = 0) -> tuple[float, float, object]:
-    """(max output error, max attention difference, encoding) of one target over all lengths.
+            seed: int = 0, stage: Callable[[str], None] | None = None) -> tuple[float, float, object]:
+    """(max output error, max attention difference, encoding) of one target over all lengths;
+    ``stage`` hears the name of each step (the encoding's, then each length).
 
     The target and the UT run in step, one head at a time (``steps``): only one head's n x n
     attention matrices are alive at once (every head's, at --lengths 4096, ran out of memory)."""
-    enc = encode(ut, target)
+    stage = stage or (lambda name: None)
+    stage("encoding the target into E")
+    enc = encode(ut, target, stage=stage)
     gen = torch.Generator().manual_seed(seed)
     err = att = 0.0
     dtype = ut.r_q.dtype
-    for n in lengths:
+    for k, n in enumerate(lengths):
+        stage(f"length {n} ({k + 1} of {len(lengths)})")
         X = torch.randn(batch, n, target.dim, generator=gen, dtype=torch.float64)
         with torch.no_grad():
             t_steps = target.steps(X)

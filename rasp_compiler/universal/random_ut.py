@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -150,19 +151,26 @@ def _lstsq(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     return torch.linalg.lstsq(A, B, driver="gelsd").solution
 
 
-def encode_random(ut: UniversalTransformer, target: Target, *, fit_steps: int = 300
+def encode_random(ut: UniversalTransformer, target: Target, *, fit_steps: int = 300,
+                  stage: Callable[[str], None] | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor, str, float]:
-    """(E, U, method, residual): E by linear solve when it is exact, else by a gradient fit."""
+    """(E, U, method, residual): E by linear solve when it is exact, else by a gradient fit;
+    ``stage`` hears the name of each step."""
+    stage = stage or (lambda name: None)
     cfg = ut.config
     rows = target.dim
     t = fit_target(cfg, target)
+    stage("building the linear system for E")
     C, R = linear_system(ut, t)
+    stage(f"solving for E (width m = {cfg.m:,})")
     E = _lstsq(C.T, R.T).T
     solvable = cfg.head_dim >= cfg.dim and C.shape[1] <= cfg.m
     method = "linear-solve"
     if not solvable:
+        stage(f"fitting E by gradient ({fit_steps} steps)")
         E = _fit(ut, t, E, fit_steps)
         method = "gradient-fit"
+    stage("solving for U and measuring the residual")
     left = _left(cfg, ut.r_v, E, cfg.layers)
     P = _target_products(cfg, t.values_or_identity(), cfg.layers)
     full = _nodes(cfg, cfg.layers)
