@@ -33,6 +33,8 @@ class Lowering(Maps, MapRows, AffineNumbers, SelectorBlocks, CausalCheck, Aggreg
         self._quotients: dict[tuple, str] = {}  # (s-op, its classes) -> the map onto them (``_quotient``)
         # rows whose step MLP is cheaper with shared steps -> (the rows, their SharedSteps)
         self._shared: dict[int, tuple[list, SharedSteps]] = {}
+        # (rows' id, inputs, numerical output?) -> (the rows, their hidden units) (``_units``)
+        self._unit_counts: dict[tuple, tuple[list, int | None]] = {}
         self.output = self.need(an.program.output)
 
     def _feature(self, sid: str, info: SInfo, node: str | None, kind: str = "") -> Feature:

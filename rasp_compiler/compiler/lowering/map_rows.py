@@ -102,7 +102,18 @@ class MapRows:
 
     def _units(self, inputs: list[str], rows: list[tuple[tuple, Any]], out_numeric: bool) -> int | None:
         """Hidden units the MLP would need; None if one hidden layer cannot compute it exactly
-        at this precision (see ``numeric.projection``)."""
+        at this precision (see ``numeric.projection``).  Counted once per list of rows: the size
+        guard (``assemble._check_size``) asks again for every MLP, and a table of 374,656 rows
+        took 4 s to count."""
+        key = (id(rows), tuple(inputs), out_numeric)
+        held = self._unit_counts.get(key)
+        if held is not None and held[0] is rows:
+            return held[1]
+        total = self._count_units(inputs, rows, out_numeric)
+        self._unit_counts[key] = (rows, total)  # holding the rows keeps their id unique
+        return total
+
+    def _count_units(self, inputs: list[str], rows: list[tuple[tuple, Any]], out_numeric: bool) -> int | None:
         num = [k for k, i in enumerate(inputs) if self.an.info[i].encoding == "numerical"]
         if not num:
             return len(rows)
