@@ -11,6 +11,8 @@ minimised into tests/test_regressions.py.  Writes bench/results/differential.jso
     nice -n 5 .venv/bin/python bench/differential.py --causal --programs 2000 --start 2000000
     nice -n 5 .venv/bin/python bench/differential.py --vocab '["x", "yy", "0", "ab", "q", "r2"]'
     nice -n 5 .venv/bin/python bench/differential.py --repeats 0.3 --start 9500000   # alike nodes
+    nice -n 5 .venv/bin/python bench/differential.py --domain-cap 100 --wide-domain-cap 2000 \
+        --programs 3000 --start 9960000          # the second plan with larger tables
 
 With ``--causal`` every selector is restricted to keys at or before its query and ``length`` is
 never read, and each program is compiled with ``causal=True``.
@@ -60,8 +62,18 @@ def main() -> int:
                     help="the chance that a statement is written twice under two names (exercises "
                          "the merging of alike nodes; 0, the default, gives the programs of every "
                          "earlier run)")
+    ap.add_argument("--domain-cap", type=int, default=None, metavar="N",
+                    help="lower the analysis's tabulation cap (analysis.limits.DOMAIN_CAP) to N, and "
+                         "with --wide-domain-cap the second plan's: small programs then take the "
+                         "paths of large ones (opaque maps, the plan with larger tables)")
+    ap.add_argument("--wide-domain-cap", type=int, default=None, metavar="M")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
+    from rasp_compiler.compiler.analysis import limits
+    if args.domain_cap is not None:
+        limits.DOMAIN_CAP = args.domain_cap
+    if args.wide_domain_cap is not None:
+        limits.WIDE_DOMAIN_CAP = args.wide_domain_cap
     if args.python_api and (args.causal or args.repeats):
         ap.error("--causal and --repeats have no --python-api generator")
     if args.python_api:  # tracr's warning for SequenceMap(f, x, x), which the generator writes on purpose

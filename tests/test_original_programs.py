@@ -159,7 +159,7 @@ def test_a_map_past_the_domain_cap_that_costs_a_layer_is_tabulated_in_a_second_p
 
 @pytest.mark.slow
 def test_paper_dyck2_at_64_keeps_the_original_four_layers() -> None:
-    """The real size: 374,656 rows, a 42,118-unit layer-0 MLP, about 25 s of compile."""
+    """The real size: 374,656 rows, a 42,118-unit layer-0 MLP, about 15 s of compile."""
     program = program_from_source(PAPER_DYCK, "paper.rasp", output="dyck2_ptf")
     vocab = list("(){}")
     model = compile_program(program, vocab, 64)

@@ -11,7 +11,7 @@ DOMAIN_CAP = 120_000
 # Where such a base lies on the first plan's critical path, the compiler builds a second plan that
 # enumerates joint domains up to this size and keeps it if it has fewer layers (``compiler.
 # _weights``): the paper's Dyck-2 at max_len 64, whose `delay_closer` has 374,656 assignments,
-# has 4 layers (59.0M parameters, a 17 s compile) instead of 5 (53.4M, 7 s).
+# has 4 layers (59.0M parameters, a 14 s compile) instead of 5 (53.4M, 7 s).
 WIDE_DOMAIN_CAP = 400_000
 # A categorical map of independent inputs tabulated over more joint assignments than this makes
 # the compiler weigh a second plan, with such maps opaque (``compiler._weights``): the table fuses
