@@ -145,6 +145,7 @@ def test_a_map_past_the_domain_cap_that_costs_a_layer_is_tabulated_in_a_second_p
     assert first.n_layers == 5 and first.heads_per_layer[1] == 0
     (own,) = first.plan[1]["mlp"]["ops"]
     assert own["node"] == "dyckk_ptf.delay_closer"  # the layer the opaque map costs
+    assert first.config["notes"] == []  # the analysis's markers ("independent") are not notes
     monkeypatch.setattr(limits, "WIDE_DOMAIN_CAP", 12_000)
     model = compile_program(program, vocab, 12)
     assert model.n_layers == 4 and model.heads_per_layer == [1, 1, 1, 1]

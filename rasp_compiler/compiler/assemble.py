@@ -347,7 +347,7 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
     notes = []
     for sid in sorted(an.info):
         for note in an.info[sid].notes:
-            if note not in ("opaque", "affine"):  # internal markers
+            if note not in ("opaque", "affine", "independent"):  # internal markers
                 notes.append(f"{sid}: {note}")
     if out_cfg["encoding"] == "numerical" and out_f.values:
         exact = 2 ** 24 if dtype == "float32" else 2 ** 53  # the largest run of exact integers
