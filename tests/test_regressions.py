@@ -182,6 +182,15 @@ def test_unbounded_mean_is_refused_where_a_one_hot_is_needed() -> None:
         compile_program(program, list("abc"), 64)
 
 
+def test_an_unbounded_mean_is_noted_in_words() -> None:
+    """The compile notes said `t: unbounded`, the analysis's own marker."""
+    program = program_from_source(
+        't = numerical(aggregate(select(tokens, tokens, ==), indices + 1, -1));\nt;\n')
+    model = compile_program(program, list("abc"), 64)
+    assert model.config["notes"] == ["t: a mean with too many possible values to list, kept as a number "
+                                     "in [-1, 64]"]
+
+
 def test_oversized_model_is_refused_before_allocation(monkeypatch: pytest.MonkeyPatch) -> None:
     """Random program seed 30103 (max_len 8) asked for a 28,770-wide residual stream (joint one-hots
     of 14,337 values for an `or` selector) and the process was killed for memory; now compilation

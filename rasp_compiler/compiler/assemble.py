@@ -347,8 +347,13 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
     notes = []
     for sid in sorted(an.info):
         for note in an.info[sid].notes:
-            if note not in ("opaque", "affine", "independent"):  # internal markers
-                notes.append(f"{sid}: {note}")
+            if note in ("opaque", "affine", "independent"):  # the analysis's markers
+                continue
+            if note == "unbounded":
+                values = an.info[sid].values
+                note = ("a mean with too many possible values to list, kept as a number in "
+                        f"[{min(values):g}, {max(values):g}]") if values else "a mean of unlisted values"
+            notes.append(f"{sid}: {note}")
     if out_cfg["encoding"] == "numerical" and out_f.values:
         exact = 2 ** 24 if dtype == "float32" else 2 ** 53  # the largest run of exact integers
         largest = max(abs(float(v)) for v in out_f.values if isinstance(v, (int, float)))
