@@ -94,6 +94,46 @@ def test_chunked_forward_equals_unchunked(path: str, vocab: str) -> None:
     assert same(model.trace(inputs)["logits"], whole)
 
 
+@pytest.mark.parametrize("path, vocab", [("programs/dyck2.rasp", "(){}a"), ("programs/sort.rasp", "abc"),
+                                         ("programs/matmul.rasp", None)])
+def test_sparse_mlp_products_equal_dense_ones(monkeypatch, path: str, vocab: str | None) -> None:
+    """Large, mostly-zero MLP weights are multiplied as CSR matrices on a CPU (``runtime.
+    _sparse_transpose``); forced on every MLP weight here, the logits match the dense products to
+    the summation order and decode alike, in any slicing."""
+    import torch
+
+    import rasp_compiler.runtime as runtime
+    from rasp_compiler.compiler import compile_program
+    from rasp_compiler.compiler.checking import random_inputs
+    from rasp_compiler.lang import load_program
+
+    torch.set_num_threads(1)
+    if vocab is None:  # real-valued tokens: a gated MLP
+        model = compile_program(load_program(path), None, 10, dtype="float64", input_range=(-1, 1))
+        rng = random.Random(2)
+        inputs = [[rng.uniform(-1, 1) for _ in range(10)] for _ in range(9)]
+    else:
+        model = compile_program(load_program(path), list(vocab), 12)
+        inputs = random_inputs(list(vocab), 12, 40, seed=4)
+    dense = model.forward(inputs)
+    built = []
+    real = runtime._sparse_transpose
+
+    def spy(w):
+        got = real(w)
+        built.append(got is not None)
+        return got
+    monkeypatch.setattr(runtime, "SPARSE_PRODUCT_MIN_ELEMENTS", 1)
+    monkeypatch.setattr(runtime, "SPARSE_PRODUCT_MAX_DENSITY", 1.0)
+    monkeypatch.setattr(runtime, "_sparse_transpose", spy)
+    for chunk in (1 << 40, 1000):
+        sparse = _forward_with(model, chunk, inputs)
+        assert torch.allclose(sparse, dense, rtol=0.0, atol=1e-5 * max(1.0, float(dense.abs().max())))
+    assert built and all(built)
+    if vocab is not None:
+        assert model.run(inputs) == [model.decode(dense[i:i + 1], [len(x)])[0] for i, x in enumerate(inputs)]
+
+
 def test_chunked_forward_gated_numeric_model() -> None:
     import torch
 

@@ -34,7 +34,8 @@ def saved(tmp_path: Path) -> Path:
 
 def test_runtime_imports_only_torch_safetensors_and_stdlib() -> None:
     tree = ast.parse((ROOT / "rasp_compiler" / "runtime.py").read_text())
-    allowed = {"torch", "safetensors", "json", "math", "operator", "hashlib", "os", "typing", "__future__"}
+    allowed = {"torch", "safetensors", "json", "math", "operator", "hashlib", "os", "typing", "warnings",
+               "__future__"}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             assert {a.name.split(".")[0] for a in node.names} <= allowed
