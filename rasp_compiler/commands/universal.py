@@ -240,14 +240,10 @@ def _build(args: argparse.Namespace) -> int:
     if args.check or target is not None:
         if target is not None or args.trials == 1:
             from rasp_compiler.commands.compile import CompileStatus
-            from rasp_compiler.universal.target import Target
+            from rasp_compiler.universal.check import trial_target
 
             ut = ut.to(dtype)
-            one, seed = target, args.seed
-            if one is None:  # check_class's first random target, with its seeds
-                one = Target.random(cfg.layers, cfg.heads, cfg.dim, seed=args.seed * 1_000_003,
-                                    residual=cfg.residual, causal=cfg.causal, values=cfg.values)
-                seed = args.seed * 7919
+            one, seed = (target, args.seed) if target is not None else trial_target(ut, args.seed, 0)
             # one target: no bar could move, so its steps are shown (a random UT near its width
             # cap spends tens of seconds solving for E)
             status = CompileStatus(doing="checking")

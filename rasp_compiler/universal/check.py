@@ -104,6 +104,15 @@ def worst_abs(diff: torch.Tensor) -> float:
     return worst if math.isfinite(worst) else math.inf
 
 
+def trial_target(ut: UniversalTransformer, seed: int, trial: int) -> tuple[Target, int]:
+    """The random target of ``check_class``'s trial ``trial`` for ``ut``'s class, and the seed of
+    its random inputs."""
+    cfg = ut.config
+    target = Target.random(cfg.layers, cfg.heads, cfg.dim, seed=seed * 1_000_003 + trial,
+                           residual=cfg.residual, causal=cfg.causal, values=cfg.values)
+    return target, seed * 7919 + trial
+
+
 def check_class(construction: str, layers: int, heads: int, dim: int, *, residual: bool = False,
                 causal: bool = False, trials: int = 10, seed: int = 0, lengths=DEFAULT_LENGTHS,
                 dtype: torch.dtype = torch.float64, values: bool | None = None, m: int | None = None,
@@ -122,9 +131,8 @@ def check_class(construction: str, layers: int, heads: int, dim: int, *, residua
                          width_formula(construction, layers, heads, dim, residual, cfg.values, cfg.head_dim),
                          0.0, 0.0, trials)
     for trial in range(trials):
-        target = Target.random(layers, heads, dim, seed=seed * 1_000_003 + trial, residual=residual,
-                               causal=causal, values=cfg.values)
-        err, att, enc = compare(ut, target, lengths, seed=seed * 7919 + trial)
+        target, inputs_seed = trial_target(ut, seed, trial)
+        err, att, enc = compare(ut, target, lengths, seed=inputs_seed)
         report.non_finite += int(not (math.isfinite(err) and math.isfinite(att)))
         report.max_abs_error = max(report.max_abs_error, err)
         report.attention_max_diff = max(report.attention_max_diff, att)
