@@ -309,14 +309,20 @@ MLP_SLICE_ELEMENTS = 1 << 18
 MLP_SLICE_ROWS = 64
 
 
+def _skips_zeros(weights: tuple[torch.Tensor, ...], min_elements: int) -> bool:
+    """Whether products with ``weights`` may leave their zeros out: on a CPU, for a first weight
+    of at least ``min_elements`` entries, and where no gradient must reach those zeros."""
+    if weights[0].device.type != "cpu" or weights[0].numel() < min_elements:
+        return False
+    return not (torch.is_grad_enabled() and any(w.requires_grad for w in weights))
+
+
 def _support(weights: tuple[torch.Tensor, ...], dim: int, every: bool = False) -> torch.Tensor | None:
     """Indices along ``dim`` where some weight is non-zero (with ``every``: where all of them have
     a non-zero, for the factors of one product), or None to run dense: on a GPU, for gradients, for
     small weights, or when so many indices are used that gathering them would cost more than it
     saves."""
-    if weights[0].device.type != "cpu" or weights[0].numel() < SPARSE_MIN_ELEMENTS:
-        return None
-    if torch.is_grad_enabled() and any(w.requires_grad for w in weights):
+    if not _skips_zeros(weights, SPARSE_MIN_ELEMENTS):
         return None
     used = None
     for w in weights:
@@ -340,9 +346,7 @@ SPARSE_PRODUCT_MAX_DENSITY = 1 / 8
 def _sparse_transpose(w: torch.Tensor | None) -> torch.Tensor | None:
     """w.T in CSR form for ``_times``, or None to keep the dense product (on a GPU, for gradients,
     for a small or a dense weight)."""
-    if w is None or w.device.type != "cpu" or w.dim() != 2 or w.numel() < SPARSE_PRODUCT_MIN_ELEMENTS:
-        return None
-    if torch.is_grad_enabled() and w.requires_grad:
+    if w is None or w.dim() != 2 or not _skips_zeros((w,), SPARSE_PRODUCT_MIN_ELEMENTS):
         return None
     if int(torch.count_nonzero(w)) > SPARSE_PRODUCT_MAX_DENSITY * w.numel():
         return None
