@@ -236,7 +236,7 @@ def test_compile_uncompilable_program(tmp_path: Path) -> None:
 # into a sum of heads (``Lowering._width_parts``): sort's tie-break `select(key, key, <) or
 # (select(key, key, ==) and select(indices, indices, <))` has disjoint disjuncts, and no single
 # head over additive token + position embeddings can score it (docs/compiler.md, "Selector
-# width"), so its width is two heads in layer 0 whose BOS weights one MLP decodes jointly; the
+# width"), so its width is two heads in layer 0 whose outputs one MLP decodes jointly; the
 # fourth column records that allowance (the RASP figure otherwise).
 DEPTH = [("reverse", 2, 1, 1), ("histogram", 1, 1, 1), ("double_histogram", 2, 2, 2),
          ("sort", 2, 1, 2), ("most_frequent", 3, 2, 2), ("sort_by_frequency", 3, 2, 2),
@@ -270,6 +270,37 @@ def test_dyck_depth_holds_at_larger_lengths(name: str, vocab: str, max_len: int,
     res = check_model(model, program, random_inputs(list(vocab), max_len, 60, seed=3)
                       + edge_inputs(list(vocab), max_len))
     assert res.ok, res.failures[:1]
+
+
+@pytest.mark.parametrize("name,max_len,layers", [("sort", 192, 2), ("sort_by_frequency", 192, 3)])
+def test_split_width_keeps_its_layer_at_large_lengths(name: str, max_len: int, layers: int) -> None:
+    """The part heads write their selected keys' weight w/(w+c), rounded relative to its own size;
+    with BOS's weight c/(w+c), rounded relative to 1, the joint decode was refused past N ~ 175
+    and the width cost one more MLP layer."""
+    program = load_program(str(BY_NAME[name].file))
+    model = compile_program(program, list("abcde"), max_len)
+    assert model.n_layers == layers, model.config.get("critical_path")
+    assert any(lab.endswith(".part1.mass") for lab in model.labels())
+    res = check_model(model, program, random_inputs(list("abcde"), max_len, 12, seed=5)
+                      + edge_inputs(list("abc"), max_len)[:12])
+    assert res.ok, res.failures[:1]
+
+
+def test_split_width_heads_write_their_selected_weight() -> None:
+    """Each part head of sort's split width writes w/(w+c), c = (N+1)^2, for the w keys its
+    disjunct selects: within a small fraction of the decode's gap 1/c of the exact value."""
+    n = 48
+    model = compile_program(load_program(str(BY_NAME["sort"].file)), list("abc"), n)
+    xs = ["cabbacab" * 6, "a" * 47, "cba" * 16]
+    trace = model.trace(xs)
+    cols = [trace["labels"].index(f"sort_by.place.part{j}.mass") for j in (0, 1)]
+    after_heads = trace["residuals"][1].to(torch.float64)
+    c = float(n + 1) ** 2
+    for b, x in enumerate(xs):
+        for p, tok in enumerate(x):
+            widths = (sum(y < tok for y in x), sum(y == tok for y in x[:p]))
+            for col, w in zip(cols, widths, strict=True):
+                assert abs(float(after_heads[b, p + 1, col]) - w / (w + c)) * c < 1e-2, (x, p, w)
 
 
 def test_priority_split_finds_override_and_rest() -> None:

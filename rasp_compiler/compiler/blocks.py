@@ -140,7 +140,10 @@ def head_weights(op: HeadOp, layout: Layout, r_bos: np.ndarray) -> HeadWeights:
     # Value / output.
     if op.kind in ("width", "length"):
         bos_value = np.zeros(ov)
-        bos_value[0] = 1.0
+        if op.selected_mass:
+            hw.W_V[0, 0] = 1.0  # 1 at every key (the `one` dimension), 0 at BOS (its row below)
+        else:
+            bos_value[0] = 1.0
         hw.W_O[0, layout.dim(target_fid)] = 1.0
     elif tf.encoding == "categorical":
         vf = layout.features[op.value]  # type: ignore[index]

@@ -58,6 +58,9 @@ class HeadOp:
     pos: SourcePos | None = None
     bos_score: float | None = None  # the BOS key's score (units of S) when not the usual m - 1/2 / m
     bos_log: float = 0.0  # nats added to the BOS key's score: BOS counts as e^bos_log keys
+    # a width part (``width_parts``): the head writes the selected keys' total weight w/(w+c)
+    # instead of BOS's c/(w+c), a sum of small weights that float rounds relative to itself
+    selected_mass: bool = False
 
     @property
     def inputs(self) -> list[str]:

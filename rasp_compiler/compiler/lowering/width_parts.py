@@ -1,9 +1,9 @@
 """Split widths: ``width(A or B) = width(A) + width(B)`` for disjuncts that never hold together.
 
 Such a width would need a product one-hot before its head (an MLP layer); its parts need none, so
-their heads run in the first layer and an MLP decodes the sum from their BOS weights, jointly
-(parts that weigh BOS as (N+1)^2 keys) or, past the dtype's resolution, each by its own steps.
-A map of the width can read the parts' BOS weights directly (``_through_parts``).
+their heads run in the first layer and an MLP decodes the sum jointly from the weights of their
+selected keys (parts that weigh BOS as (N+1)^2 keys).  A map of the width can read those weights
+directly (``_through_parts``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from rasp_compiler.compiler import selectors as sl
 from rasp_compiler.compiler.analysis import SInfo
 from rasp_compiler.compiler.lowering import limits
-from rasp_compiler.compiler.lowering.ops import HeadOp, MLPOp
+from rasp_compiler.compiler.lowering.ops import HeadOp
 from rasp_compiler.compiler.values import sorted_values, value_key
 from rasp_compiler.graph.nodes import SelectorWidth
 
@@ -58,13 +58,12 @@ class WidthParts:
         f'(t_q, k) + g'(q, t_k) (bilinear in the two one-hot sums); selected keys must tie and
         unselected ones lose, but for keys k1 < q < k2 the score difference
         g(q,k1) - g(q,k2) + f'(t_q,k1) - f'(t_q,k2) is the same whether t_k equals t_q (must be
-        large) or is below it (must be 0).  Two heads whose BOS weights an MLP decodes jointly
+        large) or is below it (must be 0).  Two heads whose outputs an MLP decodes jointly
         (two numbers -> the sum, by steps along a separating projection) keep the width in the
         first layer."""
         if not hasattr(self, "_parts_cache"):
             self._parts_cache: dict[str, list[str] | None] = {}
             self._part_formulas: dict[str, list[sl.Formula]] = {}
-            self._numeric_parts: set[str] = set()
         if sid in self._parts_cache:
             return self._parts_cache[sid]
         an = self.an
@@ -89,53 +88,48 @@ class WidthParts:
             if small and not any(self._needs_tuple(p) for p in flat) and all(
                     self._disjoint(a, b) for i, a in enumerate(flat) for b in flat[i + 1:]):
                 top = max(an.lengths)
-                ids = [f"{sid}.part{j}.bos_weight" for j in range(len(flat))]
+                ids = [f"{sid}.part{j}.mass" for j in range(len(flat))]
+                for pid in ids:
+                    self._part_owner[pid] = sid
                 boost = float(top + 1) ** 2  # c = (N+1)^2: see _part_rows
-                values = sorted_values(boost / (w + boost) for w in range(top + 1))
+                values = sorted_values(w / (w + boost) for w in range(top + 1))
                 rows = self._part_rows(sid, len(flat))
                 for pid in ids:
                     an.info[pid] = SInfo(pid, "width_scratch", "numerical", values, (pid,),
                                          {(v,): v for v in values}, pos=an.info[sid].pos, inputs=(sid,))
                 units = self._units(ids, rows, False)
+                # Past float32's resolution (not reached up to N = 446, where the splits stop
+                # being enumerated) the width stays whole: one head over the product one-hot.
                 if units is not None and units <= limits.UNIT_CAP:
                     result = ids
                     self._part_formulas[sid] = flat
                 else:
-                    # Too close together to decode jointly at this dtype (max_len ~256): plain part
-                    # heads (BOS weight 1/(w+1)), each decoded by its own steps into one numerical
-                    # sum, then converted to a one-hot — one more MLP sublayer, but O(N) units
-                    # where the product one-hot of the whole selector would need O(N^2) values.
-                    plain = sorted_values(1.0 / (w + 1) for w in range(top + 1))
                     for pid in ids:
-                        an.info[pid] = SInfo(pid, "width_scratch", "numerical", plain, (pid,),
-                                             {(v,): v for v in plain}, pos=an.info[sid].pos, inputs=(sid,))
-                    result = ids
-                    self._part_formulas[sid] = flat
-                    self._numeric_parts.add(sid)
+                        del an.info[pid], self._part_owner[pid]
         self._parts_cache[sid] = result
         return result
 
     def _part_heads(self, sid: str) -> None:
-        """The heads of a width split into parts (``_width_parts``), each writing its BOS weight."""
+        """The heads of a width split into parts (``_width_parts``), each writing the weight of its
+        selected keys."""
         node = self.an.node(sid)
-        numeric = sid in self._numeric_parts
         for pid, part in zip(self._width_parts(sid) or [], self._part_formulas[sid], strict=True):
             if pid in self.features:
                 continue
             self._feature(pid, self.an.info[pid], None, "width_scratch")
             self.ops[pid] = HeadOp(pid, sid, "width", pid, self.blocks(node.inputs[0], part),
                                    "always", None, [1.0], 1.0, True, node.pos,
-                                   bos_log=0.0 if numeric else 2 * math.log(max(self.an.lengths) + 1.0))
+                                   bos_log=2 * math.log(max(self.an.lengths) + 1.0), selected_mass=True)
 
     def _through_parts(self, sid: str, front: list[str], out_numeric: bool
                        ) -> tuple[list[str], list[tuple[tuple, Any]], Any] | None:
         """A map of a width split into part heads (and of embeddings or other features),
-        tabulated on the parts' BOS weights instead of the decoded width: it then runs in the
+        tabulated on the parts' outputs instead of the decoded width: it then runs in the
         MLP of the heads' own layer, where reading the decoded width costs one more.  The
         original paper's sort computes ``-1 if indices == 0 else num_before`` this way."""
         an = self.an
         widths = [u for u in front if an.info[u].kind == "selector_width"
-                  and self._width_parts(u) is not None and u not in self._numeric_parts]
+                  and self._width_parts(u) is not None]
         if len(widths) != 1:
             return None
         u = widths[0]
@@ -158,10 +152,13 @@ class WidthParts:
         return inputs, rows, None
 
     def _part_rows(self, sid: str, k: int) -> list[tuple[tuple, Any]]:
-        """(BOS weights of the parts, total width) for every split of a possible width.  The part
-        heads weigh BOS as c = (N+1)^2 keys (``bos_log``), so BOS's weight c/(w+c) ~ 1 - w/c and
-        the sum of two of them orders the splits by w1 + w2 (gaps ~1/c, the second-order terms stay
-        below them): the decode is 2N steps along z = b1 + b2, separable at float32 to N ~ 160."""
+        """(weights of the parts' selected keys, total width) for every split of a possible width.
+        The part heads weigh BOS as c = (N+1)^2 keys (``bos_log``), so the w selected keys weigh
+        w/(w+c) ~ w/c in all, and the sum of two such weights orders the splits by w1 + w2 (gaps
+        ~1/c, the second-order terms stay below them): the decode is 2N steps along z = m1 + m2.
+        Each weight is a sum of w small ones, rounded relative to its own size (at most N/c):
+        BOS's weight c/(w+c) ~ 1 - w/c carries rounding relative to 1, and separated the splits
+        at float32 only to N ~ 175."""
         import itertools
         widths = [w for w in self.an.info[sid].values if isinstance(w, int)]
         top = max(widths, default=0)
@@ -170,34 +167,5 @@ class WidthParts:
         rows = []
         for ws in itertools.product(range(top + 1), repeat=k):
             if sum(ws) in ok:
-                rows.append((tuple(boost / (w + boost) for w in ws), sum(ws)))
+                rows.append((tuple(w / (w + boost) for w in ws), sum(ws)))
         return rows
-
-    def _numeric_width_sum(self, sid: str, info: SInfo, parts: list[str]) -> None:
-        """w = w1 + w2 (+ w3) as one numerical feature (a separable MLP: each part's own steps on
-        its BOS weight 1/(w_j + 1)), then its one-hot (steps of gap 1) when the width is
-        categorical."""
-        import itertools
-        top = max(self.an.lengths)
-        ok = {w for w in info.values if isinstance(w, int)}
-        rows = [(tuple(1.0 / (w + 1) for w in ws), sum(ws))
-                for ws in itertools.product(range(top + 1), repeat=len(parts)) if sum(ws) in ok]
-        sep = self._separable(list(parts), rows)
-        if sep is None:
-            raise self.an.error(sid, f"{self.an.describe(sid)} cannot be decoded exactly at "
-                                f"{self.an.dtype}", hint="use --dtype float64 or a smaller --max-len")
-        values = sorted(ok)
-        if info.encoding == "numerical":
-            self._feature(sid, info, sid)
-            self.ops[sid] = MLPOp(sid, sid, sid, list(parts), rows, info.pos, "width_decode")
-            self.ops[sid].separable = sep[1]  # type: ignore[attr-defined]
-            return
-        nid = f"{sid}:sum"
-        self.an.info[nid] = SInfo(nid, "width_sum", "numerical", values, (nid,),
-                                  {(v,): v for v in values}, pos=info.pos, inputs=tuple(parts))
-        self._feature(nid, self.an.info[nid], None, "width_sum")
-        self.ops[nid] = MLPOp(nid, sid, nid, list(parts), rows, info.pos, "width_decode")
-        self.ops[nid].separable = sep[1]  # type: ignore[attr-defined]
-        self._feature(sid, info, sid)
-        self.ops[sid] = MLPOp(sid, sid, sid, [nid], [((float(w),), w) for w in values], info.pos,
-                              "convert")

@@ -45,10 +45,6 @@ class Widths:
         parts = self._width_parts(sid) if sel_id is not None else None
         if parts is not None:
             self._part_heads(sid)
-            numeric = sid in self._numeric_parts
-            if numeric:
-                self._numeric_width_sum(sid, info, parts)
-                return
             self._feature(sid, info, sid)
             rows = self._part_rows(sid, len(parts))
             self.ops[sid] = MLPOp(sid, sid, sid, list(parts), rows, self.an.node(sid).pos, "width_decode")
