@@ -303,6 +303,25 @@ def test_split_width_heads_write_their_selected_weight() -> None:
                 assert abs(float(after_heads[b, p + 1, col]) - w / (w + c)) * c < 1e-2, (x, p, w)
 
 
+def test_a_mean_over_all_positions_is_counted_once_per_length() -> None:
+    """tracr's shuffle-Dyck-1 reads `has_neg`, a mean over every position, whose values depend on
+    the length alone.  Its joint domain was counted once per (index, length): 300,000 at
+    max_len 96, past the tabulation cap, so `not has_neg` became opaque and cost a fourth layer.
+    Counted once per distinct set of choices, as it is enumerated, it is 4,752."""
+    from rasp_compiler.compiler.analysis import Analysis
+
+    program = load_program(str(BY_NAME["tracr/shuffle_dyck1"].file))
+    an = Analysis(program, list("()a"), 96)
+    # k/n for k = 0..n at each length n: one list of choices per length
+    assert an.domain_size(("has_neg",)) == sum(n + 1 for n in an.lengths)
+    assert not an.capped
+    model = compile_program(program, list("()a"), 96)
+    assert model.n_layers == 3, model.config.get("critical_path")
+    res = check_model(model, program, random_inputs(list("()a"), 96, 10, seed=2)
+                      + edge_inputs(list("()a"), 96)[:10])
+    assert res.ok, res.failures[:1]
+
+
 def test_priority_split_finds_override_and_rest() -> None:
     from rasp_compiler.compiler.tables import priority_split as _priority_split
 
