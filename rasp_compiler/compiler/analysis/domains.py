@@ -52,7 +52,8 @@ class Domains:
         """How many assignments of ``bases`` an enumeration visits: each context's product of
         choices, once per distinct set of choices, as ``_contexts`` skips the repeats.  tracr's
         shuffle-Dyck-1 at max_len 128 reads a mean over all positions, whose values depend on
-        the length alone: 5,023 assignments, counted once per (index, length) 715,520."""
+        the length alone: 8,384 assignments (n + 1 per length), counted once per (index, length)
+        715,520."""
         total = 0
         for _ctx, choices, first in self._contexts(bases):
             if first is None:
