@@ -3,7 +3,7 @@
 import pytest
 from lark import Lark, Tree
 
-from rasp_compiler.lang.parser import GRAMMAR_PATH, grammar, parse_source
+from rasp_compiler.lang.parser import GRAMMAR_PATH, _terminal_collision_check, grammar, parse_source
 
 
 @pytest.mark.parametrize("lexer", ["basic", "contextual"])
@@ -13,6 +13,20 @@ def test_grammar_is_conflict_free_under_strict(lexer):
     assert parser.parse("x = 1;")
     assert grammar(strict=True).parse("x = 1;")  # the configuration parse_source uses
 
+
+
+def test_the_run_time_grammar_skips_the_collision_check_and_puts_the_flag_back():
+    import lark.lexer
+
+    before = lark.lexer.has_interegular
+    with _terminal_collision_check(False):
+        assert lark.lexer.has_interegular is False
+    with _terminal_collision_check(True):
+        assert lark.lexer.has_interegular == before  # strict keeps lark's own check
+    assert lark.lexer.has_interegular == before
+    with pytest.raises(ValueError), _terminal_collision_check(False):
+        raise ValueError
+    assert lark.lexer.has_interegular == before
 
 def shape(tree):
     """A compact s-expression of the syntax tree, to assert how things group."""

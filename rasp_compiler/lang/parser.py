@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from lark import Lark, Tree
 from lark.exceptions import UnexpectedInput
@@ -21,8 +22,26 @@ def grammar(strict: bool = False) -> Lark:
     """The LALR parser built from ``grammars/rasp.lark`` (built once per process)."""
     # The basic lexer keeps keywords keywords everywhere (the contextual one would read `if` as a
     # name wherever a name fits, giving odd errors); the grammar needs no context to lex.
-    return Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr", lexer="basic", strict=strict,
-                propagate_positions=True, maybe_placeholders=True)
+    with _terminal_collision_check(strict):
+        return Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr", lexer="basic",
+                    strict=strict, propagate_positions=True, maybe_placeholders=True)
+
+
+@contextmanager
+def _terminal_collision_check(wanted: bool) -> Iterator[None]:
+    """Lark compares every pair of regex terminals whenever `interegular` is importable (the test
+    extra installs it), which cost 0.4 s of every `rasp` start, a seventh of `rasp compile`.  The
+    grammar does not change at run time, so that check is the test suite's job
+    (tests/test_parser.py builds it strict); here it is switched off unless asked for.  Should a
+    later lark drop the flag, setting it is harmless and the check simply runs."""
+    import lark.lexer
+
+    before = getattr(lark.lexer, "has_interegular", False)
+    lark.lexer.has_interegular = before and wanted
+    try:
+        yield
+    finally:
+        lark.lexer.has_interegular = before
 
 
 def parse_source(text: str, file: str = "<string>") -> Tree:
