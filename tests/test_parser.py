@@ -14,7 +14,6 @@ def test_grammar_is_conflict_free_under_strict(lexer):
     assert grammar(strict=True).parse("x = 1;")  # the configuration parse_source uses
 
 
-
 def test_the_run_time_grammar_skips_the_collision_check_and_puts_the_flag_back():
     import lark.lexer
 
@@ -27,6 +26,7 @@ def test_the_run_time_grammar_skips_the_collision_check_and_puts_the_flag_back()
     with pytest.raises(ValueError), _terminal_collision_check(False):
         raise ValueError
     assert lark.lexer.has_interegular == before
+
 
 def shape(tree):
     """A compact s-expression of the syntax tree, to assert how things group."""
