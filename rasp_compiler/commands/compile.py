@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rasp_compiler.errors import UserError
 
 if TYPE_CHECKING:
-    from rasp_compiler.compiler import CompiledModel
+    from rasp_compiler.compiler import CompiledModel, CompiledWeights
 
 EPILOG = """examples:
   rasp compile programs/reverse.rasp --vocab abc --max-len 16 -o out/
@@ -132,8 +132,14 @@ class CompileStatus:
 
 
 def compile_from_args(args: argparse.Namespace) -> CompiledModel:
+    """The torch model of the program and options ``args`` name (``check``, ``show``, ``eval``)."""
+    return weights_from_args(args).model()
+
+
+def weights_from_args(args: argparse.Namespace) -> CompiledWeights:
+    """The weights of the program and options ``args`` name, compiled without torch."""
     from rasp_compiler.commands.options import check_not_empty, check_tokens_or_range
-    from rasp_compiler.compiler import compile_program
+    from rasp_compiler.compiler import compile_weights
     from rasp_compiler.lang import load_program
 
     check_not_empty(args, "output")
@@ -159,13 +165,13 @@ def compile_from_args(args: argparse.Namespace) -> CompiledModel:
     program = load_program(args.file, output=args.output or "out")
     if getattr(args, "input_range", None) is not None:  # real-valued tokens (compiler/real/)
         from rasp_compiler.commands.real_options import range_from_args
-        return compile_program(program, None, args.max_len, dtype=args.dtype, causal=args.causal,
+        return compile_weights(program, None, args.max_len, dtype=args.dtype, causal=args.causal,
                                fixed_length=args.fixed_length, input_range=range_from_args(args))
     if args.vocab is None:
         raise UserError("--vocab is required (or --input-range LO HI for real-valued tokens)")
     status = CompileStatus()
     try:
-        return compile_program(program, parse_vocab(args.vocab), args.max_len, dtype=args.dtype,
+        return compile_weights(program, parse_vocab(args.vocab), args.max_len, dtype=args.dtype,
                                causal=args.causal, fixed_length=getattr(args, "fixed_length", None),
                                progress=status)
     finally:
@@ -176,10 +182,8 @@ def main(args: argparse.Namespace) -> int:
     from rasp_compiler.commands.options import check_not_empty
 
     check_not_empty(args, "out")  # before the compile, which may take a while
-    import torch
-
-    torch.set_num_threads(max(1, min(4, torch.get_num_threads())))
-    model = compile_from_args(args)
+    # the weights, not the torch model: importing torch would be most of the command's time
+    model = weights_from_args(args)
     model.save(args.out)
     if args.json:
         print(json.dumps(model.stats()))

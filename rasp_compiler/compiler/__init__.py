@@ -7,19 +7,24 @@
     model.trace(["abca"])        # residual stream after every sublayer + attention patterns
     model.save("out/"); load("out/")
     print(model.summary()); model.plan
+    weights = compile_weights(program, vocab=list("abc"), max_len=16)   # the same, without torch
+    weights.save("out/"); weights.model()
 
 Stages (one module or package each): ``analysis`` (value sets, encodings, joint domains) → ``lowering``
 (residual features, heads, MLP ops, map fusion) → ``schedule`` (layers) → ``blocks`` (weights of
-each head / MLP) → ``assemble`` (tensors + config).  The model itself is
-``rasp_compiler.runtime.RaspModel``, the same class users load with torch alone.
+each head / MLP) → ``assemble`` (tensors + config) → ``artifact`` (``CompiledWeights``: NumPy
+tensors, the files) → ``model`` (``CompiledModel``, a ``rasp_compiler.runtime.RaspModel``, the
+same class users load with torch alone).  Nothing before ``model`` imports torch: importing this
+package does not either, so ``rasp compile`` starts without it.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from rasp_compiler.compiler.analysis import Analysis
+from rasp_compiler.compiler.artifact import CompiledWeights, config_digest, weights_digest
 from rasp_compiler.compiler.assemble import DTYPES, assemble
 from rasp_compiler.compiler.lowering import Lowering
 from rasp_compiler.compiler.rewrites import bos_counts, nonzero_widths, shared_subexpressions
@@ -28,77 +33,9 @@ from rasp_compiler.compiler.values import vocab_list
 from rasp_compiler.errors import CompileError, UserError
 from rasp_compiler.graph.expr import deep_recursion
 from rasp_compiler.graph.nodes import Program
-from rasp_compiler.runtime import RaspModel
 
-
-class CompiledModel(RaspModel):
-    """A runtime model plus what the compiler knows about it (plan, timing, analysis)."""
-
-    compile_seconds: float | None = None  # None for a model loaded from disk: the time is not saved
-    analysis: Analysis | None = None
-
-    @property
-    def plan(self) -> list[dict]:
-        return self.config["plan"]
-
-    @property
-    def residual_width(self) -> int:
-        return int(self.config["d_model"])
-
-    @property
-    def n_layers(self) -> int:
-        return int(self.config["n_layers"])
-
-    @property
-    def heads_per_layer(self) -> list[int]:
-        return [lc["n_heads"] for lc in self.config["layers"]]
-
-    @property
-    def mlp_sizes(self) -> list[int]:
-        return [lc["d_mlp"] for lc in self.config["layers"]]
-
-    @property
-    def params(self) -> int:
-        return int(sum(t.numel() for t in self.tensors.values()))
-
-    def stats(self) -> dict[str, Any]:
-        return {"layers": self.n_layers, "heads_per_layer": self.heads_per_layer,
-                "residual_width": self.residual_width, "mlp_hidden": self.mlp_sizes,
-                "params": self.params,
-                "compile_seconds": None if self.compile_seconds is None else round(self.compile_seconds, 4)}
-
-    def summary(self) -> str:
-        lines = [f"layers: {self.n_layers}   heads per layer: {self.heads_per_layer}   "
-                 f"residual width: {self.residual_width}",
-                 f"MLP hidden sizes: {self.mlp_sizes}   parameters: {self.params:,}"
-                 + ("" if self.compile_seconds is None else f"   compile time: {self.compile_seconds:.3f} s")]
-        for lp in self.plan:
-            parts = []
-            for h in lp["heads"]:
-                nodes = ", ".join(h.get("nodes", [h["node"]]))
-                sources = [src for src in h.get("sources", [h.get("source")]) if src]
-                parts.append(f"head {h['head']}: {h['kind']} {nodes}"
-                             + (f" ({', '.join(_short_sources(sources))})" if sources else ""))
-            if lp["mlp"]:
-                names = ", ".join(o["writes"] for o in lp["mlp"]["ops"])
-                parts.append(f"mlp[{lp['mlp']['hidden']}]: {names}")
-            lines.append(f"  layer {lp['layer']}: " + "; ".join(parts))
-        path = self.config.get("critical_path") or []
-        if path:
-            lines.append("  depth forced by: " + " <- ".join(path))
-        for note in self.config.get("notes", []):
-            lines.append(f"  note: {note}")
-        return "\n".join(lines)
-
-
-def _short_sources(sources: list[str]) -> list[str]:
-    """``a.rasp:3, a.rasp:4`` → ``a.rasp:3, 4`` (a shared head's lines, usually in one file)."""
-    out, last_file = [], None
-    for src in sources:
-        file, _, line = src.rpartition(":")
-        out.append(line if file == last_file else src)
-        last_file = file
-    return out
+if TYPE_CHECKING:
+    from rasp_compiler.compiler.model import CompiledModel
 
 
 MAX_LEN = 2048
@@ -147,6 +84,17 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
     ``input_range=(lo, hi)`` the program reads real numbers in [lo, hi] (``tokens_float``) and is
     compiled numerically (``compiler/real/``; ``vocab`` is ignored).  ``progress`` is called
     with the name of each stage as it starts."""
+    return compile_weights(program, vocab, max_len, output=output, dtype=dtype, causal=causal,
+                           fixed_length=fixed_length, input_range=input_range, progress=progress).model()
+
+
+def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, output: str | None = None,
+                    dtype: str = "float32", causal: bool = False,
+                    fixed_length: int | None = None,
+                    input_range: tuple[float, float] | None = None,
+                    progress: Callable[[str], None] | None = None) -> CompiledWeights:
+    """``compile_program`` up to the weights, without torch: their config, NumPy tensors, report
+    (``summary()``, ``stats()``) and files (``save``); ``.model()`` is the torch model."""
     stage = progress or (lambda name: None)
     start = time.perf_counter()
     if not isinstance(program, Program):
@@ -201,13 +149,9 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
         raise CompileError("the program's chains of operations are too long to compile",
                            program.source_file, hint="split a long chain of maps with an aggregate, "
                                                      "or write it as one map") from None
-    from rasp_compiler.runtime import config_digest, weights_digest
     config["weights_sha256"] = weights_digest(tensors)
-    config_digest(config)
-    model = CompiledModel(config, tensors)
-    model.compile_seconds = time.perf_counter() - start
-    model.analysis = an
-    return model
+    config_digest(config)  # a config JSON cannot hold fails here, at compile time, not at save
+    return CompiledWeights(config, tensors, analysis=an, compile_seconds=time.perf_counter() - start)
 
 
 def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: bool,
@@ -281,14 +225,24 @@ def _opaque_layer(config: dict, capped: set[str]) -> bool:
 def _size(plan: tuple[dict, dict, Analysis]) -> tuple[int, int]:
     """(layers, parameters) of a built plan: what the compiler minimises, in that order."""
     config, tensors, _ = plan
-    return int(config["n_layers"]), sum(t.numel() for t in tensors.values())
+    return int(config["n_layers"]), sum(t.size for t in tensors.values())
 
 
 def load(directory: str) -> CompiledModel:
     """Load a saved model with its plan, ``summary()`` and ``stats()`` (the compile time is not
     saved: it is None). ``runtime.RaspModel.load`` loads the same model with torch and
     safetensors alone."""
+    from rasp_compiler.compiler.model import CompiledModel
+
     return CompiledModel.load(directory)
 
 
-__all__ = ["CompiledModel", "compile_program", "load"]
+def __getattr__(name: str) -> Any:
+    if name == "CompiledModel":  # on first use: it is a torch model
+        from rasp_compiler.compiler.model import CompiledModel
+
+        return CompiledModel
+    raise AttributeError(f"module 'rasp_compiler.compiler' has no attribute {name!r}")
+
+
+__all__ = ["CompiledModel", "CompiledWeights", "compile_program", "compile_weights", "load"]

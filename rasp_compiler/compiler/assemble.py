@@ -11,15 +11,14 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
-import torch
 
 from rasp_compiler.compiler.analysis import Analysis, convert_token
+from rasp_compiler.compiler.artifact import FORMAT, as_arrays
 from rasp_compiler.compiler.blocks import Layout, MLPWeights, mlp_weights, shared_head_weights
 from rasp_compiler.compiler.lowering import EmbedOp, Feature, HeadOp, Lowering, MLPOp
 from rasp_compiler.compiler.schedule import Schedule
 from rasp_compiler.compiler.values import json_value
 from rasp_compiler.graph.nodes import Aggregate, Tokens
-from rasp_compiler.runtime import FORMAT
 
 # Score gap (in nats) between an attended and a not-attended key: exp(-gap) underflows to exactly
 # 0 in the dtype (smallest float32 subnormal ≈ exp(-103.3), float64 ≈ exp(-744.4)), so hard
@@ -28,7 +27,7 @@ GAP = {"float32": 120.0, "float64": 800.0}
 # Extra nats for heads that average: e^-18 ≈ 1.5e-8 (float32), e^-37 ≈ 8.5e-17 (float64).
 MEAN_GAP = {"float32": 18.0, "float64": 37.0}
 LOGIT_SCALE = 10.0
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DTYPES = ("float32", "float64")
 
 
 def _src(pos: Any) -> str | None:
@@ -337,13 +336,12 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
     out_cfg.update({"node": an.program.output, "feature": out_f.id})
     tensors["unembed.W_U"], tensors["unembed.b_U"] = w_u, np.zeros(w_u.shape[1])
 
-    def tensor_dtype(name: str) -> torch.dtype:
+    def tensor_dtype(name: str) -> str:
         if name.startswith("layers.") and ".mlp." in name:
-            return DTYPES[layers_cfg[int(name.split(".")[1])].get("mlp_dtype", dtype)]
-        return DTYPES[dtype]
+            return layers_cfg[int(name.split(".")[1])].get("mlp_dtype", dtype)
+        return dtype
 
-    out_tensors = {k: torch.from_numpy(np.ascontiguousarray(v)).to(tensor_dtype(k))
-                   for k, v in sorted(tensors.items())}
+    out_tensors = as_arrays(tensors, tensor_dtype)
     notes = []
     for sid in sorted(an.info):
         for note in an.info[sid].notes:

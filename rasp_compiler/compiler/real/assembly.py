@@ -12,8 +12,8 @@ import math
 from typing import Any
 
 import numpy as np
-import torch
 
+from rasp_compiler.compiler.artifact import FORMAT, as_arrays
 from rasp_compiler.compiler.real.bounds import _bound_note, _output_bound
 from rasp_compiler.compiler.real.core import NumericCompiler
 from rasp_compiler.compiler.real.specs import BOS, ONE, HeadSpec
@@ -44,8 +44,6 @@ def _check_magnitudes(nc: NumericCompiler, program: Program) -> None:
 def compile_numeric(program: Program, input_range: tuple[float, float], max_len: int, *,
                     dtype: str, causal: bool, fixed_length: int | None) -> tuple[dict, dict]:
     """(config, tensors) of the numerical program, in the runtime's saved-model format."""
-    from rasp_compiler.runtime import FORMAT
-
     nc = NumericCompiler(program, input_range, max_len, fixed_length=fixed_length, dtype=dtype,
                          causal=causal)
     out_id = program.output
@@ -148,10 +146,7 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
                          "labels": f.labels})
     bounds = [r for r in nc.map_reports]
     total_bound = _output_bound(nc, out_id)
-    from rasp_compiler.compiler.assemble import DTYPES
-
-    torch_dtype = DTYPES[dtype]
-    out_t = {k: torch.from_numpy(np.ascontiguousarray(v)).to(torch_dtype) for k, v in sorted(tensors.items())}
+    out_t = as_arrays(tensors, lambda name: dtype)
     notes = [_bound_note(r, dtype) for r in bounds if not r["exact"]]
     config = {
         "format": FORMAT, "program": program.source_file, "vocab": ["<number>"], "bos": "<BOS>",

@@ -1,0 +1,22 @@
+"""The compiled model: the torch runtime model plus what the compiler knows about it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rasp_compiler.compiler.report import ModelReport
+from rasp_compiler.runtime import RaspModel
+
+if TYPE_CHECKING:
+    from rasp_compiler.compiler.analysis import Analysis
+
+
+class CompiledModel(RaspModel, ModelReport):
+    """A runtime model plus what the compiler knows about it (plan, timing, analysis)."""
+
+    compile_seconds: float | None = None  # None for a model loaded from disk: the time is not saved
+    analysis: Analysis | None = None
+
+    @property
+    def params(self) -> int:
+        return int(sum(t.numel() for t in self.tensors.values()))
