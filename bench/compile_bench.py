@@ -2,7 +2,7 @@
 
 For every classic in ``bench/shipped.py`` at vocabulary size 5 and max length 5, 10, 20, 40, 64:
 layers, heads per layer, residual width, parameters (and how many are non-zero), compile time
-from the Python API (best of 3 below N=64, else 1), the compiled forward time for a batch of
+from the Python API (best of 3 to N=64, else 1), the compiled forward time for a batch of
 1,024 inputs of length N (``model.run``, encoding and decoding included, in chunks of 256, torch on
 one thread; and ``fwd``: the transformer module alone on pre-encoded token ids), and the
 interpreter time for the same batch (timed on the first 128 inputs and scaled to 1,024).
@@ -80,7 +80,7 @@ def bench_program(name: str, lengths: list[int], batch: int, repeats: int | None
         row: dict = {"program": name, "max_len": n, "vocab_size": len(vocab)}
         try:
             times, walls = [], []
-            for _ in range(repeats or (3 if n < 64 else 1)):
+            for _ in range(repeats or (3 if n <= 64 else 1)):
                 c0 = time.process_time()
                 model = compile_program(program, vocab, n)
                 times.append(time.process_time() - c0)
@@ -213,7 +213,7 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=BATCH)
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--repeats", type=int, default=0,
-                    help="compiles per cell, best kept (default 3 below N=64, 1 at 64 and above)")
+                    help="compiles per cell, best kept (default 3 to N=64, 1 above)")
     ap.add_argument("--no-extras", action="store_true",
                     help="only the table: skip the N=80 compiles, the CLI timings and the tracr comparison")
     ap.add_argument("--markdown", type=Path, metavar="JSON",
