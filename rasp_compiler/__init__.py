@@ -4,7 +4,8 @@ The common entry points, importable from the package itself (loaded on first use
 ``import rasp_compiler`` stays cheap and does not pull in torch):
 
 * ``load_program(path)``, ``program_from_source(text)``, ``run(program, inputs)`` — the language;
-* ``compile_program(program, vocab, max_len)`` — the compiler; ``load(dir)`` — a saved model.
+* ``compile_program(program, vocab, max_len)`` — the compiler (``compile_weights``: the same, stopped
+  before torch, NumPy weights and their files); ``load(dir)`` — a saved model.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ _EXPORTS = {
     "parse_source": "rasp_compiler.lang",
     "run": "rasp_compiler.lang",
     "compile_program": "rasp_compiler.compiler",
+    "compile_weights": "rasp_compiler.compiler",
     "load": "rasp_compiler.compiler",
 }
 

@@ -66,6 +66,8 @@ def test_saved_weights_are_byte_identical_to_the_torch_models(name, vocab, max_l
 
 def test_the_torch_model_of_the_weights_runs_them(tmp_path: Path) -> None:
     weights = compile_weights(load_program(str(ROOT / "programs/reverse.rasp")), list("abc"), 8)
+    assert repr(weights) == (f"CompiledWeights(layers=2, heads_per_layer={weights.heads_per_layer}, "
+                             f"residual_width={weights.residual_width}, params={weights.params:,})")
     model = weights.model()
     assert model.run(["abca", "cb"]) == [list("acba"), list("bc")]
     assert model.compile_seconds == weights.compile_seconds and model.analysis is weights.analysis

@@ -48,7 +48,7 @@ def weights_digest(tensors: dict[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class CompiledWeights(ModelReport):
     """What the compiler built, before torch: ``config`` (with ``weights_sha256``) and one
     C-contiguous array per tensor, in its dtype."""
@@ -57,6 +57,10 @@ class CompiledWeights(ModelReport):
     tensors: dict[str, np.ndarray]
     analysis: Analysis | None = None
     compile_seconds: float | None = None
+
+    def __repr__(self) -> str:  # not the tensors: a large model's would fill a screen
+        return (f"CompiledWeights(layers={self.n_layers}, heads_per_layer={self.heads_per_layer}, "
+                f"residual_width={self.residual_width}, params={self.params:,})")
 
     @property
     def params(self) -> int:
