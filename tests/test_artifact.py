@@ -85,17 +85,22 @@ def test_saving_weights_refuses_a_file_or_a_non_path(tmp_path: Path) -> None:
     assert not (tmp_path / "taken" / "below").exists()
 
 
-def test_rasp_compile_never_imports_torch(tmp_path: Path) -> None:
-    # torch is most of the command's start-up; a compile that pulls it back in shows here
+@pytest.mark.parametrize("args, wrote", [
+    (["compile", "programs/tracr/shuffle_dyck2.rasp", "--vocab", "()[]x", "--max-len", "8", "-o", "out"],
+     "out/model.safetensors"),
+    (["compile", "programs/softmax.rasp", "--input-range", "-50", "50", "-o", "out"], "out/model.safetensors"),
+    (["show", "programs/reverse.rasp", "--vocab", "abc", "--max-len", "8", "-o", "plan.png"], "plan.png"),
+])
+def test_commands_that_run_no_model_never_import_torch(args, wrote, tmp_path: Path) -> None:
+    # torch is most of such a command's start-up; one that pulls it back in shows here
     probe = ("import sys\n"
              "from rasp_compiler.cli import main\n"
              "code = main(sys.argv[1:])\n"
              "print('torch' in sys.modules)\n"
              "sys.exit(code)\n")
-    for args in (["programs/tracr/shuffle_dyck2.rasp", "--vocab", "()[]x", "--max-len", "8"],
-                 ["programs/softmax.rasp", "--input-range", "-50", "50"]):
-        done = subprocess.run([sys.executable, "-c", probe, "compile", *args, "-o", str(tmp_path / "out")],
-                              capture_output=True, text=True, timeout=120, cwd=ROOT)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.strip().splitlines()[-1] == "False", args
-        assert (tmp_path / "out" / "model.safetensors").is_file()
+    args = [str(tmp_path / a) if a in ("out", "plan.png") else a for a in args]
+    done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False"
+    assert (tmp_path / wrote).is_file()

@@ -94,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def show_program(args: argparse.Namespace, fmt: str) -> dict:
-    from rasp_compiler.commands.compile import compile_from_args
+    from rasp_compiler.commands.compile import weights_from_args
     from rasp_compiler.lang import load_program
     from rasp_compiler.viz import draw_plan
 
@@ -106,8 +106,9 @@ def show_program(args: argparse.Namespace, fmt: str) -> dict:
         raise UserError("drawing a program's schedule needs --vocab and --max-len (it is compiled first)",
                         hint="or --input-range LO HI for a program over real-valued tokens")
     # the same compile as 'rasp compile' with these options, so the picture is of that model
+    # (its weights only: the plan needs no torch)
     args.file, args.dtype = args.target, args.dtype or "float32"
-    model = compile_from_args(args)
+    model = weights_from_args(args)
     program = load_program(args.target, output=args.output or "out")
     pic = draw_plan(program, model.plan, args.out, fmt=fmt, residual=model.config.get("residual"),
                     title=f"{args.target}: {model.n_layers} layer{'s' * (model.n_layers != 1)}, "

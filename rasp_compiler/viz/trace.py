@@ -19,11 +19,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rasp_compiler.errors import InputError, UserError
-from rasp_compiler.runtime import RaspModel
 from rasp_compiler.viz.common import check_picture_path, image_size, shorten, write_figure
+
+if TYPE_CHECKING:  # torch, loaded only where a model is drawn (`rasp show PROGRAM` draws none)
+    from rasp_compiler.runtime import RaspModel
 
 
 @dataclass
@@ -162,6 +164,8 @@ def draw_trace(model: RaspModel, tokens: list[Any] | str, path: str, fmt: str | 
     """Draw ``model`` running on one input (a string or a list of tokens) to ``path``: every
     head's attention pattern and the residual stream after each layer.  ``fmt`` overrides the
     format the suffix names."""
+    from rasp_compiler.runtime import RaspModel
+
     if not isinstance(model, RaspModel):
         raise UserError(f"draw_trace takes a compiled model (compile_program(...)), got "
                         f"{type(model).__name__}")
