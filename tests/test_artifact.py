@@ -88,7 +88,8 @@ def test_saving_weights_refuses_a_file_or_a_non_path(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args, wrote", [
     (["compile", "programs/tracr/shuffle_dyck2.rasp", "--vocab", "()[]x", "--max-len", "8", "-o", "out"],
      "out/model.safetensors"),
-    (["compile", "programs/softmax.rasp", "--input-range", "-50", "50", "-o", "out"], "out/model.safetensors"),
+    (["compile", "programs/softmax.rasp", "--input-range", "-50", "50", "-o", "out"],
+     "out/model.safetensors"),
     (["show", "programs/reverse.rasp", "--vocab", "abc", "--max-len", "8", "-o", "plan.png"], "plan.png"),
 ])
 def test_commands_that_run_no_model_never_import_torch(args, wrote, tmp_path: Path) -> None:

@@ -103,26 +103,43 @@ def separable(rows: list[tuple[tuple, Any]], n_inputs: int
         for k in range(n_inputs + 1):
             np.add.at(ata, (full[:, j], full[:, k]), 1.0)
         np.add.at(atb, full[:, j], y)
-    # gauge: each part is 0 at its smallest value, the rest goes into the constant.  Without
-    # those columns the equations are usually regular, and a direct solve is far cheaper than
-    # least squares (tracr's shuffle-Dyck-2 over '()[]x' at 64: 2,523 columns, 2.2 s by SVD);
-    # where that fails or does not fit, least squares decides
+    # gauge: each part is 0 at its smallest value, the rest goes into the constant.  Where that
+    # determines the parts (one input, or two whose values the rows connect), a direct solve finds
+    # them far faster than least squares (tracr's shuffle-Dyck-2 over '()[]x' at 64: 2,523
+    # columns, 2.2 s by SVD); elsewhere least squares picks the smallest of the solutions
     gauge = [cols[j][min(cols[j])] for j in range(n_inputs)]
-    try:
-        fit = _fit(_solve_gauged(ata, atb, cols, gauge), cols, raw, gauge, idx, y)
-    except np.linalg.LinAlgError:
-        fit = None
+    fit = None
+    if n_inputs == 1 or (n_inputs == 2 and _connected(idx, total)):
+        try:
+            fit = _fit(_solve_gauged(ata, atb, cols, gauge), cols, raw, gauge, idx, y)
+        except np.linalg.LinAlgError:
+            pass
     if fit is None:
         fit = _fit(np.linalg.lstsq(ata, atb, rcond=None)[0], cols, raw, gauge, idx, y)
     return fit
 
 
+def _connected(idx: np.ndarray, total: int) -> bool:
+    """Whether the rows join all ``total`` values into one component (values are joined when a
+    row holds both): smallest labels spread along the rows, with pointer jumping, until stable."""
+    labels = np.arange(total)
+    while True:
+        row_min = labels[idx].min(axis=1)
+        spread = labels.copy()
+        for j in range(idx.shape[1]):
+            np.minimum.at(spread, idx[:, j], row_min)
+        spread = spread[spread]
+        if np.array_equal(spread, labels):
+            return bool(np.all(labels == 0))
+        labels = spread
+
+
 def _solve_gauged(ata: np.ndarray, atb: np.ndarray, cols: list[dict[tuple, int]], gauge: list[int]
                   ) -> np.ndarray:
-    """The normal equations solved with each gauge column's unknown 0.  Every row holds one value
-    of each input, so the block of the input with the most values is diagonal: it is eliminated
-    first (a Schur complement), and only the other inputs' values and the constant are solved
-    for together."""
+    """The normal equations solved with each gauge column's unknown 0 (regular when that fixes
+    the parts).  Every row holds one value of each input, so the block of the input with the most
+    values is diagonal: it is eliminated first (a Schur complement), and only the other inputs'
+    values and the constant are solved for together."""
     n = len(atb)
     widest = max(range(len(cols)), key=lambda j: len(cols[j]))
     kept = np.ones(n, dtype=bool)
