@@ -362,3 +362,56 @@ def test_projection_orders_a_grid_by_the_difference_first_where_that_is_cheaper(
     assert coef is not None and _separates(coef, pts, [1.0, 1.0], "float32")
     steps = len(changes(sorted_by_projection(coef, pts)[1]))
     assert steps <= 126 < (n + 1) ** 2 - 1, steps  # mixed radix: 528
+
+
+def _most_frequent_key_points(n: int) -> list:
+    """most_frequent's ``key = 1 if seen_before else -histogram`` over (the 0/1 mean, BOS's
+    weight 1/(w+1)) for widths w = 0..n."""
+    return [((float(seen), 1.0 / (w + 1)), 1 if seen else -w) for seen in (0, 1) for w in range(n + 1)]
+
+
+def test_a_bos_weight_is_charged_rounding_relative_to_its_size() -> None:
+    """At n = 256 the BOS weights of w = 255 and 256 are 1/(256·257) apart, under the uniform
+    bound for the two coordinates (64 float32 epsilons times 1 + 1) but far above the bound
+    relative to the weights themselves; below n = 192 the uniform bound already separates them."""
+    import numpy as np
+
+    from rasp_compiler.compiler.numeric import changes, projection, sorted_by_projection
+
+    pts = _most_frequent_key_points(256)
+    assert projection(pts, [1.0, 1.0]) is None
+    assert projection(pts, [1.0, 1.0], relative=[False, False]) is None
+    coef = projection(pts, [1.0, 1.0], relative=[False, True])
+    assert coef is not None
+    zs, ys = sorted_by_projection(coef, pts)
+    # every w is its own step along z; the repeats (key 1) sit in one block
+    assert len(changes(ys)) == 257
+    small = _most_frequent_key_points(128)
+    assert np.array_equal(projection(small, [1.0, 1.0], relative=[False, True]),
+                          projection(small, [1.0, 1.0]))
+
+
+def test_pairs_that_are_not_neighbours_are_checked_when_allowances_differ() -> None:
+    """z = 0, 0.5, 1 with allowances 1, 0.1, 0.1 and outputs 0, 0, 1: the neighbours that differ
+    (0.5 and 1) are 0.5 > 0.1 + 0.1 apart, but the first and the last are within 1 + 0.1."""
+    import numpy as np
+
+    from rasp_compiler.compiler.numeric import _apart
+
+    z = np.array([0.0, 0.5, 1.0])
+    assert not _apart(z, np.array([1.0, 0.1, 0.1]), np.array([0, 0, 1]))
+    assert _apart(z, np.array([0.4, 0.1, 0.1]), np.array([0, 0, 1]))
+    assert _apart(z, np.array([1.0, 1.0, 1.0]), np.array([1, 1, 1]))
+
+
+def test_most_frequent_keeps_its_depth_at_256() -> None:
+    """Its ``key`` reads the histogram's BOS weight and a 0/1 mean in layer 0's MLP: with the
+    weight's rounding charged relative to its size (above) that MLP is exact at 256 too, and
+    the program keeps its 3 layers (4 before, with ``key`` in an MLP layer of its own)."""
+    program = load_program(str(BY_NAME["most_frequent"].file))
+    model = compile_program(program, list("abcde"), 256)
+    assert model.n_layers == 3, model.config.get("critical_path")
+    res = check_model(model, program, random_inputs(list("abcde"), 256, 12, seed=7)
+                      + [["a"] * 256, ["e"] + ["a"] * 255, list("abcde" * 51 + "a")]
+                      + edge_inputs(list("abc"), 256)[:12])
+    assert res.ok, res.failures[:1]

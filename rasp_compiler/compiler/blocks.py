@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from rasp_compiler.compiler.lowering import ONE, Feature, HeadOp, MLPOp
+from rasp_compiler.compiler.lowering import ONE, Feature, HeadOp, MLPOp, is_bos_weight
 from rasp_compiler.compiler.numeric import (
     SharedSteps,
     changes,
@@ -421,8 +421,9 @@ def _step_mlp(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: lis
         return np.array([layout.dim(op.inputs[j], v) for j, vs in zip(cat, sets, strict=True) for v in vs],
                         dtype=int)
 
+    relative = [is_bos_weight(ins[j].id) for j in num]
     for sets, pts in merge_groups(groups):
-        coef = projection(pts, mags, dtype)
+        coef = projection(pts, mags, dtype, relative)
         if coef is None:
             # Only a width decode gets here (lowering checked every other op): its input, BOS's
             # attention weight 1/(w+1), is a correctly rounded quotient of exact integers, far more

@@ -47,8 +47,21 @@ def _separates(coef: np.ndarray, pts: list[tuple[tuple[float, ...], Any]], mags:
 
 
 def projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
-               dtype: str = "float32") -> np.ndarray | None:
-    """A coefficient vector separating points with different outputs, or None."""
+               dtype: str = "float32", relative: list[bool] | None = None) -> np.ndarray | None:
+    """A coefficient vector separating points with different outputs, or None.
+
+    ``relative`` marks the coordinates that float rounds relative to their own size (a BOS
+    attention weight 1/(w+1): see ``_relative_projection``); they are used only where the
+    uniform noise bound finds no projection, so every other MLP keeps its weights."""
+    found = _uniform_projection(pts, mags, dtype)
+    if found is None and relative is not None and any(relative) and pts:
+        return _relative_projection(pts, mags, relative, dtype)
+    return found
+
+
+def _uniform_projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
+                        dtype: str) -> np.ndarray | None:
+    """``projection`` with every coordinate's rounding bounded by its largest magnitude."""
     k = len(mags)
     if k == 0:
         return np.zeros(0)
@@ -69,10 +82,7 @@ def projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
     # step pairs.  The paper's Dyck-2 at a position where (i + 1) * (k / (i + 1)) is not k reads
     # depth + closes from two prefix means: along m1 - m2, then m1, it changes about 2n times
     # plus where the rounding does, against once per point of the n x n grid by mixed radix.
-    eye = np.eye(k)
-    orders = [[eye[j] for j in reversed(range(k))]]
-    for major in (np.ones(k), np.array([1.0] + [-1.0] * (k - 1))):
-        orders += [[major] + [eye[j] for j in reversed(range(k)) if j != first] for first in range(k)]
+    orders = _lexicographic_orders(k)
     ids: dict[tuple, int] = {}
     ys = np.array([ids.setdefault((type(y), y), len(ids)) for _, y in pts], dtype=np.int64)
     ranked = []
@@ -112,6 +122,74 @@ def projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
         if _separates(coef, pts, mags, dtype):
             return coef
     return None
+
+
+def _lexicographic_orders(k: int) -> list[list[np.ndarray]]:
+    """The lexicographic orders ``projection`` tries: mixed radix over the coordinates (the last
+    one major), then the sum or the difference as the major key and the coordinates after it."""
+    eye = np.eye(k)
+    orders = [[eye[j] for j in reversed(range(k))]]
+    for major in (np.ones(k), np.array([1.0] + [-1.0] * (k - 1))):
+        orders += [[major] + [eye[j] for j in reversed(range(k)) if j != first] for first in range(k)]
+    return orders
+
+
+def _relative_projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
+                         relative: list[bool], dtype: str) -> np.ndarray | None:
+    """``projection`` where the ``relative`` coordinates' rounding scales with their value.
+
+    A width head's BOS weight 1/(w+1) is the quotient of equal exponentials: float rounds it
+    relative to itself (measured: within half an epsilon of 1/(w+1) at max_len 192 and 256 in
+    most_frequent), while the uniform bound charges every point the rounding of the largest
+    value, 1/2.  most_frequent's ``key`` reads that weight and a 0/1 mean: along their sum the
+    weights of w = 255 and 256 are 1/(256·257) apart, just under the uniform bound for the two
+    coordinates at float32 and far above the relative one.  Candidates are the sum, the
+    difference and the lexicographic orders, fewest output changes first."""
+    k = len(mags)
+    xs = np.array([x for x, _ in pts], dtype=np.float64).reshape(len(pts), k)
+    ids: dict[tuple, int] = {}
+    ys = np.array([ids.setdefault((type(y), y), len(ids)) for _, y in pts], dtype=np.int64)
+    candidates = [np.ones(k)]
+    if k > 1:
+        candidates.append(np.array([1.0] + [-1.0] * (k - 1)))
+        candidates += [c for c in (_lexicographic(xs, forms) for forms in _lexicographic_orders(k))
+                       if c is not None]
+    scale = np.where(np.asarray(relative, dtype=bool), np.abs(xs), np.asarray(mags, dtype=np.float64))
+    eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)
+    ranked = []
+    for rank, coef in enumerate(candidates):
+        z = xs @ coef
+        order = np.argsort(z, kind="stable")
+        cost = int(np.count_nonzero(ys[order][1:] != ys[order][:-1]))
+        ranked.append((cost, rank, coef, z, order))
+    for _, _, coef, z, order in sorted(ranked, key=lambda r: (r[0], r[1])):
+        # half of ``_separates``' allowance per point, so that two points of the uniform case
+        # are apart by exactly that allowance
+        err = 32.0 * eps * (scale @ np.abs(coef)) + 1e-300
+        if _apart(z[order], err[order], ys[order]):
+            return coef
+    return None
+
+
+def _apart(z: np.ndarray, err: np.ndarray, ys: np.ndarray) -> bool:
+    """No two points (sorted by ``z``) with different outputs ``ys`` within the sum of their
+    rounding allowances ``err``.  Allowances differ from point to point, so a pair of points
+    that are not neighbours is checked too, wherever it is close enough to matter."""
+    n = len(z)
+    reach = np.searchsorted(z, z + err + float(np.max(err)), side="right")
+    # the first point after each one with another output
+    change = np.nonzero(ys[1:] != ys[:-1])[0] + 1
+    nxt = np.full(n, n, dtype=np.int64)
+    if len(change):
+        pos = np.searchsorted(change, np.arange(n), side="right")
+        has = pos < len(change)
+        nxt[has] = change[pos[has]]
+    for i in np.nonzero(nxt < reach)[0].tolist():
+        j = np.arange(int(nxt[i]), int(reach[i]))
+        bad = (ys[j] != ys[i]) & (z[j] - z[i] <= err[i] + err[j])
+        if np.any(bad):
+            return False
+    return True
 
 
 def _order_cost(coef: np.ndarray, xs: np.ndarray, ys: np.ndarray, mags: list[float], dtype: str
@@ -355,12 +433,13 @@ def shared_projected_steps(groups: dict[tuple, Points], mags: list[float], dtype
     return shared, coef, {key: pts for key, pts in groups.items() if key not in held}
 
 
-def step_units(groups: dict[tuple, Points], mags: list[float], dtype: str) -> int | None:
+def step_units(groups: dict[tuple, Points], mags: list[float], dtype: str,
+               relative: list[bool] | None = None) -> int | None:
     """Hidden units of the per-combination step MLP over ``groups`` (a constant and a step pair
     per change along each merged group's projection); None where no projection separates."""
     total = 0
     for _, pts in merge_groups(groups):
-        coef = projection(pts, mags, dtype)
+        coef = projection(pts, mags, dtype, relative)
         if coef is None:
             return None
         total += 1 + 2 * len(changes(sorted_by_projection(coef, pts)[1]))

@@ -26,6 +26,6 @@ The lowering is one class, ``Lowering`` (``core``), built from parts with one jo
 from __future__ import annotations
 
 from rasp_compiler.compiler.lowering.core import Lowering
-from rasp_compiler.compiler.lowering.ops import ONE, Block, EmbedOp, Feature, HeadOp, MLPOp, Op
+from rasp_compiler.compiler.lowering.ops import ONE, Block, EmbedOp, Feature, HeadOp, MLPOp, Op, is_bos_weight
 
-__all__ = ["ONE", "Block", "EmbedOp", "Feature", "HeadOp", "Lowering", "MLPOp", "Op"]
+__all__ = ["ONE", "Block", "EmbedOp", "Feature", "HeadOp", "Lowering", "MLPOp", "Op", "is_bos_weight"]

@@ -13,7 +13,7 @@ from rasp_compiler.compiler.lowering.aggregates import Aggregates
 from rasp_compiler.compiler.lowering.causal import CausalCheck
 from rasp_compiler.compiler.lowering.map_rows import MapRows
 from rasp_compiler.compiler.lowering.maps import Maps
-from rasp_compiler.compiler.lowering.ops import EmbedOp, Feature, MLPOp, Op
+from rasp_compiler.compiler.lowering.ops import BOS_WEIGHT, EmbedOp, Feature, MLPOp, Op, is_bos_weight
 from rasp_compiler.compiler.lowering.selector_blocks import SelectorBlocks
 from rasp_compiler.compiler.lowering.width_parts import WidthParts
 from rasp_compiler.compiler.lowering.widths import Widths
@@ -51,8 +51,8 @@ class Lowering(Maps, MapRows, AffineNumbers, SelectorBlocks, CausalCheck, Aggreg
         node = an.node(sid) if sid in an.graph else None
         if sid in self._part_owner:
             self._part_heads(self._part_owner[sid])
-        elif sid.endswith(".bos_weight"):
-            self._width_head(sid[: -len(".bos_weight")])
+        elif is_bos_weight(sid):
+            self._width_head(sid[: -len(BOS_WEIGHT)])
         elif info.base_kind == "const":
             self._feature(sid, info, sid)
             self.ops[sid] = EmbedOp(sid, sid, "const", value=info.values[0])

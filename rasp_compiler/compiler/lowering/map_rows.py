@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rasp_compiler.compiler.lowering.ops import MLPOp
+from rasp_compiler.compiler.lowering.ops import MLPOp, is_bos_weight
 from rasp_compiler.compiler.numeric import (
     group_points,
     projection,
@@ -120,8 +120,9 @@ class MapRows:
         if len(num) >= 2 and len(num) == len(inputs) and out_numeric and affine(rows) is not None:
             return len(num)
         mags = [max((abs(float(v)) for v in self.an.info[inputs[j]].values), default=0.0) for j in num]
+        relative = [is_bos_weight(inputs[j]) for j in num]
         groups = group_points(rows, num)
-        total = step_units(groups, mags, self.an.dtype)
+        total = step_units(groups, mags, self.an.dtype, relative)
         if total is not None and len(num) == 1 and len(inputs) > 1 and not out_numeric:
             shared = shared_steps(groups)
             if shared is not None and shared.units() < total:
@@ -136,7 +137,7 @@ class MapRows:
             got = shared_projected_steps(groups, mags, self.an.dtype)
             if got is not None:
                 shared, coef, rest = got
-                rest_units = step_units(rest, mags, self.an.dtype) if rest else 0
+                rest_units = step_units(rest, mags, self.an.dtype, relative) if rest else 0
                 if rest_units is not None and shared.units() + rest_units < total:
                     shared.coef = coef  # type: ignore[attr-defined]
                     shared.rest = set(rest)  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ from typing import Any
 
 from rasp_compiler.compiler.analysis import SInfo
 from rasp_compiler.compiler.lowering import limits
-from rasp_compiler.compiler.lowering.ops import EmbedOp, MLPOp
+from rasp_compiler.compiler.lowering.ops import EmbedOp, MLPOp, is_bos_weight
 from rasp_compiler.compiler.tables import priority_split
 from rasp_compiler.compiler.values import value_key
 
@@ -178,7 +178,7 @@ class Maps:
                 # an opaque map is replaced by its direct inputs, a fusable one by its frontier
                 sub = ({u for u in xi.inputs if an.info[u].base_kind != "const"}
                        if xi.base_kind is not None else set(self.frontier(x)))
-                if not sub or any(an.info[u].encoding != "categorical" or u.endswith(".bos_weight")
+                if not sub or any(an.info[u].encoding != "categorical" or is_bos_weight(u)
                                   for u in sub):
                     continue
                 bigger = (leaves - {x}) | sub

@@ -16,6 +16,13 @@ import numpy as np
 from rasp_compiler.graph.nodes import SourcePos
 
 ONE = "one"
+BOS_WEIGHT = ".bos_weight"  # suffix of the feature a width head writes: BOS's weight 1/(w+1)
+
+
+def is_bos_weight(feature_id: str) -> bool:
+    """Whether ``feature_id`` is a width head's BOS weight (``Widths.scratch``), a number that
+    float rounds relative to its own size (``numeric.projection``)."""
+    return feature_id.endswith(BOS_WEIGHT)
 
 
 @dataclass

@@ -7,7 +7,7 @@ A width whose selector would need a product one-hot is split into part heads ins
 from __future__ import annotations
 
 from rasp_compiler.compiler.analysis import SInfo
-from rasp_compiler.compiler.lowering.ops import HeadOp, MLPOp
+from rasp_compiler.compiler.lowering.ops import BOS_WEIGHT, HeadOp, MLPOp
 from rasp_compiler.compiler.values import sorted_values
 from rasp_compiler.graph.nodes import SelectorWidth
 
@@ -17,7 +17,7 @@ class Widths:
 
     def scratch(self, sid: str) -> str:
         """The numerical s-op 1/(w+1) that the head of width ``sid`` writes (BOS's attention weight)."""
-        scratch = f"{sid}.bos_weight"
+        scratch = sid + BOS_WEIGHT
         if scratch not in self.an.info:
             info = self.an.info[sid]
             values = sorted_values(1.0 / (w + 1) for w in info.values)
