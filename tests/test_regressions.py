@@ -582,3 +582,32 @@ def test_shuffle_dyck2_is_no_deeper_between_10_and_64(max_len: int, layers: int)
     res = check_model(model, program, inputs)
     assert res.ok and res.inputs_checked >= 150, res.failures[:2]
     assert any(run(program, x)[-1] for x in inputs) and not all(run(program, x)[-1] for x in inputs)
+
+
+# Found 2 Dec (evening) by hand: a numerical mean over a positional selector has one list of
+# values per (index, length) context, and the joint domains enumerate a context again whenever
+# some base's list is another object (Domains._contexts), so `y` counted 2,080 contexts times the
+# width's values at max_len 64 and 8,256 at 128: past the analysis's cap it was opaque (3 layers
+# at 128) and at 192 the model was past the size guard.  Equal lists are now one list
+# (analysis.sinfo.shared_lists): 2 layers at 128 and 192.
+POSITIONAL_MEAN_BESIDE_A_WIDTH = """
+w = selector_width(select(tokens, tokens, ==));
+late = numerical(aggregate(select(indices, length - 1, ==), numerical(indices > 100), 0));
+y = w * 3 if late > 0.5 else w;
+y;
+"""
+
+
+def test_a_positional_mean_beside_a_width_is_counted_once_per_list_of_values() -> None:
+    from rasp_compiler.compiler.analysis import Analysis
+
+    program = program_from_source(POSITIONAL_MEAN_BESIDE_A_WIDTH)
+    an = Analysis(program, list("abcde"), 128)
+    # `late` holds False below length 102 and True from there: two lists, not 8,256
+    assert len({id(v) for v in an.info["late"].cond.values()}) == 2
+    assert an.domain_size(("late", "w")) <= 2 * 129
+    model = compile_program(program, list("abcde"), 128)
+    assert model.n_layers == 2, model.config.get("critical_path")
+    inputs = [list("abcde" * 25 + "abc"), list("a" * 101), list("a" * 102), list("ab" * 51), ["e"]]
+    res = check_model(model, program, inputs)
+    assert res.ok and res.inputs_checked == len(inputs), res.failures[:1]

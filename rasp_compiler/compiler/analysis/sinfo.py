@@ -30,6 +30,10 @@ class SInfo:
     # (a, b, c) for a map that is a·index + b·length + c in integers (``_positional_affine``)
     posaff: tuple[int, int, int] | None = None
 
+    def __post_init__(self) -> None:
+        if self.cond is not None:
+            self.cond = shared_lists(self.cond)
+
     @property
     def cond_by_index(self) -> bool:
         """Whether a conditional base's values depend on the index only, not on the length."""
@@ -48,6 +52,24 @@ class SInfo:
     @property
     def numeric(self) -> bool:
         return is_numeric(self.values)
+
+
+def shared_lists(cond: dict[tuple[int, int], list[Any]]) -> dict[tuple[int, int], list[Any]]:
+    """``cond`` with equal value lists (the same values of the same types) made one list.
+
+    The joint domains enumerate a context only when some base offers it other choices than an
+    earlier context, and tell choices apart by the list's identity (``Domains._contexts``): a
+    positional mean built one list per (index, length) made every context new, 32,896 of them
+    at max_len 256 where two lists of values occur."""
+    canonical: dict[tuple, list[Any]] = {}
+    by_id: dict[int, list[Any]] = {}  # lists already shared (a mean's, one per width) are keyed once
+    out = {}
+    for ctx, vals in cond.items():
+        got = by_id.get(id(vals))
+        if got is None:
+            got = by_id[id(vals)] = canonical.setdefault((tuple(vals), tuple(map(type, vals))), vals)
+        out[ctx] = got
+    return out
 
 
 def is_numeric(values: list[Any]) -> bool:
