@@ -13,6 +13,7 @@ minimised into tests/test_regressions.py.  Writes bench/results/differential.jso
     nice -n 5 .venv/bin/python bench/differential.py --repeats 0.3 --start 9500000   # alike nodes
     nice -n 5 .venv/bin/python bench/differential.py --domain-cap 100 --wide-domain-cap 2000 \
         --programs 3000 --start 9960000          # the second plan with larger tables
+    nice -n 5 .venv/bin/python bench/differential.py --defer-from 50 --start 12200000   # deferred maps
 
 With ``--causal`` every selector is restricted to keys at or before its query and ``length`` is
 never read, and each program is compiled with ``causal=True``.
@@ -67,6 +68,10 @@ def main() -> int:
                          "with --wide-domain-cap the second plan's: small programs then take the "
                          "paths of large ones (opaque maps, the plan with larger tables)")
     ap.add_argument("--wide-domain-cap", type=int, default=None, metavar="M")
+    ap.add_argument("--defer-from", type=int, default=None, metavar="K",
+                    help="lower analysis.limits.DEFER_FROM to K: maps past K joint assignments are "
+                         "kept opaque in the first plan, and tabulated in a second where that costs "
+                         "a layer")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     from rasp_compiler.compiler.analysis import limits
@@ -74,6 +79,8 @@ def main() -> int:
         limits.DOMAIN_CAP = args.domain_cap
     if args.wide_domain_cap is not None:
         limits.WIDE_DOMAIN_CAP = args.wide_domain_cap
+    if args.defer_from is not None:
+        limits.DEFER_FROM = args.defer_from
     if args.python_api and (args.causal or args.repeats):
         ap.error("--causal and --repeats have no --python-api generator")
     if args.python_api:  # tracr's warning for SequenceMap(f, x, x), which the generator writes on purpose

@@ -415,3 +415,31 @@ def test_most_frequent_keeps_its_depth_at_256() -> None:
                       + [["a"] * 256, ["e"] + ["a"] * 255, list("abcde" * 51 + "a")]
                       + edge_inputs(list("abc"), 256)[:12])
     assert res.ok, res.failures[:1]
+
+
+def test_dyck2_keeps_its_large_table_opaque_where_that_saves_no_layer(monkeypatch) -> None:
+    """dyck2's `bad` has 50,400 joint assignments at max_len 40 (and its last line 46,780).
+    Tabulated, they fused into the MLPs that read them for no layer saved (the four heads need four
+    layers): 1.20M parameters against 0.94M opaque, and most of the compile.  Past
+    limits.DEFER_FROM they stay opaque."""
+    from rasp_compiler.compiler import compile_weights
+    from rasp_compiler.compiler.analysis import limits
+
+    program = load_program(str(BY_NAME["dyck2"].file))
+    vocab = list(BY_NAME["dyck2"].vocab5)
+    tabulated = compile_weights(program, vocab, 40)  # DEFER_FROM off by default, for now
+    assert not tabulated.analysis.deferred
+    monkeypatch.setattr(limits, "DEFER_FROM", 40_000)
+    kept = compile_weights(program, vocab, 40)
+    assert [sid for sid, _ in kept.analysis.deferred] == ["bad", "dyck2"]
+    assert kept.config["n_layers"] == 4
+    assert tabulated.config["n_layers"] == 4
+    assert kept.params < tabulated.params, (kept.params, tabulated.params)
+    monkeypatch.setattr(limits, "DEFER_FROM", 2_000)  # the same at max_len 12 (5,040 rows)
+    small = compile_weights(program, vocab, 12)
+    assert [sid for sid, _ in small.analysis.deferred] == ["bad"]
+    model = small.model()
+    assert model.n_layers == 4 and model.heads_per_layer == [1, 1, 1, 1]
+    inputs = random_inputs(vocab, 12, 300, seed=5) + edge_inputs(vocab, 12)
+    res = check_model(model, program, inputs)
+    assert res.ok, res.failures[:1]

@@ -158,6 +158,25 @@ def test_a_map_past_the_domain_cap_that_costs_a_layer_is_tabulated_in_a_second_p
     assert compile_program(program, vocab, 12).n_layers == 5
 
 
+def test_a_deferred_map_that_costs_a_layer_is_tabulated_after_all(monkeypatch) -> None:
+    """Past limits.DEFER_FROM joint assignments a map is kept opaque in the first plan.  At max_len
+    12 under a threshold of 1,000 the paper's `delay_closer` (3,272 rows) and two more are; opaque,
+    they cost a fifth layer that the four heads do not need, so the compiler tabulates them after
+    all: the same weights as with no deferral."""
+    from rasp_compiler.compiler import compile_weights
+    from rasp_compiler.compiler.analysis import limits
+
+    program = program_from_source(PAPER_DYCK, "paper.rasp", output="dyck2_ptf")
+    vocab = list("(){}")
+    plain = compile_weights(program, vocab, 12)
+    assert plain.analysis.deferred == []  # nothing past the real threshold at this size
+    monkeypatch.setattr(limits, "DEFER_FROM", 1_000)
+    model = compile_weights(program, vocab, 12)
+    assert model.analysis.deferred == []  # the analysis of the tabulated plan
+    assert model.config["weights_sha256"] == plain.config["weights_sha256"]
+    assert model.config["n_layers"] == 4
+
+
 @pytest.mark.slow
 def test_paper_dyck2_at_64_keeps_the_original_four_layers() -> None:
     """The real size: 374,656 rows, a 42,118-unit layer-0 MLP, about 15 s of compile."""

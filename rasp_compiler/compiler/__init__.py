@@ -23,12 +23,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from rasp_compiler.compiler.analysis import Analysis
+from rasp_compiler.compiler.analysis import Analysis, limits
 from rasp_compiler.compiler.artifact import CompiledWeights, config_digest, weights_digest
 from rasp_compiler.compiler.assemble import DTYPES, assemble
 from rasp_compiler.compiler.lowering import Lowering
 from rasp_compiler.compiler.rewrites import bos_counts, nonzero_widths, shared_subexpressions
-from rasp_compiler.compiler.schedule import schedule
+from rasp_compiler.compiler.schedule import head_depth, schedule
 from rasp_compiler.compiler.values import vocab_list
 from rasp_compiler.errors import CompileError, UserError
 from rasp_compiler.graph.expr import deep_recursion
@@ -166,8 +166,8 @@ def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causa
     stage("value sets")
     # same values, fewer heads and layers
     rewritten = nonzero_widths(bos_counts(shared_subexpressions(program), max_len), max_len)
-    plan = _plan(rewritten, vocab, max_len, dtype, causal, fixed_length, stage)
-    from rasp_compiler.compiler.analysis import limits
+    plan = _plan(rewritten, vocab, max_len, dtype, causal, fixed_length, stage,
+                 defer_from=limits.DEFER_FROM)
 
     widest = max((int(lc["d_mlp"]) for lc in plan[0]["layers"]), default=0)
     if plan[2].large_tables and widest > min(limits.LARGE_MLP, limits.LARGE_MLP_PER_POSITION * max_len):
@@ -179,11 +179,13 @@ def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causa
                       tabulate_up_to=limits.LARGE_TABLE)
         if _size(other) < _size(plan):
             plan = other
-    if _opaque_layer(plan[0], {sid for sid, size in plan[2].capped if size <= limits.WIDE_DOMAIN_CAP}):
+    if not plan[2].deferred and _opaque_layer(
+            plan[0], {sid for sid, size in plan[2].capped if size <= limits.WIDE_DOMAIN_CAP}):
         # A map past the domain cap is opaque: it cannot fuse into the maps that read it, and here
         # its MLP has a layer of its own, on the critical path.  Tabulated, it may fuse and save
         # that layer, at the price of a larger table to enumerate and a wider MLP (tried only
-        # here: it can triple the compile).
+        # here: it can triple the compile).  A plan that deferred maps has been weighed against
+        # the tabulated ones already (``_plan``).
         try:
             wide = _plan(rewritten, vocab, max_len, dtype, causal, fixed_length,
                          lambda step: stage(f"{step} (a second plan, with larger tables)"),
@@ -198,20 +200,70 @@ def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causa
 def _plan(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: bool,
           fixed_length: int | None, stage: Callable[[str], None],
           tabulate_up_to: int | None = None, domain_cap: int | None = None,
-          fewer_layers_than: int | None = None) -> tuple[dict, dict, Analysis] | None:
+          fewer_layers_than: int | None = None, defer_from: int | None = None
+          ) -> tuple[dict, dict, Analysis] | None:
     """The plan's config, tensors and analysis; None (nothing assembled) when it has no fewer
-    layers than ``fewer_layers_than``."""
-    an = Analysis(program, vocab, max_len, fixed_length=fixed_length, causal=causal, dtype=dtype,
-                  tabulate_up_to=tabulate_up_to, domain_cap=domain_cap)
-    stage("heads and MLPs")
-    low = Lowering(an)
-    stage("layers")
-    sched = schedule(low)
-    if fewer_layers_than is not None and sched.n_layers >= fewer_layers_than:
-        return None
-    stage("weights")
-    config, tensors = assemble(an, low, sched, dtype=dtype, causal=causal)
-    return config, tensors, an
+    layers than ``fewer_layers_than``.  With ``defer_from``, maps of independent inputs past that
+    many joint assignments are first kept opaque, and tabulated only where that plan has more
+    layers than its heads need, or cannot be built."""
+    def lowered(defer: int | None) -> tuple[Analysis, Lowering, Any]:
+        an = Analysis(program, vocab, max_len, fixed_length=fixed_length, causal=causal, dtype=dtype,
+                      tabulate_up_to=tabulate_up_to, domain_cap=domain_cap, defer_from=defer)
+        stage("heads and MLPs")
+        low = Lowering(an)
+        stage("layers")
+        return an, low, schedule(low)
+
+    def assembled(an: Analysis, low: Lowering, sched: Any,
+                  bound: int | None = fewer_layers_than) -> tuple[dict, dict, Analysis] | None:
+        if bound is not None and sched.n_layers >= bound:
+            return None
+        stage("weights")
+        config, tensors = assemble(an, low, sched, dtype=dtype, causal=causal)
+        return config, tensors, an
+
+    def tabulated(bound: int) -> tuple[dict, dict, Analysis] | None:
+        """The plain plan, or failing that the one with larger tables where the plain one keeps
+        maps past the domain cap, if either has fewer layers than ``bound``."""
+        try:
+            plain = lowered(None)
+            got = assembled(*plain, bound=bound)
+        except UserError:  # e.g. past the size guard: the opaque plan stands
+            return None
+        if got is not None or not any(size <= limits.WIDE_DOMAIN_CAP for _, size in plain[0].capped):
+            return got
+        # what ``_weights`` tries for a plain plan whose capped maps cost it a layer (dyck2 at
+        # max_len 256: 5 layers plain and deferred, 4 with larger tables)
+        try:
+            return _plan(program, vocab, max_len, dtype, causal, fixed_length,
+                         lambda step: stage(f"{step} (a second plan, with larger tables)"),
+                         domain_cap=limits.WIDE_DOMAIN_CAP, fewer_layers_than=bound)
+        except UserError:
+            return None
+
+    if defer_from is not None:
+        try:
+            an, low, sched = lowered(defer_from)
+        except UserError:  # opaque, a map's values per position can make a selector too large
+            an = None
+        if an is not None and not an.deferred:
+            return assembled(an, low, sched)  # nothing was deferred: this is the plain plan
+        if an is not None:
+            if sched.n_layers > head_depth(low):
+                # Tabulated, the deferred maps may fuse into their readers and save a layer; where
+                # the heads already need every layer the plan has, they could only widen its MLPs
+                # (dyck2's `bad` at max_len 48: 72,000 rows, 1.69M parameters and a 1.3 s compile,
+                # against 1.31M and 0.3 s opaque, 4 layers either way).
+                bound = sched.n_layers if fewer_layers_than is None else min(sched.n_layers,
+                                                                             fewer_layers_than)
+                shallower = tabulated(bound)
+                if shallower is not None:
+                    return shallower
+            try:
+                return assembled(an, low, sched)
+            except UserError:  # past the size guard opaque: tabulated, it may fit
+                pass
+    return assembled(*lowered(None))
 
 
 def _opaque_layer(config: dict, capped: set[str]) -> bool:

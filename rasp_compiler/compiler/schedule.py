@@ -74,6 +74,21 @@ def schedule(low: Lowering) -> Schedule:
     return Schedule(slot, reason, n_layers, heads, mlps)
 
 
+def head_depth(low: Lowering) -> int:
+    """The most heads on one chain of dependencies among ``low``'s ops (1 for MLPs alone): no
+    schedule of these heads has fewer layers, however the maps between them are built."""
+    depth: dict[str, int] = {}
+    dag = nx.DiGraph()
+    for fid, op in low.ops.items():
+        dag.add_node(fid)
+        dag.add_edges_from((inp, fid) for inp in op.inputs)
+    for fid in nx.topological_sort(dag):
+        op = low.ops[fid]
+        depth[fid] = max((depth[i] for i in op.inputs), default=0) + isinstance(op, HeadOp)
+    computes = any(not isinstance(op, EmbedOp) for op in low.ops.values())
+    return max(max(depth.values(), default=0), int(computes))
+
+
 def shared_heads(low: Lowering, op_ids: list[str]) -> list[list[str]]:
     """``op_ids`` (one layer's head ops) grouped into heads: aggregates with the same attention
     pattern share one; every other op has a head of its own.  Groups keep the order of their

@@ -44,16 +44,22 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
     def __init__(self, program: Program, vocab: list[Any], max_len: int, *,
                  fixed_length: int | None = None, causal: bool = False, dtype: str = "float32",
                  whole_program: bool = False, tabulate_up_to: int | None = None,
-                 domain_cap: int | None = None) -> None:
+                 domain_cap: int | None = None, defer_from: int | None = None) -> None:
         """Analyses the s-ops the output depends on (a file may define several programs: the
         others are not compiled, so their value sets, size limits and notes do not matter), or
         every s-op with ``whole_program``.  ``tabulate_up_to`` (default DOMAIN_CAP) is the largest
         joint domain over which a categorical map of independent inputs is tabulated (and so
         fusable) rather than kept opaque (see ``map_info``).  ``domain_cap`` (default
-        limits.DOMAIN_CAP) is the largest joint domain any map is tabulated over."""
+        limits.DOMAIN_CAP) is the largest joint domain any map is tabulated over.  A map of
+        independent inputs past ``defer_from`` joint assignments (and within the caps) is kept
+        opaque too, and listed in ``deferred``."""
         self.program = program
         self.tabulate_up_to = tabulate_up_to
         self.domain_cap = domain_cap
+        self.defer_from = defer_from
+        # maps kept opaque from ``defer_from`` on: the compiler tabulates them in a second plan
+        # where the first has more layers than its heads need (``compiler._weights``)
+        self.deferred: list[tuple[str, int]] = []  # (map, joint assignments)
         # maps kept opaque because their joint domain was past the domain cap: the compiler may
         # weigh a plan with a larger one (``compiler._weights``)
         self.capped: list[tuple[str, int]] = []  # (map, joint assignments)

@@ -25,6 +25,13 @@ LARGE_MLP = 2_048
 # against 12,328 with the table opaque), under LARGE_MLP once its two means are stepped along
 # their difference first (``numeric.projection``).
 LARGE_MLP_PER_POSITION = 128
+# A map of independent inputs over more joint assignments than this is kept opaque in the first
+# plan, and tabulated (up to DOMAIN_CAP) in a second one only where the first has more layers than
+# its heads need: a table this large costs most of a compile, and where no layer is saved it only
+# widens the MLPs that read it (dyck2 at max_len 40 to 56).
+# Off (None) until the correctness cells it changes are run again: at 40,000 it changes dyck2 at
+# max_len 40-56 (and over `(){}` at 64) and tracr/shuffle_dyck2 at 256 (docs/compiler.md, MLPs).
+DEFER_FROM: int | None = None
 # A numerical map over more joint assignments than this keeps only its per-position value sets
 # (a categorical one from DOMAIN_CAP on, see ``map_info``).
 REBASE_SIZE = 40_000

@@ -161,14 +161,18 @@ class MapTables:
         # than they have: rebased, it would gain nothing and could no longer fuse over their frontier
         numbers_in = any(self.info[i].encoding == "numerical" for i in inputs)
         rebased = encoding == "numerical" and numbers_in
-        if size > (limits.REBASE_SIZE if rebased else cap):
+        deferring = not rebased and self.defer_from is not None and self.defer_from < size <= cap
+        if size > (limits.REBASE_SIZE if rebased else cap) or deferring:
             # (not over opaque maps: their fused tables rarely find a separating projection,
             # tracr's shuffle-Dyck-2 at max_len 64 spent 10 s on them to keep its 4 layers)
-            if not rebased and self.tabulate_up_to is None and not any(
+            # (a deferred map is not capped: ``compiler._plan`` tabulates it where that may pay)
+            if not rebased and not deferring and self.tabulate_up_to is None and not any(
                     self.info[b].kind in ("map", "sequence_map") for b in bases):
                 self.capped.append((sid, size))
             got = self._independent_map(sid, kind, inputs, fn, encoding, pos)
             if got is not None:
+                if deferring:
+                    self.deferred.append((sid, size))
                 return got
         elif encoding != "numerical" and size > limits.LARGE_TABLE and _disjoint_bases(self, inputs):
             self.large_tables.append((sid, size))
