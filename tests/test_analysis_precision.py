@@ -49,8 +49,9 @@ def test_prefix_mean_of_a_positional_sop_is_exact() -> None:
 def test_dyck2_depth_at_64() -> None:
     prog = load_program("programs/dyck2.rasp")
     model = compile_program(prog, list("(){}"), 64)
-    assert model.n_layers <= 5, model.summary()
-    assert "opaque" not in model.analysis.info["bad"].notes
+    assert model.n_layers <= 4, model.summary()
+    # `bad` (over 40,000 rows here) stays opaque: tabulated it would save no layer
+    assert "bad" in [sid for sid, _ in model.analysis.deferred]
     inputs = random_inputs(list("(){}"), 64, 24, seed=11) + [list("({})" * 16), list("(" * 32 + ")" * 32)]
     res = check_model(model, prog, inputs)
     assert res.ok, res.failures

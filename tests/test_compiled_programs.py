@@ -427,9 +427,10 @@ def test_dyck2_keeps_its_large_table_opaque_where_that_saves_no_layer(monkeypatc
 
     program = load_program(str(BY_NAME["dyck2"].file))
     vocab = list(BY_NAME["dyck2"].vocab5)
-    tabulated = compile_weights(program, vocab, 40)  # DEFER_FROM off by default, for now
+    monkeypatch.setattr(limits, "DEFER_FROM", None)
+    tabulated = compile_weights(program, vocab, 40)
     assert not tabulated.analysis.deferred
-    monkeypatch.setattr(limits, "DEFER_FROM", 40_000)
+    monkeypatch.setattr(limits, "DEFER_FROM", 40_000)  # the default
     kept = compile_weights(program, vocab, 40)
     assert [sid for sid, _ in kept.analysis.deferred] == ["bad", "dyck2"]
     assert kept.config["n_layers"] == 4
@@ -442,4 +443,42 @@ def test_dyck2_keeps_its_large_table_opaque_where_that_saves_no_layer(monkeypatc
     assert model.n_layers == 4 and model.heads_per_layer == [1, 1, 1, 1]
     inputs = random_inputs(vocab, 12, 300, seed=5) + edge_inputs(vocab, 12)
     res = check_model(model, program, inputs)
+    assert res.ok, res.failures[:1]
+
+
+def test_a_deferred_plan_larger_than_its_tables_could_make_it_is_built_tabulated(monkeypatch) -> None:
+    """Found by counting deferrals over random programs (bench/deferred_tables.py, threshold 50,
+    max_len 8, seed 12200085): kept opaque, `v13` widens the key of the selector that reads it,
+    and the model grows from 7,614 parameters to 11,709 at the same 4 layers.  A deferred plan past
+    ``_tabulating_cost`` is weighed against the tabulated one, and the smaller is kept."""
+    from rasp_compiler import compiler
+    from rasp_compiler.compiler import compile_weights
+    from rasp_compiler.compiler.analysis import limits
+
+    src = """v1 = aggregate(select(length, length, >), length, 0);
+v2 = indicator(length == 4);
+v3 = indicator(length == 8);
+v5 = tokens in ["a", "b"];
+v6 = "a" if tokens == "c" else tokens;
+v8 = "c" if v5 else "b";
+v9 = v1 == 2;
+v10 = aggregate(select(indices, v2, ==), v9, False);
+v11 = selector_width((select(v2, v2, !=) and select(v3, v2, ==)));
+v12 = selector_width((select(v6, v8, <=) and select(v8, v8, ==)));
+v13 = v2 == v12;
+v14 = aggregate((select(indices, v11, ==) and select(v10, v13, ==)), v10, False);
+v14;
+"""
+    program = program_from_source(src)
+    vocab = list("abc")
+    monkeypatch.setattr(limits, "DEFER_FROM", None)
+    plain = compile_weights(program, vocab, 8)
+    monkeypatch.setattr(limits, "DEFER_FROM", 50)
+    model = compile_weights(program, vocab, 8)
+    monkeypatch.setattr(compiler, "_tabulating_cost", lambda plan: float("inf"))  # no weighing
+    alone = compile_weights(program, vocab, 8)
+    assert [sid for sid, _ in alone.analysis.deferred] == ["v13"]
+    assert alone.params > plain.params, (alone.params, plain.params)
+    assert model.config["weights_sha256"] == plain.config["weights_sha256"]
+    res = check_model(model.model(), program, random_inputs(vocab, 8, 200, seed=3) + edge_inputs(vocab, 8))
     assert res.ok, res.failures[:1]

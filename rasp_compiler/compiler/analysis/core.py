@@ -60,6 +60,7 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         # maps kept opaque from ``defer_from`` on: the compiler tabulates them in a second plan
         # where the first has more layers than its heads need (``compiler._weights``)
         self.deferred: list[tuple[str, int]] = []  # (map, joint assignments)
+        self.rows_tabulated = 0  # joint assignments of every map tabulated so far
         # maps kept opaque because their joint domain was past the domain cap: the compiler may
         # weigh a plan with a larger one (``compiler._weights``)
         self.capped: list[tuple[str, int]] = []  # (map, joint assignments)

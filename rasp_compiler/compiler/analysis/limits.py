@@ -29,9 +29,12 @@ LARGE_MLP_PER_POSITION = 128
 # plan, and tabulated (up to DOMAIN_CAP) in a second one only where the first has more layers than
 # its heads need: a table this large costs most of a compile, and where no layer is saved it only
 # widens the MLPs that read it (dyck2 at max_len 40 to 56).
-# Off (None) until the correctness cells it changes are run again: at 40,000 it changes dyck2 at
-# max_len 40-56 (and over `(){}` at 64) and tracr/shuffle_dyck2 at 256 (docs/compiler.md, MLPs).
-DEFER_FROM: int | None = None
+# None turns it off.  At 40,000 it changes dyck2 at max_len 40-56 (and over `(){}` at 64),
+# tracr/shuffle_dyck2 at 256 and the paper's Dyck-2 at 24, all smaller at 4 layers.  Lower is
+# worse for the shipped programs: at 10,000 dyck2 at 48-56 keeps its tables (deferring its
+# smaller maps too costs a layer, so all are tabulated), at 4,096 reverse at 128 grows 1.4 %
+# (docs/compiler.md, MLPs, "Deferred tables").
+DEFER_FROM: int | None = 40_000
 # A numerical map over more joint assignments than this keeps only its per-position value sets
 # (a categorical one from DOMAIN_CAP on, see ``map_info``).
 REBASE_SIZE = 40_000

@@ -10,6 +10,7 @@ and here (``_linear_map``: a numerical ``w·x + c`` of attention outputs).
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -113,17 +114,22 @@ class MapTables:
                                       "that changes between calls)")
 
     def _independent_map(self, sid: str, kind: str, inputs: tuple[str, ...], fn: Callable[..., Any],
-                         encoding: str, pos: SourcePos | None) -> SInfo | None:
+                         encoding: str, pos: SourcePos | None,
+                         most_evaluations: int | None = None) -> SInfo | None:
         """A map whose inputs share no bases: its values per position context are f over the
-        product of its inputs' values there (no enumeration of their bases' joint domain)."""
+        product of its inputs' values there (no enumeration of their bases' joint domain).  None
+        where that would evaluate f more than ``most_evaluations`` times."""
         if not _disjoint_bases(self, inputs):
+            return None
+        ctx_sets = {ctx: tuple(tuple(self.ctx_values(i, ctx)) for i in inputs) for ctx in self.ctx_all}
+        if most_evaluations is not None and sum(
+                math.prod(map(len, sets)) for sets in set(ctx_sets.values())) > most_evaluations:
             return None
         cond: dict[tuple[int, int], list[Any]] = {}
         memo: dict[tuple, Any] = {}
         failed = object()
         cache: dict[tuple, list[Any]] = {}
-        for ctx in self.ctx_all:
-            sets = tuple(tuple(self.ctx_values(i, ctx)) for i in inputs)
+        for ctx, sets in ctx_sets.items():
             if sets not in cache:
                 vals = []
                 for args in itertools.product(*sets):
@@ -161,22 +167,33 @@ class MapTables:
         # than they have: rebased, it would gain nothing and could no longer fuse over their frontier
         numbers_in = any(self.info[i].encoding == "numerical" for i in inputs)
         rebased = encoding == "numerical" and numbers_in
-        deferring = not rebased and self.defer_from is not None and self.defer_from < size <= cap
-        if size > (limits.REBASE_SIZE if rebased else cap) or deferring:
+        # (and only a table larger than all tabulated before it: skipping a smaller one saves
+        # little of the analysis, and a plan deeper than its heads is built twice, see
+        # ``compiler._plan``; tracr/shuffle_dyck2's output at 256 took 16 s for 7)
+        deferring = (not rebased and self.defer_from is not None and self.defer_from < size <= cap
+                     and size > self.rows_tabulated)
+        opaque = size > (limits.REBASE_SIZE if rebased else cap)
+        if opaque or deferring:
             # (not over opaque maps: their fused tables rarely find a separating projection,
             # tracr's shuffle-Dyck-2 at max_len 64 spent 10 s on them to keep its 4 layers)
             # (a deferred map is not capped: ``compiler._plan`` tabulates it where that may pay)
             if not rebased and not deferring and self.tabulate_up_to is None and not any(
                     self.info[b].kind in ("map", "sequence_map") for b in bases):
                 self.capped.append((sid, size))
-            got = self._independent_map(sid, kind, inputs, fn, encoding, pos)
+            # deferring pays where the map's values per position take far fewer evaluations than
+            # its table has rows (dyck2's `bad` at max_len 40: 4 against 50,400), not where each
+            # position has a row of its own (tracr/shuffle_dyck2's tests at 256: 66,048 either way)
+            got = self._independent_map(sid, kind, inputs, fn, encoding, pos,
+                                        most_evaluations=size // 4 if deferring else None)
             if got is not None:
                 if deferring:
                     self.deferred.append((sid, size))
                 return got
-        elif encoding != "numerical" and size > limits.LARGE_TABLE and _disjoint_bases(self, inputs):
+        if not opaque and encoding != "numerical" and size > limits.LARGE_TABLE \
+                and _disjoint_bases(self, inputs):
             self.large_tables.append((sid, size))
         if size <= domain_cap:
+            self.rows_tabulated += size
             pairs = [(_key_getter([bases.index(b) for b in self.info[i].bases], len(bases)),
                       self.info[i].table) for i in inputs]
             table: dict[tuple, Any] = {}
