@@ -11,6 +11,8 @@ counts sizes only.  Writes bench/results/deferred_tables.json.
 
     nice -n 5 .venv/bin/python bench/deferred_tables.py --defer-from 50 --start 12200000 \\
         --programs 300 --max-len 8
+    nice -n 5 .venv/bin/python bench/deferred_tables.py --defer-from 4096 --start 12300000 \\
+        --programs 400 --max-len 12
     nice -n 5 .venv/bin/python bench/deferred_tables.py --defer-from 2000 --start 12300000 \\
         --programs 400 --max-len 12
 """

@@ -430,7 +430,7 @@ def test_dyck2_keeps_its_large_table_opaque_where_that_saves_no_layer(monkeypatc
     monkeypatch.setattr(limits, "DEFER_FROM", None)
     tabulated = compile_weights(program, vocab, 40)
     assert not tabulated.analysis.deferred
-    monkeypatch.setattr(limits, "DEFER_FROM", 40_000)  # the default
+    monkeypatch.setattr(limits, "DEFER_FROM", 40_000)
     kept = compile_weights(program, vocab, 40)
     assert [sid for sid, _ in kept.analysis.deferred] == ["bad", "dyck2"]
     assert kept.config["n_layers"] == 4
@@ -482,3 +482,30 @@ v14;
     assert model.config["weights_sha256"] == plain.config["weights_sha256"]
     res = check_model(model.model(), program, random_inputs(vocab, 8, 200, seed=3) + edge_inputs(vocab, 8))
     assert res.ok, res.failures[:1]
+
+
+def test_a_deferred_map_that_costs_a_layer_is_tabulated_after_all(monkeypatch) -> None:
+    """Found by bench/deferred_tables.py (threshold 50, max_len 8, seed 12200059): with `v5`
+    (216 rows) opaque the plan has 4 layers where its heads need 2; tabulated it has 2, so the
+    compiler keeps the tabulated plan, byte for byte."""
+    from rasp_compiler.compiler import compile_weights
+    from rasp_compiler.compiler.analysis import Analysis, limits
+
+    src = """v1 = indicator(length == 3);
+v2 = selector_width((select(tokens, tokens, ==) and select(v1, v1, >=)));
+v3 = {"a": "b", "b": "c", "c": "c"}[tokens];
+v4 = v3 in ["b", "c"];
+v5 = v1 if v4 else v2;
+v6 = v1 != v5;
+v6;
+"""
+    program = program_from_source(src)
+    vocab = list("abc")
+    monkeypatch.setattr(limits, "DEFER_FROM", None)
+    plain = compile_weights(program, vocab, 8)
+    monkeypatch.setattr(limits, "DEFER_FROM", 50)
+    assert [sid for sid, _ in Analysis(program, vocab, 8, defer_from=50).deferred] == ["v5"]
+    model = compile_weights(program, vocab, 8)
+    assert not model.analysis.deferred
+    assert model.config["n_layers"] == 2
+    assert model.config["weights_sha256"] == plain.config["weights_sha256"]

@@ -158,23 +158,28 @@ def test_a_map_past_the_domain_cap_that_costs_a_layer_is_tabulated_in_a_second_p
     assert compile_program(program, vocab, 12).n_layers == 5
 
 
-def test_a_deferred_map_that_costs_a_layer_is_tabulated_after_all(monkeypatch) -> None:
+def test_where_a_smaller_deferred_map_costs_a_layer_only_the_larger_are_deferred(monkeypatch) -> None:
     """Past limits.DEFER_FROM joint assignments a map is kept opaque in the first plan.  At max_len
-    12 under a threshold of 1,000 the paper's `delay_closer` (3,272 rows) and two more are; opaque,
-    they cost a fifth layer that the four heads do not need, so the compiler tabulates them after
-    all: the same weights as with no deferral."""
+    12 under a threshold of 1,000 the paper's `delay_closer` (3,272 rows) and two larger maps are;
+    opaque, `delay_closer` costs a fifth layer that the four heads do not need, so the compiler
+    defers only the two larger ones: 4 layers, and fewer parameters than with every map tabulated."""
     from rasp_compiler.compiler import compile_weights
-    from rasp_compiler.compiler.analysis import limits
+    from rasp_compiler.compiler.analysis import Analysis, limits
 
     program = program_from_source(PAPER_DYCK, "paper.rasp", output="dyck2_ptf")
     vocab = list("(){}")
+    monkeypatch.setattr(limits, "DEFER_FROM", None)
     plain = compile_weights(program, vocab, 12)
-    assert plain.analysis.deferred == []  # nothing past the real threshold at this size
     monkeypatch.setattr(limits, "DEFER_FROM", 1_000)
+    first = Analysis(program, vocab, 12, defer_from=1_000).deferred
+    assert sorted(sid for sid, _ in first) == ["dyck2_ptf", "dyckk_ptf.delay_closer", "sequence_map_3"]
     model = compile_weights(program, vocab, 12)
-    assert model.analysis.deferred == []  # the analysis of the tabulated plan
-    assert model.config["weights_sha256"] == plain.config["weights_sha256"]
-    assert model.config["n_layers"] == 4
+    assert sorted(sid for sid, _ in model.analysis.deferred) == ["dyck2_ptf", "sequence_map_3"]
+    assert model.config["n_layers"] == plain.config["n_layers"] == 4
+    assert model.params < plain.params, (model.params, plain.params)
+    inputs = _inexact_prefix_inputs(vocab, 12, 1, seed=4) + random_inputs(vocab, 12, 300, seed=7)
+    res = check_model(model.model(), program, inputs + edge_inputs(vocab, 12))
+    assert res.ok, res.failures[:1]
 
 
 @pytest.mark.slow

@@ -204,8 +204,9 @@ def _plan(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: 
           ) -> tuple[dict, dict, Analysis] | None:
     """The plan's config, tensors and analysis; None (nothing assembled) when it has no fewer
     layers than ``fewer_layers_than``.  With ``defer_from``, maps of independent inputs past that
-    many joint assignments are first kept opaque, and tabulated only where that plan has more
-    layers than its heads need, or cannot be built."""
+    many joint assignments are first kept opaque; where that plan has more layers than its heads
+    need, only the larger are deferred or all tabulated, whichever saves a layer; where it cannot
+    be built, or is larger than its tables could have made it, they are tabulated."""
     def lowered(defer: int | None) -> tuple[Analysis, Lowering, Any]:
         an = Analysis(program, vocab, max_len, fixed_length=fixed_length, causal=causal, dtype=dtype,
                       tabulate_up_to=tabulate_up_to, domain_cap=domain_cap, defer_from=defer)
@@ -241,6 +242,20 @@ def _plan(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: 
         except UserError:
             return None
 
+    def fewer_deferred(an: Analysis, bound: int) -> tuple[dict, dict, Analysis] | None:
+        """The plan deferring only the larger of ``an``'s deferred tables, if it has fewer layers
+        than ``bound``: the smaller may be the one that costs the layer (the paper's Dyck-2 at
+        max_len 24 from 4,096: `delay_closer`, 22,096 rows)."""
+        sizes = sorted({size for _, size in an.deferred})
+        if len(sizes) < 2:
+            return None
+        try:
+            return _plan(program, vocab, max_len, dtype, causal, fixed_length, stage,
+                         tabulate_up_to=tabulate_up_to, domain_cap=domain_cap,
+                         fewer_layers_than=bound, defer_from=sizes[0])
+        except UserError:
+            return None
+
     if defer_from is not None:
         try:
             an, low, sched = lowered(defer_from)
@@ -256,7 +271,7 @@ def _plan(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: 
                 # against 1.31M and 0.3 s opaque, 4 layers either way).
                 bound = sched.n_layers if fewer_layers_than is None else min(sched.n_layers,
                                                                              fewer_layers_than)
-                shallower = tabulated(bound)
+                shallower = fewer_deferred(an, bound) or tabulated(bound)
                 if shallower is not None:
                     return shallower
             try:

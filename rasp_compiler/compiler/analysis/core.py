@@ -57,8 +57,8 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         self.tabulate_up_to = tabulate_up_to
         self.domain_cap = domain_cap
         self.defer_from = defer_from
-        # maps kept opaque from ``defer_from`` on: the compiler tabulates them in a second plan
-        # where the first has more layers than its heads need (``compiler._weights``)
+        # maps kept opaque from ``defer_from`` on: the compiler defers fewer or tabulates them in
+        # a second plan where the first has more layers than its heads need (``compiler._plan``)
         self.deferred: list[tuple[str, int]] = []  # (map, joint assignments)
         self.rows_tabulated = 0  # joint assignments of every map tabulated so far
         # maps kept opaque because their joint domain was past the domain cap: the compiler may

@@ -27,14 +27,13 @@ LARGE_MLP = 2_048
 LARGE_MLP_PER_POSITION = 128
 # A map of independent inputs over more joint assignments than this is kept opaque in the first
 # plan, and tabulated (up to DOMAIN_CAP) in a second one only where the first has more layers than
-# its heads need: a table this large costs most of a compile, and where no layer is saved it only
-# widens the MLPs that read it (dyck2 at max_len 40 to 56).
-# None turns it off.  At 40,000 it changes dyck2 at max_len 40-56 (and over `(){}` at 64),
-# tracr/shuffle_dyck2 at 256 and the paper's Dyck-2 at 24, all smaller at 4 layers.  Lower is
-# worse for the shipped programs: at 10,000 dyck2 at 48-56 keeps its tables (deferring its
-# smaller maps too costs a layer, so all are tabulated), at 4,096 reverse at 128 grows 1.4 %
-# (docs/compiler.md, MLPs, "Deferred tables").
-DEFER_FROM: int | None = 40_000
+# its heads need (``compiler._plan``): a table this large costs most of a compile, and where no
+# layer is saved it only widens the MLPs that read it (dyck2 at max_len 16 to 56).
+# None turns it off.  At 4,096 it changes dyck2 at max_len 16-56 and the paper's Dyck-2 at 8-24,
+# all smaller at 4 layers (weights_fingerprint: 6 of 270 shipped cells, 3 of 40 paper cells); at
+# 40,000 only dyck2 at 40-56 and the paper's Dyck-2 at 24 (docs/compiler.md, MLPs, "Deferred
+# tables").
+DEFER_FROM: int | None = 4_096
 # A numerical map over more joint assignments than this keeps only its per-position value sets
 # (a categorical one from DOMAIN_CAP on, see ``map_info``).
 REBASE_SIZE = 40_000
