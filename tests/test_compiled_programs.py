@@ -446,6 +446,18 @@ def test_dyck2_keeps_its_large_table_opaque_where_that_saves_no_layer(monkeypatc
     assert res.ok, res.failures[:1]
 
 
+def _plain_and_deferring(monkeypatch, src: str, defer_from: int, max_len: int):
+    """A random program's source compiled over `abc` without deferring and with ``defer_from``."""
+    from rasp_compiler.compiler import compile_weights
+    from rasp_compiler.compiler.analysis import limits
+
+    program = program_from_source(src)
+    monkeypatch.setattr(limits, "DEFER_FROM", None)
+    plain = compile_weights(program, list("abc"), max_len)
+    monkeypatch.setattr(limits, "DEFER_FROM", defer_from)
+    return program, plain, compile_weights(program, list("abc"), max_len)
+
+
 def test_a_deferred_plan_larger_than_its_tables_could_make_it_is_built_tabulated(monkeypatch) -> None:
     """Found by counting deferrals over random programs (bench/deferred_tables.py, threshold 50,
     max_len 8, seed 12200085): kept opaque, `v13` widens the key of the selector that reads it,
@@ -453,7 +465,6 @@ def test_a_deferred_plan_larger_than_its_tables_could_make_it_is_built_tabulated
     ``_tabulating_cost`` is weighed against the tabulated one, and the smaller is kept."""
     from rasp_compiler import compiler
     from rasp_compiler.compiler import compile_weights
-    from rasp_compiler.compiler.analysis import limits
 
     src = """v1 = aggregate(select(length, length, >), length, 0);
 v2 = indicator(length == 4);
@@ -469,12 +480,8 @@ v13 = v2 == v12;
 v14 = aggregate((select(indices, v11, ==) and select(v10, v13, ==)), v10, False);
 v14;
 """
-    program = program_from_source(src)
+    program, plain, model = _plain_and_deferring(monkeypatch, src, 50, 8)
     vocab = list("abc")
-    monkeypatch.setattr(limits, "DEFER_FROM", None)
-    plain = compile_weights(program, vocab, 8)
-    monkeypatch.setattr(limits, "DEFER_FROM", 50)
-    model = compile_weights(program, vocab, 8)
     monkeypatch.setattr(compiler, "_tabulating_cost", lambda plan: float("inf"))  # no weighing
     alone = compile_weights(program, vocab, 8)
     assert [sid for sid, _ in alone.analysis.deferred] == ["v13"]
@@ -488,8 +495,7 @@ def test_a_deferred_map_that_costs_a_layer_is_tabulated_after_all(monkeypatch) -
     """Found by bench/deferred_tables.py (threshold 50, max_len 8, seed 12200059): with `v5`
     (216 rows) opaque the plan has 4 layers where its heads need 2; tabulated it has 2, so the
     compiler keeps the tabulated plan, byte for byte."""
-    from rasp_compiler.compiler import compile_weights
-    from rasp_compiler.compiler.analysis import Analysis, limits
+    from rasp_compiler.compiler.analysis import Analysis
 
     src = """v1 = indicator(length == 3);
 v2 = selector_width((select(tokens, tokens, ==) and select(v1, v1, >=)));
@@ -499,13 +505,8 @@ v5 = v1 if v4 else v2;
 v6 = v1 != v5;
 v6;
 """
-    program = program_from_source(src)
-    vocab = list("abc")
-    monkeypatch.setattr(limits, "DEFER_FROM", None)
-    plain = compile_weights(program, vocab, 8)
-    monkeypatch.setattr(limits, "DEFER_FROM", 50)
-    assert [sid for sid, _ in Analysis(program, vocab, 8, defer_from=50).deferred] == ["v5"]
-    model = compile_weights(program, vocab, 8)
+    program, plain, model = _plain_and_deferring(monkeypatch, src, 50, 8)
+    assert [sid for sid, _ in Analysis(program, list("abc"), 8, defer_from=50).deferred] == ["v5"]
     assert not model.analysis.deferred
     assert model.config["n_layers"] == 2
     assert model.config["weights_sha256"] == plain.config["weights_sha256"]
