@@ -11,6 +11,7 @@ minimised into tests/test_regressions.py.  Writes bench/results/differential.jso
     nice -n 5 .venv/bin/python bench/differential.py --causal --programs 2000 --start 2000000
     nice -n 5 .venv/bin/python bench/differential.py --vocab '["x", "yy", "0", "ab", "q", "r2"]'
     nice -n 5 .venv/bin/python bench/differential.py --repeats 0.3 --start 9500000   # alike nodes
+    nice -n 5 .venv/bin/python bench/differential.py --annotate 0.3 --start 84000000   # numerical(...)
     nice -n 5 .venv/bin/python bench/differential.py --domain-cap 100 --wide-domain-cap 2000 \
         --programs 3000 --start 9960000          # the second plan with larger tables
     nice -n 5 .venv/bin/python bench/differential.py --defer-from 50 --start 12200000   # deferred maps
@@ -63,6 +64,10 @@ def main() -> int:
                     help="the chance that a statement is written twice under two names (exercises "
                          "the merging of alike nodes; 0, the default, gives the programs of every "
                          "earlier run)")
+    ap.add_argument("--annotate", type=float, default=0.0,
+                    help="the chance that a map with a numeric result is written numerical(...), "
+                         "overriding the compiler's choice of encoding, with sums of means too (0, "
+                         "the default, gives the programs of every earlier run)")
     ap.add_argument("--domain-cap", type=int, default=None, metavar="N",
                     help="lower the analysis's tabulation cap (analysis.limits.DOMAIN_CAP) to N, and "
                          "with --wide-domain-cap the second plan's: small programs then take the "
@@ -81,8 +86,8 @@ def main() -> int:
         limits.WIDE_DOMAIN_CAP = args.wide_domain_cap
     if args.defer_from is not None:
         limits.DEFER_FROM = args.defer_from
-    if args.python_api and (args.causal or args.repeats):
-        ap.error("--causal and --repeats have no --python-api generator")
+    if args.python_api and (args.causal or args.repeats or args.annotate):
+        ap.error("--causal, --repeats and --annotate have no --python-api generator")
     if args.python_api:  # tracr's warning for SequenceMap(f, x, x), which the generator writes on purpose
         logging.getLogger("rasp_compiler.pyapi.sops").setLevel(logging.ERROR)
     torch.set_num_threads(1)
@@ -101,7 +106,7 @@ def main() -> int:
         else:
             gen = random_source.generate(seed, max_len=args.max_len, causal=args.causal,
                                          vocab=tuple(args.vocab or random_source.VOCAB),
-                                         repeats=args.repeats)
+                                         repeats=args.repeats, annotate=args.annotate)
             out = random_source.check_generated(gen, max_len=args.max_len, inputs=args.inputs,
                                                 dtype=args.dtype)
         counts[out.status] += 1

@@ -152,3 +152,17 @@ def test_or_with_a_select_on_a_length_checked_constant_compiles() -> None:
     out = rasp.Aggregate(sel, rasp.indices, default=0)
     model = rasp.compile_program(out, list("abc"), 4)  # without the `|` this compiles
     assert check_model(model, out.program(), [list("abca"), list("cabb")]).ok
+
+
+def test_linear_sequence_map_of_two_categorical_aggregates() -> None:
+    """Seed 82000010: a numerical LinearSequenceMap of two categorical aggregates compiled as a
+    linear read of two numerical dimensions, and the model answered 0 everywhere."""
+    length_copy = rasp.Aggregate(rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.EQ),
+                                 rasp.length, default=1)
+    token_copy = rasp.categorical(rasp.Aggregate(
+        rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.EQ), rasp.tokens, default=1))
+    out = rasp.numerical(rasp.LinearSequenceMap(token_copy, length_copy, 1, 1))
+    model = rasp.compile_program(out, [1, 2, 3], 7)
+    assert out([3, 1]) == [5, 3]
+    assert model.run([[3, 1]]) == [[5, 3]]
+    assert check_generated(generate(82000010, max_len=7), inputs=INPUTS).status == "agree"

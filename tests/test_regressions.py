@@ -611,3 +611,24 @@ def test_a_positional_mean_beside_a_width_is_counted_once_per_list_of_values() -
     inputs = [list("abcde" * 25 + "abc"), list("a" * 101), list("a" * 102), list("ab" * 51), ["e"]]
     res = check_model(model, program, inputs)
     assert res.ok and res.inputs_checked == len(inputs), res.failures[:1]
+
+
+# Python-API random seed 82000010 (max_len 7, bench/differential.py --python-api): a numerical
+# w·x + c of two categorical aggregates of numbers was read as a linear map of two attention
+# outputs (analysis.maps._linear_map), and lowering weighed one dimension of each one-hot: the
+# model answered 0 on every input.  Only numerically encoded aggregates are read linearly now.
+LINEAR_MAP_OF_CATEGORICAL_AGGREGATES = {
+    "sum": "s = numerical(a + b);\ns;\n",
+    "difference": "s = numerical(a - b);\ns;\n",
+    "weighted": "s = numerical(2 * a - 3 * b + 1);\ns;\n",
+    "beside a mean": "m = numerical(aggregate(select(indices, indices, <=), numerical(indices), 0));\n"
+                     "s = numerical(m + a);\ns;\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LINEAR_MAP_OF_CATEGORICAL_AGGREGATES))
+def test_a_linear_map_of_categorical_aggregates_of_numbers(name: str) -> None:
+    source = ("a = aggregate(select(indices, indices, ==), length, 1);\n"
+              "b = aggregate(select(indices, length - 1, ==), indices, 1);\n"
+              + LINEAR_MAP_OF_CATEGORICAL_AGGREGATES[name])
+    _agrees_exhaustively(source, 5)

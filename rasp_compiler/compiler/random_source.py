@@ -67,6 +67,8 @@ class _Builder:
     causal: bool = False  # every selector looks only backwards, so the program compiles causally
     vocab: tuple[str, ...] = VOCAB
     repeats: float = 0.0  # the chance that a statement is written twice, under two names
+    annotate: float = 0.0  # the chance that a numeric map is written numerical(...)
+    in_map: bool = False  # binding the statements of one positionwise map
     lines: list[str] = field(default_factory=list)
     vars: list[Var] = field(default_factory=list)
     counter: int = 0
@@ -74,6 +76,8 @@ class _Builder:
     # -- bookkeeping -----------------------------------------------------------------------------
     def bind(self, text: str, kind: str, depth: int, *, lo: float = 0, hi: float = 0,
              strs: tuple[str, ...] = ()) -> Var:
+        if self.in_map and self.annotate and kind in ("int", "float") and self.rng.random() < self.annotate:
+            text = f"numerical({text})"  # the user's override: the map outputs one number
         self.counter += 1
         var = Var(f"v{self.counter}", kind, depth, lo, hi, tuple(sorted(set(strs))))
         self.lines.append(f"{var.name} = {text};")
@@ -192,16 +196,19 @@ class _Builder:
         r = self.rng
         choice = r.randrange(4)
         if choice == 0:
-            x, y = self.pick(("int",)), self.pick(("int",))
+            # with annotations, means are summed too (tracr's pair_balance: opens - closes)
+            kinds = ("int", "float") if self.annotate else ("int",)
+            x, y = self.pick(kinds), self.pick(kinds)
             if x is None or y is None:
                 return None
             x, y = self.small_int(x), self.small_int(y)
             d = max(x.depth, y.depth)
+            kind = "float" if "float" in (x.kind, y.kind) else "int"
             op = r.choice(("+", "-", "==", "<", "!=", ">="))
             if op == "+":
-                return self.bind(f"{x.name} + {y.name}", "int", d, lo=x.lo + y.lo, hi=x.hi + y.hi)
+                return self.bind(f"{x.name} + {y.name}", kind, d, lo=x.lo + y.lo, hi=x.hi + y.hi)
             if op == "-":
-                return self.bind(f"{x.name} - {y.name}", "int", d, lo=x.lo - y.hi, hi=x.hi - y.lo)
+                return self.bind(f"{x.name} - {y.name}", kind, d, lo=x.lo - y.hi, hi=x.hi - y.lo)
             return self.bind(f"{x.name} {op} {y.name}", "bool", d)
         if choice == 1:
             x, y = self.pick(("str",)), self.pick(("str",))
@@ -342,29 +349,36 @@ class _Builder:
 
     def positionwise(self) -> Var | None:
         r = self.rng
-        if r.random() < 0.25:
-            return self.sequence_map()
-        kind = r.choices(("str", "int", "bool", "float"), (3, 4, 3, 2))[0]
-        x = self.pick((kind,))
-        if x is None:
-            return None
-        maps: dict[str, Callable[[Var], Var]] = {"str": self.map_str, "int": self.map_int,
-                                                 "bool": self.map_bool, "float": self.map_float}
-        return maps[kind](x)
+        self.in_map = True
+        try:
+            if r.random() < 0.25:
+                return self.sequence_map()
+            kind = r.choices(("str", "int", "bool", "float"), (3, 4, 3, 2))[0]
+            x = self.pick((kind,))
+            if x is None:
+                return None
+            maps: dict[str, Callable[[Var], Var]] = {"str": self.map_str, "int": self.map_int,
+                                                     "bool": self.map_bool, "float": self.map_float}
+            return maps[kind](x)
+        finally:
+            self.in_map = False
 
 
 def generate(seed: int, *, max_len: int = 5, max_depth: int = 6, statements: int | None = None,
-             causal: bool = False, vocab: tuple[str, ...] = VOCAB, repeats: float = 0.0) -> Generated:
+             causal: bool = False, vocab: tuple[str, ...] = VOCAB, repeats: float = 0.0,
+             annotate: float = 0.0) -> Generated:
     """One random program (deterministic in ``seed``) as RASP source text.  ``causal`` programs
     select only keys at or before their query and never read ``length``, so a causal model can
     compute them.  ``vocab`` (at least two tokens, no quotes or backslashes; several characters
     each allowed) replaces a, b, c in the program's literals and in the inputs.  With ``repeats``
     > 0 each statement is written twice, under two names, with that chance, so the compiler's
     merging of alike nodes (``rewrites.shared_subexpressions``) is exercised; at 0 the programs
-    are those of every earlier run."""
+    are those of every earlier run.  With ``annotate`` > 0 each map with a numeric result is
+    written ``numerical(...)`` with that chance (the user's override of the encoding) and
+    sequence maps also add and subtract means; at 0 the programs are again those of earlier runs."""
     rng = random.Random(seed)
     vocab = tuple(vocab)
-    b = _Builder(rng, max_len, max_depth, causal, vocab, repeats)
+    b = _Builder(rng, max_len, max_depth, causal, vocab, repeats, annotate)
     b.vars = [Var("tokens", "str", 0, strs=vocab), Var("indices", "int", 0, lo=0, hi=max_len - 1)]
     if not causal:
         b.vars.append(Var("length", "int", 0, lo=1, hi=max_len))

@@ -273,7 +273,10 @@ class MapTables:
         if form is None or len(set(node.inputs)) != len(node.inputs):
             return None
         infos = [self.info[i] for i in node.inputs]
-        if not all(i.base_kind in ("cond", "const") and i.numeric for i in infos):
+        # a categorical aggregate of numbers is "cond" too, but its one-hot has no single
+        # dimension to weigh: only numerically encoded inputs are read linearly
+        if not all((i.base_kind == "const" and i.numeric)
+                   or (i.base_kind == "cond" and i.encoding == "numerical") for i in infos):
             return None
         if sum(i.base_kind == "cond" for i in infos) < 2:
             return None

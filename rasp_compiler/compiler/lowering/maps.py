@@ -107,7 +107,7 @@ class Maps:
             choice = direct
             units = self._units([u for u in choice], rows, out_numeric)
             if units is None:
-                close = self._closest_values(choice, rows) if not any(
+                close = self._closest_values(choice, rows, out_numeric) if not any(
                     u.endswith(":onehot") for u in choice) else None
                 if close is not None:  # no projection separates values this close in the dtype
                     u, a, b = close
@@ -272,9 +272,12 @@ class Maps:
         units = self._units([x], rows, out_numeric)
         return ([x], rows) if units is not None and units <= limits.UNIT_CAP else None
 
-    def _closest_values(self, inputs: list[str], rows: list) -> tuple[str, float, float] | None:
+    def _closest_values(self, inputs: list[str], rows: list, out_numeric: bool = True
+                        ) -> tuple[str, float, float] | None:
         """A numerical input and two of its values closer than float32 resolves (a relative gap
-        under 1e-6) on which the map's rows give different answers; None when there are none."""
+        under 1e-6) on which the map's rows give different answers; None when there are none.
+        A categorical output keeps answers that differ only by float rounding apart (two values
+        of its one-hot), so for it they count as different."""
         for j, u in enumerate(inputs):
             if self.an.info[u].encoding != "numerical":
                 continue
@@ -286,7 +289,8 @@ class Maps:
             for pts in by_rest.values():
                 pts.sort(key=lambda p: p[0])
                 for (a, ya), (b, yb) in zip(pts, pts[1:], strict=False):
-                    if b - a < 1e-6 * max(1.0, abs(a), abs(b)) and _differ(ya, yb):
+                    if b - a < 1e-6 * max(1.0, abs(a), abs(b)) and (
+                            _differ(ya, yb) if out_numeric else (ya, type(ya)) != (yb, type(yb))):
                         return u, a, b
         return None
 
