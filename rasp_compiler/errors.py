@@ -113,6 +113,11 @@ class CompileError(RaspError):
     """A program (or node of it) the compiler cannot turn into weights; says what to change."""
 
 
+class ModelTooLargeError(CompileError):
+    """A program whose model would be past the compiler's size guard (a one-hot, a table or the
+    whole model too large); the compiler may try another encoding before it reports it."""
+
+
 def file_in_the_way(directory: str | os.PathLike) -> str | None:
     """The file (``directory`` itself or one of its parents, as the user wrote it) that stops
     ``directory`` from being created, or None.  ``os.makedirs`` reports one only as "File exists"

@@ -27,10 +27,15 @@ from rasp_compiler.compiler.analysis import Analysis, limits
 from rasp_compiler.compiler.artifact import CompiledWeights, config_digest, weights_digest
 from rasp_compiler.compiler.assemble import DTYPES, assemble
 from rasp_compiler.compiler.lowering import Lowering
-from rasp_compiler.compiler.rewrites import bos_counts, nonzero_widths, shared_subexpressions
+from rasp_compiler.compiler.rewrites import (
+    bos_counts,
+    nonzero_widths,
+    numerical_output,
+    shared_subexpressions,
+)
 from rasp_compiler.compiler.schedule import head_depth, schedule
 from rasp_compiler.compiler.values import vocab_list
-from rasp_compiler.errors import CompileError, UserError
+from rasp_compiler.errors import CompileError, ModelTooLargeError, UserError
 from rasp_compiler.graph.expr import deep_recursion
 from rasp_compiler.graph.nodes import Program
 
@@ -166,8 +171,30 @@ def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causa
     stage("value sets")
     # same values, fewer heads and layers
     rewritten = nonzero_widths(bos_counts(shared_subexpressions(program), max_len), max_len)
-    plan = _plan(rewritten, vocab, max_len, dtype, causal, fixed_length, stage,
-                 defer_from=limits.DEFER_FROM)
+    fallback_note = None
+    try:
+        plan = _plan(rewritten, vocab, max_len, dtype, causal, fixed_length, stage,
+                     defer_from=limits.DEFER_FROM)
+    except ModelTooLargeError as too_large:
+        # An unannotated output too large as a one-hot may fit as one number (``numerical_output``)
+        numeric = numerical_output(rewritten)
+        if numeric is None:
+            raise
+        try:
+            plan = _plan(numeric, vocab, max_len, dtype, causal, fixed_length,
+                         lambda step: stage(f"{step} (a second plan, the output as a number)"),
+                         defer_from=limits.DEFER_FROM)
+        except UserError:
+            raise too_large from None
+        values = plan[2].info[numeric.output].values
+        if not values or not all(type(v) in (int, float) for v in values):
+            raise too_large from None  # booleans or strings would decode as other values
+        if rewritten.node(rewritten.output).encoding is None:
+            fallback_note = (f"{numeric.output}: encoded numerical (one dimension, decoded as a "
+                             f"number): as a one-hot, {too_large.message.split('; ')[0]}, past the "
+                             "size guard; write numerical(...) to choose this, categorical(...) to "
+                             "refuse it")
+        rewritten = numeric
 
     widest = max((int(lc["d_mlp"]) for lc in plan[0]["layers"]), default=0)
     if plan[2].large_tables and widest > min(limits.LARGE_MLP, limits.LARGE_MLP_PER_POSITION * max_len):
@@ -194,6 +221,8 @@ def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causa
             wide = None
         if wide is not None:
             plan = wide
+    if fallback_note is not None:
+        plan[0]["notes"].append(fallback_note)
     return plan
 
 

@@ -18,7 +18,7 @@ from rasp_compiler.compiler.blocks import Layout, MLPWeights, mlp_weights, share
 from rasp_compiler.compiler.lowering import EmbedOp, Feature, HeadOp, Lowering, MLPOp
 from rasp_compiler.compiler.schedule import Schedule
 from rasp_compiler.compiler.values import json_value
-from rasp_compiler.graph.nodes import Aggregate, Tokens
+from rasp_compiler.graph.nodes import Aggregate, Map, SequenceMap, Tokens
 
 # Score gap (in nats) between an attended and a not-attended key: exp(-gap) underflows to exactly
 # 0 in the dtype (smallest float32 subnormal ≈ exp(-103.3), float64 ≈ exp(-744.4)), so hard
@@ -112,13 +112,24 @@ MAX_PARAMS = 1 << 28
 LARGE_ONE_HOT = 256
 
 
-def _large_hint(an: Analysis, feature: Feature) -> str:
-    """What to change when one one-hot encoding makes the model too large: it depends on why the
-    s-op has so many values."""
+def _large_hint(an: Analysis, largest: list[Feature]) -> str:
+    """What to change when one-hot encodings make the model too large (``largest``, the largest
+    first): it depends on why the s-op has so many values."""
+    feature = largest[0]
     if feature.kind == "tuple":
         return ("a selector that combines several s-ops with `or` needs a one-hot over their joint "
                 "values: compare fewer s-ops at once, give them fewer possible values, or use a "
                 "smaller --max-len")
+    for f in largest:  # a number that needs no one-hot at all, if its readers take numbers
+        # (not the output: the compiler tries it as a number itself, ``compiler._weights``)
+        node = an.program.node(f.id) if f.id in an.graph and f.id != an.program.output else None
+        if isinstance(node, (Map, SequenceMap)) and node.encoding is None and f.id in an.info \
+                and an.info[f.id].values and all(type(v) in (int, float) for v in an.info[f.id].values) \
+                and any(an.info[i].encoding == "numerical" for i in node.inputs):
+            return (f"{an.describe(f.id)} is a number computed from numerical s-ops: written "
+                    f"numerical(...), it takes one dimension instead of a one-hot of its "
+                    f"{len(an.info[f.id].values):,} values, if what reads it can take a number (an "
+                    "aggregate, a sum, a comparison, the output)")
     sid = feature.id.split(":")[0]
     upstream = nx.ancestors(an.graph, sid) | {sid} if sid in an.graph else set()
     means = [u for u in upstream
@@ -186,16 +197,16 @@ def _check_size(an: Analysis, low: Lowering, sched: Schedule, layout: Layout) ->
     pairs = [(sid, h) for sid in sorted(low.features) if (h := an.pair_table_hint(sid))]
     if pairs:
         raise an.error(pairs[0][0], f"the model would need about {total:,} weights ({shape}); the "
-                       f"largest one-hot encodings are {listing}", hint=pairs[0][1])
+                       f"largest one-hot encodings are {listing}", hint=pairs[0][1], too_large=True)
     if big and big[0].size >= LARGE_ONE_HOT:
         raise an.error(big[0].id, f"the model would need about {total:,} weights ({shape}); "
                        f"the largest one-hot encodings are {listing}",
-                       hint=_large_hint(an, big[0]))
+                       hint=_large_hint(an, big), too_large=True)
     # no s-op stands out: the program itself is large (many layers of many features)
     raise an.error(an.program.output, f"the model would need about {total:,} weights ({shape}); no "
                    f"single s-op dominates (the largest one-hot encodings are {listing})",
                    hint="compile a part of the program with --output NAME, or use a smaller --max-len "
-                        "or vocabulary")
+                        "or vocabulary", too_large=True)
 
 
 def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal: bool) -> tuple[dict, dict]:

@@ -40,7 +40,8 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from rasp_compiler.graph.expr import Binary, Const, Expr, PyFn, Ternary, Var
+from rasp_compiler.compiler.forms import linear_form
+from rasp_compiler.graph.expr import Binary, Const, Expr, PyFn, Ternary, Var, substitute
 from rasp_compiler.graph.expr import evaluate as evaluate_expr
 from rasp_compiler.graph.nodes import (
     Aggregate,
@@ -52,6 +53,7 @@ from rasp_compiler.graph.nodes import (
     SelectorNot,
     SelectorOr,
     SelectorWidth,
+    SequenceMap,
     Tokens,
     add_node,
 )
@@ -159,6 +161,60 @@ def nonzero_widths(program: Program, max_len: int) -> Program:
     if graph is None:
         return program
     return Program(graph, program.output, program.names, program.source_file, program.sources)
+
+
+def numerical_output(program: Program) -> Program | None:
+    """``program`` with its output encoded numerical and, where it is linear through a chain of
+    linear maps, read from what the chain reads (``_linear_through_maps``); None where the output
+    is no map, is marked categorical, or is marked numerical with no such chain.  Not a rewrite of
+    the default plan: the compiler takes it only where the first plan is past the size guard
+    (``compiler._weights``).  Maps are categorical by default, as in tracr, so that they fuse into
+    their readers and decode exactly; but the output has no readers, and a sum of two means at
+    max_len 64 holds 3,900 values, which a one-hot (and the conversions of the means to one-hots)
+    cannot afford, while one dimension holds them all."""
+    node = program.node(program.output)
+    if not isinstance(node, (Map, SequenceMap)) or node.encoding == "categorical":
+        return None
+    through = _linear_through_maps(program, node)
+    if through is None and node.encoding == "numerical":
+        return None  # nothing to try that the first plan did not
+    graph = program.graph.copy()
+    if through is None:
+        graph.nodes[node.id]["node"] = dataclasses.replace(node, encoding="numerical")
+    else:
+        graph.remove_edges_from(list(graph.in_edges(node.id)))
+        graph.nodes[node.id]["node"] = through
+        for i, src in enumerate(through.inputs):
+            graph.add_edge(src, node.id, arg=i)
+        keep = nx.ancestors(graph, node.id) | {node.id}  # the maps it read directly may be unread now
+        graph = graph.subgraph(keep).copy()
+    names = {k: v for k, v in program.names.items() if v in graph}
+    return Program(graph, program.output, names, program.source_file, program.sources)
+
+
+def _linear_through_maps(program: Program, node: Map | SequenceMap) -> Map | SequenceMap | None:
+    """``node`` as one numerical w·x + c of what its chain of unannotated linear maps reads
+    (``m - n * 2`` reads ``m`` and the map ``n * 2``: it becomes ``m - 2·n`` of the two means), or
+    None where it reads no such map or the whole is not linear.  The analysis reads a linear map of
+    numerical s-ops as such only over the s-ops themselves (``MapTables._linear_map``); over the
+    map ``n * 2`` it would tabulate the joint values of both means.  The expression is the same
+    tree with its variables replaced, so it computes every value exactly as the chain does."""
+    inputs: list[str] = []
+
+    def inlined(nid: str) -> Expr:
+        inner = program.node(nid)
+        if isinstance(inner, (Map, SequenceMap)) and inner.encoding is None \
+                and linear_form(inner.fn, len(inner.inputs)) is not None:
+            return substitute(inner.fn, {i: inlined(u) for i, u in enumerate(inner.inputs)})
+        if nid not in inputs:
+            inputs.append(nid)
+        return Var(inputs.index(nid))
+
+    fn = substitute(node.fn, {i: inlined(u) for i, u in enumerate(node.inputs)})
+    if inputs == list(node.inputs) or linear_form(fn, len(inputs)) is None:
+        return None
+    cls = Map if len(inputs) == 1 else SequenceMap
+    return cls(node.id, tuple(inputs), pos=node.pos, name=node.name, encoding="numerical", fn=fn)
 
 
 def _width_test(program: Program, node: Map, max_len: int,

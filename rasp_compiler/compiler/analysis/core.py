@@ -21,7 +21,7 @@ from rasp_compiler.compiler.analysis.selector_facts import SelectorFacts
 from rasp_compiler.compiler.analysis.selector_formulas import SelectorFormulas
 from rasp_compiler.compiler.analysis.sinfo import SInfo, _preview, convert_token
 from rasp_compiler.compiler.values import sorted_values
-from rasp_compiler.errors import CompileError
+from rasp_compiler.errors import CompileError, ModelTooLargeError
 from rasp_compiler.graph.nodes import (
     Aggregate,
     Constant,
@@ -116,7 +116,7 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         return self.graph.nodes[node_id]["node"]
 
     def error(self, node_id: str | None, message: str, hint: str | None = None,
-              pos: SourcePos | None = None) -> CompileError:
+              pos: SourcePos | None = None, too_large: bool = False) -> CompileError:
         if pos is None and node_id is not None and node_id in self.graph:
             pos = self.node(node_id).pos
             # a built-in (length, tokens) has no position: point at the first node that reads it
@@ -131,12 +131,13 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
                             pos = self.node(nxt).pos
         if pos is None and node_id in self.info:
             pos = self.info[node_id].pos
+        cls = ModelTooLargeError if too_large else CompileError
         source = None
         if pos is not None:
             source = getattr(self.program, "sources", {}).get(pos.file)
-            return CompileError(message, pos.file, pos.line, pos.col, source=source, hint=hint,
-                                width=max(1, len(pos.text.splitlines()[0]) if pos.text else 1))
-        return CompileError(message, self.program.source_file, hint=hint)
+            return cls(message, pos.file, pos.line, pos.col, source=source, hint=hint,
+                       width=max(1, len(pos.text.splitlines()[0]) if pos.text else 1))
+        return cls(message, self.program.source_file, hint=hint)
 
     def describe(self, node_id: str) -> str:
         parts = node_id[1:-1].split(",") if node_id.startswith("(") and node_id.endswith(")") else []

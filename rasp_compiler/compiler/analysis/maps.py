@@ -254,7 +254,7 @@ class MapTables:
             raise self.error(sid, f"{self.describe(sid)} combines inputs with {combos} value "
                              "combinations, too many to tabulate",
                              hint="give its inputs smaller value sets (fewer tokens, a smaller "
-                                  "--max-len), or split the expression")
+                                  "--max-len), or split the expression", too_large=True)
         vals = []
         for args in itertools.product(*(self.info[i].values for i in inputs)):
             try:

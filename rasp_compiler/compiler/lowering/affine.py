@@ -59,7 +59,7 @@ class AffineNumbers:
         if units is None or units > limits.UNIT_CAP:
             raise self.an.error(sid, f"{self.an.describe(sid)} needs {units or 'unboundedly many'} "
                                 "hidden units", hint="compare it with == against indices (one "
-                                "number, no one-hot), or use a smaller --max-len")
+                                "number, no one-hot), or use a smaller --max-len", too_large=True)
         self._feature(sid, info, sid if sid in self.an.graph else None)
         self.ops[sid] = self._with_shared(MLPOp(sid, sid if sid in self.an.graph else info.inputs[0],
                                                 sid, [num], rows, info.pos, "map"))

@@ -84,7 +84,8 @@ class Lowering(Maps, MapRows, AffineNumbers, SelectorBlocks, CausalCheck, Aggreg
             raise self.an.error(sid, f"{self.an.describe(sid)} is a mean with too many possible values "
                                 "to enumerate, and it is compared or looked up, which needs them all",
                                 hint="make its selector provably pick at most one key, average fewer "
-                                     "distinct values (e.g. 0/1 indicators), or use a smaller --max-len")
+                                     "distinct values (e.g. 0/1 indicators), or use a smaller --max-len",
+                                too_large=True)
         if cid not in self.an.info:
             self.an.info[cid] = SInfo(cid, "convert", "categorical", list(info.values), info.bases,
                                       info.table, base_kind=info.base_kind, cond=info.cond,

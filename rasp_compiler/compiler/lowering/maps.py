@@ -120,7 +120,7 @@ class Maps:
                 raise self.an.error(sid, f"{self.an.describe(sid)} needs {units or 'unboundedly many'} "
                                     "hidden units", hint=self.an.pair_table_hint(sid) or (
                                         "shrink the value sets of its inputs (smaller vocabulary or "
-                                        "--max-len) or split it into steps"))
+                                        "--max-len) or split it into steps"), too_large=True)
         feats = [self.need(u) if not u.endswith(":onehot") else u for u in choice]
         self._feature(sid, info, sid if sid in self.an.graph else None)
         self.ops[sid] = self._with_shared(MLPOp(
