@@ -325,7 +325,6 @@ def test_sublayers_on_their_own_dimensions_match_the_dense_products() -> None:
     assert float((edited - edited_dense).abs().max()) < 1e-5
 
 
-
 def test_mlp_slices_are_small_on_a_cpu_and_whole_chunks_on_a_gpu() -> None:
     """A CPU reuses the memory of small slices; on a GPU every slice is more kernel launches, so
     there an MLP takes as many positions as chunk_elements allows (histogram at 64 ran 10x slower
@@ -337,6 +336,7 @@ def test_mlp_slices_are_small_on_a_cpu_and_whole_chunks_on_a_gpu() -> None:
     assert runtime._mlp_slice_rows(42_310, "cpu", chunk) == runtime.MLP_SLICE_ROWS
     # and chunk_elements bounds both
     assert runtime._mlp_slice_rows(200, "cpu", 1 << 10) == runtime._mlp_slice_rows(200, "cuda", 1 << 10) == 5
+
 
 # -- what the Python API's users pass by mistake (audit of 1 Dec) -----------------------------------
 def test_a_batch_is_a_list_of_inputs_in_every_entry_point() -> None:
