@@ -20,7 +20,9 @@ package does not either, so ``rasp compile`` starts without it.
 
 from __future__ import annotations
 
+import math
 import time
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Callable
 
 from rasp_compiler.compiler.analysis import Analysis, limits
@@ -80,23 +82,52 @@ def _range(value: Any) -> tuple[float, float]:
     return lo, hi
 
 
+def _numeric_options(input_range: tuple[float, float] | None, input_grid: Any,
+                     min_denominator: Any) -> dict[str, Any]:
+    """``input_grid`` as an exact positive fraction (0.001 is 1/1000) and ``min_denominator`` as a
+    positive float; both need ``input_range``."""
+    out: dict[str, Any] = {"input_grid": None, "min_denominator": None}
+    for name, value in (("input_grid", input_grid), ("min_denominator", min_denominator)):
+        if value is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if input_range is None:
+            raise UserError(f"{name} ({flag}) needs input_range (--input-range): it is about real inputs")
+        try:
+            frac = Fraction(str(value)) if not isinstance(value, Fraction) else value
+        except (ValueError, ZeroDivisionError):
+            frac = None
+        if isinstance(value, bool) or frac is None or not frac > 0 or not math.isfinite(float(frac)):
+            raise UserError(f"{name} ({flag}) must be a number > 0, got {value!r}")
+        out[name] = frac if name == "input_grid" else float(frac)
+    return out
+
+
 def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, output: str | None = None,
                     dtype: str = "float32", causal: bool = False,
                     fixed_length: int | None = None,
                     input_range: tuple[float, float] | None = None,
+                    input_grid: float | str | Fraction | None = None,
+                    min_denominator: float | None = None,
                     progress: Callable[[str], None] | None = None) -> CompiledModel:
     """Compile ``program`` for inputs over ``vocab`` of length 1..``max_len``.  With
     ``input_range=(lo, hi)`` the program reads real numbers in [lo, hi] (``tokens_float``) and is
-    compiled numerically (``compiler/real/``; ``vocab`` is ignored).  ``progress`` is called
-    with the name of each stage as it starts."""
+    compiled numerically (``compiler/real/``; ``vocab`` is ignored).  ``input_grid`` states that
+    every input is a multiple of it (comparisons of values on that grid then compile exactly);
+    ``min_denominator`` compiles a division whose denominator's range holds 0 on |denominator| >=
+    it, and the model flags the inputs it excludes.  ``progress`` is called with the name of each
+    stage as it starts."""
     return compile_weights(program, vocab, max_len, output=output, dtype=dtype, causal=causal,
-                           fixed_length=fixed_length, input_range=input_range, progress=progress).model()
+                           fixed_length=fixed_length, input_range=input_range, input_grid=input_grid,
+                           min_denominator=min_denominator, progress=progress).model()
 
 
 def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, output: str | None = None,
                     dtype: str = "float32", causal: bool = False,
                     fixed_length: int | None = None,
                     input_range: tuple[float, float] | None = None,
+                    input_grid: float | str | Fraction | None = None,
+                    min_denominator: float | None = None,
                     progress: Callable[[str], None] | None = None) -> CompiledWeights:
     """``compile_program`` up to the weights, without torch: their config, NumPy tensors, report
     (``summary()``, ``stats()``) and files (``save``); ``.model()`` is the torch model."""
@@ -112,11 +143,13 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
         fixed_length = _whole_number(fixed_length, "fixed_length (--fixed-length)")
     if input_range is not None:
         input_range = _range(input_range)
+    numeric_options = _numeric_options(input_range, input_grid, min_denominator)
+    integer_range = None
     if input_range is not None:  # integer / string tokens: the range's integers are the vocabulary
         from rasp_compiler.compiler.real import integer_vocab
         ints = integer_vocab(program, input_range)
-        if ints is not None:
-            vocab, input_range = ints, None
+        if ints is not None:  # compiled categorically, or numerically over those integers
+            vocab, integer_range, input_range = ints, input_range, None
     vocab = vocab_list(vocab) if input_range is None else ["<number>"]
     if not vocab:
         raise UserError("the vocabulary is empty", hint="give --vocab abc or --vocab '[\"a\",\"b\"]'")
@@ -148,8 +181,12 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
     # more than Python's default 1,000 frames, as elaboration does (lang.elaborator.exec_source).
     try:
         with deep_recursion():
-            config, tensors, an = _weights(program, vocab, max_len, dtype, causal, fixed_length,
-                                           input_range, stage)
+            if integer_range is not None and _reads_integers(program):
+                config, tensors, an = _integer_plans(program, vocab, max_len, dtype, causal, fixed_length,
+                                                     integer_range, numeric_options, stage)
+            else:
+                config, tensors, an = _weights(program, vocab, max_len, dtype, causal, fixed_length,
+                                               input_range, stage, numeric_options)
     except RecursionError:
         raise CompileError("the program's chains of operations are too long to compile",
                            program.source_file, hint="split a long chain of maps with an aggregate, "
@@ -159,14 +196,61 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
     return CompiledWeights(config, tensors, analysis=an, compile_seconds=time.perf_counter() - start)
 
 
+def _reads_integers(program: Program) -> bool:
+    from rasp_compiler.graph.nodes import Tokens
+
+    return any(isinstance(n, Tokens) and n.type == "int" for n in program.nodes())
+
+
+def _integer_plans(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: bool,
+                   fixed_length: int | None, integer_range: tuple[float, float],
+                   numeric_options: dict[str, Any], stage: Callable[[str], None]
+                   ) -> tuple[dict, dict, Analysis | None]:
+    """A program over integer tokens in ``integer_range``: the categorical plan over the range's
+    integers and the numeric plan (exact product and sum units over the integers, the output
+    rounded to the integer it stands for), the smaller kept (layers, then parameters).  A numeric
+    plan that is not exact (a division's reciprocal, an output that is no integer) is kept only
+    where the categorical plan is refused."""
+    from rasp_compiler.compiler.real import compile_numeric
+
+    stage("numeric plan over the integers")
+    try:
+        numeric = compile_numeric(program, integer_range, max_len, dtype=dtype, causal=causal,
+                                  fixed_length=fixed_length, **numeric_options)
+    except UserError as err:
+        numeric, numeric_error = None, err
+    exact = numeric is not None and numeric[0]["output"]["integer"] and not numeric[0].get("guards") \
+        and numeric[0]["numeric"]["approx_error_bound"] == 0
+    try:
+        categorical = _weights(program, vocab, max_len, dtype, causal, fixed_length, None, stage, {})
+    except UserError as err:
+        if numeric is None:
+            raise err from None
+        numeric[0]["notes"].append(f"integer tokens: compiled numerically over {len(vocab)} integers "
+                                   f"(categorically: {err.message.splitlines()[0]})")
+        return numeric[0], numeric[1], None
+    if numeric is None:
+        categorical[0]["notes"].append("integer tokens: compiled categorically over the range's "
+                                       f"{len(vocab)} integers (numerically: "
+                                       f"{numeric_error.message.splitlines()[0]})")
+        return categorical
+    if not exact or _size(categorical) <= _size(numeric):
+        return categorical
+    numeric[0]["notes"].append(
+        f"integer tokens: compiled numerically (exact sums and products, the output rounded to its "
+        f"integer), {_size(numeric)[1]:,} parameters against {_size(categorical)[1]:,} categorically")
+    return numeric[0], numeric[1], None
+
+
 def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: bool,
              fixed_length: int | None, input_range: tuple[float, float] | None,
-             stage: Callable[[str], None]) -> tuple[dict, dict, Analysis | None]:
+             stage: Callable[[str], None], numeric_options: dict[str, Any]
+             ) -> tuple[dict, dict, Analysis | None]:
     """The config and tensors of ``program``'s model (and its analysis, for categorical programs)."""
     if input_range is not None:
         from rasp_compiler.compiler.real import compile_numeric
         config, tensors = compile_numeric(program, input_range, max_len, dtype=dtype, causal=causal,
-                                          fixed_length=fixed_length)
+                                          fixed_length=fixed_length, **numeric_options)
         return config, tensors, None
     stage("value sets")
     # same values, fewer heads and layers
@@ -333,9 +417,9 @@ def _opaque_layer(config: dict, capped: set[str]) -> bool:
                for lp in config["plan"] if lp["mlp"])
 
 
-def _size(plan: tuple[dict, dict, Analysis]) -> tuple[int, int]:
+def _size(plan: tuple) -> tuple[int, int]:
     """(layers, parameters) of a built plan: what the compiler minimises, in that order."""
-    config, tensors, _ = plan
+    config, tensors = plan[0], plan[1]
     return int(config["n_layers"]), sum(t.size for t in tensors.values())
 
 

@@ -9,6 +9,7 @@ config records the plan, the residual layout and the error bounds (``bounds``).
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from rasp_compiler.compiler.artifact import FORMAT, as_arrays
 from rasp_compiler.compiler.real.bounds import _bound_note, _output_bound
 from rasp_compiler.compiler.real.core import NumericCompiler
+from rasp_compiler.compiler.real.limits import GRID_SLACK_ULPS, UNIT_ROUNDOFF
 from rasp_compiler.compiler.real.specs import BOS, ONE, HeadSpec
 from rasp_compiler.errors import CompileError
 from rasp_compiler.graph.nodes import Program
@@ -42,10 +44,13 @@ def _check_magnitudes(nc: NumericCompiler, program: Program) -> None:
 
 
 def compile_numeric(program: Program, input_range: tuple[float, float], max_len: int, *,
-                    dtype: str, causal: bool, fixed_length: int | None) -> tuple[dict, dict]:
-    """(config, tensors) of the numerical program, in the runtime's saved-model format."""
+                    dtype: str, causal: bool, fixed_length: int | None,
+                    input_grid: Fraction | None = None,
+                    min_denominator: float | None = None) -> tuple[dict, dict]:
+    """(config, tensors) of the numerical program, in the runtime's saved-model format.  With
+    ``input_grid`` every input is a multiple of it (``grids``); integer tokens are on the grid 1."""
     nc = NumericCompiler(program, input_range, max_len, fixed_length=fixed_length, dtype=dtype,
-                         causal=causal)
+                         causal=causal, input_grid=input_grid, min_denominator=min_denominator)
     out_id = program.output
     if out_id in nc.pos:
         raise CompileError(f"the output '{out_id}' does not depend on the input", program.source_file,
@@ -153,13 +158,34 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
         "pad": "<PAD>", "max_len": max_len, "fixed_length": fixed_length, "causal": causal, "dtype": dtype,
         "d_model": d, "n_layers": n_layers, "layers": layers_cfg, "attention_scale": "1/sqrt(d_head)",
         "score_gap": nc.gap, "residual": residual, "plan": plan, "critical_path": [],
-        "output": {"encoding": "numerical", "integer": False, "node": out_id, "feature": out_id},
-        "input": {"kind": "numerical", "range": [nc.range[0], nc.range[1]]},
+        "output": _output_spec(nc, out_id),
+        "input": _input_spec(nc),
         "numeric": {"maps": bounds, "output_interval": list(nc.interval[out_id]),
                     "approx_error_bound": total_bound},
         "notes": notes,
     }
     return config, out_t
+
+
+def _input_spec(nc: NumericCompiler) -> dict[str, Any]:
+    """The input's range and, where the compiler relied on one, its grid: the runtime refuses an
+    input off it (beyond GRID_SLACK_ULPS units of roundoff)."""
+    spec: dict[str, Any] = {"kind": "numerical", "range": [nc.range[0], nc.range[1]]}
+    if nc.token_grid is not None:
+        spec["grid"] = float(nc.token_grid)
+        spec["grid_slack"] = GRID_SLACK_ULPS * UNIT_ROUNDOFF[nc.dtype]
+    return spec
+
+
+def _output_spec(nc: NumericCompiler, out_id: str) -> dict[str, Any]:
+    """A numerical output; an integer one (on the grid 1, its float drift under 1/4) is rounded by
+    the runtime to the integer it stands for, exactly."""
+    drift = nc._integer_output(out_id)
+    spec: dict[str, Any] = {"encoding": "numerical", "integer": drift is not None, "node": out_id,
+                            "feature": out_id}
+    if drift is not None:
+        spec["integer_tolerance"] = max(1e-3, min(0.25, 2.0 * drift))
+    return spec
 
 
 def _head_weights(h: HeadSpec, dim: Any, d: int, r_bos: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -55,6 +55,8 @@ def _output_bound(nc: NumericCompiler, out: str) -> float:
                 elif atom[0] == "xx":
                     a_, b_ = atom[1], atom[2]
                     total += k * (mag(a_) * e(b_) + mag(b_) * e(a_) + e(a_) * e(b_))
+                elif atom[0] == "stepx":  # the step is exact (a margin on a grid): the number's error
+                    total += k * e(atom[3])
                 elif atom[0] == "relu":
                     total += k * sum(abs(w) * e(s_) for s_, w in atom[1].terms)
             err[nid] = total

@@ -10,6 +10,7 @@ become gated units (``gated_units``, ``piecewise``).  The constructor runs the a
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from rasp_compiler.compiler.assemble import GAP
 from rasp_compiler.compiler.real.deferred import DeferredMaps
 from rasp_compiler.compiler.real.gated_units import GatedUnits
+from rasp_compiler.compiler.real.grids import Grids
 from rasp_compiler.compiler.real.heads import Heads
 from rasp_compiler.compiler.real.intervals import Intervals
 from rasp_compiler.compiler.real.piecewise import PiecewiseLinear
@@ -28,12 +30,13 @@ from rasp_compiler.errors import CompileError
 from rasp_compiler.graph.nodes import Aggregate, Program, SoftmaxAggregate, Tokens
 
 
-class NumericCompiler(PositionalFolding, Intervals, DeferredMaps, PiecewiseLinear, ScoreBlocks,
+class NumericCompiler(PositionalFolding, Intervals, Grids, DeferredMaps, PiecewiseLinear, ScoreBlocks,
                       Heads, GatedUnits):
     """The features, heads and MLPs of a program over real-valued tokens in ``input_range``."""
 
     def __init__(self, program: Program, input_range: tuple[float, float], max_len: int, *,
-                 fixed_length: int | None, dtype: str, causal: bool) -> None:
+                 fixed_length: int | None, dtype: str, causal: bool,
+                 input_grid: Fraction | None = None, min_denominator: float | None = None) -> None:
         lo, hi = float(input_range[0]), float(input_range[1])
         if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
             raise CompileError(f"--input-range needs finite LO <= HI, got {lo} {hi}")
@@ -53,6 +56,14 @@ class NumericCompiler(PositionalFolding, Intervals, DeferredMaps, PiecewiseLinea
         self.embed_cache: dict[bytes, str] = {}
         self.map_reports: list[dict[str, Any]] = []
         self.deferred: dict[str, Deferred] = {}
+        # grids (``grids``): integer tokens are multiples of 1, real ones of --input-grid if given
+        self.input_grid = input_grid
+        self.min_denominator = min_denominator
+        self.token_grid = Fraction(1) if _integer_tokens(program) else input_grid
+        self.grid: dict[str, list[Fraction | None]] = {}
+        self.grid_why: dict[str, str] = {}
+        self.delta: dict[str, float] = {}
+        self.step_grid: dict[Any, np.ndarray] = {}  # a step's difference -> its grid step per position
         self._analyse()
 
     def error(self, node_id: str, message: str, hint: str | None = None) -> CompileError:
@@ -87,3 +98,8 @@ class NumericCompiler(PositionalFolding, Intervals, DeferredMaps, PiecewiseLinea
 
     def slot(self, fid: str) -> int:
         return self.feats[fid].slot
+
+
+def _integer_tokens(program: Program) -> bool:
+    """Whether the program reads its tokens as integers (tokens_int): they are then on the grid 1."""
+    return any(isinstance(n, Tokens) and n.type == "int" for n in program.nodes())

@@ -3,7 +3,10 @@
 Each atom of a map's form becomes units: a constant or ``c(p) * x`` gates by an embedded
 coefficient, ``a * b = relu(a) * b + relu(-a) * (-b)`` (one pair per distinct coefficient, switched
 off elsewhere), and ``relu`` of a linear combination is one unit (``max(a, b) = b + relu(a - b)``).
-A map with no form gets piecewise-linear units instead (``piecewise``).
+A step ``[D > 0]`` of a difference D on a grid of step h (``grids``) is two units,
+``(2/h) (relu(D - h/4) - relu(D - 3h/4))``, exact while D drifts by less than h/4 (``D >= 0`` is
+``D > -h``); gating a number, the same two units read it as their gate.  A map with no form gets
+piecewise-linear units instead (``piecewise``).
 """
 
 from __future__ import annotations
@@ -73,6 +76,8 @@ class GatedUnits:
                         inputs.append(off)
                     units.append(Unit(w_in, 0.0, {b: kappa}, 0.0, nid))
                     units.append(Unit(w_neg, 0.0, {b: -kappa}, 0.0, nid))
+            elif atom[0] in ("step", "stepx"):
+                units += self._step_units(nid, atom, c, inputs)
             else:
                 lin: Lin = atom[1]
                 w_in = {}
@@ -84,3 +89,46 @@ class GatedUnits:
                 units.append(Unit(w_in, lin.const, wg, bg, nid))
                 inputs += extra
         return units, inputs
+
+    def _step_units(self, nid: str, atom: tuple, c: np.ndarray, inputs: list[str]) -> list[Unit]:
+        """c(p) [D > 0] (or c(p) [D > 0] v for ``stepx``) as two ramp units per distinct gate."""
+        lin: Lin = atom[1]
+        h = self.step_grid[lin]
+        # [D > 0] = [D - t > 0] for D on the grid: ramps from t + h/4 to t + 3h/4, t = 0 or -h
+        shift = np.zeros(self.n) if atom[2] else -h
+        w_in: dict[str, float] = {}
+        mag = abs(lin.const)
+        for s, w in lin.terms:
+            feat = self.need(s)
+            w_in[feat] = w_in.get(feat, 0.0) + w
+            inputs.append(feat)
+            mag += abs(w) * max(abs(v) for v in self._interval_any(s))
+        gate = np.nan_to_num(c, nan=0.0) * 2.0 / h
+        value = self.need(atom[3]) if atom[0] == "stepx" else None
+        if value is not None:
+            inputs.append(value)
+        units: list[Unit] = []
+        for lo_frac, sign in ((0.25, 1.0), (0.75, -1.0)):
+            thr = shift + lo_frac * h
+            w, b = dict(w_in), float(lin.const)
+            if np.all(thr == thr[0]):
+                b -= float(thr[0])
+            else:
+                f = self.embed(-thr, f"{nid}.threshold")
+                w[f] = 1.0
+                inputs.append(f)
+            if value is None:
+                wg, bg, extra = self._gate(sign * gate, f"{nid}.step_gate")
+                units.append(Unit(w, b, wg, bg, nid))
+                inputs += extra
+                continue
+            kappas = sorted({float(k) for k in gate if k != 0})
+            big = 2.0 * (mag + float(np.max(np.abs(thr)))) + 1.0
+            for kappa in kappas:
+                wk = dict(w)
+                if len(kappas) > 1 or np.any(gate == 0):  # switched off where the gate is not kappa
+                    off = self.embed(np.where(gate == kappa, 0.0, -big), f"{nid}.on_{kappa:g}")
+                    wk[off] = 1.0
+                    inputs.append(off)
+                units.append(Unit(wk, b, {value: sign * kappa}, 0.0, nid))
+        return units

@@ -25,3 +25,10 @@ ROUNDING_PER_TERM = 4
 # A softmax head's scores are rounded to the dtype, and the rounding moves its weights by up to
 # e^(2 * drift): past this factor - 1 the model no longer computes the program's softmax at all.
 MAX_WEIGHT_DRIFT = 0.01
+# An input of a model compiled with a grid (``--input-grid``, integer tokens) may sit this many
+# units of roundoff (of the larger of its size and the step) off its grid point: a decimal such as
+# 0.37 is no binary fraction, and rounded to float32 it moves by up to half an ulp.
+GRID_SLACK_ULPS = 4
+# Grids whose step needs a larger denominator than this are taken as no grid (a coefficient such as
+# 1/3 rounded to a float makes every later step a huge fraction that no margin can use).
+MAX_GRID_DENOMINATOR = 10 ** 12
