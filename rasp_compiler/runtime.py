@@ -888,8 +888,8 @@ def _check_on_grid(value: float, spec: dict, where: str) -> None:
         what = "an integer" if step == 1 else f"a multiple of {step:g}"
         raise ModelInputError(f"{where}, which is not {what}: the model was compiled for inputs on "
                               f"that grid (its comparisons are exact only there)",
-                              hint="round the input to the grid, or compile again with a finer "
-                                   "--input-grid")
+                              hint="the program reads integer tokens (tokens_int)" if step == 1 else
+                              "round the input to the grid, or compile again with a finer --input-grid")
 
 
 def _directory(path: Any) -> str:
@@ -1176,8 +1176,11 @@ def expected_tensors(config: dict) -> dict[str, tuple[torch.dtype, list[tuple[in
                 shapes.update({"W_gate": [dm, ms], "b_gate": [ms]})
             for n, shape in shapes.items():
                 out[f"layers.{li}.mlp.{n}"] = (mt, shape, why)
+    guards = len(config.get("guards") or [])
     k = ((len(config["output"]["values"]), "len(output.values)")
-         if config["output"]["encoding"] == "categorical" else (1, "a numerical output (1)"))
+         if config["output"]["encoding"] == "categorical" else
+         (1 + guards, f"a numerical output and {guards} guards ({1 + guards})" if guards
+          else "a numerical output (1)"))
     out["unembed.W_U"] = (dt, [dm, k], "always")
     out["unembed.b_U"] = (dt, [k], "always")
     return out

@@ -94,9 +94,9 @@ def test_stated_bound_holds_on_a_dense_grid(expr: str, lo: float, hi: float, dty
 
 
 def test_a_map_without_a_bound_asks_for_a_range() -> None:
-    with pytest.raises(CompileError, match="not finite everywhere.*\\[-1, 1\\]") as err:
+    with pytest.raises(CompileError, match="range \\[-1, 1\\] holds 0: near 0 the quotient has no bound") as err:
         compiled("tokens = tokens_float;\ny = 1 / tokens;\ny;", 4)
-    assert "narrower --input-range" in err.value.render()
+    assert "--min-denominator" in err.value.render() and "narrower --input-range" in err.value.render()
 
 
 def test_what_cannot_be_compiled_says_why() -> None:
@@ -202,7 +202,8 @@ INVERSE3 = """# inverse3: the inverse of a 3 x 3 matrix M, row-major, one entry 
 # M[i+1][j+2] M[i+2][j+1] (indices mod 3) and det = sum_j M[0][j] C[0][j].  Output position 3r + c
 # holds inv[r][c].  The input must hold exactly 9 entries.
 # Compiling it numerically (--input-range) stops at 1 / det: det can be 0 anywhere in a range that
-# holds both signs, so no error bound exists (the compiler says so and asks for another range).
+# holds both signs, so no error bound exists (the compiler says so and asks for
+# --min-denominator).
 # example-json: [2, 0, 0, 0, 4, 0, 0, 0, 0.5] -> [0.5, 0, 0, 0, 0.25, 0, 0, 0, 2]
 
 tokens = tokens_float;
@@ -232,9 +233,9 @@ def test_inverse3_runs_but_has_no_bound() -> None:
     prog = program_from_source(INVERSE3)
     m = np.array([[1.0, 2, 3], [0, 1, 4], [5, 6, 0]])
     assert np.allclose(run(prog, m.ravel().tolist()), np.linalg.inv(m).ravel(), atol=1e-12)
-    with pytest.raises(CompileError, match="1 / det.*not finite everywhere") as err:
+    with pytest.raises(CompileError, match="1 / det.*holds 0: near 0 the quotient has no bound") as err:
         compile_program(prog, None, 9, input_range=(-1, 1))
-    assert "narrower --input-range" in err.value.render()
+    assert "--min-denominator" in err.value.render()
 
 
 def test_a_range_whose_products_would_overflow_is_refused() -> None:

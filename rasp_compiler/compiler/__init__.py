@@ -217,15 +217,31 @@ def _integer_plans(program: Program, vocab: list[Any], max_len: int, dtype: str,
     try:
         numeric = compile_numeric(program, integer_range, max_len, dtype=dtype, causal=causal,
                                   fixed_length=fixed_length, **numeric_options)
+        node, rows = numeric[0]["numeric"]["largest_table"].values()
+        rows = math.inf if rows is None else rows
     except UserError as err:
         numeric, numeric_error = None, err
+        node, rows = getattr(err, "largest_table", (None, 0.0))
     exact = numeric is not None and numeric[0]["output"]["integer"] and not numeric[0].get("guards") \
         and numeric[0]["numeric"]["approx_error_bound"] == 0
+    # a categorical table of R rows costs at least R hidden units, each reading and writing a
+    # number: where that alone outweighs the numeric plan (or passes the size guard's scale), the
+    # categorical plan is not built (a 3 x 3 determinant over -9..9 took a minute to be refused)
+    too_large = 2 * rows > (_size(numeric)[1] if exact else limits.DOMAIN_CAP)
+    if too_large:
+        what = f"'{node}' alone would tabulate {rows:,.0f} joint values" if math.isfinite(rows) else \
+            f"'{node}' reads real numbers, which no table holds"
+        if numeric is None:
+            raise numeric_error from None
+        how = "exact sums and products, the output rounded to its integer" if exact else \
+            "with the error bound stated"
+        numeric[0]["notes"].append(f"integer tokens: compiled numerically ({how}); categorically, {what}")
+        return numeric[0], numeric[1], None
     try:
         categorical = _weights(program, vocab, max_len, dtype, causal, fixed_length, None, stage, {})
     except UserError as err:
         if numeric is None:
-            raise err from None
+            raise (numeric_error if isinstance(err, ModelTooLargeError) else err) from None
         numeric[0]["notes"].append(f"integer tokens: compiled numerically over {len(vocab)} integers "
                                    f"(categorically: {err.message.splitlines()[0]})")
         return numeric[0], numeric[1], None

@@ -69,20 +69,28 @@ def check_real(model: Any, program: Any, inputs: list[list[float]],
 
     dtype = model.config["dtype"]
     bound = float(model.config.get("numeric", {}).get("approx_error_bound", 0.0))
+    # |error| <= A + R |value|, where the compiler stated a relative part (a division)
+    parts = model.config.get("numeric", {}).get("error_bound") or {"absolute": bound, "relative": 0.0}
+    absolute, relative = float(parts["absolute"]), float(parts["relative"])
+    guarded = bool(model.config.get("guards"))
     if dtype == "float32" and (model.config.get("input") or {}).get("kind") == "numerical":
         # both sides read the numbers the model can hold: a float32 model cannot see more digits,
         # so the check measures the compiled computation (a transpose is then exactly 0)
         inputs = [_float32_within(x, model.config["input"].get("range")) for x in inputs]
-    worst, worst_input, checked, undefined, failures = 0.0, None, 0, 0, []
+    worst, worst_input, checked, undefined, failures, flagged = 0.0, None, 0, 0, [], 0
     done, began = 0, time.monotonic()
     while done < len(inputs):
         chunk = inputs[done:done + next_batch_size(done, time.monotonic() - began, 256)]
-        outs = model.run(chunk)
+        # a model with excluded denominators (--min-denominator) gives None for a flagged input
+        outs = model.run(chunk, strict=not guarded)
         for x, got in zip(chunk, outs, strict=False):
             try:
                 ref = run(program, x)
             except RaspError:
                 undefined += 1
+                continue
+            if got is None:  # flagged: outside the stated guarantee, not answered
+                flagged += 1
                 continue
             try:
                 ref_a = np.array([float(v) for v in ref])
@@ -91,17 +99,24 @@ def check_real(model: Any, program: Any, inputs: list[list[float]],
             except (TypeError, ValueError):  # categorical values: equal or not
                 ref_a, got_a = np.zeros(1), np.zeros(1)
                 err = 0.0 if list(got) == list(ref) else math.inf
-            tol = bound + rounding_allowance(dtype, len(x)) * max(1.0, float(np.max(np.abs(ref_a))))
+            allowance = rounding_allowance(dtype, len(x)) * max(1.0, float(np.max(np.abs(ref_a))))
+            if relative:  # per value: the absolute part plus the relative part of that value
+                with np.errstate(invalid="ignore"):
+                    within = bool(np.all(np.abs(ref_a - got_a) <= absolute + relative * np.abs(ref_a)
+                                         + allowance))
+            else:
+                within = err <= bound + allowance
             checked += 1
             if err > worst:
                 worst, worst_input = err, x
-            if not err <= tol and len(failures) < 5:
+            if not within and len(failures) < 5:
                 failures.append({"input": x, "model": got_a.tolist(), "interpreter": ref_a.tolist(),
                                  "error": err})
         done += len(chunk)
         if progress is not None:
             progress(len(chunk))
-    return {"inputs_checked": checked, "inputs_undefined": undefined, "max_abs_error": worst,
+    return {"inputs_checked": checked, "inputs_undefined": undefined, "inputs_flagged": flagged,
+            "max_abs_error": worst, "relative_bound": relative,
             "error_bound": bound, "worst_input": worst_input, "failures": failures,
             "ok": not failures and checked > 0}
 

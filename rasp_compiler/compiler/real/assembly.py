@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from rasp_compiler.compiler.artifact import FORMAT, as_arrays
-from rasp_compiler.compiler.real.bounds import _bound_note, _output_bound
+from rasp_compiler.compiler.real.bounds import _bound_note, node_errors
 from rasp_compiler.compiler.real.core import NumericCompiler
+from rasp_compiler.compiler.real.divisions import split_divisions
 from rasp_compiler.compiler.real.limits import GRID_SLACK_ULPS, UNIT_ROUNDOFF
 from rasp_compiler.compiler.real.specs import BOS, ONE, HeadSpec
 from rasp_compiler.errors import CompileError
@@ -49,6 +50,7 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
                     min_denominator: float | None = None) -> tuple[dict, dict]:
     """(config, tensors) of the numerical program, in the runtime's saved-model format.  With
     ``input_grid`` every input is a multiple of it (``grids``); integer tokens are on the grid 1."""
+    program = split_divisions(program)
     nc = NumericCompiler(program, input_range, max_len, fixed_length=fixed_length, dtype=dtype,
                          causal=causal, input_grid=input_grid, min_denominator=min_denominator)
     out_id = program.output
@@ -140,9 +142,14 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
             lp["mlp"] = {"hidden": m_, "ops": ops, "gated": True}
         layers_cfg.append({"n_heads": len(heads), "d_head": d_head if heads else 0, "d_mlp": len(units)})
         plan.append(lp)
-    w_u = np.zeros((d, 1))
+    errors = node_errors(nc)
+    guards = _guards(nc, program, errors)
+    # the output, then one column per guarded denominator (the runtime flags an input there)
+    w_u = np.zeros((d, 1 + len(guards)))
     w_u[dim(out_id), 0] = 1.0
-    tensors["unembed.W_U"], tensors["unembed.b_U"] = w_u, np.zeros(1)
+    for g in guards:
+        w_u[dim(g["feature"]), g["column"]] = 1.0
+    tensors["unembed.W_U"], tensors["unembed.b_U"] = w_u, np.zeros(1 + len(guards))
     residual = [{"feature": name, "node": None, "start": k, "size": 1, "encoding": "constant",
                  "labels": [name]} for k, name in ((ONE, "one"), (BOS, "bos"))]
     for f in order:
@@ -150,7 +157,9 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
                          "encoding": "positional" if f.kind == "positional" else "numerical",
                          "labels": f.labels})
     bounds = [r for r in nc.map_reports]
-    total_bound = _output_bound(nc, out_id)
+    out_abs, out_rel = errors.get(out_id, (0.0, 0.0))
+    out_mag = max(abs(v) for v in nc.interval[out_id])
+    total_bound = out_abs + out_rel * out_mag if out_rel else out_abs
     out_t = as_arrays(tensors, lambda name: dtype)
     notes = [_bound_note(r, dtype) for r in bounds if not r["exact"]]
     config = {
@@ -161,10 +170,39 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
         "output": _output_spec(nc, out_id),
         "input": _input_spec(nc),
         "numeric": {"maps": bounds, "output_interval": list(nc.interval[out_id]),
-                    "approx_error_bound": total_bound},
+                    "approx_error_bound": total_bound,
+                    "error_bound": {"absolute": out_abs, "relative": out_rel},
+                    "largest_table": _largest(nc)},
         "notes": notes,
     }
+    if guards:
+        config["guards"] = guards
     return config, out_t
+
+
+def _guards(nc: NumericCompiler, program: Program, errors: dict) -> list[dict[str, Any]]:
+    """The denominators compiled on |x| >= EPS (``--min-denominator``): the model writes each to
+    an extra unembedding column and the runtime flags an input where |x| < EPS there.  The
+    reciprocal's knots start at EPS/2, so the guarantee needs x's own drift below EPS/4: then a
+    flagged input has |x| < EPS + drift, and an unflagged one |x| >= 3 EPS / 4."""
+    out = []
+    for k, g in enumerate(nc.guards):
+        den, eps = g["node"], g["eps"]
+        a, r = errors.get(den, (0.0, 0.0))
+        drift = a + r * eps + min(nc._delta_of(den), 64 * UNIT_ROUNDOFF[nc.dtype] *
+                                  max(abs(v) for v in nc._interval_any(den)))
+        if not drift < eps / 4:
+            raise nc.error(g["reciprocal"], f"{{node}} divides by '{den}', which the model computes "
+                           f"to within {drift:.3g}: too coarse to tell |{den}| >= {eps:g} from values "
+                           "nearer 0", hint="give a larger --min-denominator")
+        out.append({"column": k + 1, "min_abs": eps, "eps": eps, "node": den, "feature": nc.need(den),
+                    "source": _src(program, g["reciprocal"]), "text": _text(program, g["reciprocal"])})
+    return out
+
+
+def _largest(nc: NumericCompiler) -> dict[str, Any]:
+    node, rows = nc.largest_table()
+    return {"node": node, "rows": rows if math.isfinite(rows) else None}
 
 
 def _input_spec(nc: NumericCompiler) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from rasp_compiler.compiler.real.heads import Heads
 from rasp_compiler.compiler.real.intervals import Intervals
 from rasp_compiler.compiler.real.piecewise import PiecewiseLinear
 from rasp_compiler.compiler.real.positions import PositionalFolding
+from rasp_compiler.compiler.real.reciprocal import Reciprocals
 from rasp_compiler.compiler.real.score_blocks import ScoreBlocks
 from rasp_compiler.compiler.real.specs import Deferred, Feat, HeadSpec, MLPSpec
 from rasp_compiler.compiler.real_forms import Form
@@ -30,8 +31,8 @@ from rasp_compiler.errors import CompileError
 from rasp_compiler.graph.nodes import Aggregate, Program, SoftmaxAggregate, Tokens
 
 
-class NumericCompiler(PositionalFolding, Intervals, Grids, DeferredMaps, PiecewiseLinear, ScoreBlocks,
-                      Heads, GatedUnits):
+class NumericCompiler(PositionalFolding, Intervals, Grids, DeferredMaps, PiecewiseLinear, Reciprocals,
+                      ScoreBlocks, Heads, GatedUnits):
     """The features, heads and MLPs of a program over real-valued tokens in ``input_range``."""
 
     def __init__(self, program: Program, input_range: tuple[float, float], max_len: int, *,
@@ -64,7 +65,14 @@ class NumericCompiler(PositionalFolding, Intervals, Grids, DeferredMaps, Piecewi
         self.grid_why: dict[str, str] = {}
         self.delta: dict[str, float] = {}
         self.step_grid: dict[Any, np.ndarray] = {}  # a step's difference -> its grid step per position
-        self._analyse()
+        self._recips: dict[str, dict[str, Any]] = {}  # reciprocal maps (``reciprocal``)
+        self.guards: list[dict[str, Any]] = []  # denominators the model flags near 0
+        self.relative_bounds: dict[str, float] = {}  # |error| <= this x |value| (approximate maps)
+        try:
+            self._analyse()
+        except CompileError as err:  # how large the categorical plan would be, as far as known
+            err.largest_table = self.largest_table()  # type: ignore[attr-defined]
+            raise
 
     def error(self, node_id: str, message: str, hint: str | None = None) -> CompileError:
         node = self.program.node(node_id) if node_id in self.graph else None

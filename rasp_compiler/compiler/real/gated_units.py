@@ -24,6 +24,9 @@ class GatedUnits:
 
     def _mlp(self, node: Any) -> None:
         nid = node.id
+        if nid in self._recips:
+            self._reciprocal_mlps(nid)
+            return
         approx = getattr(self, "_approx", {})
         if nid in approx:
             units, bound, inputs = self._approx_units(nid, *approx[nid])
@@ -36,6 +39,8 @@ class GatedUnits:
         self.mlps.append(MLPSpec(nid, nid, units, kind, bound, slot, inputs))
         rep = {"node": nid, "kind": "map", "exact": kind == "exact", "bound": bound,
                "interval": list(self.interval[nid]), "units": len(units)}
+        if nid in self.relative_bounds:
+            rep["relative_bound"] = self.relative_bounds[nid]
         self.map_reports.append(rep)
 
     def _gate(self, c: np.ndarray, label: str) -> tuple[dict[str, float], float, list[str]]:

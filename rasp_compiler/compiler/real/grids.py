@@ -233,3 +233,30 @@ class Grids:
         if all(s is not None and (s == 0 or s.denominator == 1) for s in steps) and drift < 0.25:
             return drift
         return None
+
+    # -------------------------------------------------------------- categorical estimate
+    def _value_count(self, sid: str) -> float:
+        """How many values ``sid`` can take: its range over its finest grid step (inf off a grid)."""
+        if sid in self.pos:
+            return 1.0
+        steps = [g for g in self._grid_of(sid) if g is not None and g != 0]
+        if not steps or any(g is None for g in self._grid_of(sid)) or sid not in self.interval:
+            return math.inf
+        lo, hi = self.interval[sid]
+        return math.floor((hi - lo) / float(min(steps)) + 1e-9) + 1.0
+
+    def largest_table(self) -> tuple[str | None, float]:
+        """The map a categorical plan would tabulate over the most joint values of its inputs, and
+        that number (a lower bound of that plan's hidden units for it): the compiler skips the
+        categorical plan of an integer program where this alone outweighs the numeric plan."""
+        best: tuple[str | None, float] = (None, 0.0)
+        for node in self.program.nodes():
+            if node.id in self.pos or node.is_selector or node.kind not in ("map", "sequence_map"):
+                continue
+            reads = [i for i in dict.fromkeys(node.inputs) if i not in self.pos]
+            if len(reads) < 2:
+                continue
+            rows = math.prod(self._value_count(i) for i in reads)
+            if rows > best[1]:
+                best = (node.id, rows)
+        return best

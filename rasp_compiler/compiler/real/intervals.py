@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from rasp_compiler.compiler.real.divisions import is_reciprocal
 from rasp_compiler.compiler.real.specs import Deferred
 from rasp_compiler.compiler.real_forms import Form, Lin, NonLinear, form_of
 from rasp_compiler.graph.expr import Ternary, Var
@@ -59,6 +60,9 @@ class Intervals:
                 except NonLinear as err:
                     errors.append(err)
             else:
+                if is_reciprocal(fn) and len(inputs) == 1 and inputs[0] not in self.pos:
+                    self._reciprocal_check(node, float(fn.left.value))
+                    return
                 deferred = self._why_no_unit(node, fn, inputs, str(errors[0]))
                 if deferred is not None:
                     # maybe a part of a larger expression (the condition of a max): the consumer
