@@ -56,7 +56,10 @@ def node_errors(nc: NumericCompiler) -> dict[str, Bound]:
         nid = node.id
         if nid in nc.pos or node.is_selector or nid not in nc.interval:
             continue
-        if isinstance(node, Aggregate):
+        if nid in nc._rows:  # a mean over compared keys: exact steps, the values' own error
+            value = nc._rows[nid]["value"]
+            err[nid] = EXACT if value is None else (absolute(value), 0.0)
+        elif isinstance(node, Aggregate):
             src = node.inputs[-1]
             err[nid] = e(src) if one_signed(src) else (absolute(src), 0.0)
         elif isinstance(node, SoftmaxAggregate):

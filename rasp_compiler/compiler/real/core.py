@@ -24,6 +24,7 @@ from rasp_compiler.compiler.real.intervals import Intervals
 from rasp_compiler.compiler.real.piecewise import PiecewiseLinear
 from rasp_compiler.compiler.real.positions import PositionalFolding
 from rasp_compiler.compiler.real.reciprocal import Reciprocals
+from rasp_compiler.compiler.real.row_selectors import RowSelectors
 from rasp_compiler.compiler.real.score_blocks import ScoreBlocks
 from rasp_compiler.compiler.real.specs import Deferred, Feat, HeadSpec, MLPSpec
 from rasp_compiler.compiler.real_forms import Form
@@ -32,7 +33,7 @@ from rasp_compiler.graph.nodes import Aggregate, Program, SoftmaxAggregate, Toke
 
 
 class NumericCompiler(PositionalFolding, Intervals, Grids, DeferredMaps, PiecewiseLinear, Reciprocals,
-                      ScoreBlocks, Heads, GatedUnits):
+                      RowSelectors, ScoreBlocks, Heads, GatedUnits):
     """The features, heads and MLPs of a program over real-valued tokens in ``input_range``."""
 
     def __init__(self, program: Program, input_range: tuple[float, float], max_len: int, *,
@@ -66,6 +67,7 @@ class NumericCompiler(PositionalFolding, Intervals, Grids, DeferredMaps, Piecewi
         self.delta: dict[str, float] = {}
         self.step_grid: dict[Any, np.ndarray] = {}  # a step's difference -> its grid step per position
         self._recips: dict[str, dict[str, Any]] = {}  # reciprocal maps (``reciprocal``)
+        self._rows: dict[str, dict[str, Any]] = {}  # data selectors (``row_selectors``)
         self.guards: list[dict[str, Any]] = []  # denominators the model flags near 0
         self.relative_bounds: dict[str, float] = {}  # |error| <= this x |value| (approximate maps)
         try:
@@ -96,6 +98,8 @@ class NumericCompiler(PositionalFolding, Intervals, Grids, DeferredMaps, Piecewi
             raise self._deferred_error(sid)
         if isinstance(node, Tokens):
             self.feats[sid] = Feat(sid, 1, -1, sid, "token", labels=[sid])
+        elif sid in self._rows:
+            self._row_features(node)
         elif isinstance(node, Aggregate):
             self._head(node)
         elif isinstance(node, SoftmaxAggregate):

@@ -86,6 +86,9 @@ class Intervals:
                 lo, hi = max(lo, choice[0]), min(hi, choice[1])
             self.interval[nid] = (lo, hi)
             self._grid_form(nid, f)
+        elif isinstance(node, (Aggregate, SelectorWidth)) and node.inputs[0] not in self.pos and \
+                self.token_grid is not None:
+            self._row_plan(node)  # a selector comparing numbers on a grid (``row_selectors``)
         elif isinstance(node, (Aggregate, SoftmaxAggregate)):
             sel, src = node.inputs[0], node.inputs[-1]
             self._check_selector(sel, nid)
@@ -191,8 +194,9 @@ class Intervals:
         if sel not in self.pos:
             raise self.error(nid, "{node} uses a selector that compares real numbers; hard attention "
                              "has no margin between arbitrarily close reals",
-                             hint="select on positions (functions of indices), or use softmax_aggregate "
-                                  "for a data-dependent weighting")
+                             hint="give --input-grid G when every input is a multiple of G: a selector "
+                                  "comparing values on that grid then compiles exactly; or select on "
+                                  "positions, or use softmax_aggregate for a data-dependent weighting")
 
     def _may_be_empty(self, sel: str) -> bool:
         """Whether some query row can select no key (then the default is one of the values)."""
