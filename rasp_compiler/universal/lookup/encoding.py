@@ -1,0 +1,245 @@
+"""A compiled program as the input of a lookup UT: input-token and position embeddings, and the
+program tokens placed before the input (one null token, then one token per lookup-table row).
+
+Every consumer slot of the layout (a head's query, key and value code, an MLP op's input code, the
+output) receives from every source written before it that source's image (``parts``): the
+embedding's through the input embedding, a table row's through that row's program token, a
+constant (MLP biases, folded ops) through the embedding of the ``one`` feature.  The encoding
+never reads or writes the backbone's tensors: it needs only the class and its layout.
+
+Files: one safetensors file holding ``token_embed``, ``pos_embed``, ``program_tokens``; its JSON
+header holds the class, the SHA-256 of the backbone it was encoded for, the SHA-256 of its own
+tensors, the vocabulary and the output decoding.  ``load`` refuses a file whose tensors do not
+hash to the recorded value, and ``check_backbone`` one encoded for another backbone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import save_file
+
+from rasp_compiler.errors import ArtifactError, UserError
+from rasp_compiler.runtime import weights_digest
+from rasp_compiler.universal.artifact import read_artifact
+from rasp_compiler.universal.lookup.layout import K_NULL, K_PROG, U_IN, U_PROG, Layout, layout
+from rasp_compiler.universal.lookup.parts import CompiledParts, read_parts
+from rasp_compiler.universal.lookup.size_class import SizeClass
+from rasp_compiler.universal.lookup.tables import MARGIN, HeadCode, Table, tables
+
+ENCODING_FORMAT = "rasp-lookup-ut-encoding/1"
+F64 = torch.float64
+# the score that keeps attention heads off program tokens, and sends program tokens (and unused
+# lookups) to the null token: far above any score a compiled model or a table row reaches (< 1e16)
+BIG = 1e30
+# a table's own rows score at least this above every other key of its lookup head
+TABLE_CONSTANT = 10 * MARGIN
+
+
+@dataclass
+class ProgramEncoding:
+    """What the program contributes to a run of the backbone."""
+
+    size: SizeClass
+    backbone_sha256: str
+    token_embed: torch.Tensor      # (vocab + 2) x m: BOS at index vocab, PAD at vocab + 1
+    pos_embed: torch.Tensor        # (max_len + 1) x m
+    program_tokens: torch.Tensor   # R x m
+    meta: dict = field(default_factory=dict)   # vocab, max_len, program, output decoding, tables
+
+    @property
+    def params(self) -> int:
+        return int(self.token_embed.numel() + self.pos_embed.numel() + self.program_tokens.numel())
+
+    @property
+    def sha256(self) -> str:
+        return weights_digest(self._tensors())
+
+    def _tensors(self) -> dict[str, torch.Tensor]:
+        return {"token_embed": self.token_embed, "pos_embed": self.pos_embed,
+                "program_tokens": self.program_tokens}
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """(batch, n + 1, m): the UT's input for token ids (batch, n + 1), BOS first."""
+        return self.token_embed[ids] + self.pos_embed[: ids.shape[1]].unsqueeze(0)
+
+    def check_backbone(self, backbone: Any) -> None:
+        """Refuse to run this encoding on a backbone it was not encoded for."""
+        if backbone.sha256 != self.backbone_sha256:
+            raise UserError("the program encoding was made for another backbone "
+                            f"(backbone sha256 {self.backbone_sha256[:12]}…, this one {backbone.sha256[:12]}…)",
+                            hint="encode the program again for this backbone's class")
+        if self.token_embed.shape[1] != backbone.size.width:
+            raise UserError(f"the program encoding has width {self.token_embed.shape[1]}, the backbone "
+                            f"{backbone.size.width}")
+
+    # ----- files ------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        header = {"class": self.size.as_json(), "backbone_sha256": self.backbone_sha256,
+                  "sha256": self.sha256, "meta": self.meta}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save_file({k: v.contiguous() for k, v in self._tensors().items()}, str(path),
+                      metadata={"format": ENCODING_FORMAT, "config": json.dumps(header, sort_keys=True)})
+        except OSError as err:
+            raise UserError(f"{path}: cannot write the program encoding ({err.strerror or err})") from None
+        except SafetensorError as err:
+            m = re.search(r"I/O error: (.*?) \(os error", str(err))
+            raise UserError(f"{path}: cannot write the program encoding ({m.group(1) if m else err})") from None
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> ProgramEncoding:
+        path = Path(path)
+        if not path.is_file():
+            raise ArtifactError(f"no program encoding at {path}")
+        tensors, header = read_artifact(path, ENCODING_FORMAT, "lookup UT program encoding")
+        try:
+            size = SizeClass.from_json(header.get("class"))
+        except (UserError, TypeError) as err:
+            raise ArtifactError(f"{path}: damaged class in the header ({err})") from None
+        names = {"token_embed", "pos_embed", "program_tokens"}
+        if set(tensors) != names or not all(t.dtype == F64 and t.ndim == 2 for t in tensors.values()):
+            raise ArtifactError(f"{path}: expected float64 matrices {', '.join(sorted(names))}")
+        backbone_sha = header.get("backbone_sha256")
+        meta = header.get("meta")
+        if not isinstance(backbone_sha, str) or not isinstance(meta, dict):
+            raise ArtifactError(f"{path}: damaged header (backbone_sha256 or meta)")
+        enc = cls(size, backbone_sha, tensors["token_embed"], tensors["pos_embed"], tensors["program_tokens"],
+                  meta)
+        if header.get("sha256") != enc.sha256:
+            raise ArtifactError(f"{path}: the program encoding's tensors do not match the SHA-256 in "
+                                "its header (edited or damaged); it is not run")
+        m = size.width
+        if any(t.shape[1] != m for t in tensors.values()) or \
+                enc.token_embed.shape[0] > size.vocab + 2 or enc.pos_embed.shape[0] > size.max_len + 1 or \
+                enc.program_tokens.shape[0] > size.program_tokens:
+            raise ArtifactError(f"{path}: the encoding's shapes do not fit its class {size.describe()}")
+        if not all(bool(torch.isfinite(t).all()) for t in tensors.values()):
+            raise ArtifactError(f"{path}: the encoding holds NaN or inf")
+        return enc
+
+
+# ----- encoding a compiled model -----------------------------------------------------------------
+@dataclass
+class _Consumer:
+    time: int                 # it reads the stream after everything written before this time
+    image: torch.Tensor       # d x w
+    columns: list[int]        # its w columns in the UT's stream
+
+
+def program_needs(parts: CompiledParts, all_tables: list[Table]) -> SizeClass:
+    """The sizes a class must have to hold this compiled program."""
+    model = parts.model
+    widths = [h.query.shape[1] for layer in parts.heads for h in layer]
+    per_layer = [sum(1 for t in all_tables if t.kind == "op" and t.layer == l) for l in range(parts.layers)]
+    return SizeClass(layers=parts.layers, heads=max([len(h) for h in parts.heads] + [1]),
+                     tables=max(per_layer + [0]), head_width=max(widths + [1]),
+                     out_width=parts.unembed.shape[1], vocab=len(model.vocab), max_len=model.max_len,
+                     program_tokens=1 + sum(t.rows for t in all_tables), causal=parts.causal,
+                     name="needs")
+
+
+def analyse(model: Any) -> tuple[CompiledParts, dict[tuple[int, int], HeadCode], list[Table], SizeClass]:
+    """Everything a compiled model contributes, and the sizes it needs."""
+    parts = read_parts(model)
+    codes, all_tables = tables(parts)
+    return parts, codes, all_tables, program_needs(parts, all_tables)
+
+
+def encode_program(model: Any, size: SizeClass, backbone_sha256: str, analysed: tuple | None = None
+                   ) -> ProgramEncoding:
+    """The encoding of a compiled model for a class (refused, naming what is too large, when the
+    class cannot hold it).  ``backbone_sha256`` is recorded so that the encoding only ever runs on
+    that backbone."""
+    parts, codes, all_tables, needs = analysed or analyse(model)
+    problems = size.too_small(needs)
+    if problems:
+        from rasp_compiler.universal.lookup.size_class import smallest_holding
+
+        raise UserError(f"the class {size.describe()} cannot hold {model.config.get('program') or 'the program'}: "
+                        + "; ".join(problems),
+                        hint=f"use --class {smallest_holding(needs).name or 'fitted'}"
+                             + (f" ({smallest_holding(needs).spec()})" if smallest_holding(needs).name == "fitted"
+                                else ""))
+    lay = layout(size)
+    consumers = _consumers(parts, codes, all_tables, lay)
+    E = _input_embedding(parts, consumers, lay)
+    prefix = _program_tokens(parts, all_tables, consumers, lay)
+    meta = {"program": model.config.get("program"), "vocab": model.config["vocab"],
+            "max_len": model.max_len, "output": model.config["output"],
+            "tables": [{"layer": t.layer, "kind": t.kind, "feature": t.name, "rows": t.rows}
+                       for t in all_tables],
+            "folded_ops": [op.feature for layer in parts.ops for op in layer if op.strategy == "fold"]}
+    return ProgramEncoding(size, backbone_sha256, parts.token_embed @ E, parts.pos_embed @ E, prefix, meta)
+
+
+def _consumers(parts: CompiledParts, codes: dict, all_tables: list[Table], lay: Layout) -> list[_Consumer]:
+    out = []
+    for layer in parts.heads:
+        for h in layer:
+            k = h.query.shape[1]
+            t = 2 * h.layer + 1
+            out.append(_Consumer(t, h.query, list(lay.q[h.layer][h.head][:k])))
+            out.append(_Consumer(t, h.key, list(lay.key[h.layer][h.head][:k])))
+            out.append(_Consumer(t, (h.value @ codes[(h.layer, h.head)].weights)[:, None],
+                                 [lay.vp[h.layer][h.head]]))
+    for t in all_tables:
+        if t.kind == "op":
+            out.append(_Consumer(2 * t.layer + 2, t.lq_image[:, None], [lay.lq[t.layer][t.index]]))
+    o = parts.unembed.shape[1]
+    out.append(_Consumer(2 * parts.layers + 1, parts.unembed, list(lay.out[:o])))
+    return out
+
+
+def _input_embedding(parts: CompiledParts, consumers: list[_Consumer], lay: Layout) -> torch.Tensor:
+    """E (d x m): the UT's input embedding is the compiled one times E."""
+    one = parts.features["one"]["start"]
+    E = torch.zeros(parts.d, lay.m, dtype=F64)
+    E[one, U_IN] = 1.0
+    constants = parts.constants()
+    for c in consumers:
+        E[:, c.columns] += parts.transfer(0, c.time) @ c.image
+        for time, vector in constants:
+            if time < c.time:
+                E[one, c.columns] += vector @ parts.transfer(time, c.time) @ c.image
+    E[one, list(lay.out[:parts.unembed.shape[1]])] += parts.unembed_bias
+    return E
+
+
+def _program_tokens(parts: CompiledParts, all_tables: list[Table], consumers: list[_Consumer],
+                    lay: Layout) -> torch.Tensor:
+    size = lay.size
+    null = torch.zeros(lay.m, dtype=F64)
+    null[U_PROG], null[K_PROG], null[K_NULL] = 1.0, -BIG, BIG
+    used = {(t.layer, t.kind, t.index) for t in all_tables}
+    for l in range(size.layers):   # a lookup with no table attends to the null token: adds 0
+        for h in range(size.heads):
+            if (l, "head", h) not in used:
+                null[lay.rk[l][h][1]] = TABLE_CONSTANT
+        for j in range(size.tables):
+            if (l, "op", j) not in used:
+                null[lay.lk[l][j][1]] = TABLE_CONSTANT
+    rows = [null[None]]
+    for t in all_tables:
+        block = torch.zeros(t.rows, lay.m, dtype=F64)
+        block[:, U_PROG], block[:, K_PROG] = 1.0, -BIG
+        if t.kind == "head":
+            (pattern, constant), cols = lay.rk[t.layer][t.index], [lay.rk[t.layer][t.index][0]]
+        else:
+            patterns, constant = lay.lk[t.layer][t.index]
+            cols = list(patterns[: t.query.shape[1]])
+        block[:, cols] = 2 * t.scale * t.query
+        block[:, constant] = TABLE_CONSTANT - t.scale * (t.query ** 2).sum(dim=1)
+        for c in consumers:
+            if c.time > 2 * t.layer + 2:
+                block[:, c.columns] += t.written @ parts.transfer(t.time, c.time) @ c.image
+        rows.append(block)
+    return torch.cat(rows)
