@@ -1,5 +1,5 @@
 """The lookup UT's fixed backbone: 2L residual attention layers whose weights depend only on the
-size class.  Layer 2l is the attention layer of compiled layer l (H heads), layer 2l+1 its lookup
+size class (``layout.py`` names the columns).  Layer 2l is the attention layer of compiled layer l (H heads), layer 2l+1 its lookup
 layer (H + T heads: one re-encoding each head's output, one per MLP table).
 
 Every head h of a layer has 0/1 ``R_Q`` and ``R_K`` (m x head width) and a value map that copies
@@ -162,13 +162,13 @@ class LookupBackbone(nn.Module):
 
 
 def build_backbone(size: SizeClass) -> LookupBackbone:
-    """The backbone of a class: a deterministic function of (L, H, T, k, o, causal)."""
+    """The backbone of a class: a deterministic function of (L, H, T, k, o, c, causal)."""
     size.validate()
     if size.width > MAX_WIDTH:
         raise UserError(f"the class {size.describe()} has width m = {size.width:,}, above the "
                         f"supported {MAX_WIDTH:,}")
     lay = layout(size)
-    m, H, T, k = lay.m, size.heads, size.tables, size.head_width
+    m, H, T, k, c = lay.m, size.heads, size.tables, size.head_width, size.code_width
     tensors: dict[str, torch.Tensor] = {}
     for l in range(size.layers):
         # attention layer: query [q, u_in, u_prog] . key [key, k_prog, k_null]; copy vp -> ho
@@ -179,27 +179,25 @@ def build_backbone(size: SizeClass) -> LookupBackbone:
                 r_q[h, lay.q[l][h][j], j] = r_k[h, lay.key[l][h][j], j] = 1.0
             r_q[h, U_IN, k] = r_k[h, K_PROG, k] = 1.0
             r_q[h, U_PROG, k + 1] = r_k[h, K_NULL, k + 1] = 1.0
-            r_v[h, lay.ho[l][h]] = lay.vp[l][h]
+            r_v[h, list(lay.ho[l][h])] = torch.tensor(lay.vp[l][h])
         tensors.update({f"layers.{2 * l}.R_Q": r_q, f"layers.{2 * l}.R_K": r_k, f"layers.{2 * l}.R_V": r_v})
         # lookup layer: query [pattern coordinates, u_in, u_prog] . key [patterns, constant, k_null];
         # each lookup copies the consumer columns read after this layer
-        width = H + 3
+        width = H * c + 3
         r_q, r_k = torch.zeros(H + T, m, width, dtype=F64), torch.zeros(H + T, m, width, dtype=F64)
         r_v = torch.full((H + T, m), -1, dtype=torch.long)
         down = torch.tensor(lay.downstream(l), dtype=torch.long)
         for j in range(H + T):
-            if j < H:
-                pattern, constant = lay.rk[l][j]
-                r_q[j, lay.ho[l][j], 0] = r_k[j, pattern, 0] = 1.0
-            else:
+            if j < H:   # re-encode head j's output: query its c code columns
+                patterns, constant = lay.rk[l][j]
+                queried = list(lay.ho[l][j])
+            else:       # MLP table: the op's code, then every head's code columns
                 patterns, constant = lay.lk[l][j - H]
-                r_q[j, lay.lq[l][j - H], 0] = 1.0
-                for h in range(H):
-                    r_q[j, lay.ho[l][h], 1 + h] = 1.0
-                for c, col in enumerate(patterns):
-                    r_k[j, col, c] = 1.0
-            r_q[j, U_IN, H + 1] = r_k[j, constant, H + 1] = 1.0
-            r_q[j, U_PROG, H + 2] = r_k[j, K_NULL, H + 2] = 1.0
+                queried = [lay.lq[l][j - H]] + [col for h in range(H) for col in lay.ho[l][h]]
+            for a, (qc, kc) in enumerate(zip(queried, patterns, strict=True)):
+                r_q[j, qc, a] = r_k[j, kc, a] = 1.0
+            r_q[j, U_IN, width - 2] = r_k[j, constant, width - 2] = 1.0
+            r_q[j, U_PROG, width - 1] = r_k[j, K_NULL, width - 1] = 1.0
             r_v[j, down] = down
         tensors.update({f"layers.{2 * l + 1}.R_Q": r_q, f"layers.{2 * l + 1}.R_K": r_k,
                         f"layers.{2 * l + 1}.R_V": r_v})

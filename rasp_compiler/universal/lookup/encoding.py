@@ -31,7 +31,7 @@ from rasp_compiler.universal.artifact import read_artifact
 from rasp_compiler.universal.lookup.layout import K_NULL, K_PROG, U_IN, U_PROG, Layout, layout
 from rasp_compiler.universal.lookup.parts import CompiledParts, read_parts
 from rasp_compiler.universal.lookup.size_class import SizeClass
-from rasp_compiler.universal.lookup.tables import MARGIN, HeadCode, Table, tables
+from rasp_compiler.universal.lookup.tables import MARGIN, Consumer, Lookups, lookups
 
 ENCODING_FORMAT = "rasp-lookup-ut-encoding/1"
 F64 = torch.float64
@@ -128,98 +128,99 @@ class ProgramEncoding:
 
 
 # ----- encoding a compiled model -----------------------------------------------------------------
-@dataclass
-class _Consumer:
-    time: int                 # it reads the stream after everything written before this time
-    image: torch.Tensor       # d x w
-    columns: list[int]        # its w columns in the UT's stream
-
-
-def program_needs(parts: CompiledParts, all_tables: list[Table]) -> SizeClass:
+def program_needs(parts: CompiledParts, found: Lookups) -> SizeClass:
     """The sizes a class must have to hold this compiled program."""
     model = parts.model
     widths = [h.query.shape[1] for layer in parts.heads for h in layer]
-    per_layer = [sum(1 for t in all_tables if t.kind == "op" and t.layer == l) for l in range(parts.layers)]
+    per_layer = [sum(1 for t in found.tables if t.kind == "op" and t.layer == l) for l in range(parts.layers)]
     return SizeClass(layers=parts.layers, heads=max([len(h) for h in parts.heads] + [1]),
                      tables=max(per_layer + [0]), head_width=max(widths + [1]),
-                     out_width=parts.unembed.shape[1], vocab=len(model.vocab), max_len=model.max_len,
-                     program_tokens=1 + sum(t.rows for t in all_tables), causal=parts.causal,
+                     out_width=parts.unembed.shape[1],
+                     code_width=max([c.columns for c in found.codes.values()] + [1]),
+                     vocab=len(model.vocab), max_len=model.max_len,
+                     program_tokens=1 + sum(t.rows for t in found.tables), causal=parts.causal,
                      name="needs")
 
 
-def analyse(model: Any) -> tuple[CompiledParts, dict[tuple[int, int], HeadCode], list[Table], SizeClass]:
+@dataclass
+class Analysed:
+    """A compiled model read for the lookup UT, and the sizes it needs."""
+
+    parts: CompiledParts
+    found: Lookups
+    needs: SizeClass
+
+
+def analyse(model: Any) -> Analysed:
     """Everything a compiled model contributes, and the sizes it needs."""
     parts = read_parts(model)
-    codes, all_tables = tables(parts)
-    return parts, codes, all_tables, program_needs(parts, all_tables)
+    found = lookups(parts)
+    return Analysed(parts, found, program_needs(parts, found))
 
 
-def encode_program(model: Any, size: SizeClass, backbone_sha256: str, analysed: tuple | None = None
+def encode_program(model: Any, size: SizeClass, backbone_sha256: str, analysed: Analysed | None = None
                    ) -> ProgramEncoding:
     """The encoding of a compiled model for a class (refused, naming what is too large, when the
     class cannot hold it).  ``backbone_sha256`` is recorded so that the encoding only ever runs on
     that backbone."""
-    parts, codes, all_tables, needs = analysed or analyse(model)
+    from rasp_compiler.universal.lookup.size_class import smallest_holding
+
+    analysed = analysed or analyse(model)
+    parts, found, needs = analysed.parts, analysed.found, analysed.needs
     problems = size.too_small(needs)
     if problems:
-        from rasp_compiler.universal.lookup.size_class import smallest_holding
-
-        raise UserError(f"the class {size.describe()} cannot hold {model.config.get('program') or 'the program'}: "
-                        + "; ".join(problems),
-                        hint=f"use --class {smallest_holding(needs).name or 'fitted'}"
-                             + (f" ({smallest_holding(needs).spec()})" if smallest_holding(needs).name == "fitted"
-                                else ""))
+        would = smallest_holding(needs)
+        raise ClassTooSmall(f"the class {size.describe()} cannot hold "
+                            f"{model.config.get('program') or 'the program'}: " + "; ".join(problems),
+                            hint=f"use --class {would.name if would.name != 'fitted' else would.spec()}"
+                                 f" (the smallest class that holds it: {would.describe()})")
     lay = layout(size)
-    consumers = _consumers(parts, codes, all_tables, lay)
-    E = _input_embedding(parts, consumers, lay)
-    prefix = _program_tokens(parts, all_tables, consumers, lay)
+    columns = {c.slot: _columns(c, lay) for c in found.consumers}
+    E = _input_embedding(parts, found.consumers, columns, lay)
+    prefix = _program_tokens(parts, found, columns, lay)
     meta = {"program": model.config.get("program"), "vocab": model.config["vocab"],
             "max_len": model.max_len, "output": model.config["output"],
             "tables": [{"layer": t.layer, "kind": t.kind, "feature": t.name, "rows": t.rows}
-                       for t in all_tables],
+                       for t in found.tables],
             "folded_ops": [op.feature for layer in parts.ops for op in layer if op.strategy == "fold"]}
     return ProgramEncoding(size, backbone_sha256, parts.token_embed @ E, parts.pos_embed @ E, prefix, meta)
 
 
-def _consumers(parts: CompiledParts, codes: dict, all_tables: list[Table], lay: Layout) -> list[_Consumer]:
-    out = []
-    for layer in parts.heads:
-        for h in layer:
-            k = h.query.shape[1]
-            t = 2 * h.layer + 1
-            out.append(_Consumer(t, h.query, list(lay.q[h.layer][h.head][:k])))
-            out.append(_Consumer(t, h.key, list(lay.key[h.layer][h.head][:k])))
-            out.append(_Consumer(t, (h.value @ codes[(h.layer, h.head)].weights)[:, None],
-                                 [lay.vp[h.layer][h.head]]))
-    for t in all_tables:
-        if t.kind == "op":
-            out.append(_Consumer(2 * t.layer + 2, t.lq_image[:, None], [lay.lq[t.layer][t.index]]))
-    o = parts.unembed.shape[1]
-    out.append(_Consumer(2 * parts.layers + 1, parts.unembed, list(lay.out[:o])))
-    return out
+class ClassTooSmall(UserError):
+    """A program needs more than the size class holds."""
 
 
-def _input_embedding(parts: CompiledParts, consumers: list[_Consumer], lay: Layout) -> torch.Tensor:
+def _columns(c: Consumer, lay: Layout) -> list[int]:
+    kind, w = c.slot[0], c.image.shape[1]
+    if kind == "out":
+        return list(lay.out[:w])
+    if kind == "lq":
+        return [lay.lq[c.slot[1]][c.slot[2]]]
+    return list(getattr(lay, kind)[c.slot[1]][c.slot[2]][:w])
+
+
+def _input_embedding(parts: CompiledParts, consumers: list[Consumer], columns: dict, lay: Layout
+                     ) -> torch.Tensor:
     """E (d x m): the UT's input embedding is the compiled one times E."""
     one = parts.features["one"]["start"]
     E = torch.zeros(parts.d, lay.m, dtype=F64)
     E[one, U_IN] = 1.0
     constants = parts.constants()
     for c in consumers:
-        E[:, c.columns] += parts.transfer(0, c.time) @ c.image
+        cols = columns[c.slot]
+        E[:, cols] += parts.transfer(0, c.time) @ c.image
         for time, vector in constants:
             if time < c.time:
-                E[one, c.columns] += vector @ parts.transfer(time, c.time) @ c.image
+                E[one, cols] += vector @ parts.transfer(time, c.time) @ c.image
     E[one, list(lay.out[:parts.unembed.shape[1]])] += parts.unembed_bias
     return E
 
 
-def _program_tokens(parts: CompiledParts, all_tables: list[Table], consumers: list[_Consumer],
-                    lay: Layout) -> torch.Tensor:
+def _program_tokens(parts: CompiledParts, found: Lookups, columns: dict, lay: Layout) -> torch.Tensor:
     size = lay.size
     null = torch.zeros(lay.m, dtype=F64)
     null[U_PROG], null[K_PROG], null[K_NULL] = 1.0, -BIG, BIG
-    used = {(t.layer, t.kind, t.index) for t in all_tables}
+    used = {(t.layer, t.kind, t.index) for t in found.tables}
     for l in range(size.layers):   # a lookup with no table attends to the null token: adds 0
         for h in range(size.heads):
             if (l, "head", h) not in used:
@@ -228,18 +229,20 @@ def _program_tokens(parts: CompiledParts, all_tables: list[Table], consumers: li
             if (l, "op", j) not in used:
                 null[lay.lk[l][j][1]] = TABLE_CONSTANT
     rows = [null[None]]
-    for t in all_tables:
+    c = size.code_width
+    for t in found.tables:
         block = torch.zeros(t.rows, lay.m, dtype=F64)
         block[:, U_PROG], block[:, K_PROG] = 1.0, -BIG
         if t.kind == "head":
-            (pattern, constant), cols = lay.rk[t.layer][t.index], [lay.rk[t.layer][t.index][0]]
+            patterns, constant = lay.rk[t.layer][t.index]
+            cols = [patterns[slot[2]] for slot in t.slots]
         else:
             patterns, constant = lay.lk[t.layer][t.index]
-            cols = list(patterns[: t.query.shape[1]])
+            cols = [patterns[0] if slot[0] == "lq" else patterns[1 + slot[1] * c + slot[2]] for slot in t.slots]
         block[:, cols] = 2 * t.scale * t.query
         block[:, constant] = TABLE_CONSTANT - t.scale * (t.query ** 2).sum(dim=1)
-        for c in consumers:
-            if c.time > 2 * t.layer + 2:
-                block[:, c.columns] += t.written @ parts.transfer(t.time, c.time) @ c.image
+        for con in found.consumers:
+            if con.time > 2 * t.layer + 2:
+                block[:, columns[con.slot]] += t.written @ parts.transfer(t.time, con.time) @ con.image
         rows.append(block)
     return torch.cat(rows)

@@ -6,10 +6,11 @@ Columns, in order:
   null token: where program tokens, and unused lookups, attend);
 * ``out``: o columns, the output logits;
 * per layer l, per attention head h: ``q`` and ``key`` (k columns each: the head's query and key),
-  ``vp`` (1: the code of the value the head would write at this position), ``ho`` (1: the code of
-  what the head wrote), ``rk`` (2: the head's lookup key at program tokens, pattern and constant);
+  ``vp`` (c: the code of the value the head would write at this position), ``ho`` (c: the code of
+  what the head wrote), ``rk`` (c + 1: the head's lookup key at program tokens, patterns and a
+  constant);
 * per layer l, per MLP table t: ``lq`` (1: the code of the op's inputs written before the layer)
-  and ``lk`` (H + 2: the op's lookup key at program tokens, H + 1 patterns and a constant).
+  and ``lk`` (Hc + 2: the op's lookup key at program tokens, Hc + 1 patterns and a constant).
 
 The *consumer* slots (``q``, ``key``, ``vp``, ``lq``, ``out``) are written by the embedding and by
 lookups; the rest is written once (the flags and keys, by the embedding; ``ho``, by the head).
@@ -31,9 +32,9 @@ class Layout:
     out: tuple[int, ...]
     q: tuple[tuple[tuple[int, ...], ...], ...]      # [layer][head] -> columns
     key: tuple[tuple[tuple[int, ...], ...], ...]
-    vp: tuple[tuple[int, ...], ...]                 # [layer][head] -> column
-    ho: tuple[tuple[int, ...], ...]
-    rk: tuple[tuple[tuple[int, int], ...], ...]     # [layer][head] -> (pattern, constant)
+    vp: tuple[tuple[tuple[int, ...], ...], ...]     # [layer][head] -> c columns
+    ho: tuple[tuple[tuple[int, ...], ...], ...]
+    rk: tuple[tuple[tuple[tuple[int, ...], int], ...], ...]   # [layer][head] -> (patterns, constant)
     lq: tuple[tuple[int, ...], ...]                 # [layer][table] -> column
     lk: tuple[tuple[tuple[tuple[int, ...], int], ...], ...]   # [layer][table] -> (patterns, constant)
 
@@ -42,13 +43,13 @@ class Layout:
         cols = list(self.out)
         for l in range(layer + 1, self.size.layers):
             for h in range(self.size.heads):
-                cols += list(self.q[l][h]) + list(self.key[l][h]) + [self.vp[l][h]]
+                cols += list(self.q[l][h]) + list(self.key[l][h]) + list(self.vp[l][h])
             cols += list(self.lq[l])
         return sorted(cols)
 
 
 def layout(size: SizeClass) -> Layout:
-    L, H, T, k = size.layers, size.heads, size.tables, size.head_width
+    L, H, T, k, c = size.layers, size.heads, size.tables, size.head_width, size.code_width
     nxt = 4
 
     def take(n: int) -> tuple[int, ...]:
@@ -62,11 +63,11 @@ def layout(size: SizeClass) -> Layout:
     for _ in range(L):
         q.append(tuple(take(k) for _ in range(H)))
         key.append(tuple(take(k) for _ in range(H)))
-        vp.append(tuple(take(1)[0] for _ in range(H)))
-        ho.append(tuple(take(1)[0] for _ in range(H)))
-        rk.append(tuple(tuple(take(2)) for _ in range(H)))
+        vp.append(tuple(take(c) for _ in range(H)))
+        ho.append(tuple(take(c) for _ in range(H)))
+        rk.append(tuple((take(c), take(1)[0]) for _ in range(H)))
         lq.append(tuple(take(1)[0] for _ in range(T)))
-        lk.append(tuple((take(H + 1), take(1)[0]) for _ in range(T)))
+        lk.append(tuple((take(H * c + 1), take(1)[0]) for _ in range(T)))
     assert nxt == size.width, (nxt, size.width)
     return Layout(size, nxt, out, tuple(q), tuple(key), tuple(vp), tuple(ho), tuple(rk), tuple(lq),
                   tuple(lk))
