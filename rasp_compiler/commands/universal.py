@@ -126,7 +126,8 @@ def register(subparsers) -> None:
     u.add_argument("--class", dest="size_class", metavar="NAME|SIZES",
                    help="the size class: small, medium, large, or L=..,H=..,T=..,k=..,o=..,c=..,vocab=..,"
                         "len=..,rows=.. (default: the smallest that holds the program)")
-    u.add_argument("--backbone", metavar="DIR", help="use the backbone saved in DIR (checked against its class)")
+    u.add_argument("--backbone", metavar="DIR",
+                   help="use the backbone saved in DIR (checked against its class)")
     u.add_argument("--save-backbone", metavar="DIR", help="save the backbone (safetensors + JSON) to DIR")
     u.add_argument("--save-encoding", metavar="FILE", help="save the program's encoding (safetensors)")
     u.add_argument("--encoding", metavar="FILE",
@@ -148,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     if args.with_mlps or args.programs:
         from rasp_compiler.commands.universal_lookup import run_lookup
 
-        return run_lookup(args, _refuse)
+        return run_lookup(args, _refuse, single_thread)
     _refuse(args, LOOKUP_FLAGS, "without --with-mlps")
     if args.program:
         return _program(args)
@@ -356,20 +357,19 @@ def _num(x: float) -> str:
 
 
 # ----- a RASP-compiled target ------------------------------------------------------------------
-def _inputs(vocab: list, max_len: int, limit: int, seed: int) -> tuple[list, bool]:
-    """Every input up to ``max_len`` when there are at most ``limit``, else ``limit`` random ones."""
-    import itertools
-    import random
+def single_thread() -> None:
+    """One torch thread for the checks of compiled programs: their tensors are one input's, a few
+    positions wide, and a second thread only waits on the first.  Two threads on a loaded machine
+    made ``--program docs/examples/shift_twice.rasp --max-len 6`` take 40 s instead of 6 s (each
+    softmax of a 7 x 7 matrix waited milliseconds for the other thread)."""
+    import torch
 
-    total = sum(len(vocab) ** n for n in range(1, max_len + 1))
-    if total <= limit:
-        return [list(t) for n in range(1, max_len + 1) for t in itertools.product(vocab, repeat=n)], True
-    rng = random.Random(seed)
-    return [[rng.choice(vocab) for _ in range(rng.randint(1, max_len))] for _ in range(limit)], False
+    torch.set_num_threads(1)
 
 
 def _program(args: argparse.Namespace) -> int:
-    from rasp_compiler.commands.compile import parse_vocab
+    from rasp_compiler.commands.check import CheckProgress
+    from rasp_compiler.commands.compile import CompileStatus, parse_vocab
     from rasp_compiler.compiler import compile_program
     from rasp_compiler.lang import load_program
     from rasp_compiler.universal import build_universal, width_formula
@@ -379,15 +379,21 @@ def _program(args: argparse.Namespace) -> int:
         run_sublayer_through_ut,
         run_through_ut,
     )
+    from rasp_compiler.universal.lookup.run import inputs_for
 
     _refuse(args, CHECK_FLAGS + ("--layers", "--heads", "--dim", "--residual", "--no-values"),
             "with --program (its class comes from the compiled model, and it checks every input up "
             "to --max-len)")
     if not args.vocab:
         raise UserError("--program needs --vocab (the tokens the model is compiled for)")
+    single_thread()
     program = load_program(args.program, output=args.output or "out")
-    model = compile_program(program, parse_vocab(args.vocab), args.max_len, dtype="float64",
-                            causal=args.causal)
+    status = CompileStatus()
+    try:
+        model = compile_program(program, parse_vocab(args.vocab), args.max_len, dtype="float64",
+                                causal=args.causal, progress=status)
+    finally:
+        status.close()
     layers = None if args.attention_layer is None else [args.attention_layer]
     if layers is not None and not 0 <= args.attention_layer < model.n_layers:
         raise UserError(f"--attention-layer {args.attention_layer} is out of range: the model has layers "
@@ -402,11 +408,12 @@ def _program(args: argparse.Namespace) -> int:
     ut = build_universal(construction, target.layers, target.heads, target.dim, residual=True,
                          causal=target.causal, values=True, m=args.width, head_dim=args.head_dim,
                          seed=args.seed)
-    inputs, exhaustive = _inputs(model.vocab, args.max_len, args.max_inputs, args.seed)
-    if layers is None:
-        res = run_through_ut(model, ut, inputs, program)
-    else:
-        res = run_sublayer_through_ut(model, args.attention_layer, ut, inputs)
+    inputs, exhaustive = inputs_for(model.vocab, args.max_len, args.max_inputs, args.seed)
+    with CheckProgress(len(inputs), "checking") as bar:     # stderr, a terminal only
+        if layers is None:
+            res = run_through_ut(model, ut, inputs, program, progress=bar)
+        else:
+            res = run_sublayer_through_ut(model, args.attention_layer, ut, inputs, progress=bar)
     cfg = ut.config
     out = {"construction": construction, "layers": cfg.layers, "heads": cfg.heads, "dim": cfg.dim,
            "m": cfg.m, "m_formula": width_formula(construction, cfg.layers, cfg.heads, cfg.dim, True, True,

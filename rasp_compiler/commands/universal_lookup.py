@@ -17,7 +17,7 @@ IGNORED = ("--construction", "--layers", "--heads", "--dim", "--residual", "--no
            "--attention-layer")
 
 
-def run_lookup(args: argparse.Namespace, refuse: Callable) -> int:
+def run_lookup(args: argparse.Namespace, refuse: Callable, single_thread: Callable) -> int:
     from rasp_compiler.commands.check import CheckProgress
     from rasp_compiler.commands.compile import CompileStatus, parse_vocab
     from rasp_compiler.universal.lookup.batch import check_programs
@@ -28,7 +28,8 @@ def run_lookup(args: argparse.Namespace, refuse: Callable) -> int:
     paths = list(args.programs or ([args.program] if args.program else []))
     if not paths:
         raise UserError("--with-mlps needs --program FILE or --programs FILE...",
-                        hint="e.g. rasp universal --program programs/reverse.rasp --vocab abc --with-mlps --check")
+                        hint="e.g. rasp universal --program programs/reverse.rasp --vocab abc --with-mlps "
+                             "--check")
     if not args.vocab:
         raise UserError("--with-mlps needs --vocab (the tokens the programs are compiled for)")
     if len(paths) > 1 and (args.save_encoding or args.encoding):
@@ -36,6 +37,7 @@ def run_lookup(args: argparse.Namespace, refuse: Callable) -> int:
     if args.backbone and (args.save_backbone and args.save_backbone == args.backbone):
         raise UserError("--save-backbone names the directory --backbone reads from")
     vocab = parse_vocab(args.vocab)
+    single_thread()
     status = CompileStatus(doing="universal")
     bars: list = []
 

@@ -1,6 +1,6 @@
 """The lookup UT's fixed backbone: 2L residual attention layers whose weights depend only on the
-size class (``layout.py`` names the columns).  Layer 2l is the attention layer of compiled layer l (H heads), layer 2l+1 its lookup
-layer (H + T heads: one re-encoding each head's output, one per MLP table).
+size class (``layout.py`` names the columns).  Layer 2l is the attention layer of compiled layer l
+(H heads), layer 2l+1 its lookup layer (H + T heads: one re-encoding each head's output, one per MLP table).
 
 Every head h of a layer has 0/1 ``R_Q`` and ``R_K`` (m x head width) and a value map that copies
 columns: ``R_V[h][j] = i`` adds column i of the attended stream into column j (-1: nothing), which
@@ -157,7 +157,8 @@ class LookupBackbone(nn.Module):
         if not same or header.get("sha256") != ref.sha256:
             raise ArtifactError(f"{path}: the weights are not those of the class its header names "
                                 f"({size.describe()}): edited or damaged",
-                                hint="build it again: rasp universal --with-mlps --class ... --save-backbone DIR")
+                                hint="build it again: rasp universal --with-mlps --class ... "
+                                     "--save-backbone DIR")
         return ref
 
 

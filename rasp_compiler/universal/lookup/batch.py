@@ -196,4 +196,5 @@ def _check_same_program(encoding: ProgramEncoding, model: Any, path: str) -> Non
             meta.get("output") != cfg["output"]:
         raise UserError(f"{Path(path)}: the saved encoding is of another program or compile "
                         f"(vocab {meta.get('vocab')}, max len {meta.get('max_len')})",
-                        hint="encode it again: rasp universal --with-mlps --program FILE --save-encoding FILE")
+                        hint="encode it again: rasp universal --with-mlps --program FILE "
+                             "--save-encoding FILE")

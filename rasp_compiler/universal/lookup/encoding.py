@@ -73,7 +73,8 @@ class ProgramEncoding:
         """Refuse to run this encoding on a backbone it was not encoded for."""
         if backbone.sha256 != self.backbone_sha256:
             raise UserError("the program encoding was made for another backbone "
-                            f"(backbone sha256 {self.backbone_sha256[:12]}…, this one {backbone.sha256[:12]}…)",
+                            f"(backbone sha256 {self.backbone_sha256[:12]}…, this one "
+                            f"{backbone.sha256[:12]}…)",
                             hint="encode the program again for this backbone's class")
         if self.token_embed.shape[1] != backbone.size.width:
             raise UserError(f"the program encoding has width {self.token_embed.shape[1]}, the backbone "
@@ -92,7 +93,8 @@ class ProgramEncoding:
             raise UserError(f"{path}: cannot write the program encoding ({err.strerror or err})") from None
         except SafetensorError as err:
             m = re.search(r"I/O error: (.*?) \(os error", str(err))
-            raise UserError(f"{path}: cannot write the program encoding ({m.group(1) if m else err})") from None
+            reason = m.group(1) if m else err
+            raise UserError(f"{path}: cannot write the program encoding ({reason})") from None
         return path
 
     @classmethod
@@ -238,7 +240,8 @@ def _program_tokens(parts: CompiledParts, found: Lookups, columns: dict, lay: La
             cols = [patterns[slot[2]] for slot in t.slots]
         else:
             patterns, constant = lay.lk[t.layer][t.index]
-            cols = [patterns[0] if slot[0] == "lq" else patterns[1 + slot[1] * c + slot[2]] for slot in t.slots]
+            cols = [patterns[0] if slot[0] == "lq" else patterns[1 + slot[1] * c + slot[2]]
+                    for slot in t.slots]
         block[:, cols] = 2 * t.scale * t.query
         block[:, constant] = TABLE_CONSTANT - t.scale * (t.query ** 2).sum(dim=1)
         for con in found.consumers:

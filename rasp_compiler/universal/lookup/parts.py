@@ -270,8 +270,9 @@ def _choose_strategy(parts: CompiledParts, op: OpPart) -> None:
     if bool(w_in[others].any()):
         raise ProgramOutsideConstruction(f"MLP op {op.feature} of layer {op.layer} reads columns outside "
                                          "its input features")
-    low = w["b_in"][a:b] + (torch.clamp(w_in, min=0) * lo[:, None] + torch.clamp(w_in, max=0) * hi[:, None]).sum(0)
-    high = w["b_in"][a:b] + (torch.clamp(w_in, min=0) * hi[:, None] + torch.clamp(w_in, max=0) * lo[:, None]).sum(0)
+    pos, neg = torch.clamp(w_in, min=0), torch.clamp(w_in, max=0)
+    low = w["b_in"][a:b] + (pos * lo[:, None] + neg * hi[:, None]).sum(0)
+    high = w["b_in"][a:b] + (pos * hi[:, None] + neg * lo[:, None]).sum(0)
     active, inactive = low >= 0, high <= 0
     if bool((active | inactive).all()):
         on = active.nonzero().flatten() + a

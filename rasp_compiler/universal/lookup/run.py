@@ -119,14 +119,16 @@ def run_program(backbone: LookupBackbone, encoding: ProgramEncoding, model: Any,
             for r, tokens in enumerate(batch.tokens):
                 result.inputs_checked += 1
                 result.undecodable += ours[r] is None
-                compiled_ok = ours[r] is not None and theirs[r] is not None and same_output(ours[r], theirs[r])
+                compiled_ok = ours[r] is not None and theirs[r] is not None and \
+                    same_output(ours[r], theirs[r])
                 interp_ok = True
                 if program is not None:
                     try:
                         expected = list(interpret(program, list(tokens)))
                     except Exception:   # the program has no answer here: the UT's cannot agree
                         expected = None
-                    interp_ok = ours[r] is not None and expected is not None and same_output(ours[r], expected)
+                    interp_ok = ours[r] is not None and expected is not None and \
+                        same_output(ours[r], expected)
                 result.agree_compiled += compiled_ok
                 result.agree_interpreter += interp_ok
                 if compiled_ok and interp_ok:
