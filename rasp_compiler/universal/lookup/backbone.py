@@ -19,17 +19,14 @@ agree.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import save_file
 from torch import nn
 
 from rasp_compiler.errors import ArtifactError, UserError
 from rasp_compiler.runtime import weights_digest
-from rasp_compiler.universal.artifact import read_artifact
+from rasp_compiler.universal.artifact import read_artifact, write_deterministic
 from rasp_compiler.universal.lookup.layout import K_NULL, K_PROG, U_IN, U_PROG, Layout, layout
 from rasp_compiler.universal.lookup.size_class import SizeClass
 
@@ -128,14 +125,11 @@ class LookupBackbone(nn.Module):
         header = {"class": self.size.as_json(), "sha256": self.sha256}
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            save_file({k: v.contiguous() for k, v in self.tensors.items()}, str(directory / BACKBONE_FILE),
-                      metadata={"format": BACKBONE_FORMAT, "config": json.dumps(header, sort_keys=True)})
+            write_deterministic(directory / BACKBONE_FILE, self.tensors,
+                                {"format": BACKBONE_FORMAT, "config": json.dumps(header, sort_keys=True)})
             (directory / "backbone.json").write_text(json.dumps(header, indent=2, sort_keys=True) + "\n")
         except OSError as err:
             raise UserError(f"{directory}: cannot write the backbone ({err.strerror or err})") from None
-        except SafetensorError as err:
-            m = re.search(r"I/O error: (.*?) \(os error", str(err))
-            raise UserError(f"{directory}: cannot write the backbone ({m.group(1) if m else err})") from None
         return directory
 
     @classmethod

@@ -16,18 +16,15 @@ hash to the recorded value, and ``check_backbone`` one encoded for another backb
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import save_file
 
 from rasp_compiler.errors import ArtifactError, UserError
 from rasp_compiler.runtime import weights_digest
-from rasp_compiler.universal.artifact import read_artifact
+from rasp_compiler.universal.artifact import read_artifact, write_deterministic
 from rasp_compiler.universal.lookup.layout import K_NULL, K_PROG, U_IN, U_PROG, Layout, layout
 from rasp_compiler.universal.lookup.parts import CompiledParts, read_parts
 from rasp_compiler.universal.lookup.size_class import SizeClass
@@ -87,14 +84,10 @@ class ProgramEncoding:
                   "sha256": self.sha256, "meta": self.meta}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            save_file({k: v.contiguous() for k, v in self._tensors().items()}, str(path),
-                      metadata={"format": ENCODING_FORMAT, "config": json.dumps(header, sort_keys=True)})
+            write_deterministic(path, self._tensors(),
+                                {"format": ENCODING_FORMAT, "config": json.dumps(header, sort_keys=True)})
         except OSError as err:
             raise UserError(f"{path}: cannot write the program encoding ({err.strerror or err})") from None
-        except SafetensorError as err:
-            m = re.search(r"I/O error: (.*?) \(os error", str(err))
-            reason = m.group(1) if m else err
-            raise UserError(f"{path}: cannot write the program encoding ({reason})") from None
         return path
 
     @classmethod
