@@ -167,8 +167,8 @@ def read_parts(model: RaspModel) -> CompiledParts:
     config = model.config
     if (config.get("input") or {}).get("kind") == "numerical":
         raise ProgramOutsideConstruction(
-            "the model reads real numbers (--input-range): its gated MLPs multiply two stream values "
-            "over a continuum, which no finite lookup table holds",
+            "the model reads real numbers (--input-range): what its heads write and its MLPs read "
+            "ranges over a continuum, and a lookup table holds finitely many values",
             hint="compile it over a finite vocabulary of numbers instead (--vocab '[0, 0.5, 1]')")
     analysis = getattr(model, "analysis", None)
     if analysis is None:
