@@ -45,6 +45,7 @@ class LookupBackbone(nn.Module):
         self.layout: Layout = layout(size)
         self.tensors = tensors
         self._digest: str | None = None
+        self._move_cache: dict[int, list] = {}
 
     # ----- identity ---------------------------------------------------------------------------
     @property
@@ -76,17 +77,26 @@ class LookupBackbone(nn.Module):
     def run_all(self, seq: torch.Tensor) -> torch.Tensor:
         """The plain transformer over the whole sequence (batch, N, m), every position a query;
         returns the last stream.  (``forward`` gives the same outputs with the prefix fixed.)"""
-        empty = [(seq.new_zeros(h, 0, self.tensors[f"layers.{i}.R_K"].shape[-1]), None)
+        empty = [(seq.new_zeros(h, 0, self.tensors[f"layers.{i}.R_K"].shape[-1]), [None] * h)
                  for i, h in enumerate(self._heads())]
         for i in range(self.size.depth):
             seq = seq + self._layer(i, seq, empty[i])
         return seq
 
     def prepare(self, prefix: torch.Tensor) -> list:
-        """Per layer, the prefix's keys (heads, R, width) and the rows of the prefix itself: they
-        never change (no layer writes a program token's stream), so they are computed once."""
-        return [(torch.einsum("rm,hmw->hrw", prefix, self.tensors[f"layers.{i}.R_K"]), prefix)
-                for i in range(self.size.depth)]
+        """Per layer, the prefix's keys (heads, R, width) and, per head, the prefix columns its
+        value map copies: they never change (no layer writes a program token's stream), so they
+        are computed once."""
+        return [(torch.einsum("rm,hmw->hrw", prefix, self.tensors[f"layers.{i}.R_K"]),
+                 [prefix[:, src] for _, src in self._moves(i)]) for i in range(self.size.depth)]
+
+    def _moves(self, i: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per head of layer i, (destination, source) columns of its value map R_V."""
+        if i not in self._move_cache:
+            r_v = self.tensors[f"layers.{i}.R_V"]
+            dsts = [(r_v[h] >= 0).nonzero().flatten() for h in range(r_v.shape[0])]
+            self._move_cache[i] = [(dst, r_v[h][dst]) for h, dst in enumerate(dsts)]
+        return self._move_cache[i]
 
     def _heads(self) -> list[int]:
         return [self.tensors[f"layers.{i}.R_Q"].shape[0] for i in range(self.size.depth)]
@@ -95,26 +105,25 @@ class LookupBackbone(nn.Module):
                ) -> torch.Tensor:
         """What layer i adds at the positions of ``x`` (batch, n, m), which come after the prefix
         (its keys and rows ``prepared``) in the sequence."""
-        r_q, r_k, r_v = (self.tensors[f"layers.{i}.{n}"] for n in ("R_Q", "R_K", "R_V"))
+        r_q, r_k = self.tensors[f"layers.{i}.R_Q"], self.tensors[f"layers.{i}.R_K"]
         keys_pre, rows_pre = prepared
+        r = keys_pre.shape[1]
         out = torch.zeros_like(x)
         n = x.shape[1]
         future = torch.ones(n, n, dtype=torch.bool).triu(1) if self.size.causal else None
-        for h in range(r_q.shape[0]):
+        for h, (dst, src) in enumerate(self._moves(i)):
             q = x @ r_q[h]
             scores = q @ (x @ r_k[h]).transpose(-1, -2)
             if future is not None:
                 scores = scores.masked_fill(future, float("-inf"))
-            if keys_pre.shape[1]:
+            if r:
                 scores = torch.cat([q @ keys_pre[h].transpose(-1, -2), scores], dim=-1)
             weights = torch.softmax(scores, dim=-1)
-            dst = (r_v[h] >= 0).nonzero().flatten()
             if not dst.numel():
                 continue
-            src = r_v[h][dst]
-            mixed = weights[..., keys_pre.shape[1]:] @ x[..., src]
-            if keys_pre.shape[1]:
-                mixed = mixed + weights[..., :keys_pre.shape[1]] @ rows_pre[:, src]
+            mixed = weights[..., r:] @ x[..., src]
+            if r and bool(weights[..., :r].any()):
+                mixed = mixed + _sparse_times(weights[..., :r], rows_pre[h])
             out[..., dst] += mixed
         return out
 
@@ -154,6 +163,15 @@ class LookupBackbone(nn.Module):
                                 hint="build it again: rasp universal --with-mlps --class ... "
                                      "--save-backbone DIR")
         return ref
+
+
+def _sparse_times(weights: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """weights (..., R) @ rows (R, w) as a sparse product.  On the prefix the weights are exactly
+    0 but for one row per lookup query (the others underflow), so this is the same sums without
+    their zero terms: a lookup costs a gather, not R x w multiplications per query."""
+    flat = weights.reshape(-1, weights.shape[-1])
+    product = torch.sparse.mm(flat.to_sparse(), rows)
+    return product.reshape(*weights.shape[:-1], rows.shape[1])
 
 
 def build_backbone(size: SizeClass) -> LookupBackbone:
