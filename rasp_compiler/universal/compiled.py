@@ -55,7 +55,8 @@ def attention_target(model: RaspModel, layers: list[int] | None = None, *,
             widths = ", ".join(f"layer {i}: {cfg[i]['d_mlp']}" for i in mlps)
             raise UserError(f"the compiled model has MLPs ({widths}), so it is outside the attention-only "
                             "class of a fixed universal transformer",
-                            hint="simulate one attention sublayer at a time: rasp universal --program FILE "
+                            hint="run it whole through the lookup UT, which carries MLPs: rasp universal "
+                                 "--program FILE --with-mlps --check; or one attention sublayer at a time: "
                                  "--attention-layer N (Python: run_sublayer_through_ut)")
         layers = list(range(len(cfg)))
     d = int(model.config["d_model"])
