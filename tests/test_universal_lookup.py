@@ -215,6 +215,12 @@ def test_cli_refuses_a_class_too_small_and_a_tampered_encoding(tmp_path):
     code, out, err = _cli("universal", "--program", "programs/reverse.rasp", "--vocab", "abc", "--max-len",
                           "4", "--with-mlps", "--encoding", str(enc), "--check")
     assert code == 1 and "SHA-256" in err and out == ""
+    good = tmp_path / "good.safetensors"
+    assert _cli("universal", "--program", "programs/reverse.rasp", "--vocab", "abc", "--max-len", "4",
+                "--with-mlps", "--save-encoding", str(good))[0] == 0
+    code, _, err = _cli("universal", "--program", "programs/tracr/reverse.rasp", "--vocab", "abc",
+                        "--max-len", "4", "--with-mlps", "--encoding", str(good), "--check")
+    assert code == 1 and "the saved encoding is of another program" in err
 
 
 class _Terminal(io.StringIO):

@@ -189,12 +189,14 @@ def _backbone(size: SizeClass, directory: str | None) -> LookupBackbone:
 
 
 def _check_same_program(encoding: ProgramEncoding, model: Any, path: str) -> None:
-    """A saved encoding is checked against the model compiled now: it must be of the same
-    vocabulary, length and output (else it would be compared with another program)."""
+    """A saved encoding is checked against the model compiled now: it must be of the same compiled
+    weights (compiling is deterministic), vocabulary, length and output; else it would be run and
+    compared as another program."""
     meta, cfg = encoding.meta, model.config
-    if meta.get("vocab") != cfg["vocab"] or meta.get("max_len") != model.max_len or \
-            meta.get("output") != cfg["output"]:
+    if meta.get("model_weights_sha256") != cfg.get("weights_sha256") or meta.get("vocab") != cfg["vocab"] \
+            or meta.get("max_len") != model.max_len or meta.get("output") != cfg["output"]:
         raise UserError(f"{Path(path)}: the saved encoding is of another program or compile "
-                        f"(vocab {meta.get('vocab')}, max len {meta.get('max_len')})",
+                        f"(program {meta.get('program')}, vocab {meta.get('vocab')}, max len "
+                        f"{meta.get('max_len')}; its compiled weights differ from this one's)",
                         hint="encode it again: rasp universal --with-mlps --program FILE "
                              "--save-encoding FILE")

@@ -173,7 +173,8 @@ def encode_program(model: Any, size: SizeClass, backbone_sha256: str, analysed: 
     columns = {c.slot: _columns(c, lay) for c in found.consumers}
     E = _input_embedding(parts, found.consumers, columns, lay)
     prefix = _program_tokens(parts, found, columns, lay)
-    meta = {"program": model.config.get("program"), "vocab": model.config["vocab"],
+    meta = {"program": model.config.get("program"),
+            "model_weights_sha256": model.config.get("weights_sha256"), "vocab": model.config["vocab"],
             "max_len": model.max_len, "output": model.config["output"],
             "tables": [{"layer": t.layer, "kind": t.kind, "feature": t.name, "rows": t.rows}
                        for t in found.tables],

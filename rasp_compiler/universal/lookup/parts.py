@@ -16,7 +16,7 @@ applied to every source written before it (``transfer``); every other op is a lo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -83,7 +83,6 @@ class CompiledParts:
     features: dict[str, dict]        # the config's residual layout by feature name
     causal: bool
     analysis: Any
-    writer: dict[str, tuple[str, int, int]] = field(default_factory=dict)   # feature -> (kind, layer, index)
 
     # ----- the stream's columns ---------------------------------------------------------------
     def columns(self, feature: str) -> list[int]:
@@ -200,10 +199,6 @@ def read_parts(model: RaspModel) -> CompiledParts:
                           bos_point=streams[2 * layer + 1])
             _choose_strategy(parts, part)
             parts.ops[-1].append(part)
-            parts.writer[op["writes"]] = ("op", layer, index)
-        for h in parts.heads[-1]:
-            for f in h.features:
-                parts.writer[f] = ("head", layer, h.head)
     return parts
 
 
