@@ -62,6 +62,12 @@ class ProgramEncoding:
         return {"token_embed": self.token_embed, "pos_embed": self.pos_embed,
                 "program_tokens": self.program_tokens}
 
+    @property
+    def out_width(self) -> int:
+        """The program's output width (its logits are the backbone's first columns)."""
+        out = self.meta.get("output") or {}
+        return len(out.get("values", [])) if out.get("encoding") == "categorical" else 1
+
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         """(batch, n + 1, m): the UT's input for token ids (batch, n + 1), BOS first."""
         return self.token_embed[ids] + self.pos_embed[: ids.shape[1]].unsqueeze(0)

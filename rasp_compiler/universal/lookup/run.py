@@ -92,6 +92,14 @@ def _batches(model: Any, inputs: Sequence[Sequence[Any]]) -> list[_Batch]:
     return out
 
 
+def logits(backbone: LookupBackbone, encoding: ProgramEncoding, ids: torch.Tensor,
+           prepared: list | None = None) -> torch.Tensor:
+    """The program's logits (batch, 1 + n, outputs), BOS first, for token ids as the compiled
+    model's ``encode`` gives them."""
+    out = backbone(encoding.program_tokens, encoding.embed(ids), prepared=prepared)
+    return out[..., :encoding.out_width]
+
+
 def run_program(backbone: LookupBackbone, encoding: ProgramEncoding, model: Any,
                 inputs: Sequence[Sequence[Any]], program: Any = None,
                 progress: Callable[[int], None] | None = None) -> ProgramRun:
@@ -106,10 +114,9 @@ def run_program(backbone: LookupBackbone, encoding: ProgramEncoding, model: Any,
     with torch.no_grad():
         for batch in _batches(model, inputs):
             start = time.perf_counter()
-            ut = backbone(encoding.program_tokens, encoding.embed(batch.ids), prepared=prepared)
+            ut = logits(backbone, encoding, batch.ids, prepared)
             mid = time.perf_counter()
             ref = model.module(batch.ids, batch.lengths).double()
-            ut = ut[..., :ref.shape[-1]]
             result.ut_seconds += mid - start
             result.compiled_seconds += time.perf_counter() - mid
             result.max_abs_logit_error = max(result.max_abs_logit_error, _worst(ut - ref))
