@@ -57,6 +57,9 @@ class CompiledWeights(ModelReport):
     tensors: dict[str, np.ndarray]
     analysis: Analysis | None = None
     compile_seconds: float | None = None
+    # every plan the compiler built for it: strategy, seconds, layers, parameters, outcome
+    # (``compiler.plans``); not saved
+    plans_tried: list[dict] | None = None
 
     def __repr__(self) -> str:  # not the tensors: a large model's would fill a screen
         return (f"CompiledWeights(layers={self.n_layers}, heads_per_layer={self.heads_per_layer}, "
@@ -75,6 +78,7 @@ class CompiledWeights(ModelReport):
         model = CompiledModel(self.config, {k: torch.from_numpy(v) for k, v in self.tensors.items()})
         model.compile_seconds = self.compile_seconds
         model.analysis = self.analysis
+        model.plans_tried = self.plans_tried
         return model
 
     def save(self, directory: str) -> None:

@@ -16,6 +16,7 @@ class CompiledModel(RaspModel, ModelReport):
 
     compile_seconds: float | None = None  # None for a model loaded from disk: the time is not saved
     analysis: Analysis | None = None
+    plans_tried: list[dict] | None = None  # ``CompiledWeights.plans_tried``; None when loaded
 
     @property
     def params(self) -> int:

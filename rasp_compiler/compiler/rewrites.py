@@ -168,7 +168,7 @@ def numerical_output(program: Program) -> Program | None:
     linear maps, read from what the chain reads (``_linear_through_maps``); None where the output
     is no map, is marked categorical, or is marked numerical with no such chain.  Not a rewrite of
     the default plan: the compiler takes it only where the first plan is past the size guard
-    (``compiler._weights``).  Maps are categorical by default, as in tracr, so that they fuse into
+    (``compiler.plans.choose``).  Maps are categorical by default, as in tracr, so that they fuse into
     their readers and decode exactly; but the output has no readers, and a sum of two means at
     max_len 64 holds 3,900 values, which a one-hot (and the conversions of the means to one-hots)
     cannot afford, while one dimension holds them all."""
