@@ -1,7 +1,7 @@
 """Differential testing at scale: random RASP programs, compiled model vs interpreter.
 
 The larger run behind tests/test_differential.py (500 programs x 20 inputs at max length 5).
-Programs come from ``rasp_compiler.compiler.random_source`` (RASP source text, attention depth up
+Programs come from ``rasp_compiler.testing.random_source`` (RASP source text, attention depth up
 to 6); each is compiled and compared with the interpreter on ``--inputs`` random inputs plus the
 all-equal edge inputs.  Every disagreement or crash is printed with its source, ready to be
 minimised into tests/test_regressions.py.  Writes bench/results/differential.json.
@@ -20,7 +20,7 @@ With ``--causal`` every selector is restricted to keys at or before its query an
 never read, and each program is compiled with ``causal=True``.
 
 With ``--python-api`` the programs are tracr-style Python built through ``rasp_compiler.pyapi``
-(``rasp_compiler.pyapi.random_programs``: opaque lambdas, merged maps, ``selector_and``/``or``/``not``,
+(``rasp_compiler.testing.random_pyapi``: opaque lambdas, merged maps, ``selector_and``/``or``/``not``,
 numerical annotations; the larger run behind tests/test_pyapi_differential.py).  Its vocabulary is
 ``abc`` or ``{1, 2, 3}`` by seed unless ``--vocab`` is given (numbers allowed):
 
@@ -40,8 +40,7 @@ from pathlib import Path
 
 import torch
 
-from rasp_compiler.compiler import random_source
-from rasp_compiler.pyapi import random_programs
+from rasp_compiler.testing import random_pyapi, random_source
 
 RESULTS = Path(__file__).resolve().parent / "results" / "differential.json"
 
@@ -100,9 +99,9 @@ def main() -> int:
     start = time.perf_counter()
     for seed in seeds:
         if args.python_api:
-            gen = random_programs.generate(seed, max_len=args.max_len,
+            gen = random_pyapi.generate(seed, max_len=args.max_len,
                                            vocab=None if args.vocab is None else tuple(args.vocab))
-            out = random_programs.check_generated(gen, inputs=args.inputs, dtype=args.dtype)
+            out = random_pyapi.check_generated(gen, inputs=args.inputs, dtype=args.dtype)
         else:
             gen = random_source.generate(seed, max_len=args.max_len, causal=args.causal,
                                          vocab=tuple(args.vocab or random_source.VOCAB),

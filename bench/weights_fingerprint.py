@@ -38,10 +38,11 @@ from paper_programs import PROGRAMS as PAPER  # noqa: E402
 from paper_programs import SOURCE as PAPER_SOURCE  # noqa: E402
 from shipped import PROGRAMS  # noqa: E402
 
-from rasp_compiler.compiler import compile_program, compile_weights, random_source  # noqa: E402
+from rasp_compiler.compiler import compile_program, compile_weights  # noqa: E402
 from rasp_compiler.compiler.analysis import limits  # noqa: E402
 from rasp_compiler.errors import UserError  # noqa: E402
 from rasp_compiler.lang import load_program, program_from_source  # noqa: E402
+from rasp_compiler.testing import random_source  # noqa: E402
 
 LENGTHS = (5, 16, 40)
 

@@ -1,6 +1,6 @@
 """Differential testing: random well-typed RASP programs, compiled model vs interpreter.
 
-``rasp_compiler/compiler/random_source.py`` writes each program as RASP source (maps, sequence
+``rasp_compiler.testing.random_source.py`` writes each program as RASP source (maps, sequence
 maps, selects with every comparison, and/or/not selector combinations, categorical aggregates with
 defaults, numerical means followed by maps, selector widths; attention depth up to 6).  The default
 run checks 500 programs x 20 random inputs (plus all-equal edge inputs) at max length 5;
@@ -15,7 +15,7 @@ import collections
 import pytest
 import torch
 
-from rasp_compiler.compiler.random_source import check_generated, generate
+from rasp_compiler.testing.random_source import check_generated, generate
 
 torch.set_num_threads(1)
 PROGRAMS = 500
