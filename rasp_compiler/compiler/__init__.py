@@ -27,7 +27,7 @@ from rasp_compiler.compiler.analysis import Analysis
 from rasp_compiler.compiler.artifact import CompiledWeights, config_digest, weights_digest
 from rasp_compiler.compiler.assemble import DTYPES
 from rasp_compiler.compiler.plans import choose
-from rasp_compiler.compiler.rewrites import bos_counts, nonzero_widths, shared_subexpressions
+from rasp_compiler.compiler.rewrites import rewritten
 from rasp_compiler.compiler.values import vocab_list
 from rasp_compiler.errors import CompileError, UserError
 from rasp_compiler.graph.expr import deep_recursion
@@ -142,8 +142,8 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
     # more than Python's default 1,000 frames, as elaboration does (lang.elaborator.exec_source).
     try:
         with deep_recursion():
-            config, tensors, an, tried = _weights(program, vocab, max_len, dtype, causal, fixed_length,
-                                                  input_range, stage)
+            config, tensors, an, tried, compiled = _weights(program, vocab, max_len, dtype, causal,
+                                                            fixed_length, input_range, stage)
     except RecursionError:
         raise CompileError("the program's chains of operations are too long to compile",
                            program.source_file, hint="split a long chain of maps with an aggregate, "
@@ -151,25 +151,26 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
     config["weights_sha256"] = weights_digest(tensors)
     config_digest(config)  # a config JSON cannot hold fails here, at compile time, not at save
     return CompiledWeights(config, tensors, analysis=an, compile_seconds=time.perf_counter() - start,
-                           plans_tried=tried)
+                           plans_tried=tried, compiled_program=compiled)
 
 
 def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: bool,
              fixed_length: int | None, input_range: tuple[float, float] | None,
-             stage: Callable[[str], None]) -> tuple[dict, dict, Analysis | None, list[dict]]:
-    """The config and tensors of ``program``'s model, its analysis (for categorical programs) and
-    the plans weighed for it (``plans.choose``)."""
+             stage: Callable[[str], None]
+             ) -> tuple[dict, dict, Analysis | None, list[dict], Program | None]:
+    """The config and tensors of ``program``'s model, its analysis (for categorical programs), the
+    plans weighed for it (``plans.choose``) and the program the plan is of."""
     if input_range is not None:
         from rasp_compiler.compiler.real import compile_numeric
         config, tensors = compile_numeric(program, input_range, max_len, dtype=dtype, causal=causal,
                                           fixed_length=fixed_length)
-        return config, tensors, None, []
+        return config, tensors, None, [], None
     stage("value sets")
-    # same values, fewer heads and layers
-    rewritten = nonzero_widths(bos_counts(shared_subexpressions(program), max_len), max_len)
-    chosen = choose(rewritten, vocab, max_len, dtype=dtype, causal=causal, fixed_length=fixed_length,
-                    stage=stage)
-    return chosen.config, chosen.tensors, chosen.analysis, [t.as_dict() for t in chosen.tried]
+    # the same values with fewer heads and layers (``rewrites``)
+    chosen = choose(rewritten(program, max_len), vocab, max_len, dtype=dtype, causal=causal,
+                    fixed_length=fixed_length, stage=stage)
+    return (chosen.config, chosen.tensors, chosen.analysis, [t.as_dict() for t in chosen.tried],
+            chosen.program)
 
 
 def load(directory: str) -> CompiledModel:
