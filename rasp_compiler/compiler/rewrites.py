@@ -176,6 +176,15 @@ def bos_counts(program: Program, max_len: int) -> Program:
     return Program(graph, program.output, program.names, program.source_file, program.sources)
 
 
+# The most maps one rewritten map's expression may inline (``bos_widths``): a hand-written width
+# is a handful; a chain that reads each map twice would double the expression at every step.
+MAX_INLINED_MAPS = 64
+
+
+class _TooLarge(Exception):
+    pass
+
+
 @dataclasses.dataclass(frozen=True)
 class _WidthAtom:
     """An s-op that is a function of a selector S's width split at key 0: ``others`` (a), the
@@ -263,22 +272,24 @@ def _width_input(graph: nx.DiGraph, atoms: dict[str, _WidthAtom], made: dict[tup
 def _width_atoms(program: Program, max_len: int) -> dict[str, _WidthAtom]:
     """Every s-op of ``program`` that is a width atom (``_WidthAtom``), by id."""
     atoms: dict[str, _WidthAtom] = {}
+    key_0: dict[str, bool] = {}  # selector -> whether it selects key 0 alone (asked once each)
     for node in program.nodes():
         if isinstance(node, SelectorWidth):
-            split = _split_at_0(program, node.inputs[0], max_len, negated=True)
+            split = _split_at_0(program, node.inputs[0], max_len, key_0, negated=True)
             atoms[node.id] = (_WidthAtom("others", *split) if split is not None
                               else _WidthAtom("width", node.inputs[0]))
         elif isinstance(node, Aggregate):
-            split = _split_at_0(program, node.inputs[0], max_len, negated=False)
+            split = _split_at_0(program, node.inputs[0], max_len, key_0, negated=False)
             at_0 = None if split is None else _value_at_0(program, node.inputs[1], max_len)
             if split is not None and at_0 is not None:
                 atoms[node.id] = _WidthAtom("probe", *split, at_0=at_0[0], default=node.default)
     return atoms
 
 
-def _split_at_0(program: Program, sel_id: str, max_len: int, *, negated: bool) -> tuple[str, str] | None:
+def _split_at_0(program: Program, sel_id: str, max_len: int, key_0: dict[str, bool], *,
+                negated: bool) -> tuple[str, str] | None:
     """(S, the key-0 selector) where ``sel_id`` is ``S and <key 0>`` (``S and not <key 0>`` when
-    ``negated``), in either order."""
+    ``negated``), in either order; ``key_0`` remembers the selectors asked about."""
     sel = program.node(sel_id)
     if not isinstance(sel, SelectorAnd):
         return None
@@ -288,7 +299,9 @@ def _split_at_0(program: Program, sel_id: str, max_len: int, *, negated: bool) -
             if not isinstance(k, SelectorNot):
                 continue
             k_id = k.inputs[0]
-        if _selects_key_0(program, k_id, max_len):
+        if k_id not in key_0:
+            key_0[k_id] = _selects_key_0(program, k_id, max_len)
+        if key_0[k_id]:
             return s_id, k_id
     return None
 
@@ -311,17 +324,27 @@ def _width_map(program: Program, node: Map | SequenceMap, atoms: dict[str, _Widt
     at some split a + z of a width at some length is not that of the width (or of a) alone, or
     where it cannot be evaluated there."""
     leaves: list[str] = []
+    done: dict[str, tuple[Expr, int]] = {}  # map -> its inlined expression, the maps it repeats
 
     def inlined(nid: str) -> Expr:
         if nid in atoms or isinstance(program.node(nid), Length):
             if nid not in leaves:
                 leaves.append(nid)
             return Var(leaves.index(nid))
-        inner = program.node(nid)
-        assert isinstance(inner, (Map, SequenceMap))
-        return substitute(inner.fn, {i: inlined(u) for i, u in enumerate(inner.inputs)})
+        if nid not in done:
+            inner = program.node(nid)
+            assert isinstance(inner, (Map, SequenceMap))
+            args = {i: inlined(u) for i, u in enumerate(inner.inputs)}
+            size = 1 + sum(done[u][1] for u in inner.inputs if u in done)
+            if size > MAX_INLINED_MAPS:  # a map read twice at each step doubles the expression
+                raise _TooLarge
+            done[nid] = substitute(inner.fn, args), size
+        return done[nid][0]
 
-    fn = inlined(node.id)
+    try:
+        fn = inlined(node.id)
+    except _TooLarge:
+        return None
     length = next((leaf for leaf in leaves if leaf not in atoms), None)
 
     def value(a: int, z: int, n: int) -> Any:
@@ -540,16 +563,21 @@ def _values(program: Program, nid: str, max_len: int) -> list[Any] | None:
 
 
 def _selects_key_0(program: Program, sel_id: str, max_len: int) -> bool:
-    """Whether the selector selects key 0, and only key 0, for every query at every length."""
+    """Whether the selector selects key 0, and only key 0, for every query at every length (the
+    shortest first: most selectors fail at length 2, and each length costs an evaluation)."""
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.interpreter import evaluate
+
     if not program.node(sel_id).is_selector or not _positional(program, sel_id):
         return False
-    values = _values(program, sel_id, max_len)
-    if values is None:
-        return False
-    for m in values:
-        want = np.zeros_like(m, dtype=bool)
+    for n in range(1, max_len + 1):
+        try:
+            m = np.asarray(evaluate(program, [0] * n, [sel_id])[sel_id], dtype=bool)
+        except UserError:  # fails at some length: no rewrite is proved safe
+            return False
+        want = np.zeros_like(m)
         want[:, 0] = True
-        if not np.array_equal(np.asarray(m, dtype=bool), want):
+        if not np.array_equal(m, want):
             return False
     return True
 
