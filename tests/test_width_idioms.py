@@ -156,3 +156,19 @@ def test_the_unrounded_form_past_48_is_not_a_width_and_stays_exact() -> None:
     inputs = [["a"] * 49, ["a"] * 48 + ["b"], ["b"] + ["a"] * 48, ["a", "b"] * 24 + ["a"]]
     res = check_model(model, parsed, inputs)
     assert res.inputs_checked == 4 and res.ok, res.failures[:1]
+
+
+def test_a_long_chain_that_reads_each_map_twice_is_not_inlined_whole() -> None:
+    """Each step reads the last twice, so the chain inlined as one expression would double 30
+    times; the rewrite stops at MAX_INLINED_MAPS maps and the program stays exact."""
+    chain = "".join(f"x{i + 1} = x{i} + x{i} - x{i};\n" for i in range(30))
+    source = ("sel = select(tokens, tokens, ==);\nat0 = select(indices, 0, ==);\n"
+              "x0 = round(1 / aggregate(sel or at0, indicator(indices == 0)) - 1"
+              " + aggregate(sel and at0, 1, 0));\n" + chain + "x30;\n")
+    parsed = program_from_source(source)
+    program = rewritten(parsed, 4)
+    assert any(isinstance(program.node(i), SelectorWidth) and program.node(i).inputs == ("sel",)
+               for i in program.node("x1").inputs)  # the first steps read the width
+    assert not any(isinstance(program.node(i), SelectorWidth) for i in program.node("x30").inputs)
+    model = compile_program(parsed, list("abc"), 4)
+    assert check_model(model, parsed, exhaustive_inputs(list("abc"), 4)).ok
