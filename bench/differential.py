@@ -1,7 +1,7 @@
 """Differential testing at scale: random RASP programs, compiled model vs interpreter.
 
 The larger run behind tests/test_differential.py (500 programs x 20 inputs at max length 5).
-Programs come from ``rasp_compiler.compiler.random_source`` (RASP source text, attention depth up
+Programs come from ``rasp_compiler.testing.random_source`` (RASP source text, attention depth up
 to 6); each is compiled and compared with the interpreter on ``--inputs`` random inputs plus the
 all-equal edge inputs.  Every disagreement or crash is printed with its source, ready to be
 minimised into tests/test_regressions.py.  Writes bench/results/differential.json.
@@ -12,6 +12,7 @@ minimised into tests/test_regressions.py.  Writes bench/results/differential.jso
     nice -n 5 .venv/bin/python bench/differential.py --vocab '["x", "yy", "0", "ab", "q", "r2"]'
     nice -n 5 .venv/bin/python bench/differential.py --repeats 0.3 --start 9500000   # alike nodes
     nice -n 5 .venv/bin/python bench/differential.py --annotate 0.3 --start 84000000   # numerical(...)
+    nice -n 5 .venv/bin/python bench/differential.py --hand-widths 0.7 --start 13100000   # BOS widths
     nice -n 5 .venv/bin/python bench/differential.py --domain-cap 100 --wide-domain-cap 2000 \
         --programs 3000 --start 9960000          # the second plan with larger tables
     nice -n 5 .venv/bin/python bench/differential.py --defer-from 50 --start 12200000   # deferred maps
@@ -20,7 +21,7 @@ With ``--causal`` every selector is restricted to keys at or before its query an
 never read, and each program is compiled with ``causal=True``.
 
 With ``--python-api`` the programs are tracr-style Python built through ``rasp_compiler.pyapi``
-(``rasp_compiler.pyapi.random_programs``: opaque lambdas, merged maps, ``selector_and``/``or``/``not``,
+(``rasp_compiler.testing.random_pyapi``: opaque lambdas, merged maps, ``selector_and``/``or``/``not``,
 numerical annotations; the larger run behind tests/test_pyapi_differential.py).  Its vocabulary is
 ``abc`` or ``{1, 2, 3}`` by seed unless ``--vocab`` is given (numbers allowed):
 
@@ -40,8 +41,7 @@ from pathlib import Path
 
 import torch
 
-from rasp_compiler.compiler import random_source
-from rasp_compiler.pyapi import random_programs
+from rasp_compiler.testing import random_pyapi, random_source
 
 RESULTS = Path(__file__).resolve().parent / "results" / "differential.json"
 
@@ -68,6 +68,10 @@ def main() -> int:
                     help="the chance that a map with a numeric result is written numerical(...), "
                          "overriding the compiler's choice of encoding, with sums of means too (0, "
                          "the default, gives the programs of every earlier run)")
+    ap.add_argument("--hand-widths", type=float, default=0.0,
+                    help="the chance that a selector_width is written by hand over a BOS at position "
+                         "0, as the RASP paper and library do (random_source.HAND_WIDTHS; not with "
+                         "--causal; 0, the default, gives the programs of every earlier run)")
     ap.add_argument("--domain-cap", type=int, default=None, metavar="N",
                     help="lower the analysis's tabulation cap (analysis.limits.DOMAIN_CAP) to N, and "
                          "with --wide-domain-cap the second plan's: small programs then take the "
@@ -86,8 +90,8 @@ def main() -> int:
         limits.WIDE_DOMAIN_CAP = args.wide_domain_cap
     if args.defer_from is not None:
         limits.DEFER_FROM = args.defer_from
-    if args.python_api and (args.causal or args.repeats or args.annotate):
-        ap.error("--causal, --repeats and --annotate have no --python-api generator")
+    if args.python_api and (args.causal or args.repeats or args.annotate or args.hand_widths):
+        ap.error("--causal, --repeats, --annotate and --hand-widths have no --python-api generator")
     if args.python_api:  # tracr's warning for SequenceMap(f, x, x), which the generator writes on purpose
         logging.getLogger("rasp_compiler.pyapi.sops").setLevel(logging.ERROR)
     torch.set_num_threads(1)
@@ -100,13 +104,14 @@ def main() -> int:
     start = time.perf_counter()
     for seed in seeds:
         if args.python_api:
-            gen = random_programs.generate(seed, max_len=args.max_len,
-                                           vocab=None if args.vocab is None else tuple(args.vocab))
-            out = random_programs.check_generated(gen, inputs=args.inputs, dtype=args.dtype)
+            gen = random_pyapi.generate(seed, max_len=args.max_len,
+                                        vocab=None if args.vocab is None else tuple(args.vocab))
+            out = random_pyapi.check_generated(gen, inputs=args.inputs, dtype=args.dtype)
         else:
             gen = random_source.generate(seed, max_len=args.max_len, causal=args.causal,
                                          vocab=tuple(args.vocab or random_source.VOCAB),
-                                         repeats=args.repeats, annotate=args.annotate)
+                                         repeats=args.repeats, annotate=args.annotate,
+                                         hand_widths=args.hand_widths)
             out = random_source.check_generated(gen, max_len=args.max_len, inputs=args.inputs,
                                                 dtype=args.dtype)
         counts[out.status] += 1
