@@ -15,6 +15,7 @@ from rasp_compiler.experiments import probe as probe_mod
 from rasp_compiler.experiments.data import khop_batch, khop_pointers
 from rasp_compiler.experiments.models import EmbeddingProgrammedTransformer, ModelConfig
 from rasp_compiler.experiments.train import RunConfig, load_checkpoint, train
+from rasp_compiler.runtime import weights_digest
 
 
 def ref_pointers(x: list[int], k: int) -> list[list[int]]:
@@ -195,6 +196,9 @@ def test_probe_refuses_nan_weights(tmp_path, capsys):
     tensors = load_file(str(tmp_path / "ck" / "model.safetensors"))
     tensors["tok"][0, 0] = float("nan")
     save_file(tensors, str(tmp_path / "ck" / "model.safetensors"))
+    config = json.loads((tmp_path / "ck" / "config.json").read_text())   # a consistent rewrite
+    config["weights_sha256"] = weights_digest(tensors)
+    (tmp_path / "ck" / "config.json").write_text(json.dumps(config))
     assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", "4"]) == 1
     assert "NaN or infinite weights (tok)" in capsys.readouterr().err
 

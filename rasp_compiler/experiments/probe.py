@@ -23,7 +23,7 @@ import torch
 
 from rasp_compiler.errors import UserError, file_in_the_way
 from rasp_compiler.experiments.data import IGNORE, dyck_batch, khop_batch, khop_pointers
-from rasp_compiler.experiments.train import load_checkpoint
+from rasp_compiler.experiments.runfiles import load_checkpoint
 from rasp_compiler.memory import available_memory
 
 DISTANCE_BINS = ((1, 4), (4, 8), (8, 16), (16, 64))
