@@ -138,6 +138,10 @@ TABLE_EXAMPLES = """examples:
   rasp experiment table --dry-run                     list the grid's runs whose result is missing
   rasp experiment table --quick                       a small, short grid (minutes): runs/experiments-quick/
   rasp experiment table --seeds 0 --jobs 2            seed 0 of every missing run, two at a time
+  rasp experiment table --ray                         every missing run as a task of a Ray instance
+                                                      started here (all this machine's cores)
+  rasp experiment table --ray HEAD:6379 --checkpoints /shared/runs
+                                                      on a Ray cluster (`ray start --head` on HEAD)
   rasp experiment table --only 'khop2_.*' --time-budget 3600
                                                       the 2-hop runs, starting none after an hour"""
 
@@ -161,7 +165,14 @@ def register(subparsers) -> None:
     t.add_argument("--quick", action="store_true",
                    help="a small, short grid (minutes) written to runs/experiments-quick/")
     t.add_argument("--device", default="cpu", help="cpu or cuda")
-    t.add_argument("--jobs", type=int, default=1, help="runs in parallel (each on one CPU thread)")
+    t.add_argument("--jobs", type=int, default=None,
+                   help="runs in parallel, each on one CPU thread (default 1; with --ray, the CPUs "
+                        "of the Ray cluster)")
+    t.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="submit each run as a Ray task (pip install 'rasp-compiler[ray]'): to the "
+                        "cluster at ADDRESS (HOST:6379, printed by `ray start --head`), or without "
+                        "ADDRESS to a Ray instance started here; the result files are those of the "
+                        "local path, written by this process (docs/experiments.md)")
     t.add_argument("--results", default=None, help="result directory (default docs/results/experiments)")
     t.add_argument("--doc", default=None, help="report path (default docs/experiments.md)")
     t.add_argument("--img", default=None, help="plot directory (default docs/img)")
@@ -286,7 +297,8 @@ def _table(args) -> int:
     if args.report_only:  # it runs nothing: options choosing or pacing runs would be ignored
         given = [flag for flag, on in (("--dry-run", args.dry_run), ("--only", args.only),
                                        ("--seeds", args.seeds), ("--time-budget", args.time_budget),
-                                       ("--jobs", args.jobs != 1)) if on]
+                                       ("--jobs", args.jobs is not None),
+                                       ("--ray", args.ray is not None)) if on]
         if given:
             raise UserError(f"--report-only runs nothing, so {', '.join(given)} would do nothing",
                             hint=f"drop {', '.join(given)}, or drop --report-only")
@@ -338,7 +350,9 @@ def _table(args) -> int:
         print(f"{len(missing)} of {len(configs)} runs missing", file=sys.stderr)
         return 0
     if not args.report_only:
-        grid.run_grid(configs, results, jobs=args.jobs, progress=sys.stderr.isatty(),
+        grid.run_grid(configs, results, jobs=args.jobs or (None if args.ray is not None else 1),
+                      progress=sys.stderr.isatty(), ray=args.ray is not None,
+                      ray_address=args.ray or None,
                       time_budget=args.time_budget, checkpoints=args.checkpoints,
                       checkpoint_every=args.checkpoint_every,
                       checkpoint_minutes=args.checkpoint_minutes)

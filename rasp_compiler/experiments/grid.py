@@ -314,7 +314,7 @@ def write_result(results: str | os.PathLike, cfg: RunConfig, result: dict, curve
     write_atomic(result_path(results, cfg), json.dumps(result, indent=1) + "\n")
 
 
-def run_grid(configs: list[RunConfig], results: str | os.PathLike, jobs: int = 1,
+def run_grid(configs: list[RunConfig], results: str | os.PathLike, jobs: int | None = 1,
              progress: bool = True, checkpoints: str | None = "runs/experiments",
              log=print, time_budget: float | None = None, checkpoint_every: int = 0,
              checkpoint_minutes: float | None = None, ray: bool = False,
