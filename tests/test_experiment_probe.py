@@ -109,6 +109,10 @@ def test_probe_command_on_a_trained_run(tmp_path, capsys):
     assert "main role" in out and "accuracy by pointer distance" in out
     saved = json.loads((tmp_path / "p.json").read_text())
     assert saved["run"] == cfg.name() and len(saved["heads"]) == 2
+    # layers and heads count from 0, as rasp compile and rasp show count them
+    assert [(h["layer"], h["head"]) for h in saved["heads"]] == [(0, 0), (1, 0)]
+    assert [line.split()[:2] for line in out.splitlines() if line.strip()[:1].isdigit()][:2] == \
+        [["0", "0"], ["1", "0"]]
     model, meta = load_checkpoint(tmp_path / "ck")
     assert probe_mod.probe(model, meta, samples=16)["accuracy"] == saved["accuracy"]    # seeded
     assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", "8", "--json"]) == 0
