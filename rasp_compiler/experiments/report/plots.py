@@ -77,7 +77,7 @@ def _accuracy(plt, main: MainCells, got: Got):
         m = statistics.median(accs)
         return m, (m - min(accs), max(accs) - m)
 
-    fig, ax = plt.subplots(figsize=(8.5, 0.42 * len(rows) + 1.8))
+    fig, ax = plt.subplots(figsize=(8.5, 0.42 * len(rows) + 2.4))
     h = 0.38
     for i, (_, rs, best, floor, colour) in enumerate(rows):
         m, e = spread(rs)
@@ -101,7 +101,9 @@ def _accuracy(plt, main: MainCells, got: Got):
                 Patch(facecolor="white", edgecolor="black", hatch="//",
                       label="best measured setting (docs: floor settings)"),
                 Line2D([0], [0], color="black", lw=1.4, label="the floor for that cell")]
-    ax.legend(handles=handles, fontsize=7, loc="lower right", framealpha=0.9)
+    # below the axes: inside, it would cover the last rows
+    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.6 / (0.42 * len(rows))),
+              ncol=3, framealpha=0.9)
     ax.set_title("Embedding-only training: the base grid and the best setting per cell", fontsize=9)
     fig.tight_layout()
     return fig
