@@ -29,8 +29,8 @@ examples:
   rasp universal --program programs/histogram.rasp --vocab abc --attention-layer 0
   rasp universal --program programs/reverse.rasp --vocab abc --max-len 8 --with-mlps --check
       # any compiled program, MLPs included, through the fixed backbone of its size class
-  rasp universal --programs programs/sort.rasp programs/most_frequent.rasp --vocab abc --max-len 8 \
-      --with-mlps --check --json      # one backbone for all: a JSON line each, then a total
+  rasp universal --programs programs/sort.rasp programs/reverse.rasp --vocab abc --with-mlps --check
+      # several programs through one backbone: a line each (--json: a JSON line each), then a total
   rasp universal --program programs/sort.rasp --vocab abc --with-mlps --class small --check
       # refused: names what is too large and the class that holds it
   rasp universal lower-bound                      # table, H in 1..3, L in 1..5
