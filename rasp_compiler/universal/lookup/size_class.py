@@ -4,9 +4,8 @@ A class bounds what a compiled program may have: ``layers`` L, attention ``heads
 MLP lookup ``tables`` T per layer (every head also gets a lookup of its own), ``head_width`` k
 (query/key columns per head), ``out_width`` o (output values), ``code_width`` c (columns that
 carry one head's output: a head writing several features may need more than one), the ``vocab``
-and ``max_len`` its
-embedding tables hold, ``program_tokens`` R (the rows of all lookup tables, plus one), and whether
-attention is ``causal``.  The backbone depends on (L, H, T, k, o, c, causal) alone:
+and ``max_len`` its embedding tables hold, ``program_tokens`` R (the rows of all lookup tables,
+plus one), and whether attention is ``causal``.  The backbone depends on (L, H, T, k, o, c, causal) alone:
 
     width  m = 4 + o + L (H (2k + 3c + 1) + T (Hc + 3))        depth = 2L  (attention + lookup per layer)
 
