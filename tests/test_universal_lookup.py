@@ -284,3 +284,30 @@ def test_every_shipped_categorical_program_runs_exactly_through_a_ladder_class()
         assert res.inputs_agreeing == len(inputs), (shipped.name, res.first_disagreement)
         assert res.max_abs_logit_error <= 1e-6, shipped.name
     assert used == {"small", "medium", "large"}
+
+
+def test_the_documented_lookup_commands_print_what_the_docs_show():
+    """docs/universal.md's lookup-UT transcripts are re-run; lines match but for the times (and
+    the batch transcript's elided middle)."""
+    import re
+    import shlex
+
+    doc = (ROOT / "docs" / "universal.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Programs with MLPs"):]
+    blocks = re.findall(r"```\n(.*?)```", section, flags=re.S)
+    ran = 0
+    for block in blocks:
+        lines = block.splitlines()
+        if not lines or not lines[0].startswith("$ rasp universal") or "--with-mlps" not in lines[0]:
+            continue
+        code, out, err = _cli(*shlex.split(lines[0][len("$ rasp "):]))
+        shown = [ln for ln in lines[1:] if ln.strip() != "..."]
+        actual = (out + err).splitlines()
+
+        def masked(text: str) -> str:
+            return re.sub(r"\d+\.\d+ ms", "T ms", text)
+        got = {masked(a) for a in actual}
+        for line in shown:
+            assert masked(line) in got, line
+        ran += 1
+    assert ran >= 3
