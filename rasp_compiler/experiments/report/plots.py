@@ -102,8 +102,8 @@ def _accuracy(plt, main: MainCells, got: Got):
                       label="best measured setting (docs: floor settings)"),
                 Line2D([0], [0], color="black", lw=1.4, label="the floor for that cell")]
     # below the axes: inside, it would cover the last rows
-    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.6 / (0.42 * len(rows))),
-              ncol=3, framealpha=0.9)
+    ax.legend(handles=handles, fontsize=7, loc="upper center", ncol=3, framealpha=0.9,
+              bbox_to_anchor=(0.5, -0.6 / (0.42 * len(rows))))
     ax.set_title("Embedding-only training: the base grid and the best setting per cell", fontsize=9)
     fig.tight_layout()
     return fig
