@@ -2,7 +2,7 @@
 
 ``analysis.limits.DEFER_FROM`` keeps a map of independent inputs past that many joint assignments
 opaque in a first plan (docs/compiler.md, MLPs, "Deferred tables").  Every program from
-``rasp_compiler.compiler.random_source`` (the generator behind bench/differential.py) is compiled
+``rasp_compiler.testing.random_source`` (the generator behind bench/differential.py) is compiled
 twice, with ``DEFER_FROM = None`` and with ``--defer-from K``, and sorted by what changed: the
 same weights (nothing deferred, or the tabulated plan kept), fewer layers, fewer parameters, more
 parameters or more layers.  Every program that grew is printed with its sizes.
@@ -27,10 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rasp_compiler.compiler import compile_weights, random_source
+from rasp_compiler.compiler import compile_weights
 from rasp_compiler.compiler.analysis import limits
 from rasp_compiler.errors import UserError
 from rasp_compiler.lang import program_from_source
+from rasp_compiler.testing import random_source
 
 RESULTS = Path(__file__).resolve().parent / "results" / "deferred_tables.json"
 

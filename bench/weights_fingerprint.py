@@ -9,6 +9,18 @@ added a layer or parameters (a change that keeps every value should only ever re
     .venv/bin/python bench/weights_fingerprint.py --out /tmp/before.json
     .venv/bin/python bench/weights_fingerprint.py --compare /tmp/before.json
     .venv/bin/python bench/weights_fingerprint.py --paper --lengths 8 16 24 40 64 --out /tmp/p.json
+
+``--random N`` fingerprints N programs of the differential generator (``random_source``) instead,
+from seed ``--start``, at each length, over their own vocabulary; a refusal is a cell too (its
+message).  ``--set NAME=VALUE`` lowers an ``analysis.limits`` size limit first (``None`` turns
+DEFER_FROM off), so that small programs take the paths large ones do: the plan search's
+redesign (5 Dec) was checked with these five runs, 1,100 programs, before and after:
+
+    --random 300 --start 12200000 --lengths 8 --set DEFER_FROM=50
+    --random 200 --start 12300000 --lengths 12
+    --random 200 --start 12400000 --lengths 8 --set LARGE_TABLE=60 LARGE_MLP=40 LARGE_MLP_PER_POSITION=4
+    --random 200 --start 12500000 --lengths 8 --set DOMAIN_CAP=300 WIDE_DOMAIN_CAP=3000 DEFER_FROM=None
+    --random 200 --start 12600000 --lengths 8 --set DOMAIN_CAP=300 WIDE_DOMAIN_CAP=3000 DEFER_FROM=40
 """
 
 from __future__ import annotations
@@ -26,8 +38,11 @@ from paper_programs import PROGRAMS as PAPER  # noqa: E402
 from paper_programs import SOURCE as PAPER_SOURCE  # noqa: E402
 from shipped import PROGRAMS  # noqa: E402
 
-from rasp_compiler.compiler import compile_program  # noqa: E402
+from rasp_compiler.compiler import compile_program, compile_weights  # noqa: E402
+from rasp_compiler.compiler.analysis import limits  # noqa: E402
+from rasp_compiler.errors import UserError  # noqa: E402
 from rasp_compiler.lang import load_program, program_from_source  # noqa: E402
+from rasp_compiler.testing import random_source  # noqa: E402
 
 LENGTHS = (5, 16, 40)
 
@@ -48,16 +63,50 @@ def fingerprint(lengths: tuple[int, ...] = LENGTHS, paper: bool = False) -> dict
     return cells
 
 
+def random_fingerprint(count: int, start: int, lengths: tuple[int, ...]) -> dict[str, dict]:
+    """Each generated program's weights digest, layers and parameters, or its refusal."""
+    cells: dict[str, dict] = {}
+    for seed in range(start, start + count):
+        for n in lengths:
+            gen = random_source.generate(seed, max_len=n)
+            program = program_from_source(gen.source, f"<random {seed}>")
+            try:
+                built = compile_weights(program, list(gen.vocab), n)
+            except UserError as err:
+                cells[f"random/{seed}@{n}"] = {"weights_sha256": f"refused: {err.message}",
+                                               "layers": 0, "params": 0}
+                continue
+            cells[f"random/{seed}@{n}"] = {"weights_sha256": built.config["weights_sha256"],
+                                           "layers": built.n_layers, "params": built.params}
+    return cells
+
+
+def _set_limit(assignment: str) -> None:
+    name, _, value = assignment.partition("=")
+    if not hasattr(limits, name) or not name.isupper():
+        raise SystemExit(f"--set: no size limit {name!r} in analysis.limits")
+    setattr(limits, name, None if value == "None" else int(value))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, help="write the fingerprint here")
     ap.add_argument("--compare", type=Path, help="compare with a fingerprint written before")
     ap.add_argument("--lengths", nargs="*", type=int, default=list(LENGTHS))
     ap.add_argument("--paper", action="store_true", help="the paper programs instead of the shipped ones")
+    ap.add_argument("--random", type=int, metavar="N", help="N generated programs instead")
+    ap.add_argument("--start", type=int, default=12_200_000, help="first seed of --random")
+    ap.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE",
+                    help="lower an analysis.limits size limit first (DEFER_FROM=None turns it off)")
     args = ap.parse_args()
     if not args.out and not args.compare:
         ap.error("give --out FILE, --compare FILE or both")
-    cells = fingerprint(tuple(args.lengths), args.paper)
+    for assignment in args.set:
+        _set_limit(assignment)
+    if args.random:
+        cells = random_fingerprint(args.random, args.start, tuple(args.lengths))
+    else:
+        cells = fingerprint(tuple(args.lengths), args.paper)
     if args.out:
         args.out.write_text(json.dumps(cells, indent=1, sort_keys=True) + "\n")
         print(f"wrote {len(cells)} cells to {args.out}")

@@ -463,8 +463,7 @@ def test_a_deferred_plan_larger_than_its_tables_could_make_it_is_built_tabulated
     max_len 8, seed 12200085): kept opaque, `v13` widens the key of the selector that reads it,
     and the model grows from 7,614 parameters to 11,709 at the same 4 layers.  A deferred plan past
     ``_tabulating_cost`` is weighed against the tabulated one, and the smaller is kept."""
-    from rasp_compiler import compiler
-    from rasp_compiler.compiler import compile_weights
+    from rasp_compiler.compiler import compile_weights, plans
 
     src = """v1 = aggregate(select(length, length, >), length, 0);
 v2 = indicator(length == 4);
@@ -482,10 +481,13 @@ v14;
 """
     program, plain, model = _plain_and_deferring(monkeypatch, src, 50, 8)
     vocab = list("abc")
-    monkeypatch.setattr(compiler, "_tabulating_cost", lambda plan: float("inf"))  # no weighing
+    tried = {t["strategy"]: t for t in model.plans_tried}
+    assert tried["deferred (past 50)"]["outcome"] == "assembled" and tried["plain"]["outcome"] == "kept"
+    monkeypatch.setattr(plans, "_tabulating_cost", lambda plan: float("inf"))  # no weighing
     alone = compile_weights(program, vocab, 8)
     assert [sid for sid, _ in alone.analysis.deferred] == ["v13"]
     assert alone.params > plain.params, (alone.params, plain.params)
+    assert tried["deferred (past 50)"]["params"] == alone.params
     assert model.config["weights_sha256"] == plain.config["weights_sha256"]
     res = check_model(model.model(), program, random_inputs(vocab, 8, 200, seed=3) + edge_inputs(vocab, 8))
     assert res.ok, res.failures[:1]

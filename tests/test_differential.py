@@ -1,6 +1,6 @@
 """Differential testing: random well-typed RASP programs, compiled model vs interpreter.
 
-``rasp_compiler/compiler/random_source.py`` writes each program as RASP source (maps, sequence
+``rasp_compiler/testing/random_source.py`` writes each program as RASP source (maps, sequence
 maps, selects with every comparison, and/or/not selector combinations, categorical aggregates with
 defaults, numerical means followed by maps, selector widths; attention depth up to 6).  The default
 run checks 500 programs x 20 random inputs (plus all-equal edge inputs) at max length 5;
@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import collections
 
-import pytest
 import torch
 
-from rasp_compiler.compiler.random_source import check_generated, generate
+from rasp_compiler.testing.random_source import check_generated, generate
 
 torch.set_num_threads(1)
 PROGRAMS = 500
@@ -117,15 +116,28 @@ def test_random_programs_with_numerical_annotations_agree() -> None:
     _assert_mostly_agree(outcomes, ANNOTATED_PROGRAMS)
 
 
-def test_a_categorical_map_of_float_twins_is_refused_with_the_cause() -> None:
+def test_a_plan_that_reads_float_twins_is_refused_with_the_cause_and_another_kept() -> None:
     """Causal seed 86000343 (``--annotate 0.3``, max_len 12) has round(v7 * 3), where v7 holds
     1.2857142857142856 and 1.2857142857142858: float32 cannot tell them apart, and v7 * 3 rounds
-    to 6 or 7.  The refusal names the two values instead of "unboundedly many hidden units"."""
-    from rasp_compiler.compiler import compile_program
-    from rasp_compiler.errors import CompileError
+    to 6 or 7.  The plan with large tables opaque reads v7 as one number, and is refused with the
+    two values named (not "unboundedly many hidden units"); the plain plan fuses v7 * 3 over the
+    means v7 adds, tells the twins apart, and is kept.  Until the plan search was redesigned
+    (5 Dec) that refusal of a second plan refused the whole compile."""
+    import random
+
+    from rasp_compiler.compiler import compile_weights
+    from rasp_compiler.compiler.checking import check_model, edge_inputs
     from rasp_compiler.lang import program_from_source
+    from rasp_compiler.testing.random_source import random_input
 
     gen = generate(86_000_343, max_len=12, causal=True, annotate=0.3)
-    with pytest.raises(CompileError, match="differ only by float rounding") as err:
-        compile_program(program_from_source(gen.source), list(gen.vocab), 12, causal=True)
-    assert "'map_1' (v7 * 3) reads v7" in str(err.value), err.value
+    program = program_from_source(gen.source)
+    built = compile_weights(program, list(gen.vocab), 12, causal=True)
+    refused = [t for t in built.plans_tried if "differ only by float rounding" in t["outcome"]]
+    assert [t["strategy"] for t in refused] == ["large tables opaque"], built.plans_tried
+    assert "'map_1' (v7 * 3) reads v7" in refused[0]["outcome"]
+    assert [t["strategy"] for t in built.plans_tried if t["outcome"] == "kept"] == ["plain"]
+    rng = random.Random(1)
+    inputs = [random_input(rng, 12, gen.vocab) for _ in range(100)] + edge_inputs(list(gen.vocab), 12)
+    res = check_model(built.model(), program, inputs)
+    assert res.inputs_checked > 50 and res.ok, res.failures[:1]

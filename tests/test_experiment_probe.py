@@ -15,6 +15,7 @@ from rasp_compiler.experiments import probe as probe_mod
 from rasp_compiler.experiments.data import khop_batch, khop_pointers
 from rasp_compiler.experiments.models import EmbeddingProgrammedTransformer, ModelConfig
 from rasp_compiler.experiments.train import RunConfig, load_checkpoint, train
+from rasp_compiler.runtime import weights_digest
 
 
 def ref_pointers(x: list[int], k: int) -> list[list[int]]:
@@ -108,6 +109,10 @@ def test_probe_command_on_a_trained_run(tmp_path, capsys):
     assert "main role" in out and "accuracy by pointer distance" in out
     saved = json.loads((tmp_path / "p.json").read_text())
     assert saved["run"] == cfg.name() and len(saved["heads"]) == 2
+    # layers and heads count from 0, as rasp compile and rasp show count them
+    assert [(h["layer"], h["head"]) for h in saved["heads"]] == [(0, 0), (1, 0)]
+    assert [line.split()[:2] for line in out.splitlines() if line.strip()[:1].isdigit()][:2] == \
+        [["0", "0"], ["1", "0"]]
     model, meta = load_checkpoint(tmp_path / "ck")
     assert probe_mod.probe(model, meta, samples=16)["accuracy"] == saved["accuracy"]    # seeded
     assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", "8", "--json"]) == 0
@@ -195,6 +200,9 @@ def test_probe_refuses_nan_weights(tmp_path, capsys):
     tensors = load_file(str(tmp_path / "ck" / "model.safetensors"))
     tensors["tok"][0, 0] = float("nan")
     save_file(tensors, str(tmp_path / "ck" / "model.safetensors"))
+    config = json.loads((tmp_path / "ck" / "config.json").read_text())   # a consistent rewrite
+    config["weights_sha256"] = weights_digest(tensors)
+    (tmp_path / "ck" / "config.json").write_text(json.dumps(config))
     assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", "4"]) == 1
     assert "NaN or infinite weights (tok)" in capsys.readouterr().err
 

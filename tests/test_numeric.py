@@ -94,7 +94,8 @@ def test_stated_bound_holds_on_a_dense_grid(expr: str, lo: float, hi: float, dty
 
 
 def test_a_map_without_a_bound_asks_for_a_range() -> None:
-    with pytest.raises(CompileError, match="range \\[-1, 1\\] holds 0: near 0 the quotient has no bound") as err:
+    with pytest.raises(CompileError,
+                       match="range \\[-1, 1\\] holds 0: near 0 the quotient has no bound") as err:
         compiled("tokens = tokens_float;\ny = 1 / tokens;\ny;", 4)
     assert "--min-denominator" in err.value.render() and "narrower --input-range" in err.value.render()
 

@@ -48,14 +48,14 @@ def test_priority_output_is_chosen_where_cheaper_than_the_fused_table(name: str,
     score for F, one-hot of T/P) need fewer hidden units for the same layers."""
     from rasp_compiler.compiler.analysis import Analysis
     from rasp_compiler.compiler.lowering import Lowering
-    from rasp_compiler.compiler.rewrites import bos_counts, nonzero_widths, shared_subexpressions
+    from rasp_compiler.compiler.rewrites import rewritten
 
     program = program_from_source(PAPER_DYCK, "paper.rasp", output=name)
     model = compile_program(program, list(vocab), 8)
     (last,) = [op for op in model.plan[-1]["mlp"]["ops"] if op["node"] == name]
     assert last["kind"] == "priority"
     # the one table it replaced, counted by the lowering itself on the program the compiler lowers
-    low = Lowering(Analysis(nonzero_widths(bos_counts(shared_subexpressions(program), 8), 8), list(vocab), 8))
+    low = Lowering(Analysis(rewritten(program, 8), list(vocab), 8))
     front = low.frontier(name)
     assert last["units"][1] - last["units"][0] < low._units(front, low._rows(name, front), False)
     res = check_model(model, program, exhaustive_inputs(list(vocab), 6 if len(vocab) > 2 else 8))
@@ -338,7 +338,8 @@ def test_rasp_run_uses_the_files_example_when_no_input_is_given(tmp_path, capsys
 def test_the_original_library_selector_width_is_one_layer() -> None:
     """The original REPL's own selector_width is library code built on the BOS trick (a mean
     over ``s or select(indices, 0, ==)`` plus a lookup at key 0); a file that defines it that
-    way compiles to the original's 1 layer with 2 heads."""
+    way compiles to 1 layer, with the one head of the built-in ``selector_width`` since the
+    lookup is read from the width too (``rewrites.bos_widths``; 2 heads before)."""
     src = '''def bos_width(sel) {
     first = select(indices, 0, ==);
     share = aggregate(sel or first, indicator(indices == 0));
@@ -349,7 +350,10 @@ hist = bos_width(select(tokens, tokens, ==));
 hist;'''
     program = program_from_source(src)
     model = compile_program(program, list("abc"), 12)
-    assert model.heads_per_layer == [2], model.summary()
+    assert model.heads_per_layer == [1], model.summary()
+    builtin_src = "hist = selector_width(select(tokens, tokens, ==));\nhist;"
+    builtin = compile_program(program_from_source(builtin_src), list("abc"), 12)
+    assert (model.residual_width, model.params) == (builtin.residual_width, builtin.params)
     res = check_model(model, program, list(exhaustive_inputs(list("abc"), 6))
                       + random_inputs(list("abc"), 12, 200, seed=4) + edge_inputs(list("abc"), 12))
     assert res.ok, res.failures[:1]

@@ -1,6 +1,6 @@
 """Differential testing of the Python API: random tracr-style programs, compiled model vs interpreter.
 
-``rasp_compiler/pyapi/random_programs.py`` writes each program as Python source against
+``rasp_compiler/testing/random_pyapi.py`` writes each program as Python source against
 ``rasp_compiler.pyapi`` (opaque lambdas in ``Map``/``SequenceMap``, merged maps, ``LinearSequenceMap``,
 ``numerical``/``categorical`` annotations, every ``Comparison`` and lambda predicates, merging
 ``selector_and/or/not`` with ``Full`` keys and queries, ``&``/``|``/``~``, categorical and numerical
@@ -21,7 +21,7 @@ import torch
 
 from rasp_compiler import pyapi as rasp
 from rasp_compiler.compiler.checking import check_model, edge_inputs, random_inputs
-from rasp_compiler.pyapi.random_programs import check_generated, generate
+from rasp_compiler.testing.random_pyapi import check_generated, generate
 
 torch.set_num_threads(1)
 PROGRAMS = 500

@@ -229,7 +229,7 @@ def test_product_fusion_drops_combinations_that_cannot_occur() -> None:
     """bench/differential.py seed 40910 (max_len 8) crashed with a KeyError: a map fused over the
     *product* of its inputs' value sets (Lowering._product_inputs) produced, on a combination that
     never occurs, an output value outside the analysed value set.  Such rows are now dropped."""
-    from rasp_compiler.compiler.random_source import check_generated, generate
+    from rasp_compiler.testing.random_source import check_generated, generate
 
     out = check_generated(generate(40910, max_len=8), max_len=8, inputs=20)
     assert out.status == "agree", (out.status, out.detail)
@@ -284,7 +284,7 @@ def test_narrowed_predicate_read_directly_compiles(seed: int) -> None:
     """bench/differential.py seeds 400000+: a selector atom against a constant, narrowed to its
     truth value (``Lowering._narrowed``), was refused with "cannot compile '[v2!=-2]'" when the
     product one-hot fell back to reading its inputs directly (the predicate is no graph node)."""
-    from rasp_compiler.compiler.random_source import check_generated, generate
+    from rasp_compiler.testing.random_source import check_generated, generate
 
     out = check_generated(generate(seed, max_len=8), max_len=8, inputs=20)
     assert out.status == "agree", (out.status, out.detail)

@@ -531,8 +531,11 @@ def test_draw_plan_takes_an_s_op_and_refuses_a_model_or_the_plan_of_another_prog
     assert pic.placement["reverse"].unit.startswith("L1 head")
     with pytest.raises(UserError, match="draw_plan's plan is a compiled model's plan .*got CompiledModel"):
         draw_plan(reverse.program(), model, str(tmp_path / "p.png"))
-    with pytest.raises(UserError, match="the plan is of another program: it computes .*reverse"):
+    with pytest.raises(UserError, match="the plan is of another program, .*: it computes .*reverse"):
         draw_plan(load_program(ROOT / "programs/histogram.rasp"), model.plan, str(tmp_path / "p.png"))
+    with pytest.raises(UserError, match="the plan is of another program: it computes .*reverse.* max_len 5"):
+        draw_plan(load_program(ROOT / "programs/histogram.rasp"), model.plan, str(tmp_path / "p.png"),
+                  max_len=5)
 
 
 def test_draw_trace_refuses_a_batch_and_a_picture_it_cannot_write(tmp_path) -> None:
@@ -568,3 +571,86 @@ def test_a_picture_too_large_to_draw_is_refused_not_allocated(tmp_path: Path, mo
     with pytest.raises(UserError, match=r"the picture would be [\d,]+ x [\d,]+ pixels, more than"):
         draw_trace(model, list("abca"), str(tmp_path / "t.png"))
     assert not (tmp_path / "t.png").exists()
+
+
+def _every_program() -> list[tuple[str, list[str]]]:
+    """(label, `rasp show`/`rasp compile` arguments) for every shipped program, the original
+    repository's paper programs and the hand-written widths of bench/width_idioms.py."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from paper_programs import PROGRAMS as PAPER
+    from shipped import PROGRAMS
+    from width_idioms import HAND_WIDTHS
+    from width_idioms import PROGRAMS as IDIOM_PROGRAMS
+
+    cases = [(s.name, [str(s.file), "--vocab", json.dumps(list(s.vocab3)), "--max-len", "6"])
+             for s in PROGRAMS]
+    shipped = {str(s.file) for s in PROGRAMS}
+    for path in sorted((ROOT / "programs").rglob("*.rasp")):  # over real-valued tokens
+        if str(path) not in shipped:
+            cases.append((path.name, [str(path), "--input-range", "-1", "1", "--max-len", "6"]))
+    for name, vocab, _ in PAPER:
+        cases.append((f"paper/{name}", [str(ROOT / "tests/data/paper_examples.rasp"), "--output", name,
+                                        "--vocab", vocab, "--max-len", "6"]))
+    for hand in HAND_WIDTHS:
+        for program in IDIOM_PROGRAMS:
+            cases.append((f"idiom/{hand}/{program}", [f"idiom:{hand}:{program}", "--vocab", "abcde",
+                                                      "--max-len", "10"]))
+    return cases
+
+
+@pytest.mark.parametrize("label,args", _every_program(), ids=[c[0] for c in _every_program()])
+def test_show_draws_every_program_that_compile_compiles(tmp_path, capsys, label: str,
+                                                        args: list[str]) -> None:
+    """Issue 47: a program the compiler rewrote (a hand-written width) compiled, but `rasp show`
+    said "the plan is of another program". The picture is now of the program as compiled."""
+    if args[0].startswith("idiom:"):
+        import sys
+
+        sys.path.insert(0, str(ROOT / "bench"))
+        from width_idioms import source
+
+        _, hand, program = args[0].split(":")
+        path = tmp_path / f"{hand}_{program}.rasp"
+        path.write_text(source(hand, program))
+        args = [str(path), *args[1:]]
+    rc = cli(["show", *args, "-o", str(tmp_path / "plan.svg"), "--json"])
+    out = capsys.readouterr()
+    if rc != 0:  # only a program `rasp compile` refuses may be refused
+        assert cli(["compile", *args, "-o", str(tmp_path / "m")]) != 0, out.err
+        return
+    drawn = json.loads(out.out)
+    assert (tmp_path / "plan.svg").stat().st_size > 1000
+    # every unit of the plan is drawn, and no node sits in a column past the model's last
+    model_rc = cli(["compile", *args, "-o", str(tmp_path / "m")])
+    assert model_rc == 0
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    for lp in config["plan"]:  # every head colours a node, or is a caption in its column
+        for h in lp["heads"]:
+            captions = drawn["captions"].get(str(1 + 2 * lp["layer"]), [])
+            assert f"L{lp['layer']} head {h['head']}" in drawn["units"] or any(
+                line.startswith(f"head {h['head']}:") for line in captions), (label, h, drawn["units"])
+    assert max(p["column"] for p in drawn["placement"].values()) <= 2 * config["n_layers"]
+
+
+def test_show_draws_a_hand_written_width_as_the_width_it_compiles_to(tmp_path, capsys) -> None:
+    """The sort of the original RASP library, its width written by hand (issue 47's program):
+    the picture is of the program as compiled, its names kept where they survive."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from width_idioms import source
+
+    path = tmp_path / "sort.rasp"
+    path.write_text(source("rasplib", "sort"))
+    assert cli(["show", str(path), "--vocab", "abcde", "--max-len", "10", "-o", str(tmp_path / "p.png"),
+                "--json"]) == 0
+    drawn = json.loads(capsys.readouterr().out)
+    place = drawn["placement"]
+    assert place["sort_by.before.width"]["unit"] == "L0 head 0"  # the width, named after its selector
+    assert place["sort_by.place"]["unit"] == "L0 MLP"  # the user's name for it survives
+    assert place["sorted"]["unit"] == "L1 head 0"
+    # the hand-made parts the compiler no longer computes are not drawn
+    assert not any(nid.startswith("width.") for nid in drawn["labels"])
+    assert "round(except0 + valat0)" in drawn["labels"]["sort_by.place"]

@@ -109,11 +109,27 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
                         "from more)")
     p.add_argument("--out", default=None,
                    help="checkpoint directory (default runs/experiments/NAME)")
+    _add_checkpoint_options(p)
+    p.add_argument("--no-resume", action="store_true",
+                   help="start from step 0 even if --out holds the resume state of an unfinished "
+                        "run (it is overwritten); by default such a run continues where it stopped, "
+                        "bit-exactly")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress on stderr (a bar on a terminal, otherwise a line per tenth of "
                         "the run)")
     p.set_defaults(func=_run, task=task)
+
+
+def _add_checkpoint_options(p: argparse.ArgumentParser) -> None:
+    from rasp_compiler.experiments.train import CHECKPOINT_MINUTES
+
+    p.add_argument("--checkpoint-every", type=int, default=0, metavar="STEPS",
+                   help="also save the resume state every STEPS steps (default 0: by time only)")
+    p.add_argument("--checkpoint-minutes", type=float, default=CHECKPOINT_MINUTES, metavar="M",
+                   help="save the resume state (weights, optimiser, RNG states, step) every M minutes "
+                        f"of wall time, 0 for never (default {CHECKPOINT_MINUTES:g}); a killed run "
+                        "run again with the same options continues from it")
 
 
 TABLE_EXAMPLES = """examples:
@@ -122,6 +138,10 @@ TABLE_EXAMPLES = """examples:
   rasp experiment table --dry-run                     list the grid's runs whose result is missing
   rasp experiment table --quick                       a small, short grid (minutes): runs/experiments-quick/
   rasp experiment table --seeds 0 --jobs 2            seed 0 of every missing run, two at a time
+  rasp experiment table --ray                         every missing run as a task of a Ray instance
+                                                      started here (all this machine's cores)
+  rasp experiment table --ray HEAD:6379 --checkpoints /shared/runs
+                                                      on a Ray cluster (`ray start --head` on HEAD)
   rasp experiment table --only 'khop2_.*' --time-budget 3600
                                                       the 2-hop runs, starting none after an hour"""
 
@@ -145,7 +165,14 @@ def register(subparsers) -> None:
     t.add_argument("--quick", action="store_true",
                    help="a small, short grid (minutes) written to runs/experiments-quick/")
     t.add_argument("--device", default="cpu", help="cpu or cuda")
-    t.add_argument("--jobs", type=int, default=1, help="runs in parallel (each on one CPU thread)")
+    t.add_argument("--jobs", type=int, default=None,
+                   help="runs in parallel, each on one CPU thread (default 1; with --ray, the CPUs "
+                        "of the Ray cluster)")
+    t.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="submit each run as a Ray task (pip install 'rasp-compiler[ray]'): to the "
+                        "cluster at ADDRESS (HOST:6379, printed by `ray start --head`), or without "
+                        "ADDRESS to a Ray instance started here; the result files are those of the "
+                        "local path, written by this process (docs/experiments.md)")
     t.add_argument("--results", default=None, help="result directory (default docs/results/experiments)")
     t.add_argument("--doc", default=None, help="report path (default docs/experiments.md)")
     t.add_argument("--img", default=None, help="plot directory (default docs/img)")
@@ -157,6 +184,11 @@ def register(subparsers) -> None:
     t.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
                    help="start no run after this many seconds, a positive number (runs in flight "
                         "finish; the rest stay missing for the next invocation)")
+    t.add_argument("--checkpoints", default="runs/experiments", metavar="DIR",
+                   help="where each run keeps its checkpoint and resume state, DIR/NAME (default "
+                        "runs/experiments; with --ray, a directory every node can write, shared for "
+                        "a killed run to resume on another node)")
+    _add_checkpoint_options(t)
     t.add_argument("--report-only", action="store_true", help="run nothing; rewrite the report")
     t.add_argument("--dry-run", action="store_true", help="list the missing runs and stop")
     t.set_defaults(func=_table)
@@ -189,7 +221,8 @@ def _run(args) -> int:
 
     check_seed(args)
     check_at_least(args, 1, "width", "layers", "heads", "steps", "batch", "threads")
-    check_at_least(args, 0, "curriculum")
+    check_at_least(args, 0, "curriculum", "checkpoint_every")
+    check_finite(args, "checkpoint_minutes")
     check_finite(args, "lr", positive=True)
     check_not_empty(args, "out", "device")  # --out '' trained into runs/experiments/NAME instead
     _check_threads(args.threads)
@@ -221,7 +254,9 @@ def _run(args) -> int:
         key = (args.task, k if args.task == "khop" else None, args.backbone)
         print(f"settings: floor (measured to reach the paper's {100 * FLOORS[key]:.1f} %)" if recipe
               else "settings: base", file=sys.stderr)
-    result, _ = train(cfg, out=out, progress=not args.no_progress)
+    result, _ = train(cfg, out=out, progress=not args.no_progress, resume=not args.no_resume,
+                      checkpoint_every=args.checkpoint_every,
+                      checkpoint_minutes=args.checkpoint_minutes)
     if args.json:
         print(json.dumps(result))
     else:
@@ -255,12 +290,15 @@ def _table(args) -> int:
     from rasp_compiler.experiments.train import prepare_out
 
     check_at_least(args, 1, "jobs")
+    check_at_least(args, 0, "checkpoint_every")
     check_finite(args, "time_budget", positive=True)
+    check_finite(args, "checkpoint_minutes")
     check_not_empty(args, "only", "seeds", "results", "doc", "img", "device")
     if args.report_only:  # it runs nothing: options choosing or pacing runs would be ignored
         given = [flag for flag, on in (("--dry-run", args.dry_run), ("--only", args.only),
                                        ("--seeds", args.seeds), ("--time-budget", args.time_budget),
-                                       ("--jobs", args.jobs != 1)) if on]
+                                       ("--jobs", args.jobs is not None),
+                                       ("--ray", args.ray is not None)) if on]
         if given:
             raise UserError(f"--report-only runs nothing, so {', '.join(given)} would do nothing",
                             hint=f"drop {', '.join(given)}, or drop --report-only")
@@ -312,8 +350,12 @@ def _table(args) -> int:
         print(f"{len(missing)} of {len(configs)} runs missing", file=sys.stderr)
         return 0
     if not args.report_only:
-        grid.run_grid(configs, results, jobs=args.jobs, progress=sys.stderr.isatty(),
-                      time_budget=args.time_budget)
+        grid.run_grid(configs, results, jobs=args.jobs or (None if args.ray is not None else 1),
+                      progress=sys.stderr.isatty(), ray=args.ray is not None,
+                      ray_address=args.ray or None,
+                      time_budget=args.time_budget, checkpoints=args.checkpoints,
+                      checkpoint_every=args.checkpoint_every,
+                      checkpoint_minutes=args.checkpoint_minutes)
     report.write_report(results, doc, img, quick=args.quick)
     print(f"wrote {doc} and plots in {img}")
     return 0

@@ -409,7 +409,8 @@ class Repl:
         try:
             vocab = sorted(set(tokens), key=lambda t: (type(t).__name__, str(t)))
             model = compile_program(program, vocab, len(tokens))
-            draw_plan(program, model.plan, path, title=f"{text} on {formatstr(example)}: "
+            drawn = model.compiled_program if model.compiled_program is not None else program
+            draw_plan(drawn, model.plan, path, title=f"{text} on {formatstr(example)}: "
                       f"{model.n_layers} layer{'s' * (model.n_layers != 1)}, heads {model.heads_per_layer}")
         except UserError as err:
             self.report(err.render())

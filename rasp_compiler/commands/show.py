@@ -110,7 +110,9 @@ def show_program(args: argparse.Namespace, fmt: str) -> dict:
     args.file, args.dtype = args.target, args.dtype or "float32"
     model = weights_from_args(args)
     program = load_program(args.target, output=args.output or "out")
-    pic = draw_plan(program, model.plan, args.out, fmt=fmt, residual=model.config.get("residual"),
+    # the program as compiled (after the compiler's rewrites), where the categorical compiler ran
+    drawn = model.compiled_program if model.compiled_program is not None else program
+    pic = draw_plan(drawn, model.plan, args.out, fmt=fmt, residual=model.config.get("residual"),
                     title=f"{args.target}: {model.n_layers} layer{'s' * (model.n_layers != 1)}, "
                           f"residual width {model.residual_width}")
     return {"picture": args.out, "format": fmt, "width": pic.size_px[0], "height": pic.size_px[1],

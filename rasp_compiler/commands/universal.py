@@ -27,6 +27,12 @@ examples:
       # below the width formula: a gradient fit, not exact; it reports the residual and exits 1
   rasp universal --program programs/frac_prevs.rasp --vocab helo --max-len 6
   rasp universal --program programs/histogram.rasp --vocab abc --attention-layer 0
+  rasp universal --program programs/reverse.rasp --vocab abc --max-len 8 --with-mlps --check
+      # any compiled program, MLPs included, through the fixed backbone of its size class
+  rasp universal --programs programs/sort.rasp programs/reverse.rasp --vocab abc --with-mlps --check
+      # several programs through one backbone: a line each (--json: a JSON line each), then a total
+  rasp universal --program programs/sort.rasp --vocab abc --with-mlps --class small --check
+      # refused: names what is too large and the class that holds it
   rasp universal lower-bound                      # table, H in 1..3, L in 1..5
   rasp universal lower-bound --heads 2 --layers 4 --residual --json
 
@@ -40,6 +46,11 @@ constructions and embedding widths m (d = target width, k = random head width, d
              residual, 1 with --no-values); below that width or with k < d: gradient fit
 
 The UT's weights never depend on the target: a target enters only through its embedding E (and U).
+With --with-mlps the backbone is the lookup UT: per size class one fixed transformer, every compiled
+attention head and MLP carried as a hard-attention lookup into program tokens placed before the
+input; classes small, medium and large hold every shipped categorical program at max length 8.
+A check of a few thousand inputs takes seconds; compiling and tabulating, well under a second
+a program (dyck2 and shuffle_dyck2, the largest tables, a few seconds).
 See docs/universal.md.
 """
 
@@ -49,9 +60,11 @@ BUILD_FLAGS = ("--construction", "--dim", "--causal", "--no-values", "--width", 
 CHECK_FLAGS = ("--check", "--trials", "--lengths", "--dtype", "--tolerance", "--save", "--load",
                "--target")
 PROGRAM_FLAGS = ("--program", "--vocab", "--output", "--max-len", "--attention-layer", "--max-inputs")
+LOOKUP_FLAGS = ("--with-mlps", "--programs", "--class", "--backbone", "--save-backbone", "--save-encoding",
+                "--encoding")
 DEFAULTS = {"values": True, "seed": 0, "trials": 10, "lengths": "1,2,3,5,8,13,21,32",
             "dtype": "float64", "max_len": 5, "max_inputs": 2000, "check": False, "causal": False,
-            "residual": False}
+            "residual": False, "with_mlps": False}
 
 
 def register(subparsers) -> None:
@@ -103,6 +116,23 @@ def register(subparsers) -> None:
     r.add_argument("--max-inputs", type=int, default=2000,
                    help="inputs checked for --program: all up to --max-len if at most this many, "
                         "else this many random ones (default 2000)")
+    u = p.add_argument_group("programs with MLPs: the lookup UT (one fixed backbone per size class)")
+    u.add_argument("--with-mlps", action="store_true",
+                   help="run --program (or --programs) through the lookup UT: MLPs included, the program "
+                        "entering only as input embeddings and program tokens")
+    u.add_argument("--programs", nargs="+", metavar="FILE",
+                   help="several programs through ONE backbone (the smallest class holding all): a line "
+                        "each, then a total (implies --with-mlps)")
+    u.add_argument("--class", dest="size_class", metavar="NAME|SIZES",
+                   help="the size class: small, medium, large, or L=..,H=..,T=..,k=..,o=..,c=..,vocab=..,"
+                        "len=..,rows=.. (default: the smallest that holds the program)")
+    u.add_argument("--backbone", metavar="DIR",
+                   help="use the backbone saved in DIR (checked against its class)")
+    u.add_argument("--save-backbone", metavar="DIR", help="save the backbone (safetensors + JSON) to DIR")
+    u.add_argument("--save-encoding", metavar="FILE", help="save the program's encoding (safetensors)")
+    u.add_argument("--encoding", metavar="FILE",
+                   help="run this saved encoding of --program instead of encoding it again (a tampered "
+                        "file, or one made for another backbone, is refused)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -114,7 +144,13 @@ def run(args: argparse.Namespace) -> int:
     check_at_least(args, 1, "layers", "heads", "dim", "width", "head_dim", "trials", "max_len", "max_inputs")
     check_at_least(args, 0, "attention_layer")
     check_finite(args, "tolerance")
-    check_not_empty(args, "program", "vocab", "output", "save", "load", "target")
+    check_not_empty(args, "program", "vocab", "output", "save", "load", "target", "size_class", "backbone",
+                    "save_backbone", "save_encoding", "encoding")
+    if args.with_mlps or args.programs:
+        from rasp_compiler.commands.universal_lookup import run_lookup
+
+        return run_lookup(args, _refuse, single_thread)
+    _refuse(args, LOOKUP_FLAGS, "without --with-mlps")
     if args.program:
         return _program(args)
     # the options of --program, and those of a check, would be ignored where they do not apply
@@ -174,6 +210,7 @@ def _given(args: argparse.Namespace, flag: str) -> bool:
     """Whether the user set option ``flag`` (a value other than its default)."""
     name = flag[2:].replace("-", "_")
     name = "values" if name == "no_values" else name    # --no-values sets args.values to False
+    name = "size_class" if name == "class" else name     # --class is args.size_class
     return getattr(args, name) != DEFAULTS.get(name)
 
 
@@ -320,20 +357,19 @@ def _num(x: float) -> str:
 
 
 # ----- a RASP-compiled target ------------------------------------------------------------------
-def _inputs(vocab: list, max_len: int, limit: int, seed: int) -> tuple[list, bool]:
-    """Every input up to ``max_len`` when there are at most ``limit``, else ``limit`` random ones."""
-    import itertools
-    import random
+def single_thread() -> None:
+    """One torch thread for the checks of compiled programs: their tensors are one input's, a few
+    positions wide, and a second thread only waits on the first.  Two threads on a loaded machine
+    made ``--program docs/examples/shift_twice.rasp --max-len 6`` take 40 s instead of 6 s (each
+    softmax of a 7 x 7 matrix waited milliseconds for the other thread)."""
+    import torch
 
-    total = sum(len(vocab) ** n for n in range(1, max_len + 1))
-    if total <= limit:
-        return [list(t) for n in range(1, max_len + 1) for t in itertools.product(vocab, repeat=n)], True
-    rng = random.Random(seed)
-    return [[rng.choice(vocab) for _ in range(rng.randint(1, max_len))] for _ in range(limit)], False
+    torch.set_num_threads(1)
 
 
 def _program(args: argparse.Namespace) -> int:
-    from rasp_compiler.commands.compile import parse_vocab
+    from rasp_compiler.commands.check import CheckProgress
+    from rasp_compiler.commands.compile import CompileStatus, parse_vocab
     from rasp_compiler.compiler import compile_program
     from rasp_compiler.lang import load_program
     from rasp_compiler.universal import build_universal, width_formula
@@ -343,15 +379,21 @@ def _program(args: argparse.Namespace) -> int:
         run_sublayer_through_ut,
         run_through_ut,
     )
+    from rasp_compiler.universal.lookup.run import inputs_for
 
     _refuse(args, CHECK_FLAGS + ("--layers", "--heads", "--dim", "--residual", "--no-values"),
             "with --program (its class comes from the compiled model, and it checks every input up "
             "to --max-len)")
     if not args.vocab:
         raise UserError("--program needs --vocab (the tokens the model is compiled for)")
+    single_thread()
     program = load_program(args.program, output=args.output or "out")
-    model = compile_program(program, parse_vocab(args.vocab), args.max_len, dtype="float64",
-                            causal=args.causal)
+    status = CompileStatus()
+    try:
+        model = compile_program(program, parse_vocab(args.vocab), args.max_len, dtype="float64",
+                                causal=args.causal, progress=status)
+    finally:
+        status.close()
     layers = None if args.attention_layer is None else [args.attention_layer]
     if layers is not None and not 0 <= args.attention_layer < model.n_layers:
         raise UserError(f"--attention-layer {args.attention_layer} is out of range: the model has layers "
@@ -366,11 +408,12 @@ def _program(args: argparse.Namespace) -> int:
     ut = build_universal(construction, target.layers, target.heads, target.dim, residual=True,
                          causal=target.causal, values=True, m=args.width, head_dim=args.head_dim,
                          seed=args.seed)
-    inputs, exhaustive = _inputs(model.vocab, args.max_len, args.max_inputs, args.seed)
-    if layers is None:
-        res = run_through_ut(model, ut, inputs, program)
-    else:
-        res = run_sublayer_through_ut(model, args.attention_layer, ut, inputs)
+    inputs, exhaustive = inputs_for(model.vocab, args.max_len, args.max_inputs, args.seed)
+    with CheckProgress(len(inputs), "checking") as bar:     # stderr, a terminal only
+        if layers is None:
+            res = run_through_ut(model, ut, inputs, program, progress=bar)
+        else:
+            res = run_sublayer_through_ut(model, args.attention_layer, ut, inputs, progress=bar)
     cfg = ut.config
     out = {"construction": construction, "layers": cfg.layers, "heads": cfg.heads, "dim": cfg.dim,
            "m": cfg.m, "m_formula": width_formula(construction, cfg.layers, cfg.heads, cfg.dim, True, True,

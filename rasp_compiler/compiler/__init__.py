@@ -25,19 +25,13 @@ import time
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Callable
 
-from rasp_compiler.compiler.analysis import Analysis, limits
+from rasp_compiler.compiler.analysis import Analysis
 from rasp_compiler.compiler.artifact import CompiledWeights, config_digest, weights_digest
-from rasp_compiler.compiler.assemble import DTYPES, assemble
-from rasp_compiler.compiler.lowering import Lowering
-from rasp_compiler.compiler.rewrites import (
-    bos_counts,
-    nonzero_widths,
-    numerical_output,
-    shared_subexpressions,
-)
-from rasp_compiler.compiler.schedule import head_depth, schedule
+from rasp_compiler.compiler.assemble import DTYPES
+from rasp_compiler.compiler.plans import IntegerTokens, choose
+from rasp_compiler.compiler.rewrites import rewritten
 from rasp_compiler.compiler.values import vocab_list
-from rasp_compiler.errors import CompileError, ModelTooLargeError, UserError
+from rasp_compiler.errors import CompileError, UserError
 from rasp_compiler.graph.expr import deep_recursion
 from rasp_compiler.graph.nodes import Program
 
@@ -181,19 +175,20 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
     # more than Python's default 1,000 frames, as elaboration does (lang.elaborator.exec_source).
     try:
         with deep_recursion():
+            integers = None
             if integer_range is not None and _reads_integers(program):
-                config, tensors, an = _integer_plans(program, vocab, max_len, dtype, causal, fixed_length,
-                                                     integer_range, numeric_options, stage)
-            else:
-                config, tensors, an = _weights(program, vocab, max_len, dtype, causal, fixed_length,
-                                               input_range, stage, numeric_options)
+                integers = IntegerTokens(program, integer_range, numeric_options)
+            config, tensors, an, tried, compiled = _weights(program, vocab, max_len, dtype, causal,
+                                                            fixed_length, input_range, stage,
+                                                            numeric_options, integers)
     except RecursionError:
         raise CompileError("the program's chains of operations are too long to compile",
                            program.source_file, hint="split a long chain of maps with an aggregate, "
                                                      "or write it as one map") from None
     config["weights_sha256"] = weights_digest(tensors)
     config_digest(config)  # a config JSON cannot hold fails here, at compile time, not at save
-    return CompiledWeights(config, tensors, analysis=an, compile_seconds=time.perf_counter() - start)
+    return CompiledWeights(config, tensors, analysis=an, compile_seconds=time.perf_counter() - start,
+                           plans_tried=tried, compiled_program=compiled)
 
 
 def _reads_integers(program: Program) -> bool:
@@ -202,241 +197,25 @@ def _reads_integers(program: Program) -> bool:
     return any(isinstance(n, Tokens) and n.type == "int" for n in program.nodes())
 
 
-def _integer_plans(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: bool,
-                   fixed_length: int | None, integer_range: tuple[float, float],
-                   numeric_options: dict[str, Any], stage: Callable[[str], None]
-                   ) -> tuple[dict, dict, Analysis | None]:
-    """A program over integer tokens in ``integer_range``: the categorical plan over the range's
-    integers and the numeric plan (exact product and sum units over the integers, the output
-    rounded to the integer it stands for), the smaller kept (layers, then parameters).  A numeric
-    plan that is not exact (a division's reciprocal, an output that is no integer) is kept only
-    where the categorical plan is refused."""
-    from rasp_compiler.compiler.real import compile_numeric
-
-    stage("numeric plan over the integers")
-    try:
-        numeric = compile_numeric(program, integer_range, max_len, dtype=dtype, causal=causal,
-                                  fixed_length=fixed_length, **numeric_options)
-        node, rows = numeric[0]["numeric"]["largest_table"].values()
-        rows = math.inf if rows is None else rows
-    except UserError as err:
-        numeric, numeric_error = None, err
-        node, rows = getattr(err, "largest_table", (None, 0.0))
-    exact = numeric is not None and numeric[0]["output"]["integer"] and not numeric[0].get("guards") \
-        and numeric[0]["numeric"]["approx_error_bound"] == 0
-    # a categorical table of R rows costs at least R hidden units, each reading and writing a
-    # number: where that alone outweighs the numeric plan (or passes the size guard's scale), the
-    # categorical plan is not built (a 3 x 3 determinant over -9..9 took a minute to be refused)
-    too_large = 2 * rows > (_size(numeric)[1] if exact else limits.DOMAIN_CAP)
-    if too_large:
-        what = f"'{node}' alone would tabulate {rows:,.0f} joint values" if math.isfinite(rows) else \
-            f"'{node}' reads real numbers, which no table holds"
-        if numeric is None:
-            raise numeric_error from None
-        how = "exact sums and products, the output rounded to its integer" if exact else \
-            "with the error bound stated"
-        numeric[0]["notes"].append(f"integer tokens: compiled numerically ({how}); categorically, {what}")
-        return numeric[0], numeric[1], None
-    try:
-        categorical = _weights(program, vocab, max_len, dtype, causal, fixed_length, None, stage, {})
-    except UserError as err:
-        if numeric is None:
-            raise (numeric_error if isinstance(err, ModelTooLargeError) else err) from None
-        numeric[0]["notes"].append(f"integer tokens: compiled numerically over {len(vocab)} integers "
-                                   f"(categorically: {err.message.splitlines()[0]})")
-        return numeric[0], numeric[1], None
-    if numeric is None:
-        categorical[0]["notes"].append("integer tokens: compiled categorically over the range's "
-                                       f"{len(vocab)} integers (numerically: "
-                                       f"{numeric_error.message.splitlines()[0]})")
-        return categorical
-    if not exact or _size(categorical) <= _size(numeric):
-        return categorical
-    numeric[0]["notes"].append(
-        f"integer tokens: compiled numerically (exact sums and products, the output rounded to its "
-        f"integer), {_size(numeric)[1]:,} parameters against {_size(categorical)[1]:,} categorically")
-    return numeric[0], numeric[1], None
-
-
 def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: bool,
              fixed_length: int | None, input_range: tuple[float, float] | None,
-             stage: Callable[[str], None], numeric_options: dict[str, Any]
-             ) -> tuple[dict, dict, Analysis | None]:
-    """The config and tensors of ``program``'s model (and its analysis, for categorical programs)."""
+             stage: Callable[[str], None], numeric_options: dict[str, Any],
+             integers: IntegerTokens | None = None
+             ) -> tuple[dict, dict, Analysis | None, list[dict], Program | None]:
+    """The config and tensors of ``program``'s model, its analysis (for categorical programs), the
+    plans weighed for it (``plans.choose``) and the program the plan is of.  A program over integer
+    tokens given ``--input-range`` (``integers``) is also weighed as a numeric plan."""
     if input_range is not None:
         from rasp_compiler.compiler.real import compile_numeric
         config, tensors = compile_numeric(program, input_range, max_len, dtype=dtype, causal=causal,
                                           fixed_length=fixed_length, **numeric_options)
-        return config, tensors, None
+        return config, tensors, None, [], None
     stage("value sets")
-    # same values, fewer heads and layers
-    rewritten = nonzero_widths(bos_counts(shared_subexpressions(program), max_len), max_len)
-    fallback_note = None
-    try:
-        plan = _plan(rewritten, vocab, max_len, dtype, causal, fixed_length, stage,
-                     defer_from=limits.DEFER_FROM)
-    except ModelTooLargeError as too_large:
-        # An unannotated output too large as a one-hot may fit as one number (``numerical_output``)
-        numeric = numerical_output(rewritten)
-        if numeric is None:
-            raise
-        try:
-            plan = _plan(numeric, vocab, max_len, dtype, causal, fixed_length,
-                         lambda step: stage(f"{step} (a second plan, the output as a number)"),
-                         defer_from=limits.DEFER_FROM)
-        except UserError:
-            raise too_large from None
-        values = plan[2].info[numeric.output].values
-        if not values or not all(type(v) in (int, float) for v in values):
-            raise too_large from None  # booleans or strings would decode as other values
-        if rewritten.node(rewritten.output).encoding is None:
-            fallback_note = (f"{numeric.output}: encoded numerical (one dimension, decoded as a "
-                             f"number): as a one-hot, {too_large.message.split('; ')[0]}, past the "
-                             "size guard; write numerical(...) to choose this, categorical(...) to "
-                             "refuse it")
-        rewritten = numeric
-
-    widest = max((int(lc["d_mlp"]) for lc in plan[0]["layers"]), default=0)
-    if plan[2].large_tables and widest > min(limits.LARGE_MLP, limits.LARGE_MLP_PER_POSITION * max_len):
-        # A large table fuses into its readers and may save a layer, or cost a thousand times the
-        # parameters for none (shuffle-Dyck-2 at max_len 12: 20.8M against 21k at 13).  Where an
-        # MLP came out that wide, build the plan with such maps opaque too, and keep the one with
-        # fewer layers, then parameters (only there: it doubles the compile time).
-        other = _plan(rewritten, vocab, max_len, dtype, causal, fixed_length, stage,
-                      tabulate_up_to=limits.LARGE_TABLE)
-        if _size(other) < _size(plan):
-            plan = other
-    if not plan[2].deferred and _opaque_layer(
-            plan[0], {sid for sid, size in plan[2].capped if size <= limits.WIDE_DOMAIN_CAP}):
-        # A map past the domain cap is opaque: it cannot fuse into the maps that read it, and here
-        # its MLP has a layer of its own, on the critical path.  Tabulated, it may fuse and save
-        # that layer, at the price of a larger table to enumerate and a wider MLP (tried only
-        # here: it can triple the compile).  A plan that deferred maps has been weighed against
-        # the tabulated ones already (``_plan``).
-        try:
-            wide = _plan(rewritten, vocab, max_len, dtype, causal, fixed_length,
-                         lambda step: stage(f"{step} (a second plan, with larger tables)"),
-                         domain_cap=limits.WIDE_DOMAIN_CAP, fewer_layers_than=_size(plan)[0])
-        except UserError:  # e.g. past the size guard: the first plan stands
-            wide = None
-        if wide is not None:
-            plan = wide
-    if fallback_note is not None:
-        plan[0]["notes"].append(fallback_note)
-    return plan
-
-
-def _plan(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: bool,
-          fixed_length: int | None, stage: Callable[[str], None],
-          tabulate_up_to: int | None = None, domain_cap: int | None = None,
-          fewer_layers_than: int | None = None, defer_from: int | None = None
-          ) -> tuple[dict, dict, Analysis] | None:
-    """The plan's config, tensors and analysis; None (nothing assembled) when it has no fewer
-    layers than ``fewer_layers_than``.  With ``defer_from``, maps of independent inputs past that
-    many joint assignments are first kept opaque; where that plan has more layers than its heads
-    need, only the larger are deferred or all tabulated, whichever saves a layer; where it cannot
-    be built, or is larger than its tables could have made it, they are tabulated."""
-    def lowered(defer: int | None) -> tuple[Analysis, Lowering, Any]:
-        an = Analysis(program, vocab, max_len, fixed_length=fixed_length, causal=causal, dtype=dtype,
-                      tabulate_up_to=tabulate_up_to, domain_cap=domain_cap, defer_from=defer)
-        stage("heads and MLPs")
-        low = Lowering(an)
-        stage("layers")
-        return an, low, schedule(low)
-
-    def assembled(an: Analysis, low: Lowering, sched: Any,
-                  bound: int | None = fewer_layers_than) -> tuple[dict, dict, Analysis] | None:
-        if bound is not None and sched.n_layers >= bound:
-            return None
-        stage("weights")
-        config, tensors = assemble(an, low, sched, dtype=dtype, causal=causal)
-        return config, tensors, an
-
-    def tabulated(bound: int) -> tuple[dict, dict, Analysis] | None:
-        """The plain plan, or failing that the one with larger tables where the plain one keeps
-        maps past the domain cap, if either has fewer layers than ``bound``."""
-        try:
-            plain = lowered(None)
-            got = assembled(*plain, bound=bound)
-        except UserError:  # e.g. past the size guard: the opaque plan stands
-            return None
-        if got is not None or not any(size <= limits.WIDE_DOMAIN_CAP for _, size in plain[0].capped):
-            return got
-        # what ``_weights`` tries for a plain plan whose capped maps cost it a layer (dyck2 at
-        # max_len 256: 5 layers plain and deferred, 4 with larger tables)
-        try:
-            return _plan(program, vocab, max_len, dtype, causal, fixed_length,
-                         lambda step: stage(f"{step} (a second plan, with larger tables)"),
-                         domain_cap=limits.WIDE_DOMAIN_CAP, fewer_layers_than=bound)
-        except UserError:
-            return None
-
-    def fewer_deferred(an: Analysis, bound: int) -> tuple[dict, dict, Analysis] | None:
-        """The plan deferring only the larger of ``an``'s deferred tables, if it has fewer layers
-        than ``bound``: the smaller may be the one that costs the layer (the paper's Dyck-2 at
-        max_len 24 from 4,096: `delay_closer`, 22,096 rows)."""
-        sizes = sorted({size for _, size in an.deferred})
-        if len(sizes) < 2:
-            return None
-        try:
-            return _plan(program, vocab, max_len, dtype, causal, fixed_length, stage,
-                         tabulate_up_to=tabulate_up_to, domain_cap=domain_cap,
-                         fewer_layers_than=bound, defer_from=sizes[0])
-        except UserError:
-            return None
-
-    if defer_from is not None:
-        try:
-            an, low, sched = lowered(defer_from)
-        except UserError:  # opaque, a map's values per position can make a selector too large
-            an = None
-        if an is not None and not an.deferred:
-            return assembled(an, low, sched)  # nothing was deferred: this is the plain plan
-        if an is not None:
-            if sched.n_layers > head_depth(low):
-                # Tabulated, the deferred maps may fuse into their readers and save a layer; where
-                # the heads already need every layer the plan has, they could only widen its MLPs
-                # (dyck2's `bad` at max_len 48: 72,000 rows, 1.69M parameters and a 1.3 s compile,
-                # against 1.31M and 0.3 s opaque, 4 layers either way).
-                bound = sched.n_layers if fewer_layers_than is None else min(sched.n_layers,
-                                                                             fewer_layers_than)
-                shallower = fewer_deferred(an, bound) or tabulated(bound)
-                if shallower is not None:
-                    return shallower
-            try:
-                opaque = assembled(an, low, sched)
-            except UserError:  # past the size guard opaque: tabulated, it may fit
-                opaque = None
-            if opaque is not None and _size(opaque)[1] <= _tabulating_cost(opaque):
-                return opaque
-            if opaque is not None:
-                # Larger than its tables could have made it: opaque, a map's values per position
-                # can widen what its readers read (a selector key over `v2 == v12` in random
-                # program 12200085 at max_len 8: 11,709 parameters against 7,614 tabulated).
-                plain = tabulated(sched.n_layers + 1)
-                return plain if plain is not None and _size(plain) < _size(opaque) else opaque
-    return assembled(*lowered(None))
-
-
-def _tabulating_cost(plan: tuple[dict, dict, Analysis]) -> int:
-    """About the most parameters tabulating a plan's deferred maps could add: a hidden unit per
-    row, reading and writing the residual stream."""
-    config, _, an = plan
-    return 2 * int(config["d_model"]) * sum(size for _, size in an.deferred)
-
-
-def _opaque_layer(config: dict, capped: set[str]) -> bool:
-    """Whether a layer without heads, on the critical path, holds the MLP of a map in ``capped``."""
-    forcing = set(config.get("critical_path") or [])
-    return any(not lp["heads"] and any(op["node"] in capped and op["node"] in forcing
-                                       for op in lp["mlp"]["ops"])
-               for lp in config["plan"] if lp["mlp"])
-
-
-def _size(plan: tuple) -> tuple[int, int]:
-    """(layers, parameters) of a built plan: what the compiler minimises, in that order."""
-    config, tensors = plan[0], plan[1]
-    return int(config["n_layers"]), sum(t.size for t in tensors.values())
+    # the same values with fewer heads and layers (``rewrites``)
+    chosen = choose(rewritten(program, max_len), vocab, max_len, dtype=dtype, causal=causal,
+                    fixed_length=fixed_length, stage=stage, integers=integers)
+    return (chosen.config, chosen.tensors, chosen.analysis, [t.as_dict() for t in chosen.tried],
+            chosen.program)
 
 
 def load(directory: str) -> CompiledModel:

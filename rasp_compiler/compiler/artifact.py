@@ -24,6 +24,7 @@ from rasp_compiler.errors import ArtifactError
 if TYPE_CHECKING:
     from rasp_compiler.compiler.analysis import Analysis
     from rasp_compiler.compiler.model import CompiledModel
+    from rasp_compiler.graph.nodes import Program
 
 FORMAT = "rasp-compiler-model/1"  # runtime.FORMAT
 CONFIG_FILE = "config.json"
@@ -57,6 +58,13 @@ class CompiledWeights(ModelReport):
     tensors: dict[str, np.ndarray]
     analysis: Analysis | None = None
     compile_seconds: float | None = None
+    # every plan the compiler built for it: strategy, seconds, layers, parameters, outcome
+    # (``compiler.plans``); not saved
+    plans_tried: list[dict] | None = None
+    # the program the plan is of: the one given, after the compiler's rewrites (``rewrites.
+    # rewritten``; its output as a number where the plan search took that); None for a program
+    # compiled numerically (``--input-range``) and for a model loaded from disk
+    compiled_program: Program | None = None
 
     def __repr__(self) -> str:  # not the tensors: a large model's would fill a screen
         return (f"CompiledWeights(layers={self.n_layers}, heads_per_layer={self.heads_per_layer}, "
@@ -75,6 +83,8 @@ class CompiledWeights(ModelReport):
         model = CompiledModel(self.config, {k: torch.from_numpy(v) for k, v in self.tensors.items()})
         model.compile_seconds = self.compile_seconds
         model.analysis = self.analysis
+        model.plans_tried = self.plans_tried
+        model.compiled_program = self.compiled_program
         return model
 
     def save(self, directory: str) -> None:

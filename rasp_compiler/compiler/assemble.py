@@ -121,7 +121,7 @@ def _large_hint(an: Analysis, largest: list[Feature]) -> str:
                 "values: compare fewer s-ops at once, give them fewer possible values, or use a "
                 "smaller --max-len")
     for f in largest:  # a number that needs no one-hot at all, if its readers take numbers
-        # (not the output: the compiler tries it as a number itself, ``compiler._weights``)
+        # (not the output: the compiler tries it as a number itself, ``compiler.plans``)
         node = an.program.node(f.id) if f.id in an.graph and f.id != an.program.output else None
         if isinstance(node, (Map, SequenceMap)) and node.encoding is None and f.id in an.info \
                 and an.info[f.id].values and all(type(v) in (int, float) for v in an.info[f.id].values) \

@@ -9,6 +9,7 @@ from rasp_compiler.runtime import RaspModel
 
 if TYPE_CHECKING:
     from rasp_compiler.compiler.analysis import Analysis
+    from rasp_compiler.graph.nodes import Program
 
 
 class CompiledModel(RaspModel, ModelReport):
@@ -16,6 +17,8 @@ class CompiledModel(RaspModel, ModelReport):
 
     compile_seconds: float | None = None  # None for a model loaded from disk: the time is not saved
     analysis: Analysis | None = None
+    plans_tried: list[dict] | None = None  # ``CompiledWeights.plans_tried``; None when loaded
+    compiled_program: Program | None = None  # ``CompiledWeights.compiled_program``
 
     @property
     def params(self) -> int:

@@ -255,8 +255,29 @@ class Stream:
         self.khop_len = khop_len
         self.rng = np.random.default_rng([seed, 1])
         self.queue: list[tuple[np.ndarray, np.ndarray]] = []
+        self._refilled_from = self.rng.bit_generator.state   # the generator before the last refill
+
+    def state(self) -> dict:
+        """Where the stream is (JSON): the generator's state before its last refill and how many
+        batches of that refill are left, from which ``restore`` rebuilds the same queue."""
+        if not self.queue:        # the next batch comes from the generator as it is now
+            return {"rng": self.rng.bit_generator.state, "left": 0}
+        return {"rng": self._refilled_from, "left": len(self.queue)}
+
+    def restore(self, state: dict) -> None:
+        """Continue exactly where a stream in ``state`` was: the next batch is the one it would
+        have returned."""
+        self.rng.bit_generator.state = state["rng"]
+        self.queue = []
+        self._refilled_from = self.rng.bit_generator.state
+        if state["left"]:
+            self._refill()
+            if not 0 < state["left"] <= len(self.queue):
+                raise ValueError(f"the stream's state leaves {state['left']} batches of {len(self.queue)}")
+            del self.queue[state["left"]:]     # next() pops from the end: the first batches are left
 
     def _refill(self) -> None:
+        self._refilled_from = self.rng.bit_generator.state
         n = self.batch * self.chunk
         if self.spec.name == "dyck1":
             b = dyck_batch(self.rng, n, "train")

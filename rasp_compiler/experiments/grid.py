@@ -3,8 +3,9 @@
 ``full_grid()`` lists every run (both tasks, three backbones, three architectures, three seeds, a
 width sweep of the random backbone, then the bigger runs of ``scale_grid`` and the paths
 construction's runs of ``paths_grid``), most important first.  ``run_grid`` runs the missing ones
-(in parallel processes, one CPU thread each) and writes ``RESULTS/NAME.json`` (exactly the
-``--json`` object) and ``RESULTS/curves/NAME.json`` (the training curve).  The report written from
+(each a task of a ``rasp_compiler.scheduling`` backend: this process, local processes or Ray) and
+writes ``RESULTS/NAME.json`` (exactly the ``--json`` object) and ``RESULTS/curves/NAME.json`` (the
+training curve).  The report written from
 those files is ``rasp_compiler.experiments.report``.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from rasp_compiler.experiments.models import sparse_blocks
 from rasp_compiler.experiments.names import BACKBONES
+from rasp_compiler.experiments.runfiles import parse_json, remove_stale_temporaries, write_atomic
 from rasp_compiler.experiments.train import RESULT_KEYS, RunConfig
 
 SEEDS = (0, 1, 2)
@@ -163,6 +165,10 @@ def scale_grid(device: str = "cpu", seeds=SEEDS) -> list[RunConfig]:
             out.append(run_config("khop", k, "random", "attn-res-ln", seed, device=device,
                                   width=width, layers=layers, steps=SCALE_KHOP_STEPS, aux=True,
                                   precision="bf16"))
+    for k, width, layers in RANDOM_MLP_KHOP:             # frozen MLPs where attention needed aids
+        for seed in seeds:
+            out.append(run_config("khop", k, "random", "attn-res-ln-mlp", seed, device=device,
+                                  width=width, layers=layers, steps=SCALE_KHOP_STEPS))
     return out
 
 
@@ -202,6 +208,11 @@ RANDOM_AUX_KS = (3, 4)
 # 98.96 % in a 10,000-step tuning run.  At width 256 the seeds give 63.1, 71.9 and 62.2 %, and a
 # bf16 run of seed 0 ended where fp32 did (63.09 against 63.12 %); width 384 gave 72.8 %.
 RANDOM_AUX_WIDE = ((4, 512, 5),)
+# Frozen random MLPs (m -> 4m -> m, GELU, drawn from the run's seed after the attention weights)
+# on a cell where attention alone needed a training aid: random 3-hop at depth 4, width 256,
+# trained directly, reached 61.0-67.1 % without MLPs and met the floor only with auxiliary hop
+# heads.  Same seeds, so the same frozen attention weights as that cell.  (k, width, layers).
+RANDOM_MLP_KHOP = ((3, 256, 4),)
 
 
 def paths_width(task: str, layers: int, heads: int, dim: int | None = None) -> int:
@@ -265,7 +276,7 @@ def read_result(path: Path) -> dict | None:
     """The result stored at ``path``, or None when there is none or it is damaged (a run killed
     while writing, an edit): such a run counts as missing, so the next invocation redoes it."""
     try:
-        result = json.loads(path.read_text())
+        result = parse_json(path.read_bytes(), str(path))
     except (OSError, ValueError):
         return None
     if not isinstance(result, dict) or set(result) != set(RESULT_KEYS):
@@ -283,79 +294,73 @@ def damaged(configs: list[RunConfig], results: str | os.PathLike) -> list[Path]:
     return [p for p in paths if p.is_file() and read_result(p) is None]
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def run_one(cfg: RunConfig, results: str, checkpoints: str | None = "runs/experiments") -> dict:
-    """Train one configuration and write its result and curve files (also used by worker processes)."""
-    from rasp_compiler.experiments.train import train
+def run_task(cfg: RunConfig, checkpoints: str | None, checkpoint_every: int = 0,
+             checkpoint_minutes: float | None = None) -> tuple[dict, dict]:
+    """Train one configuration (resuming from its checkpoint directory's state, if any); returns
+    (result, curve).  The task every backend runs: in this process, a worker process or Ray."""
+    from rasp_compiler.experiments.train import CHECKPOINT_MINUTES, train
 
     out = None if checkpoints is None else Path(checkpoints) / cfg.name()
-    result, curve = train(cfg, out=out, progress=False)
-    assert tuple(result) == RESULT_KEYS
-    _write_atomic(Path(results) / "curves" / f"{cfg.name()}.json", json.dumps(curve) + "\n")
-    _write_atomic(result_path(results, cfg), json.dumps(result, indent=1) + "\n")
-    return result
+    minutes = CHECKPOINT_MINUTES if checkpoint_minutes is None else checkpoint_minutes
+    return train(cfg, out=out, progress=False, checkpoint_every=checkpoint_every,
+                 checkpoint_minutes=minutes)
 
 
-def run_grid(configs: list[RunConfig], results: str | os.PathLike, jobs: int = 1,
+def write_result(results: str | os.PathLike, cfg: RunConfig, result: dict, curve: dict) -> None:
+    """The run's curve, then its result file (whose presence marks the run done), each atomically."""
+    if tuple(result) != RESULT_KEYS:
+        raise ValueError(f"a result with keys {sorted(result)}, not {list(RESULT_KEYS)}")
+    write_atomic(Path(results) / "curves" / f"{cfg.name()}.json", json.dumps(curve) + "\n")
+    write_atomic(result_path(results, cfg), json.dumps(result, indent=1) + "\n")
+
+
+def run_grid(configs: list[RunConfig], results: str | os.PathLike, jobs: int | None = 1,
              progress: bool = True, checkpoints: str | None = "runs/experiments",
-             log=print, time_budget: float | None = None) -> list[dict]:
+             log=print, time_budget: float | None = None, checkpoint_every: int = 0,
+             checkpoint_minutes: float | None = None, ray: bool = False,
+             ray_address: str | None = None) -> list[dict]:
     """Run the configurations whose result file is missing; returns the new results.
 
-    With ``time_budget`` (seconds) no run starts once that much time has passed; the runs already
-    going finish, and the rest stay missing for the next invocation (the grid is resumable)."""
+    Each run is one task of a ``scheduling`` backend: this process (``jobs`` 1), ``jobs`` local
+    processes, or Ray (``ray``, on the cluster at ``ray_address`` or a Ray instance started here).
+    Whatever the backend, this process writes the result files, and a run whose checkpoint
+    directory holds a resume state continues from it.  With ``time_budget`` (seconds) no run
+    starts once that much time has passed; the runs already going finish, and the rest stay
+    missing for the next invocation (the grid is resumable)."""
+    from rasp_compiler import scheduling
+
+    for directory in (Path(results), Path(results) / "curves"):
+        for path in remove_stale_temporaries(directory):
+            log(f"removed {path}, left by a run killed while writing it")
     todo = missing(configs, results)
     for path in damaged(configs, results):
         log(f"{path} is damaged (not a complete result): its run is done again")
+    where = "Ray" if ray else f"{jobs} job(s)"
     log(f"{len(configs) - len(todo)} of {len(configs)} runs already done; running {len(todo)} "
-        f"with {jobs} job(s)")
+        f"with {where}")
     done: list[dict] = []
     if not todo:
         return done
+    if checkpoints is not None:     # a worker's working directory is not ours
+        checkpoints = str(Path(checkpoints).resolve())
     t0 = time.time()
 
-    def report(i: int, cfg: RunConfig, r: dict) -> None:
-        log(f"[{i}/{len(todo)}] {cfg.name()}: test accuracy {r['test_accuracy']:.4f} "
+    def finished(cfg: RunConfig, outcome: tuple[dict, dict]) -> None:
+        r, curve = outcome
+        write_result(results, cfg, r, curve)
+        done.append(r)
+        log(f"[{len(done)}/{len(todo)}] {cfg.name()}: test accuracy {r['test_accuracy']:.4f} "
             f"(majority {r['majority_baseline']:.4f}), {r['seconds']:.0f} s; "
             f"elapsed {time.time() - t0:.0f} s")
 
     def out_of_time() -> bool:
         return time_budget is not None and time.time() - t0 > time_budget
 
-    if jobs == 1:
-        for i, cfg in enumerate(todo, 1):
-            if out_of_time():
-                log(f"time budget of {time_budget:.0f} s spent: {len(todo) - i + 1} runs left for later")
-                break
-            r = run_one(cfg, str(results), checkpoints)
-            done.append(r)
-            report(i, cfg, r)
-        return done
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    queue = list(reversed(todo))
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
-        # at most `jobs` runs submitted at a time, so that a spent budget leaves the rest unstarted
-        running = {}
-        while queue or running:
-            while queue and len(running) < jobs and not out_of_time():
-                cfg = queue.pop()
-                running[pool.submit(run_one, cfg, str(results), checkpoints)] = cfg
-            if queue and out_of_time():
-                log(f"time budget of {time_budget:.0f} s spent: {len(queue)} runs left for later")
-                queue = []
-            if not running:
-                break
-            fut = next(as_completed(running))
-            cfg = running.pop(fut)
-            r = fut.result()
-            done.append(r)
-            report(len(done), cfg, r)
+    backend = scheduling.backend(jobs, ray, ray_address)
+    left = scheduling.run_tasks(
+        backend, run_task,
+        [(cfg, (cfg, checkpoints, checkpoint_every, checkpoint_minutes)) for cfg in todo],
+        finished, stop=out_of_time)
+    if left:
+        log(f"time budget of {time_budget:.0f} s spent: {len(left)} runs left for later")
     return done
-

@@ -23,7 +23,7 @@ import torch
 
 from rasp_compiler.errors import UserError, file_in_the_way
 from rasp_compiler.experiments.data import IGNORE, dyck_batch, khop_batch, khop_pointers
-from rasp_compiler.experiments.train import load_checkpoint
+from rasp_compiler.experiments.runfiles import load_checkpoint
 from rasp_compiler.memory import available_memory
 
 DISTANCE_BINS = ((1, 4), (4, 8), (8, 16), (16, 64))
@@ -93,11 +93,12 @@ def probe(model: torch.nn.Module, meta: dict, samples: int = 256, seed: int = 7)
             for name, pos in roles.items():
                 defined = valid & (pos >= 0)
                 shares[name] = round(float((top == pos)[defined].mean()) if defined.any() else 0.0, 4)
-            heads.append({"layer": li + 1, "head": h + 1,
+            heads.append({"layer": li, "head": h,          # from 0, as rasp compile and show count
                           "max_weight": round(float(a[:, h].max(-1)[valid].mean()), 4),
                           "roles": shares})
         layers.append(heads)
     out = {"run": _run_name(meta), "task": task, "k": k, "samples": samples, "seed": seed,
+           "numbered_from": 0,
            "skipped_positions": SKIP, "heads": [h for layer in layers for h in layer]}
     pred = logits.argmax(-1)
     scored = b.targets != IGNORE

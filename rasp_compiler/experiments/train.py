@@ -8,12 +8,12 @@ per tenth of the run in a log), evaluates on the disjoint test set, and saves th
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -37,9 +37,21 @@ from rasp_compiler.experiments.models import (
     sparse_construction,
 )
 from rasp_compiler.experiments.names import ARCHES, BACKBONES, PRECISIONS, SPARSE_CONSTRUCTIONS
+from rasp_compiler.experiments.runfiles import (
+    ResumeState,
+    load_checkpoint,  # noqa: F401  (read from here by users of the Python API)
+    load_resume,
+    remove_resume,
+    remove_stale_temporaries,
+    restore_rng,
+    rng_state,
+    save_checkpoint,
+    save_resume,
+)
 from rasp_compiler.memory import available_memory
 from rasp_compiler.universal.classes import shown_width
 
+CHECKPOINT_MINUTES = 5.0     # a run's resume state is saved at least this often (wall time)
 RESULT_KEYS = ("task", "k", "backbone", "arch", "seed", "width", "steps", "test_accuracy",
                "majority_baseline", "trainable_params", "frozen_params", "seconds")
 
@@ -206,9 +218,16 @@ def default_test_size(task: str) -> int:
 
 
 def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool = True,
-          backbone_weights: list[dict] | None = None) -> tuple[dict, dict]:
+          backbone_weights: list[dict] | None = None, resume: bool = True,
+          checkpoint_every: int = 0, checkpoint_minutes: float = CHECKPOINT_MINUTES
+          ) -> tuple[dict, dict]:
     """Train one configuration. Returns (result, curve); writes the checkpoint to ``out`` if given.
     ``progress`` shows it on stderr: a bar on a terminal, otherwise a line per tenth of the run.
+
+    With ``out``, the run saves its state to ``out/resume.safetensors`` every ``checkpoint_every``
+    steps (0: not by steps) and every ``checkpoint_minutes`` of wall time (0: not by time), and
+    once more when training ends; with ``resume`` a run that finds such a state continues from it,
+    bit-exactly: the weights it ends with are those of an uninterrupted run (``runfiles``).
 
     With a k-hop curriculum the run trains on hop_1, ..., hop_{k-1} targets (``cfg.curriculum``
     steps each) and then on hop_k (``cfg.steps``), each stage with a fresh optimiser and its own
@@ -223,6 +242,7 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
     validate(cfg)
     if out is not None:
         prepare_out(out)       # before training: an unwritable --out must not cost the whole run
+        remove_stale_temporaries(out)
     t0, c0 = time.time(), time.process_time()
     torch.set_num_threads(max(1, cfg.threads))    # on cuda too: parallel runs share the host's cores
     device = torch.device(cfg.device)
@@ -240,19 +260,46 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
              "cpu_seconds": []}
     if len(cfg.stages()) > 1:
         curve["hop"] = []      # which targets each curve point trains and tests on
+    state = load_resume(out, asdict(cfg), cfg.name()) if out is not None and resume else None
+    resumed_at = 0
+    if state is not None:
+        model.load_state_dict(state.model)
+        stream.restore(state.stream)
+        restore_rng(state.rng, state.tensors, device)
+        curve = state.curve
+        t0, c0 = t0 - state.seconds, c0 - state.cpu_seconds
+        resumed_at = sum(n for _, n in cfg.stages()[:state.stage]) + state.step
+    saver = None if out is None else _Checkpointer(out, cfg, checkpoint_every, checkpoint_minutes,
+                                                   model, stream, curve, device, t0, c0)
     bar = None
     if progress and sys.stderr.isatty():
         from tqdm import tqdm
-        bar = tqdm(total=total, desc=cfg.name(), unit="step", dynamic_ncols=True, leave=False)
+        bar = tqdm(total=total, initial=resumed_at, desc=cfg.name(), unit="step",
+                   dynamic_ncols=True, leave=False)
     elif progress:
-        bar = LineProgress(total, cfg.name())
+        bar = LineProgress(total, cfg.name(), initial=resumed_at)
+    if state is not None and progress:
+        print(f"{cfg.name()}: resumed at step {resumed_at:,} of {total:,} from {out}",
+              file=sys.stderr, flush=True)
     done = 0
-    for hop, steps in cfg.stages():
+    for index, (hop, steps) in enumerate(cfg.stages()):
+        if state is not None and index < state.stage:
+            done += steps
+            continue
+        opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        start, running = 0, {"acc": None, "loss": None}
+        if state is not None and index == state.stage:
+            opt.load_state_dict({"state": state.optimizer,
+                                 "param_groups": opt.state_dict()["param_groups"]})
+            start, running = state.step, dict(state.running)
         probe = Batch(test.tokens[:n_probe], test.targets[:n_probe])
         if hop is not None and hop != cfg.k:
             probe = Batch(probe.tokens, khop_targets(probe.tokens, hop, spec.vocab))
-        _train_stage(model, params, stream, cfg, spec.classes, hop, steps, done, total, probe,
-                     device, curve, bar, t0, c0)
+        after_step = None if saver is None else partial(saver.after_step, index, done, opt, running)
+        _train_stage(model, opt, params, stream, cfg, spec.classes, hop, steps, start, done, total,
+                     probe, device, curve, bar, t0, c0, running, after_step)
+        if saver is not None and index == len(cfg.stages()) - 1:
+            saver.save(index, steps, opt, running)   # a kill while saving the result redoes no step
         done += steps
     if bar is not None:
         bar.close()
@@ -269,8 +316,36 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
     curve["device"] = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     curve["total_cpu_seconds"] = round(time.process_time() - c0, 2)   # this process, all threads
     if out is not None:
-        save_checkpoint(model, cfg, result, curve, out)
+        save_checkpoint(model, asdict(cfg), result, curve, out)
+        remove_resume(out)
     return result, curve
+
+
+class _Checkpointer:
+    """Saves the run's resume state every ``every`` global steps and every ``minutes`` of wall
+    time (either may be 0: off)."""
+
+    def __init__(self, out, cfg: RunConfig, every: int, minutes: float, model, stream: Stream,
+                 curve: dict, device: torch.device, t0: float, c0: float) -> None:
+        self.out, self.cfg, self.every, self.seconds = out, cfg, every, 60.0 * minutes
+        self.model, self.stream, self.curve, self.device = model, stream, curve, device
+        self.t0, self.c0 = t0, c0
+        self.last = time.monotonic()
+
+    def after_step(self, stage: int, done: int, opt, running: dict, step: int) -> None:
+        """Called after ``step`` steps of stage ``stage`` (``done`` steps before it)."""
+        if (self.every and (done + step) % self.every == 0) or \
+                (self.seconds and time.monotonic() - self.last >= self.seconds):
+            self.save(stage, step, opt, running)
+
+    def save(self, stage: int, step: int, opt, running: dict) -> None:
+        rng, rng_tensors = rng_state(self.device)
+        save_resume(self.out, asdict(self.cfg), ResumeState(
+            stage=stage, step=step, model=self.model.state_dict(), optimizer=opt.state_dict()["state"],
+            running=dict(running), curve=self.curve, stream=self.stream.state(),
+            seconds=time.time() - self.t0, cpu_seconds=time.process_time() - self.c0, rng=rng,
+            tensors=rng_tensors))
+        self.last = time.monotonic()
 
 
 class LineProgress:
@@ -278,10 +353,11 @@ class LineProgress:
     one plain line on stderr at every tenth of the run.  Has the part of tqdm's interface that
     the training loop uses."""
 
-    def __init__(self, total: int, name: str, parts: int = 10, stream=None) -> None:
+    def __init__(self, total: int, name: str, parts: int = 10, stream=None, initial: int = 0) -> None:
         self.total, self.name, self.parts = total, name, parts
         self.stream = stream if stream is not None else sys.stderr
-        self.n, self.shown, self.postfix = 0, 0, ""
+        self.n, self.postfix = initial, ""
+        self.shown = initial * parts // max(1, total)    # a resumed run: the tenths already passed
         self.start = time.monotonic()
 
     def set_postfix(self, **fields: str) -> None:
@@ -328,21 +404,21 @@ def _check_finite_loss(loss: float, step: int, cfg: RunConfig) -> None:
                         "lower --lr (the defaults are 0.01 for frozen backbones, 0.001 for trained)")
 
 
-def _train_stage(model, params, stream: Stream, cfg: RunConfig, classes: int, hop: int | None,
-                 steps: int, done: int, total: int, probe: Batch, device: torch.device, curve: dict,
-                 bar, t0: float, c0: float) -> None:
-    """``steps`` optimiser steps on one target (hop_``hop``, or Dyck-1 when None); appends to
-    ``curve`` at global step ``done + step``."""
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+def _train_stage(model, opt, params, stream: Stream, cfg: RunConfig, classes: int, hop: int | None,
+                 steps: int, start: int, done: int, total: int, probe: Batch, device: torch.device,
+                 curve: dict, bar, t0: float, c0: float, running: dict, after_step=None) -> None:
+    """Steps ``start`` .. ``steps - 1`` of one stage, on one target (hop_``hop``, or Dyck-1 when
+    None); appends to ``curve`` at global step ``done + step``.  ``running`` holds the running
+    accuracy and loss (carried across a resume); ``after_step(n)`` is called after the stage's
+    n-th step (the checkpoints)."""
     every = max(1, total // max(1, cfg.curve_points))
     relabel = hop is not None and hop != cfg.k
     single = cfg.task == "dyck1"
-    run_acc, run_loss = None, None
     # bf16 autocast halves a step on CPUs with AVX512-BF16 or AMX; the weights, the optimiser and
     # every evaluation stay in fp32, so test accuracies are those of the fp32 model that is saved
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16")
     model.train()
-    for step in range(steps):
+    for step in range(start, steps):
         for group in opt.param_groups:
             group["lr"] = lr_at(step, steps, cfg)
         tok_np, tgt_np = stream.next()
@@ -378,13 +454,13 @@ def _train_stage(model, params, stream: Stream, cfg: RunConfig, classes: int, ho
                 acc = float((logits.argmax(-1)[scored] == tgt[scored]).float().mean())
             lv = float(loss.detach())
             _check_finite_loss(lv, step, cfg)
-            run_acc = acc if run_acc is None else 0.9 * run_acc + 0.1 * acc
-            run_loss = lv if run_loss is None else 0.9 * run_loss + 0.1 * lv
+            running["acc"] = acc if running["acc"] is None else 0.9 * running["acc"] + 0.1 * acc
+            running["loss"] = lv if running["loss"] is None else 0.9 * running["loss"] + 0.1 * lv
         g = done + step + 1
         if g % every == 0 or step == steps - 1:
             curve["step"].append(g)
-            curve["train_accuracy"].append(round(run_acc, 5))
-            curve["loss"].append(round(run_loss, 5))
+            curve["train_accuracy"].append(round(running["acc"], 5))
+            curve["loss"].append(round(running["loss"], 5))
             curve["test_accuracy"].append(round(evaluate(model, probe, device), 5))
             curve["seconds"].append(round(time.time() - t0, 2))
             curve["cpu_seconds"].append(round(time.process_time() - c0, 2))
@@ -394,95 +470,6 @@ def _train_stage(model, params, stream: Stream, cfg: RunConfig, classes: int, ho
             bar.update(1)
             if step % 10 == 0:
                 stage = {"hop": hop} if "hop" in curve else {}
-                bar.set_postfix(acc=f"{run_acc:.3f}", loss=f"{run_loss:.3f}", **stage)
-
-
-def save_checkpoint(model: torch.nn.Module, cfg: RunConfig, result: dict, curve: dict,
-                    out: str | os.PathLike) -> None:
-    from safetensors.torch import save_file
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    save_file(tensors, str(out / "model.safetensors"))
-    frozen = sorted(n for n, p in model.named_parameters() if not p.requires_grad)
-    meta = {"run": asdict(cfg), "model": model.cfg.to_json(), "frozen": frozen}
-    (out / "config.json").write_text(json.dumps(meta, indent=1) + "\n")
-    (out / "curve.json").write_text(json.dumps(curve) + "\n")
-    (out / "result.json").write_text(json.dumps(result, indent=1) + "\n")
-
-
-def load_checkpoint(path: str | os.PathLike) -> tuple[EmbeddingProgrammedTransformer, dict]:
-    """Rebuild a saved model (no pickle): the config from JSON, the weights from safetensors."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    from rasp_compiler.errors import ArtifactError
-    from rasp_compiler.runtime import FORMAT as MODEL_FORMAT
-    path = Path(path)
-    try:
-        meta = json.loads((path / "config.json").read_text())
-        tensors = load_file(str(path / "model.safetensors"))
-    except (SafetensorError, OSError, ValueError) as err:
-        raise ArtifactError(f"cannot read checkpoint {path}: {err}") from None
-    # a compiled model directory also holds these two files; read as a run it failed on KeyError 'run'
-    if isinstance(meta, dict) and meta.get("format") == MODEL_FORMAT:
-        raise ArtifactError(f"{path} is a compiled model (rasp compile), not an experiment checkpoint",
-                            "pass the directory a `rasp experiment dyck1|khop` run wrote (its --out); "
-                            "for a compiled model use rasp show or rasp eval")
-    try:
-        _check_run_meta(meta, _saved_result(path))
-        mcfg = ModelConfig(**meta["model"])
-        model = EmbeddingProgrammedTransformer(mcfg)
-        model.load_state_dict(tensors)
-    except (KeyError, TypeError, ValueError, RuntimeError, UserError) as err:
-        raise ArtifactError(f"checkpoint {path} does not match its config.json: {_first_problem(err)}",
-                            "re-run the experiment to rewrite it") from None
-    bad = sorted(k for k, v in tensors.items() if v.is_floating_point() and not torch.isfinite(v).all())
-    if bad:
-        raise ArtifactError(f"checkpoint {path} holds NaN or infinite weights ({', '.join(bad)})",
-                            "the run diverged or the file was damaged: re-run the experiment")
-    return model, meta
-
-
-def _saved_result(path: Path) -> dict:
-    """The checkpoint's result.json, or {} when it is missing or unreadable (it is optional)."""
-    try:
-        result = json.loads((path / "result.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return result if isinstance(result, dict) else {}
-
-
-def _check_run_meta(meta: dict, result: dict) -> None:
-    """The run settings a loaded checkpoint is read with (task, k, k-hop shape) must be valid and
-    match the saved model (and result.json, where there is one): a probe with another task or k
-    would measure the wrong thing silently."""
-    run, model = meta["run"], meta["model"]
-    task, k = run["task"], run.get("k")
-    if task not in ("dyck1", "khop"):
-        raise ValueError(f"unknown task {task!r}")
-    if task == "khop" and (type(k) is not int or k < 1):
-        raise ValueError(f"k-hop run with k = {k!r} (expected a whole number >= 1)")
-    for name in ("khop_len", "khop_vocab"):
-        if type(run.get(name, 1)) is not int or run.get(name, 1) < 1:
-            raise ValueError(f"{name} = {run.get(name)!r} (expected a whole number >= 1)")
-    if task == "khop" and k > run.get("khop_len", 64):
-        raise ValueError(f"k = {k} hops is more than the sequence length")
-    for name, value in (("task", task), ("k", k)):
-        if name in result and result[name] != value:
-            raise ValueError(f"{name} is {value!r} in config.json but {result[name]!r} in result.json")
-    spec = task_spec(task, k, run.get("khop_len", 64), run.get("khop_vocab", 4))
-    want = {"vocab": spec.vocab, "classes": spec.classes, "seq_len": spec.seq_len}
-    got = {name: model.get(name) for name in want}
-    if got != want:
-        raise ValueError(f"the model's shape {got} is not that of task {task} ({want})")
-
-
-def _first_problem(err: BaseException) -> str:
-    """One line about what does not match (torch's load_state_dict puts it on the second line)."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    if not lines:
-        return type(err).__name__
-    if lines[0].startswith("Error(s) in loading state_dict") and len(lines) > 1:
-        return lines[1]
-    return lines[0]
+                bar.set_postfix(acc=f"{running['acc']:.3f}", loss=f"{running['loss']:.3f}", **stage)
+        if after_step is not None:
+            after_step(step + 1)

@@ -31,3 +31,29 @@ def read_artifact(path: Path, fmt: str, what: str) -> tuple[dict[str, torch.Tens
     if not isinstance(config, dict):
         raise ArtifactError(f"{path}: damaged {what} header (not a JSON object)")
     return tensors, config
+
+
+_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.int64: "I64", torch.int32: "I32",
+           torch.bool: "BOOL", torch.uint8: "U8"}
+
+
+def write_deterministic(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
+    """A safetensors file whose bytes depend only on ``tensors`` and ``metadata``: tensors and
+    metadata keys in sorted order (safetensors' own writer orders a metadata of several keys
+    differently from one call to the next)."""
+    header: dict[str, Any] = {"__metadata__": dict(sorted(metadata.items()))}
+    offset, blobs = 0, []
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        data = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for data in blobs:
+            f.write(data)

@@ -13,6 +13,7 @@ a time at their own length, so the model's padding mask never masks anything.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -54,7 +55,8 @@ def attention_target(model: RaspModel, layers: list[int] | None = None, *,
             widths = ", ".join(f"layer {i}: {cfg[i]['d_mlp']}" for i in mlps)
             raise UserError(f"the compiled model has MLPs ({widths}), so it is outside the attention-only "
                             "class of a fixed universal transformer",
-                            hint="simulate one attention sublayer at a time: rasp universal --program FILE "
+                            hint="run it whole through the lookup UT, which carries MLPs: rasp universal "
+                                 "--program FILE --with-mlps --check; or one attention sublayer at a time: "
                                  "--attention-layer N (Python: run_sublayer_through_ut)")
         layers = list(range(len(cfg)))
     d = int(model.config["d_model"])
@@ -114,9 +116,10 @@ def same_output(a: list, b: list, tol: float = 1e-6) -> bool:
 
 
 def run_through_ut(model: RaspModel, ut: UniversalTransformer, inputs: Sequence[Sequence[Any]],
-                   program: Program | None = None) -> CompiledRun:
+                   program: Program | None = None, progress: Callable[[int], None] | None = None
+                   ) -> CompiledRun:
     """Encode the attention-only ``model`` into ``ut`` once and compare on every input (and with the
-    reference interpreter when ``program`` is given)."""
+    reference interpreter when ``program`` is given); ``progress`` hears 1 after each input."""
     from rasp_compiler.universal.api import encode
 
     target = attention_target(model)
@@ -141,14 +144,18 @@ def run_through_ut(model: RaspModel, ut: UniversalTransformer, inputs: Sequence[
         if program is not None:
             from rasp_compiler.interpreter import run
             interp += same_output(ours, list(run(program, list(tokens))))
+        if progress is not None:
+            progress(1)
     return CompiledRun(len(inputs), err, agree, att, interp if program is not None else None)
 
 
 def run_sublayer_through_ut(model: RaspModel, layer: int, ut: UniversalTransformer,
-                            inputs: Sequence[Sequence[Any]]) -> CompiledRun:
+                            inputs: Sequence[Sequence[Any]], progress: Callable[[int], None] | None = None
+                            ) -> CompiledRun:
     """Attention sublayer ``layer`` of any compiled model (MLPs elsewhere allowed) through ``ut``: the
     input is the model's own residual stream before that sublayer, the reference the stream after it.
-    Nothing is decoded (``decoded_agree`` is None): the stream's error is the result."""
+    Nothing is decoded (``decoded_agree`` is None): the stream's error is the result.  ``progress``
+    hears 1 after each input."""
     from rasp_compiler.universal.api import encode
 
     cfg = model.config["layers"]
@@ -168,4 +175,6 @@ def run_sublayer_through_ut(model: RaspModel, layer: int, ut: UniversalTransform
         err = max(err, worst_abs(y_ut - stream[2 * layer + 1]))
         p = patterns[layer][0].double()
         att = max(att, worst_abs(a_ut[0, : p.shape[0]] - p))
+        if progress is not None:
+            progress(1)
     return CompiledRun(len(inputs), err, None, att)

@@ -52,12 +52,13 @@ def embedded_nodes(plan: list[dict], residual: list[dict] | None) -> set[str]:
 
 
 def _graph_id(nid: str, program: Program) -> str:
-    """The program node a plan entry computes: compiler rewrites name their ops after the node
-    they replace (``aggregate_1.count`` for ``aggregate_1``)."""
-    if nid in program.graph:
-        return nid
-    base = nid.split(".", 1)[0]
-    return base if base in program.graph else nid
+    """The program node a plan entry computes: the lowering names its parts after the node
+    (``place.part1.mass`` for ``place``), so the longest dotted prefix that is a node."""
+    parts = nid.split(".")
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in program.graph:
+            return ".".join(parts[:end])
+    return nid
 
 
 def place_nodes(program: Program, plan: list[dict],
@@ -163,9 +164,11 @@ def unit_captions(plan: list[dict], place: dict[str, Placement]) -> dict[int, li
     return captions
 
 
-def _program_and_plan(program: Any, plan: Any) -> Program:
-    """``program`` (a Python-API s-op: its program), checked to be the one ``plan`` was compiled
-    from: the plan of another program drew only an embedding column, with no error."""
+def _program_and_plan(program: Any, plan: Any, max_len: int | None) -> Program:
+    """The program to draw: ``program`` (a Python-API s-op: its program) as the compiler compiled
+    it for ``max_len`` (``rewrites.rewritten``; without ``max_len``, with alike nodes merged, or
+    as given where it is a model's ``compiled_program``), checked to be the one ``plan`` is of:
+    the plan of another program drew only an embedding column, with no error."""
     if hasattr(program, "program") and not isinstance(program, Program):
         program = program.program()  # a Python-API s-op, as pyapi.compile_program takes it
     if not isinstance(program, Program):
@@ -175,25 +178,40 @@ def _program_and_plan(program: Any, plan: Any) -> Program:
         raise UserError("draw_plan's plan is a compiled model's plan (model.plan), got "
                         f"{type(plan).__name__}",
                         hint="draw_plan(program, model.plan, path, residual=model.config['residual'])")
+    from rasp_compiler.compiler.rewrites import rewritten, shared_subexpressions
+
+    if max_len is not None and (isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1):
+        raise UserError(f"draw_plan's max_len is the compile's, a positive integer, got {max_len!r}")
+    # the graph as compiled: a node merged into an alike one is computed where that one is, and a
+    # hand-made count a selector width computes (rewrites) is drawn as that width
+    drawn = shared_subexpressions(program) if max_len is None else rewritten(program, max_len)
     computed = sorted({nid for lp in plan for h in lp["heads"] for nid in h.get("nodes", [h["node"]])}
                       | {op["node"] for lp in plan for op in (lp.get("mlp") or {}).get("ops", [])})
-    missing = [nid for nid in computed if _graph_id(nid, program) not in program.graph]
+    missing = [nid for nid in computed if _graph_id(nid, drawn) not in drawn.graph]
     if missing:
         shown = ", ".join(missing[:5]) + (", …" if len(missing) > 5 else "")
+        if max_len is None:
+            raise UserError("the plan is of another program, or of this one after the compiler's "
+                            f"rewrites: it computes {shown}, which this program does not have",
+                            hint="draw the program the model compiled: draw_plan(model.compiled_program, "
+                                 "model.plan, path), or pass the compile's max_len=")
         raise UserError(f"the plan is of another program: it computes {shown}, which this program "
-                        "does not have", hint="draw the program the model was compiled from: "
-                                               "draw_plan(program, compile_program(program, ...).plan, path)")
-    # the graph as compiled: a node merged into an alike one is computed where that one is
-    from rasp_compiler.compiler.rewrites import shared_subexpressions
-
-    return shared_subexpressions(program)
+                        f"does not have (as compiled for max_len {max_len})",
+                        hint="draw the program the model compiled: draw_plan(model.compiled_program, "
+                             "model.plan, path)")
+    return drawn
 
 
 def draw_plan(program: Program, plan: list[dict], path: str, title: str | None = None,
-              fmt: str | None = None, residual: list[dict] | None = None) -> PlanPicture:
+              fmt: str | None = None, residual: list[dict] | None = None,
+              max_len: int | None = None) -> PlanPicture:
     """Draw ``program`` laid out by ``plan`` (a compiled model's ``config["plan"]``) to ``path``.
-    Pass ``residual`` (``config["residual"]``) so maps the embedding holds are drawn there."""
-    program = _program_and_plan(program, plan)
+    Pass ``residual`` (``config["residual"]``) so maps the embedding holds are drawn there.
+    The compiler compiles a program after its rewrites (a count through a hand-made BOS becomes
+    a selector width, ``compiler.rewrites``): pass the model's ``compiled_program``, or the
+    program and the compile's ``max_len``, to draw what was compiled. Nodes that survive the
+    rewrites keep their ids; a node a rewrite adds is named after the one it serves."""
+    program = _program_and_plan(program, plan, max_len)
     check_picture_path(path, fmt)
     import matplotlib
 

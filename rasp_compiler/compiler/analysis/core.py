@@ -58,11 +58,11 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         self.domain_cap = domain_cap
         self.defer_from = defer_from
         # maps kept opaque from ``defer_from`` on: the compiler defers fewer or tabulates them in
-        # a second plan where the first has more layers than its heads need (``compiler._plan``)
+        # a second plan where the first has more layers than its heads need (``compiler.plans``)
         self.deferred: list[tuple[str, int]] = []  # (map, joint assignments)
         self.rows_tabulated = 0  # joint assignments of every map tabulated so far
         # maps kept opaque because their joint domain was past the domain cap: the compiler may
-        # weigh a plan with a larger one (``compiler._weights``)
+        # weigh a plan with a larger one (``compiler.plans``)
         self.capped: list[tuple[str, int]] = []  # (map, joint assignments)
         # categorical maps tabulated over more than limits.LARGE_TABLE joint assignments where the
         # opaque plan was open to them: the compiler then weighs both plans

@@ -175,14 +175,14 @@ class MapTables:
         rebased = encoding == "numerical" and numbers_in
         # (and only a table larger than all tabulated before it: skipping a smaller one saves
         # little of the analysis, and a plan deeper than its heads is built twice, see
-        # ``compiler._plan``; tracr/shuffle_dyck2's output at 256 took 16 s for 7)
+        # ``compiler.plans``; tracr/shuffle_dyck2's output at 256 took 16 s for 7)
         deferring = (not rebased and self.defer_from is not None and self.defer_from < size <= cap
                      and size > self.rows_tabulated)
         opaque = size > (limits.REBASE_SIZE if rebased else cap)
         if opaque or deferring:
             # (not over opaque maps: their fused tables rarely find a separating projection,
             # tracr's shuffle-Dyck-2 at max_len 64 spent 10 s on them to keep its 4 layers)
-            # (a deferred map is not capped: ``compiler._plan`` tabulates it where that may pay)
+            # (a deferred map is not capped: ``compiler.plans`` tabulates it where that may pay)
             if not rebased and not deferring and self.tabulate_up_to is None and not any(
                     self.info[b].kind in ("map", "sequence_map") for b in bases):
                 self.capped.append((sid, size))

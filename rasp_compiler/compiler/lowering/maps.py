@@ -75,7 +75,7 @@ class Maps:
             front = self.frontier(sid)
             holds_maps = any(self.an.info[u].kind in ("map", "sequence_map") for u in front)
             cap = limits.OPAQUE_FRONTIER_CAP if holds_maps else limits.MULTI_NUMERIC_LAST_CAP
-            # in the compiler's plan with a wider domain cap (``compiler._weights``), up to it
+            # in the compiler's plan with a wider domain cap (``compiler.plans``, wide tables), up to it
             wide = not holds_maps and (self.an.domain_cap or 0) > cap
             fused = self._fused(sid, front, out_numeric, self.an.domain_cap if wide else cap,
                                 only_above=limits.MULTI_NUMERIC_CAP,

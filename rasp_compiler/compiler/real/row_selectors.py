@@ -117,7 +117,8 @@ class RowSelectors:
             present = np.array([1.0 if len(s) > j else 0.0 for s in slots])
             at = [s[j] if len(s) > j else 0 for s in slots]
 
-            def side(sid: str, is_key: bool, j: int = j, at: list = at) -> Form:
+            def side(sid: str, is_key: bool, j: int = j, at: list = at,
+                     present: np.ndarray = present) -> Form:
                 if sid in self.pos:
                     vals = [self.pos[sid][k] for k in at] if is_key else list(self.pos[sid])
                     return Form.const(self.n, np.array([float(v) for v in vals]))

@@ -281,6 +281,22 @@ def floor_settings_section(got: Got) -> list[str]:
          "whose loss becomes NaN or infinite stops with an error (lower `--lr`) rather than "
          "reporting an accuracy of diverged weights. A result file that does not parse or lacks "
          "a field (a run killed while writing) counts as a missing run: `table` runs it again.", "",
+         "A run saves its resume state (weights, optimiser moments and step, the RNG states of "
+         "torch, NumPy, Python and the data stream, stage and step of the schedule) to "
+         "`OUT/resume.safetensors` every 5 minutes (`--checkpoint-minutes`, `--checkpoint-every "
+         "STEPS`), written aside, fsynced and renamed; the same command after a kill continues "
+         "from it, and its final weights are byte-identical to an uninterrupted run's "
+         "(`tests/test_experiment_runs.py`; `--no-resume` starts over). A finished run's "
+         "`config.json` records the SHA-256 of its weights, result and curve: files of two runs "
+         "side by side are refused by `rasp experiment probe`.", "",
+         "On a cluster: `pip install 'rasp-compiler[ray]'` (the same version, with torch 2.13.0) on "
+         "every node, `ray start --head` on one (it prints HEAD:6379), `ray start --address "
+         "HEAD:6379` on the others, then `rasp experiment table --ray HEAD:6379 --checkpoints DIR` "
+         "on the head, with DIR on a file system every node can write (a run killed on one node "
+         "resumes from it on another). `--ray` without an address starts a Ray instance on this "
+         "machine. Each run is one Ray task of one CPU; this process writes the result files, "
+         "with the same names and JSON as without Ray, and runs whose result file exists are not "
+         "run again. `bench/differential.py --ray [ADDRESS]` does the same for random programs.", "",
          "| task | backbone | settings | cell | median (seeds) | floor |", "|---|---|---|---|---|---|"]
     for (task, k, backbone), recipe in FLOOR_SETTINGS.items():
         c = run_config(task, k, backbone, FLOOR_ARCH[task], 0, **recipe)

@@ -87,5 +87,15 @@ def _larger_runs(main: MainCells, got: Got, cells: Cells) -> str:
         # "where the random UT meets its bars": the bars section checks that it does
         return ("No run with a frozen MLP was made at the larger settings where the random UT "
                 "meets its bars, so the paper's claim is untested there.")
-    return "With a frozen MLP at larger settings: " + ", ".join(
-        f"`{cell}` {pct(x)}" for cell, x in larger) + "."
+    shown = []
+    for cell, x in larger:        # side by side with the same cell without the MLP, where it ran
+        without = cell.replace("_attn-res-ln-mlp_", "_attn-res-ln_")
+        seeds = ", ".join(pct(r["test_accuracy"]) for r in got[cell])
+        text = f"`{cell}` {pct(x)} (seeds: {seeds})"
+        if got.get(without):
+            text += (f" against {pct(median(got[without]))} without it (seeds: "
+                     + ", ".join(pct(r["test_accuracy"]) for r in got[without]) + ")")
+        shown.append(text)
+    return ("With a frozen MLP at larger settings, same seeds and so the same frozen attention "
+            "weights, trained directly: " + "; ".join(shown) + ". Command: `rasp experiment table "
+            "--only '^khop3_random_attn-res-ln-mlp_w256_L4'`.")

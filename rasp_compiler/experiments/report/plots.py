@@ -52,28 +52,59 @@ def draw(results: Path, cells: Cells, got: Got, img: Path, stem: str,
 
 
 def _accuracy(plt, main: MainCells, got: Got):
-    """Median accuracy of each base cell as a bar, min to max over its seeds as the error bar."""
-    labels, vals, errs, colors = [], [], [], []
+    """Median accuracy of each base cell as a bar (min to max over its seeds as the error bar),
+    and beside it, where the paper states a floor, the best measured setting (``FLOOR_SETTINGS``,
+    the cell `rasp experiment` runs by default) with the floor as a black tick."""
+    from rasp_compiler.experiments.grid import FLOORS, floor_settings, run_config
+    from rasp_compiler.experiments.report.results import cell_of
+
+    rows = []        # (label, base runs, best runs or None, floor or None, colour)
     for (task, k, b, arch), cell in main.items():
         rs = got.get(cell, [])
         if not rs:
             continue
-        accs = [r["test_accuracy"] for r in rs]
-        labels.append(f"{task_label(task, k)} {arch} {b} ({len(rs)} seed{'s' if len(rs) > 1 else ''})")
-        vals.append(statistics.median(accs))
-        errs.append((statistics.median(accs) - min(accs), max(accs) - statistics.median(accs)))
-        colors.append(_PALETTE[b])
-    if not labels:
+        best, floor = None, FLOORS.get((task, k if task == "khop" else None, b))
+        settings = floor_settings(task, k, b, arch)
+        if settings is not None:
+            best = got.get(cell_of(run_config(task, k, b, arch, 0, **settings).name())) or None
+        rows.append((f"{task_label(task, k)} {arch} {b}", rs, best, floor if best else None,
+                     _PALETTE[b]))
+    if not rows:
         return None
-    fig, ax = plt.subplots(figsize=(8, 0.32 * len(labels) + 1.5))
-    y = range(len(labels))
-    xerr = [[e[0] for e in errs], [e[1] for e in errs]]
-    ax.barh(list(y), vals, color=colors, xerr=xerr, capsize=2)
-    ax.set_yticks(list(y), labels, fontsize=7)
+
+    def spread(rs):
+        accs = [r["test_accuracy"] for r in rs]
+        m = statistics.median(accs)
+        return m, (m - min(accs), max(accs) - m)
+
+    fig, ax = plt.subplots(figsize=(8.5, 0.42 * len(rows) + 2.4))
+    h = 0.38
+    for i, (_, rs, best, floor, colour) in enumerate(rows):
+        m, e = spread(rs)
+        ax.barh(i - h / 2 if best else i, m, height=h if best else 0.7, color=colour, alpha=0.45,
+                xerr=[[e[0]], [e[1]]], capsize=2)
+        if best:
+            mb, eb = spread(best)
+            ax.barh(i + h / 2, mb, height=h, color=colour, xerr=[[eb[0]], [eb[1]]], capsize=2,
+                    hatch="//", edgecolor="black", linewidth=0.4)
+            ax.plot([floor, floor], [i - 0.45, i + 0.45], color="black", lw=1.4)
+    ax.set_yticks(range(len(rows)), [f"{r[0]} ({len(r[1])} seeds)" for r in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
-    ax.set_xlabel("test accuracy (median, bars: min–max over seeds)")
+    ax.set_xlabel("test accuracy (median over seeds; whiskers: min–max)")
     ax.grid(axis="x", alpha=0.3)
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    handles = [Patch(color=c, label=f"{b} UT" if b != "trained" else "trained (all weights)")
+               for b, c in _PALETTE.items()]
+    handles += [Patch(facecolor="white", edgecolor="gray", alpha=0.45, label="base grid (pale)"),
+                Patch(facecolor="white", edgecolor="black", hatch="//",
+                      label="best measured setting (docs: floor settings)"),
+                Line2D([0], [0], color="black", lw=1.4, label="the floor for that cell")]
+    # below the axes: inside, it would cover the last rows
+    ax.legend(handles=handles, fontsize=7, loc="upper center", ncol=3, framealpha=0.9,
+              bbox_to_anchor=(0.5, -0.6 / (0.42 * len(rows))))
+    ax.set_title("Embedding-only training: the base grid and the best setting per cell", fontsize=9)
     fig.tight_layout()
     return fig
 

@@ -28,7 +28,9 @@ def probe_section(results: str | Path | None) -> list[str]:
          "σ_1 ∘ σ_j, so every induction head attends to σ_1(i) (`hop 1`) and reads the hop the "
          "layer below wrote there; a head on σ_2(i) instead takes two hops at once. Each line gives "
          "every layer's most frequent role and its share, then the accuracy for short (1–7) and "
-         "long (8–63) pointers i − σ_k(i). The files are in `probes/` beside the results.", "",
+         "long (8–63) pointers i − σ_k(i). Layers and heads are counted from 0, as `rasp compile` "
+         "and `rasp show` count them (L0 is the first layer). The files are in `probes/` beside "
+         "the results.", "",
          "| run | accuracy | heads (layer: main role, share) | pointers 1–7 | pointers 8–63 |",
          "|---|---|---|---|---|"]
 
@@ -39,7 +41,9 @@ def probe_section(results: str | Path | None) -> list[str]:
         return pct(sum(r["accuracy"] * r["positions"] for r in rows) / n) if n else "—"
 
     for name, p in sorted(probes.items(), key=lambda kv: (kv[1].get("k") or 0, kv[0])):
-        several = len(p["heads"]) > p["heads"][-1]["layer"]      # more than one head per layer
+        if p.get("numbered_from", 1) == 1:    # saved before probes counted from 0, as rasp show does
+            p = {**p, "heads": [{**h, "layer": h["layer"] - 1, "head": h["head"] - 1} for h in p["heads"]]}
+        several = len(p["heads"]) > len({h["layer"] for h in p["heads"]})   # several heads a layer
 
         def label(h: dict, several: bool = several) -> str:
             role, share = main_role(h)

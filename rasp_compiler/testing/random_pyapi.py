@@ -1,6 +1,6 @@
 """Random well-typed tracr-style programs built through the Python API, for differential testing.
 
-``rasp_compiler/compiler/random_source.py`` tests ``.rasp`` text; this module tests what only the
+``rasp_compiler/testing/random_source.py`` tests ``.rasp`` text; this module tests what only the
 Python API builds.  A program is written as **Python source** (``v3 = rasp.Map(lambda x: x % 3,
 v1)``, one statement per line) and built by executing it, so a failing case is a runnable
 reproducer.  It covers:

@@ -59,6 +59,25 @@ def _q(s: str) -> str:
     return f'"{s}"'
 
 
+# A selector width s written by hand over a BOS at position 0 (the RASP paper's and the original
+# library's idioms, which ``rewrites.bos_counts`` and ``bos_widths`` compile), and forms that only
+# look like one; with how far past max_len each can reach.
+_AT0 = "select(indices, 0, ==)"
+_SHARE = f"aggregate({{s}} or {_AT0}, indicator(indices == 0))"
+_PROBE = f"aggregate({{s}} and {_AT0}, 1, 0)"
+HAND_WIDTHS: list[tuple[str, int]] = [
+    # the width itself, three ways
+    (f"round((1 / {_SHARE}) - 1 + {_PROBE})", 0),
+    (f"round(1 / aggregate({_AT0} or {{s}}, indicator(indices == 0))) - 1"
+     f" + aggregate({_AT0} and {{s}}, 1, 0)", 0),
+    (f"round(length / aggregate({{s}} or {_AT0}, length * indicator(indices == 0))) - 1 + {_PROBE}", 0),
+    # the keys other than 0 (the paper's form)
+    (f"round(1 / {_SHARE} - 1)", 0),
+    # not a width: key 0 counted twice
+    (f"round(1 / {_SHARE} - 1) + 2 * {_PROBE}", 1),
+]
+
+
 @dataclass
 class _Builder:
     rng: random.Random
@@ -68,6 +87,7 @@ class _Builder:
     vocab: tuple[str, ...] = VOCAB
     repeats: float = 0.0  # the chance that a statement is written twice, under two names
     annotate: float = 0.0  # the chance that a numeric map is written numerical(...)
+    hand_widths: float = 0.0  # the chance that a selector width is written by hand (``HAND_WIDTHS``)
     in_map: bool = False  # binding the statements of one positionwise map
     lines: list[str] = field(default_factory=list)
     vars: list[Var] = field(default_factory=list)
@@ -311,6 +331,9 @@ class _Builder:
             sel = self.backwards(self.selector(limit))
             if sel is None:
                 return None
+            if self.hand_widths and not self.causal and r.random() < self.hand_widths:
+                form, hi = r.choice(HAND_WIDTHS)
+                return self.bind(form.format(s=sel.text), "int", sel.depth + 1, lo=0, hi=self.max_len + hi)
             return self.bind(f"selector_width({sel.text})", "int", sel.depth + 1, lo=0, hi=self.max_len)
         if choice == "cat":
             sel = self.backwards(self.pointer_selector(limit) if r.random() < 0.7 else self.selector(limit))
@@ -366,7 +389,7 @@ class _Builder:
 
 def generate(seed: int, *, max_len: int = 5, max_depth: int = 6, statements: int | None = None,
              causal: bool = False, vocab: tuple[str, ...] = VOCAB, repeats: float = 0.0,
-             annotate: float = 0.0) -> Generated:
+             annotate: float = 0.0, hand_widths: float = 0.0) -> Generated:
     """One random program (deterministic in ``seed``) as RASP source text.  ``causal`` programs
     select only keys at or before their query and never read ``length``, so a causal model can
     compute them.  ``vocab`` (at least two tokens, no quotes or backslashes; several characters
@@ -375,10 +398,12 @@ def generate(seed: int, *, max_len: int = 5, max_depth: int = 6, statements: int
     merging of alike nodes (``rewrites.shared_subexpressions``) is exercised; at 0 the programs
     are those of every earlier run.  With ``annotate`` > 0 each map with a numeric result is
     written ``numerical(...)`` with that chance (the user's override of the encoding) and
-    sequence maps also add and subtract means; at 0 the programs are again those of earlier runs."""
+    sequence maps also add and subtract means; at 0 the programs are again those of earlier runs.
+    With ``hand_widths`` > 0 (not causal) each ``selector_width`` is written by hand over a BOS at
+    position 0 with that chance, in one of the forms of ``HAND_WIDTHS``."""
     rng = random.Random(seed)
     vocab = tuple(vocab)
-    b = _Builder(rng, max_len, max_depth, causal, vocab, repeats, annotate)
+    b = _Builder(rng, max_len, max_depth, causal, vocab, repeats, annotate, hand_widths)
     b.vars = [Var("tokens", "str", 0, strs=vocab), Var("indices", "int", 0, lo=0, hi=max_len - 1)]
     if not causal:
         b.vars.append(Var("length", "int", 0, lo=1, hi=max_len))

@@ -1,0 +1,313 @@
+"""Issue 46: the lookup UT, one fixed backbone per size class running compiled programs with MLPs.
+
+References are independent of the construction: decoded outputs against the reference interpreter
+and logits against the compiled model's own forward pass (float64).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+from universal_helpers import single_thread  # noqa: F401  (autouse fixture)
+
+from rasp_compiler.cli import main
+from rasp_compiler.errors import ArtifactError, UserError
+from rasp_compiler.interpreter import run as interpret
+from rasp_compiler.universal.lookup.backbone import LookupBackbone, build_backbone
+from rasp_compiler.universal.lookup.batch import compile_for_lookup
+from rasp_compiler.universal.lookup.encoding import ClassTooSmall, ProgramEncoding, analyse, encode_program
+from rasp_compiler.universal.lookup.parts import ProgramOutsideConstruction
+from rasp_compiler.universal.lookup.run import run_program
+from rasp_compiler.universal.lookup.size_class import LADDER, fitted, parse_class, smallest_holding
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _all_inputs(vocab, max_len):
+    return [list(t) for n in range(1, max_len + 1) for t in itertools.product(vocab, repeat=n)]
+
+
+def _encoded(path: str, vocab, max_len: int, size=None, causal: bool = False):
+    program, model = compile_for_lookup(str(ROOT / path), vocab, max_len, None, causal)
+    analysed = analyse(model)
+    size = size or fitted(analysed.needs)
+    backbone = build_backbone(size)
+    return program, model, backbone, encode_program(model, size, backbone.sha256, analysed)
+
+
+def _digest(tensors: dict) -> str:
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        h.update(name.encode())
+        h.update(tensors[name].contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+# ----- exactness -----------------------------------------------------------------------------
+@pytest.mark.parametrize("path, vocab, max_len, causal", [
+    ("programs/reverse.rasp", "abc", 5, False),        # a numerical MLP input (length's BOS weight)
+    ("programs/sort.rasp", "abc", 5, False),           # two heads, a width decoded by an MLP
+    ("programs/histogram.rasp", "abc", 5, False),
+    ("programs/tracr/pair_balance.rasp", "()x", 5, True),   # a folded (linear) MLP, causal
+    ("docs/examples/shift_twice.rasp", "abc", 4, False),    # an aggregate of an aggregate, no MLP
+])
+def test_programs_run_exactly_through_their_fitted_class(path, vocab, max_len, causal):
+    program, model, backbone, enc = _encoded(path, list(vocab), max_len, causal=causal)
+    inputs = _all_inputs(list(vocab), max_len)
+    res = run_program(backbone, enc, model, inputs, program)
+    assert res.inputs_checked == len(inputs)
+    assert res.agree_interpreter == res.agree_compiled == res.inputs_agreeing == len(inputs)
+    assert res.max_abs_logit_error <= 1e-6
+
+
+def test_decoded_outputs_are_the_interpreters_on_a_ladder_class():
+    """reverse in the small class: padded heads, tables and widths add exactly nothing."""
+    program, model, backbone, enc = _encoded("programs/reverse.rasp", list("abc"), 6, size=LADDER[0])
+    assert backbone.size.name == "small" and backbone.size.width > analyse(model).needs.width
+    ids, lengths = model.encode([list("abcab")])
+    with torch.no_grad():
+        logits = backbone(enc.program_tokens, enc.embed(ids))[..., :3]
+    assert model.decode(logits[:, 1:], [5])[0] == list(interpret(program, list("abcab"))) == list("bacba")
+
+
+def test_program_tokens_never_change_so_the_fixed_prefix_forward_is_the_plain_transformer():
+    _, model, backbone, enc = _encoded("programs/sort.rasp", list("abc"), 5)
+    ids, _ = model.encode([list("cabca"), list("bbaca")])
+    x = enc.embed(ids)
+    seq = torch.cat([enc.program_tokens.expand(2, -1, -1), x], dim=1)
+    with torch.no_grad():
+        full = backbone.run_all(seq)
+        fast = backbone(enc.program_tokens, x)
+    r = enc.program_tokens.shape[0]
+    assert torch.equal(full[:, :r], seq[:, :r])                 # no layer wrote a program token
+    assert torch.allclose(full[:, r:] @ backbone.tensors["U"], fast, rtol=0, atol=1e-9)
+
+
+# ----- the backbone depends on the class alone ----------------------------------------------
+def test_backbone_built_twice_is_byte_identical(tmp_path):
+    size = parse_class("medium")
+    a, b = build_backbone(size).save(tmp_path / "a"), build_backbone(size).save(tmp_path / "b")
+    assert (a / "backbone.safetensors").read_bytes() == (b / "backbone.safetensors").read_bytes()
+    loaded = LookupBackbone.load(a)
+    assert loaded.sha256 == build_backbone(size).sha256
+    assert build_backbone(parse_class("small")).sha256 != loaded.sha256
+
+
+def test_encoding_and_running_programs_never_touch_the_backbone():
+    backbone = build_backbone(parse_class("medium"))
+    before = _digest(backbone.tensors)
+    for path, vocab in (("programs/sort.rasp", "abc"), ("programs/dyck1.rasp", "()x")):
+        program, model = compile_for_lookup(str(ROOT / path), list(vocab), 5, None, False)
+        enc = encode_program(model, backbone.size, backbone.sha256)
+        run_program(backbone, enc, model, _all_inputs(list(vocab), 3), program)
+    assert _digest(backbone.tensors) == before
+
+
+# ----- refusals ------------------------------------------------------------------------------
+def test_a_class_too_small_is_refused_with_the_size_and_the_class_that_holds_it():
+    _, model = compile_for_lookup(str(ROOT / "programs/sort.rasp"), list("abc"), 8, None, False)
+    with pytest.raises(ClassTooSmall) as err:
+        encode_program(model, parse_class("small"), "0" * 64)
+    assert "attention heads per layer: the program needs 2, the class holds 1" in err.value.message
+    assert "--class medium" in err.value.hint
+    needs = analyse(model).needs
+    assert smallest_holding(needs).name == "medium"
+
+
+def test_a_tampered_encoding_is_refused(tmp_path):
+    _, model, backbone, enc = _encoded("programs/reverse.rasp", list("abc"), 4)
+    path = enc.save(tmp_path / "reverse.safetensors")
+    assert torch.equal(ProgramEncoding.load(path).program_tokens, enc.program_tokens)
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata()
+    tensors = load_file(str(path))
+    tensors["program_tokens"][3, 7] += 1.0        # one entry of one table row
+    save_file(tensors, str(path), metadata=meta)
+    with pytest.raises(ArtifactError, match="do not match the SHA-256"):
+        ProgramEncoding.load(path)
+
+
+def test_an_encoding_for_another_backbone_is_refused():
+    _, model, backbone, enc = _encoded("programs/reverse.rasp", list("abc"), 4, size=LADDER[0])
+    other = build_backbone(parse_class("medium"))
+    with pytest.raises(UserError, match="made for another backbone"):
+        run_program(other, enc, model, [list("ab")])
+
+
+def test_a_tampered_backbone_is_refused(tmp_path):
+    directory = build_backbone(parse_class("small")).save(tmp_path / "bb")
+    path = directory / "backbone.safetensors"
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata()
+    tensors = load_file(str(path))
+    tensors["layers.0.R_Q"][0, 5, 0] = 1.0
+    save_file(tensors, str(path), metadata=meta)
+    with pytest.raises(ArtifactError, match="not those of the class"):
+        LookupBackbone.load(directory)
+
+
+def test_a_real_valued_model_is_refused_cleanly():
+    from rasp_compiler.compiler import compile_program
+    from rasp_compiler.lang import load_program
+
+    model = compile_program(load_program(str(ROOT / "programs/maxmin.rasp")), ["<number>"], 4,
+                            dtype="float64", input_range=(-1.5, 1.5), fixed_length=4)
+    with pytest.raises(ProgramOutsideConstruction, match="reads real numbers"):
+        analyse(model)
+
+
+def test_parse_class_names_what_it_cannot_read():
+    assert parse_class("L=2,H=1,T=1,k=4,o=3,c=1,vocab=3,len=5,rows=40").width == 4 + 3 + 2 * (12 + 4)
+    with pytest.raises(UserError, match="does not give"):
+        parse_class("L=2,H=1")
+    with pytest.raises(UserError, match="cannot read"):
+        parse_class("huge")
+
+
+# ----- the command line ----------------------------------------------------------------------
+def _cli(*args):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cli_batch_runs_every_program_through_one_backbone():
+    code, out, _ = _cli("universal", "--programs", "programs/reverse.rasp", "programs/sort.rasp",
+                        "programs/softmax.rasp", "--vocab", "abc", "--max-len", "4", "--with-mlps",
+                        "--check", "--json")
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert code == 1                                   # softmax reads real numbers: refused
+    rev, srt, soft, total = lines
+    assert soft["program"].endswith("softmax.rasp") and "float" in soft["refused"]
+    for line in (rev, srt):
+        assert line["inputs_checked"] == line["inputs_agreeing"] == 120
+        assert line["max_abs_logit_error"] <= 1e-6
+        assert set(line["seconds_per_input"]) == {"ut", "compiled"}
+        assert line["backbone_params"] > 0 and line["program_params"] > 0
+    assert rev["backbone_sha256"] == srt["backbone_sha256"] == total["total"]["backbone_sha256"]
+    assert rev["class"]["name"] == "medium"             # the smallest holding both (sort: 2 heads)
+    assert total["total"]["exact"] == 2 and total["total"]["refused"] == 1
+
+
+def test_cli_refuses_a_class_too_small_and_a_tampered_encoding(tmp_path):
+    code, _, err = _cli("universal", "--program", "programs/sort.rasp", "--vocab", "abc", "--max-len", "4",
+                        "--with-mlps", "--class", "small", "--check")
+    assert code == 1 and "the program needs 2, the class holds 1" in err and "--class medium" in err
+    enc = tmp_path / "rev.safetensors"
+    code, _, _ = _cli("universal", "--program", "programs/reverse.rasp", "--vocab", "abc", "--max-len", "4",
+                      "--with-mlps", "--save-encoding", str(enc))
+    assert code == 0
+    tensors = load_file(str(enc))
+    with safe_open(str(enc), framework="pt") as f:
+        meta = f.metadata()
+    tensors["token_embed"][0, 4] = 3.0
+    save_file(tensors, str(enc), metadata=meta)
+    code, out, err = _cli("universal", "--program", "programs/reverse.rasp", "--vocab", "abc", "--max-len",
+                          "4", "--with-mlps", "--encoding", str(enc), "--check")
+    assert code == 1 and "SHA-256" in err and out == ""
+    good = tmp_path / "good.safetensors"
+    assert _cli("universal", "--program", "programs/reverse.rasp", "--vocab", "abc", "--max-len", "4",
+                "--with-mlps", "--save-encoding", str(good))[0] == 0
+    code, _, err = _cli("universal", "--program", "programs/tracr/reverse.rasp", "--vocab", "abc",
+                        "--max-len", "4", "--with-mlps", "--encoding", str(good), "--check")
+    assert code == 1 and "the saved encoding is of another program" in err
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_long_universal_checks_show_progress_on_a_terminal(monkeypatch):
+    """Issue 47: `rasp universal --program docs/examples/shift_twice.rasp` ran two minutes without a
+    word.  Its checks (attention-only and --with-mlps) show the check's bar on a terminal."""
+    from rasp_compiler.commands.check import CheckProgress
+
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1.0          # every input seems to take a second
+        return now[0]
+    monkeypatch.setattr(CheckProgress, "clock", staticmethod(clock))
+    for extra in ((), ("--with-mlps", "--check")):
+        err = _Terminal()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            assert main(["universal", "--program", "docs/examples/shift_twice.rasp", "--vocab", "abc",
+                         "--max-len", "3", *extra]) == 0
+        assert "checking" in err.getvalue() and "/39" in err.getvalue()
+
+
+def test_run_program_reports_progress_per_batch():
+    program, model, backbone, enc = _encoded("programs/reverse.rasp", list("abc"), 4)
+    heard = []
+    run_program(backbone, enc, model, _all_inputs(list("abc"), 4), program, progress=heard.append)
+    assert sum(heard) == 120 and len(heard) == 4       # one batch per length
+
+
+# ----- the whole shipped set -----------------------------------------------------------------
+@pytest.mark.slow
+def test_every_shipped_categorical_program_runs_exactly_through_a_ladder_class():
+    """Issue 46's bar: every shipped categorical program (bench/shipped.py, its three-token
+    vocabulary; Dyck-2's has four) at max length 8, all inputs up to length 5 and 500 random ones
+    of lengths 6..8, through one backbone per class, three classes in all."""
+    import random
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from shipped import PROGRAMS
+
+    backbones = {c.name: build_backbone(c) for c in LADDER}
+    used = set()
+    for shipped in PROGRAMS:
+        vocab = list(shipped.vocab3)
+        program, model = compile_for_lookup(str(shipped.file), vocab, 8, None, False)
+        analysed = analyse(model)
+        size = smallest_holding(analysed.needs)
+        assert size.name in backbones, (shipped.name, analysed.needs.describe())
+        used.add(size.name)
+        backbone = backbones[size.name]
+        enc = encode_program(model, size, backbone.sha256, analysed)
+        rng = random.Random(0)
+        inputs = _all_inputs(vocab, 5) + [[rng.choice(vocab) for _ in range(rng.randint(6, 8))]
+                                          for _ in range(500)]
+        res = run_program(backbone, enc, model, inputs, program)
+        assert res.inputs_agreeing == len(inputs), (shipped.name, res.first_disagreement)
+        assert res.max_abs_logit_error <= 1e-6, shipped.name
+    assert used == {"small", "medium", "large"}
+
+
+def test_the_documented_lookup_commands_print_what_the_docs_show():
+    """docs/universal.md's lookup-UT transcripts are re-run; lines match but for the times (and
+    the batch transcript's elided middle)."""
+    import re
+    import shlex
+
+    doc = (ROOT / "docs" / "universal.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Programs with MLPs"):]
+    blocks = re.findall(r"```\n(.*?)```", section, flags=re.S)
+    ran = 0
+    for block in blocks:
+        lines = block.splitlines()
+        if not lines or not lines[0].startswith("$ rasp universal") or "--with-mlps" not in lines[0]:
+            continue
+        code, out, err = _cli(*shlex.split(lines[0][len("$ rasp "):]))
+        shown = [ln for ln in lines[1:] if ln.strip() != "..."]
+        actual = (out + err).splitlines()
+
+        def masked(text: str) -> str:
+            return re.sub(r"\d+\.\d+ ms", "T ms", text)
+        got = {masked(a) for a in actual}
+        for line in shown:
+            assert masked(line) in got, line
+        ran += 1
+    assert ran >= 3
