@@ -237,13 +237,15 @@ def _head_weights(h: HeadSpec, dim: Any, d: int, r_bos: np.ndarray) -> tuple[np.
         wq[dim(qf), c] += 1.0
         wk[dim(kf), c] += 1.0
     c_bos, c_self = cols - 2, cols - 1
-    wq[ONE, c_bos] = h.scale  # every real query scores the BOS key at -scale/2
+    for f, w in h.bos_query:  # a real query scores the BOS key at -scale/2 (+scale/2: HeadSpec)
+        wq[dim(f), c_bos] += h.scale * w
     k = len(h.values)
     wv = np.zeros((d, k))
     wo = np.zeros((k, d))
-    for j, (v, t) in enumerate(zip(h.values, h.targets, strict=False)):
+    weights = h.weights or [1.0] * len(h.targets)
+    for j, (v, t, w) in enumerate(zip(h.values, h.targets, weights, strict=False)):
         wv[dim(v), j] += 1.0
-        wo[j, dim(t)] = 1.0
+        wo[j, dim(t)] = w
     # the BOS rows cancel what the BOS residual holds, then set BOS's key, query and value
     rb = r_bos.copy()
     rb[BOS] = 0.0
@@ -265,10 +267,12 @@ def _merged(heads: list[HeadSpec]) -> list[HeadSpec]:
         if key in groups:
             g = groups[key]
             g.values, g.targets = g.values + h.values, g.targets + h.targets
+            g.weights = g.weights + list(h.weights or [1.0] * len(h.targets))
             g.defaults, g.nodes = g.defaults + h.defaults, g.nodes + h.nodes
         else:
             groups[key] = HeadSpec(h.node, h.kind, h.target, h.blocks, h.data, list(h.values),
-                                   list(h.defaults), h.scale, h.slot, list(h.targets), list(h.nodes))
+                                   list(h.defaults), h.scale, h.slot, list(h.targets), list(h.nodes),
+                                   h.bos_query, list(h.weights or [1.0] * len(h.targets)))
     return list(groups.values())
 
 

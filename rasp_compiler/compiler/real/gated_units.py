@@ -7,6 +7,10 @@ A step ``[D > 0]`` of a difference D on a grid of step h (``grids``) is two unit
 ``(2/h) (relu(D - h/4) - relu(D - 3h/4))``, exact while D drifts by less than h/4 (``D >= 0`` is
 ``D > -h``); gating a number, the same two units read it as their gate.  A map with no form gets
 piecewise-linear units instead (``piecewise``).
+
+A map that is a sum of aggregates with constant coefficients (``k * mean_1 + k * mean_2``, the
+summing heads of a matmul listing) gets no units: each aggregate's head writes its coefficient
+times its mean straight into the map's feature (``_folded``), and the aggregates get no feature.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import numpy as np
 
 from rasp_compiler.compiler.real.specs import Feat, MLPSpec, Unit, _next
 from rasp_compiler.compiler.real_forms import Form, Lin
+from rasp_compiler.graph.nodes import Aggregate
 
 
 class GatedUnits:
@@ -28,6 +33,8 @@ class GatedUnits:
             self._reciprocal_mlps(nid)
             return
         approx = getattr(self, "_approx", {})
+        if nid not in approx and self._folded(nid, self.forms[nid]):
+            return
         if nid in approx:
             units, bound, inputs = self._approx_units(nid, *approx[nid])
             kind = "approx"
@@ -42,6 +49,31 @@ class GatedUnits:
         if nid in self.relative_bounds:
             rep["relative_bound"] = self.relative_bounds[nid]
         self.map_reports.append(rep)
+
+    def _folded(self, nid: str, form: Form) -> bool:
+        """Where ``form`` is a sum of hard aggregates over positional selectors, none built yet,
+        each with a constant coefficient: plan each aggregate's head to write its coefficient times
+        its mean into ``nid`` (the residual stream adds them), and give ``nid`` the last head's
+        slot.  False (nothing planned) for any other form."""
+        terms = []
+        for atom, c in form.terms.items():
+            c = np.nan_to_num(c, nan=0.0)
+            if atom[0] != "x" or not np.all(c == c[0]):
+                return False
+            sid = atom[1]
+            node = self.program.node(sid) if sid in self.graph else None
+            if (type(node) is not Aggregate or node.inputs[0] not in self.pos or sid in self.feats
+                    or sid in self._rows or sid in self.deferred or sid in self.pos):
+                return False
+            terms.append((node, float(c[0])))
+        if not terms:
+            return False
+        slot = max(self._head(node, target=nid, weight=w) for node, w in sorted(terms, key=lambda t: t[0].id))
+        self.feats[nid] = Feat(nid, 1, slot, nid, "numerical", labels=[nid])
+        self.map_reports.append({"node": nid, "kind": "map", "exact": True, "bound": 0.0,
+                                 "interval": list(self.interval[nid]), "units": 0,
+                                 "written_by_heads": sorted(node.id for node, _ in terms)})
+        return True
 
     def _gate(self, c: np.ndarray, label: str) -> tuple[dict[str, float], float, list[str]]:
         c = np.nan_to_num(c, nan=0.0)
