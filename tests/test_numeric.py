@@ -392,3 +392,45 @@ def test_an_exact_prefix_mean_passes_its_check_at_length_512() -> None:
     res = _prefix_mean_squared_check(512)
     assert res["ok"] and res["inputs_checked"] == 4, res
     assert 0 < res["max_abs_error"] <= rounding_allowance("float32", 512), res
+
+
+EMPTY_ROWS = """tokens = tokens_float;
+first = aggregate(select(indices, 0 if indices < 2 else -1, ==), tokens, 5);
+prev = aggregate(select(indices, indices - 1, ==) and select(indices, 2, <), tokens, -3);
+both = first * prev + aggregate(select(indices, indices + 3, ==), tokens, 0);
+both;
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_queries_that_select_nothing_get_the_default(dtype: str) -> None:
+    """Query classes that select no key get no score block: BOS outscores every key there."""
+    prog, m = compiled(EMPTY_ROWS, 6, dtype=dtype)
+    head = next(h for lp in m.config["plan"] for h in lp["heads"] if "first" in h["writes"].split(", "))
+    assert len(head["blocks"]) == 1  # the class that selects (indices < 2) only
+    rng = np.random.default_rng(11)
+    xs = [rng.uniform(-1, 1, n).tolist() for n in range(1, 7) for _ in range(40)]
+    if dtype == "float32":
+        xs = [np.float32(x).astype(np.float64).tolist() for x in xs]
+    assert agree(prog, m, xs) <= 1e-5
+
+
+SUMMED_MEANS = """tokens = tokens_float;
+a = aggregate(select(indices, 0, ==), tokens, 0.5);
+b = aggregate(select(indices, indices, <=), tokens, 0);
+c = aggregate(select(indices, 9, ==), tokens, -2);
+total = 3 * a - 2 * b + c;
+total;
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_sum_of_means_is_written_by_their_heads(dtype: str) -> None:
+    prog, m = compiled(SUMMED_MEANS, 5, dtype=dtype)
+    assert m.config["n_layers"] == 1 and m.config["layers"][0]["d_mlp"] == 0  # no MLP adds them
+    assert {r["feature"] for r in m.config["residual"]}.isdisjoint({"a", "b", "c"})
+    rng = np.random.default_rng(12)
+    xs = [rng.uniform(-1, 1, n).tolist() for n in range(1, 6) for _ in range(40)]
+    if dtype == "float32":
+        xs = [np.float32(x).astype(np.float64).tolist() for x in xs]
+    assert agree(prog, m, xs) <= 1e-5

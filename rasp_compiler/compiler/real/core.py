@@ -64,6 +64,7 @@ class NumericCompiler(PositionalFolding, Intervals, Grids, DeferredMaps, Piecewi
         self.token_grid = Fraction(1) if _integer_tokens(program) else input_grid
         self.grid: dict[str, list[Fraction | None]] = {}
         self.grid_why: dict[str, str] = {}
+        self.stand_in: dict[str, str] = {}  # a key gathered for a data selector -> its s-op
         self.delta: dict[str, float] = {}
         self.step_grid: dict[Any, np.ndarray] = {}  # a step's difference -> its grid step per position
         self._recips: dict[str, dict[str, Any]] = {}  # reciprocal maps (``reciprocal``)

@@ -210,7 +210,7 @@ class Grids:
             if lin in self.step_grid:
                 continue
             steps, drift, _ = self._lin_grid(lin)
-            names = ", ".join(f"'{s}'" for s, _ in lin.terms)
+            names = ", ".join(dict.fromkeys(f"'{self.stand_in.get(s, s)}'" for s, _ in lin.terms))
             if any(s is None for s in steps):
                 why = next((self._grid_reason(s) for s, _ in lin.terms
                             if any(g is None for g in self._grid_of(s))), "its values are on no common grid")

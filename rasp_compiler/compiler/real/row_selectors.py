@@ -74,8 +74,8 @@ class RowSelectors:
             why = self._step_margins(nid, f)
             if why is not None:
                 raise self.error(nid, why.replace("{node}", "{node}'s selector"),
-                                 hint="give --input-grid G (every input a multiple of G), or select "
-                                      "on positions")
+                                 hint="compare the inputs, or values computed from them by sums and "
+                                      "products (they stay on the grid); or select on positions")
         if value is None:
             self.interval[nid] = (0.0, float(width))
             self.grid[nid] = [as_fraction(1)] * self.n
@@ -144,6 +144,9 @@ class RowSelectors:
         src = self._grid_of(sid)
         self.grid[gid] = [src[k] if p else as_fraction(0) for k, p in zip(at, present, strict=True)]
         self.delta[gid] = self._delta_of(sid)
+        self.stand_in[gid] = sid
+        if any(g is None for g in self.grid[gid]):
+            self.grid_why[gid] = self._grid_reason(sid)
 
     # ------------------------------------------------------------------ weights
     def _row_features(self, node: Any) -> None:
