@@ -369,13 +369,41 @@ def run_listing(spec: Listing, found: tuple[Path, str, str], samples: int, seed:
     return row
 
 
+def matmul_sweep(found: tuple[Path, str, str], ks: list[int]) -> list[dict[str, Any]]:
+    """The 3 x k times k x 4 listing against programs/matmul.rasp at r = 3, c = 4, for each k:
+    parameters and layers of both (float32, inputs in -9..9), and their ratio."""
+    from rasp_compiler.compiler import compile_weights
+    from rasp_compiler.lang import program_from_source
+
+    spec = BY_NAME["matmul_3xk_kx4"]
+    _, text, function = found
+    out = []
+    for k in ks:
+        n = 7 * k
+        hand = Listing(spec.name, spec.names, spec.tokens, n, spec.input_range, spec.reference,
+                       program="matmul.rasp", shape={"r": 3, "k": k, "c": 4})
+        kw = dict(fixed_length=n, input_range=spec.input_range)
+        ours = compile_weights(program_from_source(listing_source(text, function, spec.tokens), function),
+                               None, n, **kw)
+        theirs = compile_weights(program_from_source(program_source(hand) or "", "matmul.rasp"),
+                                 None, n, **kw)
+        out.append({"k": k, "length": n, "listing_params": ours.params, "listing_layers": ours.n_layers,
+                    "program_params": theirs.params, "program_layers": theirs.n_layers,
+                    "ratio": ours.params / theirs.params})
+        print(f"matmul 3x{k} . {k}x4 (length {n}): listing {ours.params:,} ({ours.n_layers} layers), "
+              f"programs/matmul.rasp {theirs.params:,} ({theirs.n_layers}), "
+              f"ratio {ours.params / theirs.params:.2f}",
+              file=sys.stderr, flush=True)
+    return out
+
+
 def _fmt_bound(m: dict[str, Any]) -> str:
     if not m["compiled"]:
         return ""
     a, r = m["bound"]["absolute"], m["bound"]["relative"]
     if a == 0 and r == 0:
         return "exact"
-    return " + ".join(p for p in ((f"{a:.2g}" if a else ""), (f"{r:.2g}·|y|" if r else "")) if p)
+    return " + ".join(p for p in ((f"{a:.2g}" if a else ""), (f"{r:.2g}·\\|y\\|" if r else "")) if p)
 
 
 def _fmt_cell(m: dict[str, Any] | None) -> list[str]:
@@ -414,6 +442,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", nargs="*", help="only these listings (names as in the table)")
     ap.add_argument("--dtypes", nargs="*", default=list(DTYPES), choices=DTYPES)
+    ap.add_argument("--matmul-k", nargs="*", type=int, default=[2, 3, 4, 6, 8], metavar="K",
+                    help="inner sizes k of the 3 x k times k x 4 listing compared with programs/matmul.rasp")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     if not args.directory.is_dir():
@@ -461,10 +491,18 @@ def main() -> int:
             matmul[r["listing"]] = r["float32"]["params"] / r["program_float32"]["params"]
     bars["matmul_params_over_program"] = matmul
     print("bars: " + json.dumps(bars))
+    sweep = []
+    if "matmul_3xk_kx4" in found and args.matmul_k and (not args.only or "matmul_3xk_kx4" in args.only):
+        sweep = matmul_sweep(found["matmul_3xk_kx4"], args.matmul_k)
+        print("\n| k | length | listing params (layers) | programs/matmul.rasp params (layers) | ratio |")
+        print("|---|---|---|---|---|")
+        for c in sweep:
+            print(f"| {c['k']} | {c['length']} | {c['listing_params']:,} ({c['listing_layers']}) | "
+                  f"{c['program_params']:,} ({c['program_layers']}) | {c['ratio']:.2f} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"command": "bench/published_listings.py " + " ".join(sys.argv[1:]),
                                     "directory": str(args.directory), "missing": missing, "bars": bars,
-                                    "rows": rows}, indent=1) + "\n")
+                                    "rows": rows, "matmul_sweep": sweep}, indent=1) + "\n")
     return 0
 
 
