@@ -291,3 +291,19 @@ def test_the_bench_finds_listings_by_function_name_anywhere_under_a_directory(tm
 def test_listing_base_reads_the_published_approximation_of_e() -> None:
     assert bench.listing_base("e = 2.73 ^ x;") == 2.73
     assert math.isclose(bench.listing_base("e = exp(x);"), math.e)
+
+
+def test_rasp_check_draws_inputs_on_the_grid_and_counts_flagged_ones(tmp_path: Path, capsys) -> None:
+    for name in ("maxmin", "inverse3"):
+        spec, source = listing(name)
+        (tmp_path / f"{name}.rasp").write_text(source)
+    rc = cli(["check", str(tmp_path / "maxmin.rasp"), "--input-range", "-5", "5", "--input-grid", "0.001",
+              "--max-len", "8", "--fixed-length", "8", "--samples", "200", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and report["inputs_checked"] == 203 and report["max_abs_error"] < 1e-5
+    # entries in -1..1: a third of the matrices are singular; each is flagged, not answered
+    rc = cli(["check", str(tmp_path / "inverse3.rasp"), "--input-range", "-1", "1", "--min-denominator",
+              "0.5", "--max-len", "9", "--fixed-length", "9", "--samples", "300", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and report["inputs_checked"] + report["inputs_undefined"] == 300
+    assert report["inputs_undefined"] > 50 and not report["failures"]

@@ -24,11 +24,21 @@ def lengths_for(model: Any) -> list[int]:
 
 
 def sample_inputs(lo: float, hi: float, lengths: list[int], samples: int, seed: int,
-                  integers: bool = False) -> list[list[float]]:
+                  integers: bool = False, grid: float | None = None) -> list[list[float]]:
     """``samples`` random inputs, after 3 corner inputs a length (all LO, all HI, alternating;
-    none for integer tokens: ``corner_count``)."""
+    none for integer tokens: ``corner_count``).  With ``grid`` (a model compiled with
+    ``--input-grid``) every input is a multiple of it, the corners the range's outermost ones."""
     rng = np.random.default_rng(seed)
     out: list[list[Any]] = []
+    if grid is not None and not integers:
+        first, last = math.ceil(lo / grid - 1e-9), math.floor(hi / grid + 1e-9)
+        lo, hi = first * grid, last * grid
+        for n in lengths:
+            out += [[lo] * n, [hi] * n, [lo if i % 2 else hi for i in range(n)]]
+        for _ in range(samples):
+            n = int(rng.choice(lengths))
+            out.append((rng.integers(first, last + 1, n) * grid).tolist())
+        return out
     if integers:  # a program over integer tokens: the range's integers, uniformly
         ilo, ihi = math.ceil(lo), math.floor(hi)
         for _ in range(samples):
@@ -88,6 +98,10 @@ def check_real(model: Any, program: Any, inputs: list[list[float]],
                 ref = run(program, x)
             except RaspError:
                 undefined += 1
+                if guarded and got is not None and len(failures) < 5:
+                    # the program divides by 0 there: a model with excluded denominators must flag it
+                    failures.append({"input": x, "model": list(got), "interpreter": None,
+                                     "error": math.inf})
                 continue
             if got is None:  # flagged: outside the stated guarantee, not answered
                 flagged += 1
