@@ -143,10 +143,20 @@ def rounding_allowance(dtype: str, length: int) -> float:
 
 
 def describe_maps(model: Any) -> list[str]:
-    """One line per numerical map / head: exact, or its stated bound over its inferred range."""
+    """One line per numerical map / head: exact, or its stated bound over its inferred range; then
+    the output's bound, |error| <= A + R |value| (float rounding aside: ``rounding_allowance``)."""
     lines = []
-    for r in model.config.get("numeric", {}).get("maps", []):
+    numeric = model.config.get("numeric", {})
+    for r in numeric.get("maps", []):
         lo, hi = r["interval"]
         what = "exact" if r["exact"] else f"|error| <= {r['bound']:.3g}"
         lines.append(f"  {r['kind']} {r['node']}: {what}; range [{lo:.6g}, {hi:.6g}]")
+    bound = numeric.get("error_bound")
+    if bound is not None:
+        a, rel = float(bound["absolute"]), float(bound["relative"])
+        what = "exact" if a == 0 and rel == 0 else "|error| <= " + " + ".join(
+            p for p in (f"{a:.3g}" if a else "", f"{rel:.3g} x |value|" if rel else "") if p)
+        out = model.config["output"]
+        rounded = " (an integer, rounded)" if out.get("integer") else ""
+        lines.append(f"output {out.get('node')}{rounded}: {what}, besides float rounding")
     return lines
