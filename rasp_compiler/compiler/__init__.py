@@ -138,12 +138,13 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
     if input_range is not None:
         input_range = _range(input_range)
     numeric_options = _numeric_options(input_range, input_grid, min_denominator)
-    integer_range = None
+    integer_range = None  # integer tokens given a range: also weighed as a numeric plan
     if input_range is not None:  # integer / string tokens: the range's integers are the vocabulary
-        from rasp_compiler.compiler.real import integer_vocab
+        from rasp_compiler.compiler.real.integer_tokens import integer_vocab, reads_integer_tokens
         ints = integer_vocab(program, input_range)
         if ints is not None:  # compiled categorically, or numerically over those integers
-            vocab, integer_range, input_range = ints, input_range, None
+            integer_range = input_range if reads_integer_tokens(program) else None
+            vocab, input_range = ints, None
     vocab = vocab_list(vocab) if input_range is None else ["<number>"]
     if not vocab:
         raise UserError("the vocabulary is empty", hint="give --vocab abc or --vocab '[\"a\",\"b\"]'")
@@ -175,9 +176,8 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
     # more than Python's default 1,000 frames, as elaboration does (lang.elaborator.exec_source).
     try:
         with deep_recursion():
-            integers = None
-            if integer_range is not None and _reads_integers(program):
-                integers = IntegerTokens(program, integer_range, numeric_options)
+            integers = None if integer_range is None else IntegerTokens(program, integer_range,
+                                                                        numeric_options)
             config, tensors, an, tried, compiled = _weights(program, vocab, max_len, dtype, causal,
                                                             fixed_length, input_range, stage,
                                                             numeric_options, integers)
@@ -189,12 +189,6 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
     config_digest(config)  # a config JSON cannot hold fails here, at compile time, not at save
     return CompiledWeights(config, tensors, analysis=an, compile_seconds=time.perf_counter() - start,
                            plans_tried=tried, compiled_program=compiled)
-
-
-def _reads_integers(program: Program) -> bool:
-    from rasp_compiler.graph.nodes import Tokens
-
-    return any(isinstance(n, Tokens) and n.type == "int" for n in program.nodes())
 
 
 def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: bool,

@@ -20,6 +20,7 @@ from rasp_compiler.compiler.real.deferred import DeferredMaps
 from rasp_compiler.compiler.real.gated_units import GatedUnits
 from rasp_compiler.compiler.real.grids import Grids
 from rasp_compiler.compiler.real.heads import Heads
+from rasp_compiler.compiler.real.integer_tokens import reads_integer_tokens
 from rasp_compiler.compiler.real.intervals import Intervals
 from rasp_compiler.compiler.real.piecewise import PiecewiseLinear
 from rasp_compiler.compiler.real.positions import PositionalFolding
@@ -61,7 +62,7 @@ class NumericCompiler(PositionalFolding, Intervals, Grids, DeferredMaps, Piecewi
         # grids (``grids``): integer tokens are multiples of 1, real ones of --input-grid if given
         self.input_grid = input_grid
         self.min_denominator = min_denominator
-        self.token_grid = Fraction(1) if _integer_tokens(program) else input_grid
+        self.token_grid = Fraction(1) if reads_integer_tokens(program) else input_grid
         self.grid: dict[str, list[Fraction | None]] = {}
         self.grid_why: dict[str, str] = {}
         self.stand_in: dict[str, str] = {}  # a key gathered for a data selector -> its s-op
@@ -112,7 +113,3 @@ class NumericCompiler(PositionalFolding, Intervals, Grids, DeferredMaps, Piecewi
     def slot(self, fid: str) -> int:
         return self.feats[fid].slot
 
-
-def _integer_tokens(program: Program) -> bool:
-    """Whether the program reads its tokens as integers (tokens_int): they are then on the grid 1."""
-    return any(isinstance(n, Tokens) and n.type == "int" for n in program.nodes())
