@@ -67,7 +67,8 @@ class Strategy:
 
     @property
     def key(self) -> tuple:
-        return id(self.program), self.name, self.defer_from, self.tabulate_up_to, self.domain_cap
+        return (id(self.program), self.defer_from, self.tabulate_up_to, self.domain_cap,
+                self.integers is not None)
 
     @property
     def label(self) -> str:
