@@ -10,6 +10,10 @@ added a layer or parameters (a change that keeps every value should only ever re
     .venv/bin/python bench/weights_fingerprint.py --compare /tmp/before.json
     .venv/bin/python bench/weights_fingerprint.py --paper --lengths 8 16 24 40 64 --out /tmp/p.json
 
+``--numeric`` fingerprints the programs compiled numerically instead: every shipped program with a
+``# check: --input-range`` line, at those options, and the simulator U (``rasp simulate``) at a
+few sizes, each in float32 and float64.
+
 ``--random N`` fingerprints N programs of the differential generator (``random_source``) instead,
 from seed ``--start``, at each length, over their own vocabulary; a refusal is a cell too (its
 message).  ``--set NAME=VALUE`` lowers an ``analysis.limits`` size limit first (``None`` turns
@@ -63,6 +67,45 @@ def fingerprint(lengths: tuple[int, ...] = LENGTHS, paper: bool = False) -> dict
     return cells
 
 
+NUMERIC_SIMULATORS = ((2, 2, 1), (3, 2, 2), (3, 3, 1))  # U's (n, d, heads)
+
+
+def numeric_fingerprint() -> dict[str, dict]:
+    """The shipped programs over real-valued tokens at their ``# check:`` options, and U."""
+    import re
+
+    from rasp_compiler.simulator.build import build_simulator
+
+    cells: dict[str, dict] = {}
+    for path in sorted((ROOT / "programs").rglob("*.rasp")):
+        text = path.read_text(encoding="utf-8")
+        check = re.search(r"^# check:.*--input-range\s+(\S+)\s+(\S+)(.*)$", text, re.M)
+        if check is None:
+            continue
+        rng = (float(check.group(1)), float(check.group(2)))
+        rest = check.group(3)
+        max_len = re.search(r"--max-len\s+(\d+)", rest)
+        fixed = re.search(r"--fixed-length\s+(\d+)", rest)
+        if max_len is None:  # as rasp check does: the first example's length, as a fixed length
+            example = re.search(r"^# example-json:\s*(\[.*?\])\s*->", text, re.M)
+            n = len(json.loads(example.group(1))) if example else 8
+            max_len, fixed = n, n
+        else:
+            max_len, fixed = int(max_len.group(1)), int(fixed.group(1)) if fixed else None
+        program = load_program(str(path))
+        for dtype in ("float32", "float64"):
+            built = compile_weights(program, None, max_len, dtype=dtype, fixed_length=fixed, input_range=rng)
+            cells[f"{path.relative_to(ROOT)}@{dtype}"] = {"weights_sha256": built.config["weights_sha256"],
+                                                          "layers": built.n_layers, "params": built.params}
+    for n, d, heads in NUMERIC_SIMULATORS:
+        for dtype in ("float32", "float64"):
+            model = build_simulator(n, d, heads, dtype=dtype).model
+            cells[f"simulator/n{n}d{d}h{heads}@{dtype}"] = {
+                "weights_sha256": model.config["weights_sha256"], "layers": model.n_layers,
+                "params": model.params}
+    return cells
+
+
 def random_fingerprint(count: int, start: int, lengths: tuple[int, ...]) -> dict[str, dict]:
     """Each generated program's weights digest, layers and parameters, or its refusal."""
     cells: dict[str, dict] = {}
@@ -95,6 +138,8 @@ def main() -> int:
     ap.add_argument("--lengths", nargs="*", type=int, default=list(LENGTHS))
     ap.add_argument("--paper", action="store_true", help="the paper programs instead of the shipped ones")
     ap.add_argument("--random", type=int, metavar="N", help="N generated programs instead")
+    ap.add_argument("--numeric", action="store_true",
+                    help="the programs over real-valued tokens and the simulator U instead")
     ap.add_argument("--start", type=int, default=12_200_000, help="first seed of --random")
     ap.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE",
                     help="lower an analysis.limits size limit first (DEFER_FROM=None turns it off)")
@@ -103,7 +148,9 @@ def main() -> int:
         ap.error("give --out FILE, --compare FILE or both")
     for assignment in args.set:
         _set_limit(assignment)
-    if args.random:
+    if args.numeric:
+        cells = numeric_fingerprint()
+    elif args.random:
         cells = random_fingerprint(args.random, args.start, tuple(args.lengths))
     else:
         cells = fingerprint(tuple(args.lengths), args.paper)

@@ -84,6 +84,11 @@ class ModelInputError(_InputBase):
     """An input the model cannot read: unknown token, too long, empty."""
 
 
+class ExcludedInputError(ModelInputError):
+    """An input in the set a model was compiled to exclude (``--min-denominator``: a denominator
+    nearer 0 than the stated bound): the model flags it instead of answering."""
+
+
 class ModelOutputError(_ArtifactBase):
     """The model's output is not a clean one-hot, so it cannot be decoded with confidence (a
     compiled model writes exactly one output value at ``logit_scale`` and the rest at 0)."""
@@ -643,6 +648,7 @@ class RaspModel:
                                           f"input range [{lo}, {hi}] the model was compiled for (its "
                                           "exactness margins and error bounds hold only there)",
                                           hint="compile again with a wider --input-range")
+                _check_on_grid(fv, spec, f"input {b} position {p} holds {_show(v, False)}")
                 row.append(fv)
             rows.append(row)
         width = max(len(r) for r in rows)
@@ -715,6 +721,11 @@ class RaspModel:
         lengths = self._check_logits(logits, lengths)
         result = []
         if strict:
+            for r, why in enumerate(self.excluded(logits, lengths)):
+                if why:
+                    raise ExcludedInputError(f"input {r} is outside what the model was compiled for: {why}",
+                                             hint="the program divides there by a number the compile "
+                                                  "excluded (--min-denominator); no answer is given")
             undefined = out_cfg.get("undefined", {})
             for r, n in enumerate(lengths):
                 if str(n) in undefined:
@@ -763,18 +774,43 @@ class RaspModel:
         else:
             col = logits[..., 0].double().tolist()
             integer = out_cfg.get("integer", False)
+            tol = float(out_cfg.get("integer_tolerance", 1e-3))
+            excluded = self.excluded(logits, lengths)
             for r, n in enumerate(lengths):
                 row = col[r][:n]
                 if integer:
-                    row = [int(round(v)) if abs(v - round(v)) < 1e-3 else v for v in row]
-                result.append(row)
+                    row = [int(round(v)) if abs(v - round(v)) < tol else v for v in row]
+                result.append(None if excluded[r] else row)
         return result
+
+    def excluded(self, logits: torch.Tensor, lengths: list[int]) -> list[str | None]:
+        """Per input, why it is flagged (a guarded denominator below its bound at some position:
+        ``--min-denominator``), or None.  ``run`` refuses a flagged input, or with ``strict=False``
+        gives None in place of its output."""
+        guards = self.config.get("guards") or []
+        out: list[str | None] = [None] * len(lengths)
+        for g in guards:
+            col = logits[..., int(g["column"])].double()
+            for r, n in enumerate(lengths):
+                vals = col[r, :n]
+                low = (~(vals.abs() >= float(g["min_abs"]))).nonzero().flatten().tolist()
+                if low and out[r] is None:
+                    where = f" ({g['source']}: {g['text']})" if g.get("source") else ""
+                    out[r] = (f"the denominator {g.get('node')!r}{where} is {vals[low[0]].item():.3g} at "
+                              f"position {low[0]}, inside the excluded |value| < {g.get('eps')}")
+        return out
+
+    def flags(self, batch: list[Any]) -> list[str | None]:
+        """Per input, why the model flags it (see ``excluded``), or None where it answers."""
+        batch = self.batch_list(batch)
+        return self.excluded(self.forward(batch), [len(x) for x in batch])
 
     def _check_logits(self, logits: Any, lengths: Any) -> list[int]:
         """Refuse logits and lengths that are not what ``forward`` gives for a batch (a clean
         error instead of an index error, or a silently shifted decode); the lengths as ints."""
         out_cfg = self.config["output"]
-        width = len(out_cfg["values"]) if out_cfg["encoding"] == "categorical" else 1
+        width = (len(out_cfg["values"]) if out_cfg["encoding"] == "categorical"
+                 else 1 + len(self.config.get("guards") or []))
         if not isinstance(logits, torch.Tensor) or logits.dim() != 3 or logits.shape[-1] != width:
             shape = tuple(logits.shape) if hasattr(logits, "shape") else type(logits).__name__
             raise ModelInputError(f"logits must be [batch, positions, {width}] as forward() gives "
@@ -841,6 +877,21 @@ class RaspModel:
         return out
 
 
+def _check_on_grid(value: float, spec: dict, where: str) -> None:
+    """Refuse a value off the input grid a model was compiled for (``input.grid``): its comparisons
+    have margins only for values on the grid."""
+    step = spec.get("grid")
+    if step is None:
+        return
+    off = abs(value - round(value / step) * step)
+    if not off <= float(spec.get("grid_slack", 0.0)) * max(abs(value), step):
+        what = "an integer" if step == 1 else f"a multiple of {step:g}"
+        raise ModelInputError(f"{where}, which is not {what}: the model was compiled for inputs on "
+                              f"that grid (its comparisons are exact only there)",
+                              hint="the program reads integer tokens (tokens_int)" if step == 1 else
+                              "round the input to the grid, or compile again with a finer --input-grid")
+
+
 def _directory(path: Any) -> str:
     """A model directory's path as a string (a str or a path object)."""
     if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
@@ -870,10 +921,11 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _REQUIRED_KEYS = ("format", "vocab", "bos", "pad", "max_len", "causal", "dtype", "d_model", "n_layers",
                   "layers", "residual", "output", "weights_sha256")
 _OPTIONAL_KEYS = ("fixed_length", "input", "program", "attention_scale", "score_gap", "plan",
-                  "critical_path", "notes", "numeric", "simulator", "tokens_as_given")
+                  "critical_path", "notes", "numeric", "simulator", "tokens_as_given", "guards")
 _LAYER_KEYS = ("n_heads", "d_head", "d_mlp")
 _OUTPUT_KEYS = {"categorical": {"encoding", "values", "logit_scale", "node", "feature", "undefined"},
-                "numerical": {"encoding", "integer", "node", "feature", "undefined"}}
+                "numerical": {"encoding", "integer", "integer_tolerance", "node", "feature", "undefined"}}
+_GUARD_KEYS = ("column", "min_abs", "node", "feature", "source", "text", "eps")
 
 
 def _show(v: Any, as_json: bool = True) -> str:
@@ -893,6 +945,22 @@ def _is_int(v: Any) -> bool:
 
 def _is_number(v: Any) -> bool:
     return type(v) in (int, float) and math.isfinite(v)
+
+
+def _check_guards(guards: Any, encoding: str, fail: Any) -> None:
+    """``guards``: per excluded denominator, its unembedding column (1, 2, ...) and the |value|
+    below which an input is flagged."""
+    if guards is None:
+        return
+    if not isinstance(guards, list) or encoding != "numerical":
+        fail(f"guards must be a list, and only for a numerical output, not {_show(guards)}")
+    for i, g in enumerate(guards):
+        if not isinstance(g, dict) or set(g) - set(_GUARD_KEYS):
+            fail(f"guards[{i}] must be an object with keys among {', '.join(_GUARD_KEYS)}, not {_show(g)}")
+        if g.get("column") != i + 1:
+            fail(f"guards[{i}].column must be {i + 1}, not {_show(g.get('column'))}")
+        if not (_is_number(g.get("min_abs")) and g["min_abs"] >= 0):
+            fail(f"guards[{i}].min_abs must be a finite number >= 0, not {_show(g.get('min_abs'))}")
 
 
 def check_config(config: dict, cpath: str) -> None:
@@ -990,7 +1058,7 @@ def check_config(config: dict, cpath: str) -> None:
 
     spec = config.get("input")
     if spec is not None:
-        mapping(spec, "input", ("kind", "range"))
+        mapping(spec, "input", ("kind", "range", "grid", "grid_slack"))
         if spec.get("kind") != "numerical":
             fail(f"input.kind must be \"numerical\" (a categorical model has no 'input'), not "
                  f"{_show(spec.get('kind'))}")
@@ -1000,6 +1068,10 @@ def check_config(config: dict, cpath: str) -> None:
             fail(f"input.range must be [lo, hi] with finite lo <= hi, not {_show(rng)}")
         if len(vocab) != 1:
             fail(f"a numerical-input model has the one token \"<number>\", but vocab has {len(vocab)}")
+        if "grid" in spec and not (_is_number(spec["grid"]) and spec["grid"] > 0):
+            fail(f"input.grid must be a finite number > 0, not {_show(spec['grid'])}")
+        if "grid_slack" in spec and not (_is_number(spec["grid_slack"]) and spec["grid_slack"] >= 0):
+            fail(f"input.grid_slack must be a finite number >= 0, not {_show(spec['grid_slack'])}")
 
     out = config["output"]
     enc = out.get("encoding") if isinstance(out, dict) else None
@@ -1029,6 +1101,10 @@ def check_config(config: dict, cpath: str) -> None:
                  f"{out.get('feature')!r} in residual ({_show(feature['values'])})")
     elif type(out.get("integer")) is not bool:
         fail(f"output.integer must be true or false, not {_show(out.get('integer'))}")
+    elif "integer_tolerance" in out and not (_is_number(out["integer_tolerance"])
+                                             and 0 < out["integer_tolerance"] < 0.5):
+        fail(f"output.integer_tolerance must be a number in (0, 0.5), not {_show(out['integer_tolerance'])}")
+    _check_guards(config.get("guards"), enc, fail)
     undefined = out.get("undefined")
     if undefined is not None:
         if not isinstance(undefined, dict):
@@ -1100,8 +1176,11 @@ def expected_tensors(config: dict) -> dict[str, tuple[torch.dtype, list[tuple[in
                 shapes.update({"W_gate": [dm, ms], "b_gate": [ms]})
             for n, shape in shapes.items():
                 out[f"layers.{li}.mlp.{n}"] = (mt, shape, why)
+    guards = len(config.get("guards") or [])
     k = ((len(config["output"]["values"]), "len(output.values)")
-         if config["output"]["encoding"] == "categorical" else (1, "a numerical output (1)"))
+         if config["output"]["encoding"] == "categorical" else
+         (1 + guards, f"a numerical output and {guards} guards ({1 + guards})" if guards
+          else "a numerical output (1)"))
     out["unembed.W_U"] = (dt, [dm, k], "always")
     out["unembed.b_U"] = (dt, [k], "always")
     return out

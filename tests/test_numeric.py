@@ -94,9 +94,10 @@ def test_stated_bound_holds_on_a_dense_grid(expr: str, lo: float, hi: float, dty
 
 
 def test_a_map_without_a_bound_asks_for_a_range() -> None:
-    with pytest.raises(CompileError, match="not finite everywhere.*\\[-1, 1\\]") as err:
+    with pytest.raises(CompileError,
+                       match="range \\[-1, 1\\] holds 0: near 0 the quotient has no bound") as err:
         compiled("tokens = tokens_float;\ny = 1 / tokens;\ny;", 4)
-    assert "narrower --input-range" in err.value.render()
+    assert "--min-denominator" in err.value.render() and "narrower --input-range" in err.value.render()
 
 
 def test_what_cannot_be_compiled_says_why() -> None:
@@ -202,7 +203,8 @@ INVERSE3 = """# inverse3: the inverse of a 3 x 3 matrix M, row-major, one entry 
 # M[i+1][j+2] M[i+2][j+1] (indices mod 3) and det = sum_j M[0][j] C[0][j].  Output position 3r + c
 # holds inv[r][c].  The input must hold exactly 9 entries.
 # Compiling it numerically (--input-range) stops at 1 / det: det can be 0 anywhere in a range that
-# holds both signs, so no error bound exists (the compiler says so and asks for another range).
+# holds both signs, so no error bound exists (the compiler says so and asks for
+# --min-denominator).
 # example-json: [2, 0, 0, 0, 4, 0, 0, 0, 0.5] -> [0.5, 0, 0, 0, 0.25, 0, 0, 0, 2]
 
 tokens = tokens_float;
@@ -232,9 +234,9 @@ def test_inverse3_runs_but_has_no_bound() -> None:
     prog = program_from_source(INVERSE3)
     m = np.array([[1.0, 2, 3], [0, 1, 4], [5, 6, 0]])
     assert np.allclose(run(prog, m.ravel().tolist()), np.linalg.inv(m).ravel(), atol=1e-12)
-    with pytest.raises(CompileError, match="1 / det.*not finite everywhere") as err:
+    with pytest.raises(CompileError, match="1 / det.*holds 0: near 0 the quotient has no bound") as err:
         compile_program(prog, None, 9, input_range=(-1, 1))
-    assert "narrower --input-range" in err.value.render()
+    assert "--min-denominator" in err.value.render()
 
 
 def test_a_range_whose_products_would_overflow_is_refused() -> None:
@@ -390,3 +392,45 @@ def test_an_exact_prefix_mean_passes_its_check_at_length_512() -> None:
     res = _prefix_mean_squared_check(512)
     assert res["ok"] and res["inputs_checked"] == 4, res
     assert 0 < res["max_abs_error"] <= rounding_allowance("float32", 512), res
+
+
+EMPTY_ROWS = """tokens = tokens_float;
+first = aggregate(select(indices, 0 if indices < 2 else -1, ==), tokens, 5);
+prev = aggregate(select(indices, indices - 1, ==) and select(indices, 2, <), tokens, -3);
+both = first * prev + aggregate(select(indices, indices + 3, ==), tokens, 0);
+both;
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_queries_that_select_nothing_get_the_default(dtype: str) -> None:
+    """Query classes that select no key get no score block: BOS outscores every key there."""
+    prog, m = compiled(EMPTY_ROWS, 6, dtype=dtype)
+    head = next(h for lp in m.config["plan"] for h in lp["heads"] if "first" in h["writes"].split(", "))
+    assert len(head["blocks"]) == 1  # the class that selects (indices < 2) only
+    rng = np.random.default_rng(11)
+    xs = [rng.uniform(-1, 1, n).tolist() for n in range(1, 7) for _ in range(40)]
+    if dtype == "float32":
+        xs = [np.float32(x).astype(np.float64).tolist() for x in xs]
+    assert agree(prog, m, xs) <= 1e-5
+
+
+SUMMED_MEANS = """tokens = tokens_float;
+a = aggregate(select(indices, 0, ==), tokens, 0.5);
+b = aggregate(select(indices, indices, <=), tokens, 0);
+c = aggregate(select(indices, 9, ==), tokens, -2);
+total = 3 * a - 2 * b + c;
+total;
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_sum_of_means_is_written_by_their_heads(dtype: str) -> None:
+    prog, m = compiled(SUMMED_MEANS, 5, dtype=dtype)
+    assert m.config["n_layers"] == 1 and m.config["layers"][0]["d_mlp"] == 0  # no MLP adds them
+    assert {r["feature"] for r in m.config["residual"]}.isdisjoint({"a", "b", "c"})
+    rng = np.random.default_rng(12)
+    xs = [rng.uniform(-1, 1, n).tolist() for n in range(1, 6) for _ in range(40)]
+    if dtype == "float32":
+        xs = [np.float32(x).astype(np.float64).tolist() for x in xs]
+    assert agree(prog, m, xs) <= 1e-5

@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 EPILOG = """examples:
   rasp compile programs/reverse.rasp --vocab abc --max-len 16 -o out/
   rasp compile prog.rasp --vocab '["1","2","3"]' --max-len 8 -o out/ --output hist --dtype float64
+  rasp compile programs/matmul.rasp --input-range -1 1 -o mm/           # real inputs, numerically
+  rasp compile maxmin.rasp --input-range -5 5 --input-grid 0.001 --max-len 8 --fixed-length 8 -o m/
+  rasp compile inverse3.rasp --input-range -9 9 --min-denominator 0.5 --max-len 9 --fixed-length 9 -o inv/
 
 --vocab is a string of one-character tokens or a JSON list of tokens.  The model reads a BOS
 token, then up to --max-len tokens; `rasp eval out/ --input abca` runs it.  On a terminal, a
@@ -67,6 +70,14 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="real-valued tokens in [LO, HI] (tokens_float): numerical compilation")
     p.add_argument("--fixed-length", type=int, metavar="N", default=None,
                    help="compile for inputs of exactly N tokens (folds `length` to a constant)")
+    p.add_argument("--input-grid", metavar="G", default=None,
+                   help="with --input-range: every input is a multiple of G (e.g. 0.001), so "
+                        "comparisons of values on that grid compile exactly; the model refuses "
+                        "inputs off it (integer tokens are on the grid 1 without this)")
+    p.add_argument("--min-denominator", metavar="EPS", type=float, default=None,
+                   help="with --input-range: compile a division whose denominator's range holds 0 "
+                        "for |denominator| >= EPS; the model flags (rasp eval refuses) every input "
+                        "nearer 0")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -166,7 +177,9 @@ def weights_from_args(args: argparse.Namespace) -> CompiledWeights:
     if getattr(args, "input_range", None) is not None:  # real-valued tokens (compiler/real/)
         from rasp_compiler.commands.real_options import range_from_args
         return compile_weights(program, None, args.max_len, dtype=args.dtype, causal=args.causal,
-                               fixed_length=args.fixed_length, input_range=range_from_args(args))
+                               fixed_length=args.fixed_length, input_range=range_from_args(args),
+                               input_grid=getattr(args, "input_grid", None),
+                               min_denominator=getattr(args, "min_denominator", None))
     if args.vocab is None:
         raise UserError("--vocab is required (or --input-range LO HI for real-valued tokens)")
     status = CompileStatus()

@@ -17,7 +17,10 @@ EPILOG = """examples:
 
 --inputs reads one input string per line; --inputs-json one JSON list (or string) per line (JSON
 Lines).  The inputs run in batches.  The first line that cannot be read or run stops the run: the
-outputs of the lines before it are printed, then the error names the line, and the exit status is 1."""
+outputs of the lines before it are printed, then the error names the line, and the exit status is 1.
+A model over numbers refuses an input outside its --input-range, off its --input-grid (or a
+fraction, for integer tokens), and one its compile excluded (--min-denominator: a denominator
+nearer 0 than EPS), naming the denominator and the position: it never answers those."""
 
 BATCH = 512
 

@@ -53,6 +53,10 @@ def check_tokens_or_range(args: argparse.Namespace) -> None:
         raise UserError("--vocab and --input-range exclude each other",
                         hint="--input-range LO HI for real-valued tokens (tokens_float), --vocab for "
                              "a vocabulary of tokens")
+    for name in ("input_grid", "min_denominator"):
+        if getattr(args, name, None) is not None and getattr(args, "input_range", None) is None:
+            raise UserError(f"{_flag(name)} needs --input-range LO HI: it is about numerical inputs",
+                            hint="give --input-range, e.g. --input-range -5 5")
 
 
 def check_not_empty(args: argparse.Namespace, *names: str) -> None:

@@ -58,10 +58,15 @@ def main_check(args: argparse.Namespace) -> int:
     model = compile_from_args(args)
     program = load_program(args.file, output=args.output or "out")
     samples = args.samples if args.samples is not None else 1000
-    numeric = (model.config.get("input") or {}).get("kind") == "numerical"
+    spec = model.config.get("input") or {}
+    numeric = spec.get("kind") == "numerical"
+    # inputs the model takes: integers for integer tokens (categorical, or numeric on the grid 1),
+    # multiples of --input-grid where it was compiled with one
+    integers = not numeric or spec.get("grid") == 1
     lengths = lengths_for(model)
-    inputs = sample_inputs(lo, hi, lengths, samples, args.seed, integers=not numeric)
-    corners = corner_count(lengths, integers=not numeric)
+    inputs = sample_inputs(lo, hi, lengths, samples, args.seed, integers=integers,
+                           grid=None if integers else spec.get("grid"))
+    corners = corner_count(lengths, integers=integers)
     model.to(args.device)  # the model's run moves its inputs there and its logits back
     with CheckProgress(len(inputs), "checking (random)") as bar:
         res = check_real(model, program, inputs, progress=bar)
@@ -70,6 +75,7 @@ def main_check(args: argparse.Namespace) -> int:
               "residual_width": stats["residual_width"], "mlp_hidden": stats["mlp_hidden"],
               "params": stats["params"], "mode": "random", "input_range": [lo, hi],
               "inputs_checked": res["inputs_checked"], "inputs_undefined": res["inputs_undefined"],
+              "inputs_flagged": res["inputs_flagged"],
               "inputs_random": samples, "inputs_corner": corners,
               "max_abs_error": res["max_abs_error"], "error_bound": res["error_bound"],
               "maps": model.config.get("numeric", {}).get("maps", []),
@@ -86,9 +92,14 @@ def main_check(args: argparse.Namespace) -> int:
               + (f" + {corners} corner" if corners else "") + " inputs"
               + (f"; {res['inputs_undefined']} where the interpreter raises were skipped"
                  if res["inputs_undefined"] else "")
+              + (f"; {res['inputs_flagged']} flagged by the model (an excluded denominator, "
+                 "--min-denominator) and not answered" if res["inputs_flagged"] else "")
               + f"), max abs error {res['max_abs_error']:.3g} "
               f"(stated bound {res['error_bound']:.3g} + rounding, up to {rounding:.2g} x "
               f"max(1, |value|) at length {model.max_len})")
         for f in res["failures"]:
-            print(f"  disagree on {f['input']!r}: error {f['error']:.3g}")
+            if f["interpreter"] is None:
+                print(f"  answered {f['input']!r}, where the program is undefined (the model should flag it)")
+            else:
+                print(f"  disagree on {f['input']!r}: error {f['error']:.3g}")
     return 0 if res["ok"] else 1

@@ -20,13 +20,15 @@ package does not either, so ``rasp compile`` starts without it.
 
 from __future__ import annotations
 
+import math
 import time
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Callable
 
 from rasp_compiler.compiler.analysis import Analysis
 from rasp_compiler.compiler.artifact import CompiledWeights, config_digest, weights_digest
 from rasp_compiler.compiler.assemble import DTYPES
-from rasp_compiler.compiler.plans import choose
+from rasp_compiler.compiler.plans import IntegerTokens, choose
 from rasp_compiler.compiler.rewrites import rewritten
 from rasp_compiler.compiler.values import vocab_list
 from rasp_compiler.errors import CompileError, UserError
@@ -74,23 +76,52 @@ def _range(value: Any) -> tuple[float, float]:
     return lo, hi
 
 
+def _numeric_options(input_range: tuple[float, float] | None, input_grid: Any,
+                     min_denominator: Any) -> dict[str, Any]:
+    """``input_grid`` as an exact positive fraction (0.001 is 1/1000) and ``min_denominator`` as a
+    positive float; both need ``input_range``."""
+    out: dict[str, Any] = {"input_grid": None, "min_denominator": None}
+    for name, value in (("input_grid", input_grid), ("min_denominator", min_denominator)):
+        if value is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if input_range is None:
+            raise UserError(f"{name} ({flag}) needs input_range (--input-range): it is about real inputs")
+        try:
+            frac = Fraction(str(value)) if not isinstance(value, Fraction) else value
+        except (ValueError, ZeroDivisionError):
+            frac = None
+        if isinstance(value, bool) or frac is None or not frac > 0 or not math.isfinite(float(frac)):
+            raise UserError(f"{name} ({flag}) must be a number > 0, got {value!r}")
+        out[name] = frac if name == "input_grid" else float(frac)
+    return out
+
+
 def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, output: str | None = None,
                     dtype: str = "float32", causal: bool = False,
                     fixed_length: int | None = None,
                     input_range: tuple[float, float] | None = None,
+                    input_grid: float | str | Fraction | None = None,
+                    min_denominator: float | None = None,
                     progress: Callable[[str], None] | None = None) -> CompiledModel:
     """Compile ``program`` for inputs over ``vocab`` of length 1..``max_len``.  With
     ``input_range=(lo, hi)`` the program reads real numbers in [lo, hi] (``tokens_float``) and is
-    compiled numerically (``compiler/real/``; ``vocab`` is ignored).  ``progress`` is called
-    with the name of each stage as it starts."""
+    compiled numerically (``compiler/real/``; ``vocab`` is ignored).  ``input_grid`` states that
+    every input is a multiple of it (comparisons of values on that grid then compile exactly);
+    ``min_denominator`` compiles a division whose denominator's range holds 0 on |denominator| >=
+    it, and the model flags the inputs it excludes.  ``progress`` is called with the name of each
+    stage as it starts."""
     return compile_weights(program, vocab, max_len, output=output, dtype=dtype, causal=causal,
-                           fixed_length=fixed_length, input_range=input_range, progress=progress).model()
+                           fixed_length=fixed_length, input_range=input_range, input_grid=input_grid,
+                           min_denominator=min_denominator, progress=progress).model()
 
 
 def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, output: str | None = None,
                     dtype: str = "float32", causal: bool = False,
                     fixed_length: int | None = None,
                     input_range: tuple[float, float] | None = None,
+                    input_grid: float | str | Fraction | None = None,
+                    min_denominator: float | None = None,
                     progress: Callable[[str], None] | None = None) -> CompiledWeights:
     """``compile_program`` up to the weights, without torch: their config, NumPy tensors, report
     (``summary()``, ``stats()``) and files (``save``); ``.model()`` is the torch model."""
@@ -106,10 +137,13 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
         fixed_length = _whole_number(fixed_length, "fixed_length (--fixed-length)")
     if input_range is not None:
         input_range = _range(input_range)
+    numeric_options = _numeric_options(input_range, input_grid, min_denominator)
+    integer_range = None  # integer tokens given a range: also weighed as a numeric plan
     if input_range is not None:  # integer / string tokens: the range's integers are the vocabulary
-        from rasp_compiler.compiler.real import integer_vocab
+        from rasp_compiler.compiler.real.integer_tokens import integer_vocab, reads_integer_tokens
         ints = integer_vocab(program, input_range)
-        if ints is not None:
+        if ints is not None:  # compiled categorically, or numerically over those integers
+            integer_range = input_range if reads_integer_tokens(program) else None
             vocab, input_range = ints, None
     vocab = vocab_list(vocab) if input_range is None else ["<number>"]
     if not vocab:
@@ -142,8 +176,11 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
     # more than Python's default 1,000 frames, as elaboration does (lang.elaborator.exec_source).
     try:
         with deep_recursion():
+            integers = None if integer_range is None else IntegerTokens(program, integer_range,
+                                                                        numeric_options)
             config, tensors, an, tried, compiled = _weights(program, vocab, max_len, dtype, causal,
-                                                            fixed_length, input_range, stage)
+                                                            fixed_length, input_range, stage,
+                                                            numeric_options, integers)
     except RecursionError:
         raise CompileError("the program's chains of operations are too long to compile",
                            program.source_file, hint="split a long chain of maps with an aggregate, "
@@ -156,19 +193,21 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
 
 def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: bool,
              fixed_length: int | None, input_range: tuple[float, float] | None,
-             stage: Callable[[str], None]
+             stage: Callable[[str], None], numeric_options: dict[str, Any],
+             integers: IntegerTokens | None = None
              ) -> tuple[dict, dict, Analysis | None, list[dict], Program | None]:
     """The config and tensors of ``program``'s model, its analysis (for categorical programs), the
-    plans weighed for it (``plans.choose``) and the program the plan is of."""
+    plans weighed for it (``plans.choose``) and the program the plan is of.  A program over integer
+    tokens given ``--input-range`` (``integers``) is also weighed as a numeric plan."""
     if input_range is not None:
         from rasp_compiler.compiler.real import compile_numeric
         config, tensors = compile_numeric(program, input_range, max_len, dtype=dtype, causal=causal,
-                                          fixed_length=fixed_length)
+                                          fixed_length=fixed_length, **numeric_options)
         return config, tensors, None, [], None
     stage("value sets")
     # the same values with fewer heads and layers (``rewrites``)
     chosen = choose(rewritten(program, max_len), vocab, max_len, dtype=dtype, causal=causal,
-                    fixed_length=fixed_length, stage=stage)
+                    fixed_length=fixed_length, stage=stage, integers=integers)
     return (chosen.config, chosen.tensors, chosen.analysis, [t.as_dict() for t in chosen.tried],
             chosen.program)
 

@@ -11,10 +11,15 @@ too large as a one-hot, in the output's encoding:
 * ``wide tables``: joint domains tabulated up to ``limits.WIDE_DOMAIN_CAP``;
 * ``large tables opaque``: categorical tables past ``limits.LARGE_TABLE`` kept opaque;
 * ``numeric output``: the output encoded as one number (``rewrites.numerical_output``), each of
-  the strategies above then built for that program.
+  the strategies above then built for that program;
+* ``numeric over the integers``: a program over integer tokens given ``--input-range`` (an
+  ``IntegerTokens``), compiled by ``compiler.real`` as exact sum and product units over the
+  range's integers, its output rounded to the integer it stands for, instead of one-hot tables.
 
 ``PlanSearch.best`` is the one comparison: of the plans built, the one with the fewest layers,
-then the fewest parameters (the first built on a tie). Each plan costs a compile, so ``choose``
+then the fewest parameters (the first built on a tie), of the exact plans: a numeric plan with an
+error bound (a division's reciprocal, an output that is no integer) or flagged inputs
+(``--min-denominator``) is kept only where no exact plan is built. Each plan costs a compile, so ``choose``
 builds a strategy only where the plans already built say it may win, and ``PlanSearch.tried``
 records every strategy it built, with its time, layers and parameters
 (``CompiledWeights.plans_tried``; ``bench/plan_candidates.py`` prints them). docs/compiler.md,
@@ -23,6 +28,7 @@ records every strategy it built, with its time, layers and parameters
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -36,6 +42,17 @@ from rasp_compiler.errors import ModelTooLargeError, UserError
 from rasp_compiler.graph.nodes import Program
 
 
+@dataclass(frozen=True, eq=False)
+class IntegerTokens:
+    """A program over integer tokens compiled with ``--input-range``: the program as written (the
+    numeric plan reads it before the categorical rewrites), the range, and ``compile_numeric``'s
+    options (``input_grid``, ``min_denominator``)."""
+
+    program: Program
+    integer_range: tuple[float, float]
+    options: dict[str, Any]
+
+
 @dataclass(frozen=True)
 class Strategy:
     """One way of building ``program``'s model: the analysis options that tell its maps apart."""
@@ -46,10 +63,12 @@ class Strategy:
     defer_from: int | None = None
     tabulate_up_to: int | None = None
     domain_cap: int | None = None
+    integers: IntegerTokens | None = field(default=None, compare=False)  # the numeric plan's
 
     @property
     def key(self) -> tuple:
-        return id(self.program), self.defer_from, self.tabulate_up_to, self.domain_cap
+        return (id(self.program), self.defer_from, self.tabulate_up_to, self.domain_cap,
+                self.integers is not None)
 
     @property
     def label(self) -> str:
@@ -77,6 +96,10 @@ def fewer_deferred(program: Program, analysis: Analysis,
     if len(sizes) < 2:
         return None
     return Strategy("fewer deferred", program, program_label, defer_from=sizes[0])
+
+
+def numeric_over_integers(integers: IntegerTokens) -> Strategy:
+    return Strategy("numeric over the integers", integers.program, integers=integers)
 
 
 def wide_tables(program: Program, program_label: str = "as written") -> Strategy:
@@ -120,7 +143,9 @@ class Candidate:
 
     @property
     def layers(self) -> int:
-        assert self.schedule is not None
+        if self.schedule is None:  # a numeric plan: no categorical schedule
+            assert self.config is not None
+            return int(self.config["n_layers"])
         return self.schedule.n_layers
 
     @property
@@ -136,6 +161,16 @@ class Candidate:
     @property
     def assembled(self) -> bool:
         return self.tensors is not None
+
+    @property
+    def exact(self) -> bool:
+        """Whether the plan computes the program exactly on every input it takes: every categorical
+        plan; a numeric one whose output is an integer it rounds to, with no error bound and no
+        flagged inputs."""
+        if self.config is None or "numeric" not in self.config:
+            return True
+        return bool(self.config["output"]["integer"]) and not self.config.get("guards") \
+            and self.config["numeric"]["approx_error_bound"] == 0
 
 
 class PlanSearch:
@@ -156,6 +191,10 @@ class PlanSearch:
         cand = Candidate(strategy, Tried(strategy.label))
         self.candidates[strategy.key] = cand
         start = time.perf_counter()
+        if strategy.integers is not None:
+            self._numeric(cand, strategy.integers)
+            cand.tried.seconds += time.perf_counter() - start
+            return cand
         try:
             cand.analysis = Analysis(strategy.program, self.vocab, self.max_len,
                                      fixed_length=self.fixed_length, causal=self.causal, dtype=self.dtype,
@@ -180,6 +219,8 @@ class PlanSearch:
         """``strategy``'s plan, assembled, if it can be built with fewer layers than
         ``fewer_layers_than`` (any number where None); else None, and nothing is assembled."""
         cand = self.lowered(strategy)
+        if strategy.integers is not None:  # built whole by ``lowered``
+            return cand if cand.assembled else None
         if cand.schedule is None:
             return None
         if fewer_layers_than is not None and cand.layers >= fewer_layers_than:
@@ -201,16 +242,39 @@ class PlanSearch:
             cand.tried.seconds += time.perf_counter() - start
         return cand if cand.assembled else None
 
-    def best(self) -> Candidate | None:
-        """The plan with the fewest layers, then parameters, of those assembled (the first
-        assembled on a tie); None before any is."""
-        built = [c for c in self.candidates.values() if c.assembled]
-        return min(built, key=lambda c: (c.size, c.order), default=None)
+    def _numeric(self, cand: Candidate, integers: IntegerTokens) -> None:
+        """Build the numeric plan of ``integers`` whole (``compiler.real`` plans and assembles in
+        one pass): its config and tensors, or its error."""
+        from rasp_compiler.compiler.real import compile_numeric
 
-    def failure(self, program: Program) -> UserError:
+        self._stage(cand.strategy, "numeric plan over the integers")
+        try:
+            cand.config, cand.tensors = compile_numeric(
+                integers.program, integers.integer_range, self.max_len, dtype=self.dtype,
+                causal=self.causal, fixed_length=self.fixed_length, **integers.options)
+        except UserError as err:
+            cand.error = err
+            cand.tried.outcome = f"refused: {err.message}"
+            return
+        cand.order, self._assembled = self._assembled, self._assembled + 1
+        cand.tried.layers, cand.tried.params = cand.layers, cand.params
+        cand.tried.outcome = "assembled" if cand.exact else \
+            "assembled (with an error bound or flagged inputs)"
+
+    def best(self, numeric: bool = True) -> Candidate | None:
+        """The plan with the fewest layers, then parameters, of the exact plans assembled (the
+        first assembled on a tie), or of the inexact ones where no exact plan is; None before any
+        is assembled.  ``numeric=False``: of the categorical plans only."""
+        built = [c for c in self.candidates.values()
+                 if c.assembled and (numeric or c.strategy.integers is None)]
+        return min(built, key=lambda c: (not c.exact, c.size, c.order), default=None)
+
+    def failure(self, program: Program, numeric: bool = False) -> UserError:
         """Why ``program`` has no plan: the plain plan's error, or the first strategy's where the
-        plain plan was not built (a deferred plan that deferred nothing is the plain plan)."""
-        tried = [c for c in self.candidates.values() if c.strategy.program is program and c.error]
+        plain plan was not built (a deferred plan that deferred nothing is the plain plan); with
+        ``numeric``, why it has no numeric plan."""
+        tried = [c for c in self.candidates.values() if c.strategy.program is program and c.error
+                 and (c.strategy.integers is not None) == numeric]
         plain_ones = [c for c in tried if c.strategy.name == "plain"]
         return (plain_ones or tried)[0].error  # type: ignore[return-value]
 
@@ -229,16 +293,64 @@ class Choice:
 
     config: dict
     tensors: dict
-    analysis: Analysis
-    program: Program
+    analysis: Analysis | None  # None for a numeric plan
+    program: Program | None  # None for a numeric plan (it compiles the program as written)
     tried: list[Tried]
 
 
 def choose(program: Program, vocab: list[Any], max_len: int, *, dtype: str, causal: bool,
-           fixed_length: int | None, stage: Callable[[str], None]) -> Choice:
+           fixed_length: int | None, stage: Callable[[str], None],
+           integers: IntegerTokens | None = None) -> Choice:
     """Build the strategies worth building for ``program`` and keep the best plan (the rules are
-    in docs/compiler.md, "How the plan is chosen")."""
+    in docs/compiler.md, "How the plan is chosen").  With ``integers``, the numeric plan over the
+    integers is built first and weighed with the categorical ones (``_over_integers``)."""
     search = PlanSearch(vocab, max_len, dtype=dtype, causal=causal, fixed_length=fixed_length, stage=stage)
+    if integers is not None:
+        numeric = _over_integers(search, integers)
+        if numeric is not None:
+            return numeric
+    try:
+        program, note = _categorical(search, program, max_len)
+    except UserError as err:
+        if integers is None:
+            raise
+        numeric = search.best()  # no categorical plan was assembled: the numeric one, if any
+        if numeric is None:  # neither plan: the numeric error where the tables were too large
+            raise (search.failure(integers.program, numeric=True) if isinstance(err, ModelTooLargeError)
+                   else err) from None
+        numeric.config["notes"].append(  # type: ignore[index]
+            f"integer tokens: compiled numerically over {len(vocab)} integers (categorically: "
+            f"{err.message.splitlines()[0]})")
+        return _kept(search, numeric, None)
+    best = search.best()
+    assert best is not None and best.config is not None
+    if integers is not None:
+        numeric = search.candidates[numeric_over_integers(integers).key]
+        if best is numeric:
+            categorical = min((c for c in search.candidates.values() if c.assembled and c is not numeric),
+                              key=lambda c: c.size)
+            best.config["notes"].append(
+                f"integer tokens: compiled numerically (exact sums and products, the output rounded "
+                f"to its integer), {best.params:,} parameters against {categorical.params:,} categorically")
+            return _kept(search, best, None)
+        why = numeric.error.message.splitlines()[0] if numeric.error is not None else \
+            f"{numeric.params:,} parameters" + ("" if numeric.exact else ", not exact")
+        best.config["notes"].append(f"integer tokens: compiled categorically over the range's "
+                                    f"{len(vocab)} integers (numerically: {why})")
+    if note is not None:
+        best.config["notes"].append(note)
+    return _kept(search, best, program)
+
+
+def _kept(search: PlanSearch, best: Candidate, program: Program | None) -> Choice:
+    best.tried.outcome = "kept"
+    assert best.config is not None and best.tensors is not None
+    return Choice(best.config, best.tensors, best.analysis, program, search.tried)
+
+
+def _categorical(search: PlanSearch, program: Program, max_len: int) -> tuple[Program, str | None]:
+    """Build the categorical strategies worth building; the program the plans are of (the output
+    as a number where it is too large as a one-hot) and the note that says so."""
     note = None
     try:
         _first_plan(search, program, "as written")
@@ -251,7 +363,7 @@ def choose(program: Program, vocab: list[Any], max_len: int, *, dtype: str, caus
             _first_plan(search, numeric, "output as a number")
         except UserError:
             raise too_large from None
-        best = search.best()
+        best = search.best(numeric=False)
         values = best.analysis.info[numeric.output].values  # type: ignore[union-attr]
         if not values or not all(type(v) in (int, float) for v in values):
             raise too_large from None  # booleans or strings would decode as other values
@@ -260,15 +372,37 @@ def choose(program: Program, vocab: list[Any], max_len: int, *, dtype: str, caus
                     f"one-hot, {too_large.message.split('; ')[0]}, past the size guard; write "
                     "numerical(...) to choose this, categorical(...) to refuse it")
         program = numeric
-    label = search.best().strategy.program_label  # type: ignore[union-attr]
+    label = search.best(numeric=False).strategy.program_label  # type: ignore[union-attr]
     _large_tables(search, program, label, max_len)
     _wide_tables(search, program, label)
-    best = search.best()
-    assert best is not None and best.config is not None and best.analysis is not None
-    best.tried.outcome = "kept"
-    if note is not None:
-        best.config["notes"].append(note)
-    return Choice(best.config, best.tensors, best.analysis, program, search.tried)  # type: ignore[arg-type]
+    return program, note
+
+
+def _over_integers(search: PlanSearch, integers: IntegerTokens) -> Choice | None:
+    """Build the numeric plan over the integers; the choice where the categorical plans are not
+    worth building: a categorical table of R rows costs at least R hidden units, each reading and
+    writing a number, so where that alone outweighs an exact numeric plan (or, the numeric plan
+    inexact or refused, passes the size guard's scale) only the numeric plan is kept, or its
+    error raised (a 3 x 3 determinant over -9..9 took a minute to be refused categorically)."""
+    numeric = search.build(numeric_over_integers(integers))
+    if numeric is not None:
+        node, rows = numeric.config["numeric"]["largest_table"].values()  # type: ignore[index]
+        rows = math.inf if rows is None else rows
+    else:
+        node, rows = getattr(search.failure(integers.program, numeric=True), "largest_table", (None, 0.0))
+    exact = numeric is not None and numeric.exact
+    if not 2 * rows > (numeric.params if exact else limits.DOMAIN_CAP):  # type: ignore[union-attr]
+        return None
+    what = f"'{node}' alone would tabulate {rows:,.0f} joint values" if math.isfinite(rows) else \
+        f"'{node}' reads real numbers, which no table holds"
+    search.candidates[("categorical",)] = Candidate(
+        Strategy("categorical", integers.program), Tried("categorical plans", outcome=f"not built: {what}"))
+    if numeric is None:
+        raise search.failure(integers.program, numeric=True)
+    how = "exact sums and products, the output rounded to its integer" if exact else \
+        "with the error bound stated"
+    numeric.config["notes"].append(f"integer tokens: compiled numerically ({how}); categorically, {what}")  # type: ignore[index]
+    return _kept(search, numeric, None)
 
 
 def _first_plan(search: PlanSearch, program: Program, label: str) -> None:
@@ -278,7 +412,8 @@ def _first_plan(search: PlanSearch, program: Program, label: str) -> None:
         search.build(plain(program, label))
     else:
         _deferring(search, deferred(program, limits.DEFER_FROM, label), None)
-    if not any(c.assembled for c in search.candidates.values() if c.strategy.program is program):
+    if not any(c.assembled for c in search.candidates.values()
+               if c.strategy.program is program and c.strategy.integers is None):
         if search.build(plain(program, label)) is None:
             raise search.failure(program)
 
@@ -336,7 +471,7 @@ def _tabulated(search: PlanSearch, program: Program, label: str, bound: int) -> 
 def _large_tables(search: PlanSearch, program: Program, label: str, max_len: int) -> None:
     """Where the best plan tabulated a large categorical table and has a very wide MLP, the plan
     with such tables opaque: the table may save a layer, or cost far more parameters for none."""
-    best = search.best()
+    best = search.best(numeric=False)
     assert best is not None and best.config is not None
     widest = max((int(lc["d_mlp"]) for lc in best.config["layers"]), default=0)
     if best.analysis.large_tables and widest > min(limits.LARGE_MLP,  # type: ignore[union-attr]
@@ -348,7 +483,7 @@ def _wide_tables(search: PlanSearch, program: Program, label: str) -> None:
     """Where a map past the domain cap (within the wide cap) has an MLP layer without heads on
     the best plan's critical path, the wide-table plan, kept if it has fewer layers. A plan that
     deferred maps was weighed against the tabulated ones already (``_deferring``)."""
-    best = search.best()
+    best = search.best(numeric=False)
     assert best is not None and best.analysis is not None and best.config is not None
     capped = {sid for sid, size in best.analysis.capped if size <= limits.WIDE_DOMAIN_CAP}
     if not best.analysis.deferred and _opaque_layer(best.config, capped):

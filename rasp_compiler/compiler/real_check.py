@@ -24,11 +24,21 @@ def lengths_for(model: Any) -> list[int]:
 
 
 def sample_inputs(lo: float, hi: float, lengths: list[int], samples: int, seed: int,
-                  integers: bool = False) -> list[list[float]]:
+                  integers: bool = False, grid: float | None = None) -> list[list[float]]:
     """``samples`` random inputs, after 3 corner inputs a length (all LO, all HI, alternating;
-    none for integer tokens: ``corner_count``)."""
+    none for integer tokens: ``corner_count``).  With ``grid`` (a model compiled with
+    ``--input-grid``) every input is a multiple of it, the corners the range's outermost ones."""
     rng = np.random.default_rng(seed)
     out: list[list[Any]] = []
+    if grid is not None and not integers:
+        first, last = math.ceil(lo / grid - 1e-9), math.floor(hi / grid + 1e-9)
+        lo, hi = first * grid, last * grid
+        for n in lengths:
+            out += [[lo] * n, [hi] * n, [lo if i % 2 else hi for i in range(n)]]
+        for _ in range(samples):
+            n = int(rng.choice(lengths))
+            out.append((rng.integers(first, last + 1, n) * grid).tolist())
+        return out
     if integers:  # a program over integer tokens: the range's integers, uniformly
         ilo, ihi = math.ceil(lo), math.floor(hi)
         for _ in range(samples):
@@ -69,20 +79,32 @@ def check_real(model: Any, program: Any, inputs: list[list[float]],
 
     dtype = model.config["dtype"]
     bound = float(model.config.get("numeric", {}).get("approx_error_bound", 0.0))
+    # |error| <= A + R |value|, where the compiler stated a relative part (a division)
+    parts = model.config.get("numeric", {}).get("error_bound") or {"absolute": bound, "relative": 0.0}
+    absolute, relative = float(parts["absolute"]), float(parts["relative"])
+    guarded = bool(model.config.get("guards"))
     if dtype == "float32" and (model.config.get("input") or {}).get("kind") == "numerical":
         # both sides read the numbers the model can hold: a float32 model cannot see more digits,
         # so the check measures the compiled computation (a transpose is then exactly 0)
         inputs = [_float32_within(x, model.config["input"].get("range")) for x in inputs]
-    worst, worst_input, checked, undefined, failures = 0.0, None, 0, 0, []
+    worst, worst_input, checked, undefined, failures, flagged = 0.0, None, 0, 0, [], 0
     done, began = 0, time.monotonic()
     while done < len(inputs):
         chunk = inputs[done:done + next_batch_size(done, time.monotonic() - began, 256)]
-        outs = model.run(chunk)
+        # a model with excluded denominators (--min-denominator) gives None for a flagged input
+        outs = model.run(chunk, strict=not guarded)
         for x, got in zip(chunk, outs, strict=False):
             try:
                 ref = run(program, x)
             except RaspError:
                 undefined += 1
+                if guarded and got is not None and len(failures) < 5:
+                    # the program divides by 0 there: a model with excluded denominators must flag it
+                    failures.append({"input": x, "model": list(got), "interpreter": None,
+                                     "error": math.inf})
+                continue
+            if got is None:  # flagged: outside the stated guarantee, not answered
+                flagged += 1
                 continue
             try:
                 ref_a = np.array([float(v) for v in ref])
@@ -91,17 +113,24 @@ def check_real(model: Any, program: Any, inputs: list[list[float]],
             except (TypeError, ValueError):  # categorical values: equal or not
                 ref_a, got_a = np.zeros(1), np.zeros(1)
                 err = 0.0 if list(got) == list(ref) else math.inf
-            tol = bound + rounding_allowance(dtype, len(x)) * max(1.0, float(np.max(np.abs(ref_a))))
+            allowance = rounding_allowance(dtype, len(x)) * max(1.0, float(np.max(np.abs(ref_a))))
+            if relative:  # per value: the absolute part plus the relative part of that value
+                with np.errstate(invalid="ignore"):
+                    within = bool(np.all(np.abs(ref_a - got_a) <= absolute + relative * np.abs(ref_a)
+                                         + allowance))
+            else:
+                within = err <= bound + allowance
             checked += 1
             if err > worst:
                 worst, worst_input = err, x
-            if not err <= tol and len(failures) < 5:
+            if not within and len(failures) < 5:
                 failures.append({"input": x, "model": got_a.tolist(), "interpreter": ref_a.tolist(),
                                  "error": err})
         done += len(chunk)
         if progress is not None:
             progress(len(chunk))
-    return {"inputs_checked": checked, "inputs_undefined": undefined, "max_abs_error": worst,
+    return {"inputs_checked": checked, "inputs_undefined": undefined, "inputs_flagged": flagged,
+            "max_abs_error": worst, "relative_bound": relative,
             "error_bound": bound, "worst_input": worst_input, "failures": failures,
             "ok": not failures and checked > 0}
 
@@ -114,10 +143,20 @@ def rounding_allowance(dtype: str, length: int) -> float:
 
 
 def describe_maps(model: Any) -> list[str]:
-    """One line per numerical map / head: exact, or its stated bound over its inferred range."""
+    """One line per numerical map / head: exact, or its stated bound over its inferred range; then
+    the output's bound, |error| <= A + R |value| (float rounding aside: ``rounding_allowance``)."""
     lines = []
-    for r in model.config.get("numeric", {}).get("maps", []):
+    numeric = model.config.get("numeric", {})
+    for r in numeric.get("maps", []):
         lo, hi = r["interval"]
         what = "exact" if r["exact"] else f"|error| <= {r['bound']:.3g}"
         lines.append(f"  {r['kind']} {r['node']}: {what}; range [{lo:.6g}, {hi:.6g}]")
+    bound = numeric.get("error_bound")
+    if bound is not None:
+        a, rel = float(bound["absolute"]), float(bound["relative"])
+        what = "exact" if a == 0 and rel == 0 else "|error| <= " + " + ".join(
+            p for p in (f"{a:.3g}" if a else "", f"{rel:.3g} x |value|" if rel else "") if p)
+        out = model.config["output"]
+        rounded = " (an integer, rounded)" if out.get("integer") else ""
+        lines.append(f"output {out.get('node')}{rounded}: {what}, besides float rounding")
     return lines

@@ -78,18 +78,21 @@ def as_program(program_or_sop: Any) -> Program:
 def compile_program(program_or_sop: Any, vocab: Any, max_len: int, *, output: str | None = None,
                     dtype: str = "float32", causal: bool = False, fixed_length: int | None = None,
                     input_range: tuple[float, float] | None = None,
+                    input_grid: Any = None, min_denominator: float | None = None,
                     progress: Callable[[str], None] | None = None) -> "CompiledModel":
     """Compile a Python-API s-op (or a Program) for inputs over ``vocab`` of length 1..``max_len``.
 
     The options are ``rasp_compiler.compiler.compile_program``'s: ``output`` (another named s-op),
     ``dtype`` ("float32" or "float64"), ``causal`` (causal attention; a program that looks ahead
     is refused), ``fixed_length`` (inputs of exactly that length), ``input_range`` ((lo, hi):
-    real-valued tokens, ``vocab`` unused) and ``progress`` (called with each stage's name)."""
+    real-valued tokens, ``vocab`` unused), ``input_grid`` (every input a multiple of it:
+    comparisons of reals compile exactly), ``min_denominator`` (a division near 0 excluded, the
+    inputs there flagged) and ``progress`` (called with each stage's name)."""
     from rasp_compiler.compiler import compile_program as compile_graph
 
     return compile_graph(as_program(program_or_sop), vocab, max_len, output=output, dtype=dtype,
                          causal=causal, fixed_length=fixed_length, input_range=input_range,
-                         progress=progress)
+                         input_grid=input_grid, min_denominator=min_denominator, progress=progress)
 
 
 def run(program_or_sop: Any, inputs: Any) -> Any:

@@ -28,3 +28,7 @@ REBASE_SIZE = 40_000
 # The most evaluations of one map on the twins (0 <-> False, 1 <-> True) of its inputs' values
 # (``_propagate_bool_number``); past it the map is taken to pass the clash on.
 TWIN_CAP = 20_000
+# The most evaluations of one map over the per-position value sets of independent inputs
+# (``maps._independent_map``): past it the map is refused as too large.  Each product of two
+# integer s-ops multiplies their value counts, so a 3 x 3 determinant over -9..9 reaches 10^10.
+MOST_MAP_EVALUATIONS = 4_000_000

@@ -122,9 +122,15 @@ class MapTables:
         if not _disjoint_bases(self, inputs):
             return None
         ctx_sets = {ctx: tuple(tuple(self.ctx_values(i, ctx)) for i in inputs) for ctx in self.ctx_all}
-        if most_evaluations is not None and sum(
-                math.prod(map(len, sets)) for sets in set(ctx_sets.values())) > most_evaluations:
+        evaluations = sum(math.prod(map(len, sets)) for sets in set(ctx_sets.values()))
+        if most_evaluations is not None and evaluations > most_evaluations:
             return None
+        if evaluations > limits.MOST_MAP_EVALUATIONS:
+            # a product of large value sets (a determinant of integer entries: each step multiplies
+            # the values a map can take) would run for hours before any one-hot of it is refused
+            raise self.error(sid, f"{self.describe(sid)} takes {evaluations:,} combinations of its "
+                             "inputs' values: too many to tabulate", too_large=True,
+                             hint="compile it numerically (--input-range) where its values are numbers")
         cond: dict[tuple[int, int], list[Any]] = {}
         memo: dict[tuple, Any] = {}
         failed = object()

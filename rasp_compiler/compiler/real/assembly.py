@@ -9,13 +9,16 @@ config records the plan, the residual layout and the error bounds (``bounds``).
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from rasp_compiler.compiler.artifact import FORMAT, as_arrays
-from rasp_compiler.compiler.real.bounds import _bound_note, _output_bound
+from rasp_compiler.compiler.real.bounds import _bound_note, node_errors
 from rasp_compiler.compiler.real.core import NumericCompiler
+from rasp_compiler.compiler.real.divisions import split_divisions
+from rasp_compiler.compiler.real.limits import GRID_SLACK_ULPS, UNIT_ROUNDOFF
 from rasp_compiler.compiler.real.specs import BOS, ONE, HeadSpec
 from rasp_compiler.errors import CompileError
 from rasp_compiler.graph.nodes import Program
@@ -42,10 +45,14 @@ def _check_magnitudes(nc: NumericCompiler, program: Program) -> None:
 
 
 def compile_numeric(program: Program, input_range: tuple[float, float], max_len: int, *,
-                    dtype: str, causal: bool, fixed_length: int | None) -> tuple[dict, dict]:
-    """(config, tensors) of the numerical program, in the runtime's saved-model format."""
+                    dtype: str, causal: bool, fixed_length: int | None,
+                    input_grid: Fraction | None = None,
+                    min_denominator: float | None = None) -> tuple[dict, dict]:
+    """(config, tensors) of the numerical program, in the runtime's saved-model format.  With
+    ``input_grid`` every input is a multiple of it (``grids``); integer tokens are on the grid 1."""
+    program = split_divisions(program)
     nc = NumericCompiler(program, input_range, max_len, fixed_length=fixed_length, dtype=dtype,
-                         causal=causal)
+                         causal=causal, input_grid=input_grid, min_denominator=min_denominator)
     out_id = program.output
     if out_id in nc.pos:
         raise CompileError(f"the output '{out_id}' does not depend on the input", program.source_file,
@@ -135,9 +142,14 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
             lp["mlp"] = {"hidden": m_, "ops": ops, "gated": True}
         layers_cfg.append({"n_heads": len(heads), "d_head": d_head if heads else 0, "d_mlp": len(units)})
         plan.append(lp)
-    w_u = np.zeros((d, 1))
+    errors = node_errors(nc)
+    guards = _guards(nc, program, errors)
+    # the output, then one column per guarded denominator (the runtime flags an input there)
+    w_u = np.zeros((d, 1 + len(guards)))
     w_u[dim(out_id), 0] = 1.0
-    tensors["unembed.W_U"], tensors["unembed.b_U"] = w_u, np.zeros(1)
+    for g in guards:
+        w_u[dim(g["feature"]), g["column"]] = 1.0
+    tensors["unembed.W_U"], tensors["unembed.b_U"] = w_u, np.zeros(1 + len(guards))
     residual = [{"feature": name, "node": None, "start": k, "size": 1, "encoding": "constant",
                  "labels": [name]} for k, name in ((ONE, "one"), (BOS, "bos"))]
     for f in order:
@@ -145,7 +157,9 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
                          "encoding": "positional" if f.kind == "positional" else "numerical",
                          "labels": f.labels})
     bounds = [r for r in nc.map_reports]
-    total_bound = _output_bound(nc, out_id)
+    out_abs, out_rel = errors.get(out_id, (0.0, 0.0))
+    out_mag = max(abs(v) for v in nc.interval[out_id])
+    total_bound = out_abs + out_rel * out_mag if out_rel else out_abs
     out_t = as_arrays(tensors, lambda name: dtype)
     notes = [_bound_note(r, dtype) for r in bounds if not r["exact"]]
     config = {
@@ -153,13 +167,63 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
         "pad": "<PAD>", "max_len": max_len, "fixed_length": fixed_length, "causal": causal, "dtype": dtype,
         "d_model": d, "n_layers": n_layers, "layers": layers_cfg, "attention_scale": "1/sqrt(d_head)",
         "score_gap": nc.gap, "residual": residual, "plan": plan, "critical_path": [],
-        "output": {"encoding": "numerical", "integer": False, "node": out_id, "feature": out_id},
-        "input": {"kind": "numerical", "range": [nc.range[0], nc.range[1]]},
+        "output": _output_spec(nc, out_id),
+        "input": _input_spec(nc),
         "numeric": {"maps": bounds, "output_interval": list(nc.interval[out_id]),
-                    "approx_error_bound": total_bound},
+                    "approx_error_bound": total_bound,
+                    "error_bound": {"absolute": out_abs, "relative": out_rel},
+                    "largest_table": _largest(nc)},
         "notes": notes,
     }
+    if guards:
+        config["guards"] = guards
     return config, out_t
+
+
+def _guards(nc: NumericCompiler, program: Program, errors: dict) -> list[dict[str, Any]]:
+    """The denominators compiled on |x| >= EPS (``--min-denominator``): the model writes each to
+    an extra unembedding column and the runtime flags an input where |x| < EPS there.  The
+    reciprocal's knots start at EPS/2, so the guarantee needs x's own drift below EPS/4: then a
+    flagged input has |x| < EPS + drift, and an unflagged one |x| >= 3 EPS / 4."""
+    out = []
+    for k, g in enumerate(nc.guards):
+        den, eps = g["node"], g["eps"]
+        a, r = errors.get(den, (0.0, 0.0))
+        drift = a + r * eps + min(nc._delta_of(den), 64 * UNIT_ROUNDOFF[nc.dtype] *
+                                  max(abs(v) for v in nc._interval_any(den)))
+        if not drift < eps / 4:
+            raise nc.error(g["reciprocal"], f"{{node}} divides by '{den}', which the model computes "
+                           f"to within {drift:.3g}: too coarse to tell |{den}| >= {eps:g} from values "
+                           "nearer 0", hint="give a larger --min-denominator")
+        out.append({"column": k + 1, "min_abs": eps, "eps": eps, "node": den, "feature": nc.need(den),
+                    "source": _src(program, g["reciprocal"]), "text": _text(program, g["reciprocal"])})
+    return out
+
+
+def _largest(nc: NumericCompiler) -> dict[str, Any]:
+    node, rows = nc.largest_table()
+    return {"node": node, "rows": rows if math.isfinite(rows) else None}
+
+
+def _input_spec(nc: NumericCompiler) -> dict[str, Any]:
+    """The input's range and, where the compiler relied on one, its grid: the runtime refuses an
+    input off it (beyond GRID_SLACK_ULPS units of roundoff)."""
+    spec: dict[str, Any] = {"kind": "numerical", "range": [nc.range[0], nc.range[1]]}
+    if nc.token_grid is not None:
+        spec["grid"] = float(nc.token_grid)
+        spec["grid_slack"] = GRID_SLACK_ULPS * UNIT_ROUNDOFF[nc.dtype]
+    return spec
+
+
+def _output_spec(nc: NumericCompiler, out_id: str) -> dict[str, Any]:
+    """A numerical output; an integer one (on the grid 1, its float drift under 1/4) is rounded by
+    the runtime to the integer it stands for, exactly."""
+    drift = nc._integer_output(out_id)
+    spec: dict[str, Any] = {"encoding": "numerical", "integer": drift is not None, "node": out_id,
+                            "feature": out_id}
+    if drift is not None:
+        spec["integer_tolerance"] = max(1e-3, min(0.25, 2.0 * drift))
+    return spec
 
 
 def _head_weights(h: HeadSpec, dim: Any, d: int, r_bos: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -173,13 +237,15 @@ def _head_weights(h: HeadSpec, dim: Any, d: int, r_bos: np.ndarray) -> tuple[np.
         wq[dim(qf), c] += 1.0
         wk[dim(kf), c] += 1.0
     c_bos, c_self = cols - 2, cols - 1
-    wq[ONE, c_bos] = h.scale  # every real query scores the BOS key at -scale/2
+    for f, w in h.bos_query:  # a real query scores the BOS key at -scale/2 (+scale/2: HeadSpec)
+        wq[dim(f), c_bos] += h.scale * w
     k = len(h.values)
     wv = np.zeros((d, k))
     wo = np.zeros((k, d))
-    for j, (v, t) in enumerate(zip(h.values, h.targets, strict=False)):
+    weights = h.weights or [1.0] * len(h.targets)
+    for j, (v, t, w) in enumerate(zip(h.values, h.targets, weights, strict=False)):
         wv[dim(v), j] += 1.0
-        wo[j, dim(t)] = 1.0
+        wo[j, dim(t)] = w
     # the BOS rows cancel what the BOS residual holds, then set BOS's key, query and value
     rb = r_bos.copy()
     rb[BOS] = 0.0
@@ -201,10 +267,12 @@ def _merged(heads: list[HeadSpec]) -> list[HeadSpec]:
         if key in groups:
             g = groups[key]
             g.values, g.targets = g.values + h.values, g.targets + h.targets
+            g.weights = g.weights + list(h.weights or [1.0] * len(h.targets))
             g.defaults, g.nodes = g.defaults + h.defaults, g.nodes + h.nodes
         else:
             groups[key] = HeadSpec(h.node, h.kind, h.target, h.blocks, h.data, list(h.values),
-                                   list(h.defaults), h.scale, h.slot, list(h.targets), list(h.nodes))
+                                   list(h.defaults), h.scale, h.slot, list(h.targets), list(h.nodes),
+                                   h.bos_query, list(h.weights or [1.0] * len(h.targets)))
     return list(groups.values())
 
 

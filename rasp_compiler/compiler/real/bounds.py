@@ -1,25 +1,39 @@
 """Error bounds and their reports: the bound of the output, carried forward from every
-approximate map and rounded softmax head, and the note each inexact one adds to the config."""
+approximate map, reciprocal and rounded softmax head, and the note each inexact one adds to the
+config.
+
+Each s-op's error is bounded as |computed - exact| <= A + R |exact|: an absolute part A and a
+relative part R.  A relative bound is what survives a division: a softmax's e^x / sum e^x has a
+relative error of about twice the exponential's plus the reciprocal's, whatever the size of the
+entries, where an absolute bound multiplied by the largest 1/sum would be useless.  Products add
+relative errors; a sum keeps the largest relative error where all its terms have one sign (else
+the relative parts become absolute, times each term's magnitude); a mean keeps its values' bound;
+an exponential turns an absolute error of its argument into a relative one; a reciprocal turns a
+relative error into about the same relative error.  Rounding is not part of the stated bound:
+``rasp check`` allows for it separately (``real_check.rounding_allowance``).
+"""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rasp_compiler.graph.expr import Binary, Const, Var
 from rasp_compiler.graph.expr import evaluate as eval_expr
 from rasp_compiler.graph.nodes import Aggregate, SoftmaxAggregate
 
 if TYPE_CHECKING:
     from rasp_compiler.compiler.real.core import NumericCompiler
 
+Bound = tuple[float, float]  # (absolute, relative)
+EXACT: Bound = (0.0, 0.0)
 
-def _output_bound(nc: NumericCompiler, out: str) -> float:
-    """The error bound of the output: every approximate map's own bound, carried forward through
-    later maps (linear terms scale it by |coefficient|, products by the other factor's magnitude,
-    max/min by the ReLU's weights) and heads (a mean keeps it; a softmax head adds the effect of
-    perturbed scores: |change of weights|_1 <= 2 * |change of scores|)."""
-    err: dict[str, float] = {}
+
+def node_errors(nc: NumericCompiler) -> dict[str, Bound]:
+    """The (absolute, relative) error bound of every numerical s-op (see the module docstring)."""
+    err: dict[str, Bound] = {}
     own = {r["node"]: r["bound"] for r in nc.map_reports if not r["exact"]}
     approx = getattr(nc, "_approx", {})
 
@@ -27,38 +41,123 @@ def _output_bound(nc: NumericCompiler, out: str) -> float:
         lo, hi = nc._interval_any(sid)
         return max(abs(lo), abs(hi))
 
-    def e(sid: str) -> float:
-        return err.get(sid, 0.0)
+    def one_signed(sid: str) -> bool:
+        lo, hi = nc._interval_any(sid)
+        return lo >= 0 or hi <= 0
+
+    def e(sid: str) -> Bound:
+        return err.get(sid, EXACT)
+
+    def absolute(sid: str) -> float:
+        a, r = e(sid)
+        return a + r * mag(sid)
+
     for node in nc.program.nodes():
         nid = node.id
         if nid in nc.pos or node.is_selector or nid not in nc.interval:
             continue
-        if isinstance(node, Aggregate):
-            err[nid] = e(node.inputs[-1])
+        if nid in nc._rows:  # a mean over compared keys: exact steps, the values' own error
+            value = nc._rows[nid]["value"]
+            err[nid] = EXACT if value is None else (absolute(value), 0.0)
+        elif isinstance(node, Aggregate):
+            src = node.inputs[-1]
+            err[nid] = e(src) if one_signed(src) else (absolute(src), 0.0)
         elif isinstance(node, SoftmaxAggregate):
             m = node.width
-            ds = sum(mag(q) * e(k) + mag(k) * e(q) + e(q) * e(k)
+            ds = sum(mag(q) * absolute(k) + mag(k) * absolute(q) + absolute(q) * absolute(k)
                      for q, k in zip(node.inputs[1:1 + m], node.inputs[1 + m:1 + 2 * m], strict=False))
-            err[nid] = e(node.inputs[-1]) + 2.0 * ds * mag(node.inputs[-1]) + own.get(nid, 0.0)
+            src = node.inputs[-1]
+            err[nid] = (absolute(src) + 2.0 * ds * mag(src) + own.get(nid, 0.0), 0.0)
+        elif nid in nc._recips:
+            err[nid] = _reciprocal_error(nc, nid, e(nc._recips[nid]["src"]))
         elif nid in approx:
-            src, lo, hi = approx[nid]
-            xs = np.linspace(lo, hi, 4097)
-            ys = np.array([float(eval_expr(nc.program.node(nid).fn, (float(t),))) for t in xs])
-            lip = float(np.max(np.abs(np.diff(ys) / np.diff(xs)), initial=0.0)) * 1.1 if hi > lo else 0.0
-            err[nid] = own.get(nid, 0.0) + lip * e(src)
+            err[nid] = _approx_error(nc, nid, approx[nid], own.get(nid, 0.0), absolute(approx[nid][0]))
         elif nid in nc.forms:
-            total = 0.0
-            for atom, c in nc.forms[nid].terms.items():
-                k = float(np.max(np.abs(np.nan_to_num(c, nan=0.0))))
-                if atom[0] == "x":
-                    total += k * e(atom[1])
-                elif atom[0] == "xx":
-                    a_, b_ = atom[1], atom[2]
-                    total += k * (mag(a_) * e(b_) + mag(b_) * e(a_) + e(a_) * e(b_))
-                elif atom[0] == "relu":
-                    total += k * sum(abs(w) * e(s_) for s_, w in atom[1].terms)
-            err[nid] = total
-    return float(err.get(out, 0.0))
+            err[nid] = _form_error(nc, nid, e, mag)
+    return err
+
+
+def _reciprocal_error(nc: NumericCompiler, nid: str, x_err: Bound) -> Bound:
+    """scale / x: x computed as x (1 + eps) with |eps| <= R_x + A_x / min |x|, so 1 / x is off by
+    eps / (1 - eps) relative, on top of the reciprocal's own relative error."""
+    spec = nc._recips[nid]
+    least = min(s[0] for s in spec["pos"] + spec["neg"])
+    if spec["guard"] is None:
+        lo, hi = nc._interval_any(spec["src"])
+        least = min(abs(lo), abs(hi))
+    eps = x_err[1] + x_err[0] / least
+    if eps >= 1.0:
+        return (math.inf, math.inf)
+    r = spec["rel"]
+    return (0.0, eps / (1.0 - eps) * (1.0 + r) + r)
+
+
+def _approx_error(nc: NumericCompiler, nid: str, spec: tuple, own: float, x_abs: float) -> Bound:
+    """A piecewise map of one number: its own bound, plus its input's error carried through it:
+    an exponential b ^ x relatively (e^(|ln b| dx) - 1), any other map by its Lipschitz constant."""
+    src, lo, hi = spec
+    fn = nc.program.node(nid).fn
+    rel = nc.relative_bounds.get(nid)
+    if _is_exponential(fn):
+        grow = math.expm1(abs(math.log(float(fn.left.value))) * x_abs)
+        if rel is not None:
+            return (0.0, (1.0 + rel) * (1.0 + grow) - 1.0)
+        return (own * (1.0 + grow), grow)
+    if x_abs == 0.0 and rel is not None:
+        return (0.0, rel)
+    xs = np.linspace(lo, hi, 4097)
+    ys = np.array([float(eval_expr(fn, (float(t),))) for t in xs])
+    lip = float(np.max(np.abs(np.diff(ys) / np.diff(xs)), initial=0.0)) * 1.1 if hi > lo else 0.0
+    return (own + lip * x_abs, 0.0)
+
+
+def _is_exponential(fn: object) -> bool:
+    return (isinstance(fn, Binary) and fn.op == "^" and isinstance(fn.left, Const)
+            and isinstance(fn.left.value, (int, float)) and not isinstance(fn.left.value, bool)
+            and fn.left.value > 0 and isinstance(fn.right, Var))
+
+
+def _form_error(nc: NumericCompiler, nid: str, e: object, mag: object) -> Bound:
+    """A sum of atoms with per-position coefficients: relative where every term at a position has
+    one sign (or there is one term), absolute otherwise."""
+    terms = []
+    for atom, c in nc.forms[nid].terms.items():
+        c = np.nan_to_num(np.asarray(c, dtype=np.float64), nan=0.0)
+        k = float(np.max(np.abs(c)))
+        if atom[0] in ("one", "step"):
+            a, r = EXACT
+        elif atom[0] == "x":
+            a, r = e(atom[1])  # type: ignore[operator]
+        elif atom[0] == "stepx":  # the step is exact (a margin on a grid): the number's error
+            a, r = e(atom[3])  # type: ignore[operator]
+        elif atom[0] == "xx":
+            (aa, ra), (ab, rb) = e(atom[1]), e(atom[2])  # type: ignore[operator]
+            ma, mb = mag(atom[1]), mag(atom[2])  # type: ignore[operator]
+            a, r = aa * mb * (1 + rb) + ab * ma * (1 + ra) + aa * ab, ra + rb + ra * rb
+        else:  # relu of a linear form: 1-Lipschitz, absolute
+            a = sum(abs(w) * (e(s)[0] + e(s)[1] * mag(s)) for s, w in atom[1].terms)  # type: ignore[operator]
+            r = 0.0
+        lo, hi = nc._atom_interval(atom)
+        terms.append((c, lo, hi, a, r, k))
+    same_sign = True
+    for p in range(nc.n):
+        signs = set()
+        for c, lo, hi, *_ in terms:
+            if c[p] == 0:
+                continue
+            tlo, thi = sorted((c[p] * lo, c[p] * hi))
+            signs.add("+" if tlo >= 0 else "-" if thi <= 0 else "±")
+        if len([t for t in terms if t[0][p] != 0]) > 1 and (len(signs) > 1 or "±" in signs):
+            same_sign = False
+            break
+    if same_sign:
+        return (sum(k * a for *_, a, r, k in terms), max((r for *_, a, r, k in terms), default=0.0))
+    return (sum(k * (a + r * max(abs(lo), abs(hi))) for _, lo, hi, a, r, k in terms), 0.0)
+
+
+def output_bound(nc: NumericCompiler, out: str) -> Bound:
+    """The (absolute, relative) error bound of the output."""
+    return node_errors(nc).get(out, EXACT)
 
 
 def _bound_note(report: dict, dtype: str) -> str:
@@ -67,4 +166,11 @@ def _bound_note(report: dict, dtype: str) -> str:
         return (f"{report['node']}: {dtype} rounds its attention scores (up to "
                 f"{report['score_bound']:.3g}) by up to {report['score_rounding']:.3g}, |error| <= "
                 f"{report['bound']:.3g} on [{lo:.6g}, {hi:.6g}]")
-    return f"{report['node']}: piecewise-linear, |error| <= {report['bound']:.3g} on [{lo:.6g}, {hi:.6g}]"
+    if report["kind"] == "reciprocal":
+        excl = (f", for |denominator| >= {report['min_denominator']:g} (inputs nearer 0 are flagged)"
+                if "min_denominator" in report else "")
+        return (f"{report['node']}: reciprocal ({report['newton_steps']} Newton steps), relative error "
+                f"<= {report['relative_bound']:.3g} on [{lo:.6g}, {hi:.6g}]{excl}")
+    rel = f" (relative {report['relative_bound']:.3g})" if "relative_bound" in report else ""
+    return (f"{report['node']}: piecewise, |error| <= {report['bound']:.3g}{rel} on "
+            f"[{lo:.6g}, {hi:.6g}]")

@@ -10,6 +10,7 @@ become gated units (``gated_units``, ``piecewise``).  The constructor runs the a
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -17,10 +18,14 @@ import numpy as np
 from rasp_compiler.compiler.assemble import GAP
 from rasp_compiler.compiler.real.deferred import DeferredMaps
 from rasp_compiler.compiler.real.gated_units import GatedUnits
+from rasp_compiler.compiler.real.grids import Grids
 from rasp_compiler.compiler.real.heads import Heads
+from rasp_compiler.compiler.real.integer_tokens import reads_integer_tokens
 from rasp_compiler.compiler.real.intervals import Intervals
 from rasp_compiler.compiler.real.piecewise import PiecewiseLinear
 from rasp_compiler.compiler.real.positions import PositionalFolding
+from rasp_compiler.compiler.real.reciprocal import Reciprocals
+from rasp_compiler.compiler.real.row_selectors import RowSelectors
 from rasp_compiler.compiler.real.score_blocks import ScoreBlocks
 from rasp_compiler.compiler.real.specs import Deferred, Feat, HeadSpec, MLPSpec
 from rasp_compiler.compiler.real_forms import Form
@@ -28,12 +33,13 @@ from rasp_compiler.errors import CompileError
 from rasp_compiler.graph.nodes import Aggregate, Program, SoftmaxAggregate, Tokens
 
 
-class NumericCompiler(PositionalFolding, Intervals, DeferredMaps, PiecewiseLinear, ScoreBlocks,
-                      Heads, GatedUnits):
+class NumericCompiler(PositionalFolding, Intervals, Grids, DeferredMaps, PiecewiseLinear, Reciprocals,
+                      RowSelectors, ScoreBlocks, Heads, GatedUnits):
     """The features, heads and MLPs of a program over real-valued tokens in ``input_range``."""
 
     def __init__(self, program: Program, input_range: tuple[float, float], max_len: int, *,
-                 fixed_length: int | None, dtype: str, causal: bool) -> None:
+                 fixed_length: int | None, dtype: str, causal: bool,
+                 input_grid: Fraction | None = None, min_denominator: float | None = None) -> None:
         lo, hi = float(input_range[0]), float(input_range[1])
         if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
             raise CompileError(f"--input-range needs finite LO <= HI, got {lo} {hi}")
@@ -53,7 +59,24 @@ class NumericCompiler(PositionalFolding, Intervals, DeferredMaps, PiecewiseLinea
         self.embed_cache: dict[bytes, str] = {}
         self.map_reports: list[dict[str, Any]] = []
         self.deferred: dict[str, Deferred] = {}
-        self._analyse()
+        # grids (``grids``): integer tokens are multiples of 1, real ones of --input-grid if given
+        self.input_grid = input_grid
+        self.min_denominator = min_denominator
+        self.token_grid = Fraction(1) if reads_integer_tokens(program) else input_grid
+        self.grid: dict[str, list[Fraction | None]] = {}
+        self.grid_why: dict[str, str] = {}
+        self.stand_in: dict[str, str] = {}  # a key gathered for a data selector -> its s-op
+        self.delta: dict[str, float] = {}
+        self.step_grid: dict[Any, np.ndarray] = {}  # a step's difference -> its grid step per position
+        self._recips: dict[str, dict[str, Any]] = {}  # reciprocal maps (``reciprocal``)
+        self._rows: dict[str, dict[str, Any]] = {}  # data selectors (``row_selectors``)
+        self.guards: list[dict[str, Any]] = []  # denominators the model flags near 0
+        self.relative_bounds: dict[str, float] = {}  # |error| <= this x |value| (approximate maps)
+        try:
+            self._analyse()
+        except CompileError as err:  # how large the categorical plan would be, as far as known
+            err.largest_table = self.largest_table()  # type: ignore[attr-defined]
+            raise
 
     def error(self, node_id: str, message: str, hint: str | None = None) -> CompileError:
         node = self.program.node(node_id) if node_id in self.graph else None
@@ -77,6 +100,8 @@ class NumericCompiler(PositionalFolding, Intervals, DeferredMaps, PiecewiseLinea
             raise self._deferred_error(sid)
         if isinstance(node, Tokens):
             self.feats[sid] = Feat(sid, 1, -1, sid, "token", labels=[sid])
+        elif sid in self._rows:
+            self._row_features(node)
         elif isinstance(node, Aggregate):
             self._head(node)
         elif isinstance(node, SoftmaxAggregate):
@@ -87,3 +112,4 @@ class NumericCompiler(PositionalFolding, Intervals, DeferredMaps, PiecewiseLinea
 
     def slot(self, fid: str) -> int:
         return self.feats[fid].slot
+

@@ -3,7 +3,14 @@
 Each atom of a map's form becomes units: a constant or ``c(p) * x`` gates by an embedded
 coefficient, ``a * b = relu(a) * b + relu(-a) * (-b)`` (one pair per distinct coefficient, switched
 off elsewhere), and ``relu`` of a linear combination is one unit (``max(a, b) = b + relu(a - b)``).
-A map with no form gets piecewise-linear units instead (``piecewise``).
+A step ``[D > 0]`` of a difference D on a grid of step h (``grids``) is two units,
+``(2/h) (relu(D - h/4) - relu(D - 3h/4))``, exact while D drifts by less than h/4 (``D >= 0`` is
+``D > -h``); gating a number, the same two units read it as their gate.  A map with no form gets
+piecewise-linear units instead (``piecewise``).
+
+A map that is a sum of aggregates with constant coefficients (``k * mean_1 + k * mean_2``, the
+summing heads of a matmul listing) gets no units: each aggregate's head writes its coefficient
+times its mean straight into the map's feature (``_folded``), and the aggregates get no feature.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import numpy as np
 
 from rasp_compiler.compiler.real.specs import Feat, MLPSpec, Unit, _next
 from rasp_compiler.compiler.real_forms import Form, Lin
+from rasp_compiler.graph.nodes import Aggregate
 
 
 class GatedUnits:
@@ -21,7 +29,12 @@ class GatedUnits:
 
     def _mlp(self, node: Any) -> None:
         nid = node.id
+        if nid in self._recips:
+            self._reciprocal_mlps(nid)
+            return
         approx = getattr(self, "_approx", {})
+        if nid not in approx and self._folded(nid, self.forms[nid]):
+            return
         if nid in approx:
             units, bound, inputs = self._approx_units(nid, *approx[nid])
             kind = "approx"
@@ -33,7 +46,34 @@ class GatedUnits:
         self.mlps.append(MLPSpec(nid, nid, units, kind, bound, slot, inputs))
         rep = {"node": nid, "kind": "map", "exact": kind == "exact", "bound": bound,
                "interval": list(self.interval[nid]), "units": len(units)}
+        if nid in self.relative_bounds:
+            rep["relative_bound"] = self.relative_bounds[nid]
         self.map_reports.append(rep)
+
+    def _folded(self, nid: str, form: Form) -> bool:
+        """Where ``form`` is a sum of hard aggregates over positional selectors, none built yet,
+        each with a constant coefficient: plan each aggregate's head to write its coefficient times
+        its mean into ``nid`` (the residual stream adds them), and give ``nid`` the last head's
+        slot.  False (nothing planned) for any other form."""
+        terms = []
+        for atom, c in form.terms.items():
+            c = np.nan_to_num(c, nan=0.0)
+            if atom[0] != "x" or not np.all(c == c[0]):
+                return False
+            sid = atom[1]
+            node = self.program.node(sid) if sid in self.graph else None
+            if (type(node) is not Aggregate or node.inputs[0] not in self.pos or sid in self.feats
+                    or sid in self._rows or sid in self.deferred or sid in self.pos):
+                return False
+            terms.append((node, float(c[0])))
+        if not terms:
+            return False
+        slot = max(self._head(node, target=nid, weight=w) for node, w in sorted(terms, key=lambda t: t[0].id))
+        self.feats[nid] = Feat(nid, 1, slot, nid, "numerical", labels=[nid])
+        self.map_reports.append({"node": nid, "kind": "map", "exact": True, "bound": 0.0,
+                                 "interval": list(self.interval[nid]), "units": 0,
+                                 "written_by_heads": sorted(node.id for node, _ in terms)})
+        return True
 
     def _gate(self, c: np.ndarray, label: str) -> tuple[dict[str, float], float, list[str]]:
         c = np.nan_to_num(c, nan=0.0)
@@ -73,6 +113,8 @@ class GatedUnits:
                         inputs.append(off)
                     units.append(Unit(w_in, 0.0, {b: kappa}, 0.0, nid))
                     units.append(Unit(w_neg, 0.0, {b: -kappa}, 0.0, nid))
+            elif atom[0] in ("step", "stepx"):
+                units += self._step_units(nid, atom, c, inputs)
             else:
                 lin: Lin = atom[1]
                 w_in = {}
@@ -84,3 +126,46 @@ class GatedUnits:
                 units.append(Unit(w_in, lin.const, wg, bg, nid))
                 inputs += extra
         return units, inputs
+
+    def _step_units(self, nid: str, atom: tuple, c: np.ndarray, inputs: list[str]) -> list[Unit]:
+        """c(p) [D > 0] (or c(p) [D > 0] v for ``stepx``) as two ramp units per distinct gate."""
+        lin: Lin = atom[1]
+        h = self.step_grid[lin]
+        # [D > 0] = [D - t > 0] for D on the grid: ramps from t + h/4 to t + 3h/4, t = 0 or -h
+        shift = np.zeros(self.n) if atom[2] else -h
+        w_in: dict[str, float] = {}
+        mag = abs(lin.const)
+        for s, w in lin.terms:
+            feat = self.need(s)
+            w_in[feat] = w_in.get(feat, 0.0) + w
+            inputs.append(feat)
+            mag += abs(w) * max(abs(v) for v in self._interval_any(s))
+        gate = np.nan_to_num(c, nan=0.0) * 2.0 / h
+        value = self.need(atom[3]) if atom[0] == "stepx" else None
+        if value is not None:
+            inputs.append(value)
+        units: list[Unit] = []
+        for lo_frac, sign in ((0.25, 1.0), (0.75, -1.0)):
+            thr = shift + lo_frac * h
+            w, b = dict(w_in), float(lin.const)
+            if np.all(thr == thr[0]):
+                b -= float(thr[0])
+            else:
+                f = self.embed(-thr, f"{nid}.threshold")
+                w[f] = 1.0
+                inputs.append(f)
+            if value is None:
+                wg, bg, extra = self._gate(sign * gate, f"{nid}.step_gate")
+                units.append(Unit(w, b, wg, bg, nid))
+                inputs += extra
+                continue
+            kappas = sorted({float(k) for k in gate if k != 0})
+            big = 2.0 * (mag + float(np.max(np.abs(thr)))) + 1.0
+            for kappa in kappas:
+                wk = dict(w)
+                if len(kappas) > 1 or np.any(gate == 0):  # switched off where the gate is not kappa
+                    off = self.embed(np.where(gate == kappa, 0.0, -big), f"{nid}.on_{kappa:g}")
+                    wk[off] = 1.0
+                    inputs.append(off)
+                units.append(Unit(wk, b, {value: sign * kappa}, 0.0, nid))
+        return units

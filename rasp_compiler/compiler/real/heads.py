@@ -22,7 +22,10 @@ from rasp_compiler.graph.nodes import SoftmaxAggregate
 class Heads:
     """Part of ``NumericCompiler`` (``core``): the head of each aggregate and softmax_aggregate."""
 
-    def _head(self, node: Any) -> None:
+    def _head(self, node: Any, target: str | None = None, weight: float = 1.0) -> int:
+        """Plan ``node``'s head; its slot.  With ``target``, the head writes ``weight`` times its
+        mean into that feature (a sum of aggregates folded into their heads: ``_folded``) and
+        ``node`` gets no feature of its own."""
         nid = node.id
         sel = node.inputs[0]
         self._check_selector(sel, nid)
@@ -30,7 +33,10 @@ class Heads:
             raise self.error(nid, "{node} may select a key after its query position, which a causal "
                              "model cannot see", hint="combine the selector with select(indices, "
                              "indices, <=), or compile without --causal")
-        blocks = self._blocks(sel, nid, digits=not isinstance(node, SoftmaxAggregate))
+        if isinstance(node, SoftmaxAggregate):
+            blocks, bos = self._blocks(sel, nid, digits=False), (("one", 1.0),)
+        else:
+            blocks, bos = self.blocks_and_bos(sel, nid)
         value = self.need(node.inputs[-1])
         data: list[tuple[str, str]] = []
         bound = drift = 0.0
@@ -49,11 +55,16 @@ class Heads:
             scale = 2.0 * (self.gap + 2.0 * bound) + 2.0
         else:
             scale = 2.0 * self.gap
-        deps = [b[0] for b in blocks] + [b[1] for b in blocks] + [value] + [x for p in data for x in p]
+        deps = [b[0] for b in blocks] + [b[1] for b in blocks] + [value] + [x for p in data for x in p] \
+            + [f for f, _ in bos]
         slot = _next(max([self.slot(f) for f in deps if f != "one"] + [-1]), 0)
-        self.feats[nid] = Feat(nid, 1, slot, nid, "numerical", labels=[nid])
-        self.heads.append(HeadSpec(nid, node.kind, nid, blocks, data, [value],
-                                   [_as_float(node.default, self.error, nid)], scale, slot, [nid], [nid]))
+        if target is None:
+            self.feats[nid] = Feat(nid, 1, slot, nid, "numerical", labels=[nid])
+        self.heads.append(HeadSpec(nid, node.kind, target or nid, blocks, data, [value],
+                                   [_as_float(node.default, self.error, nid)], scale, slot,
+                                   [target or nid], [nid], bos_query=bos, weights=[weight]))
+        if any(r["node"] == nid for r in self.map_reports):
+            return slot
         lo, hi = self._interval_any(node.inputs[-1])
         mag = max(abs(lo), abs(hi))
         # weights within a factor e^(+-2 drift): |change of weights|_1 <= 2 (e^(2 drift) - 1)
@@ -63,6 +74,7 @@ class Heads:
                                  "bound": 0.0 if exact else effect,
                                  "interval": list(self.interval[nid]),
                                  **({"score_bound": bound, "score_rounding": drift} if data else {})})
+        return slot
 
     def _exact_factor(self, sid: str) -> bool:
         """Whether ``sid`` is a position-only s-op of zeros and powers of two (a constant 1 query):

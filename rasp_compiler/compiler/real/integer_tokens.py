@@ -9,6 +9,12 @@ from rasp_compiler.errors import CompileError
 from rasp_compiler.graph.nodes import Program, Tokens
 
 
+def reads_integer_tokens(program: Program) -> bool:
+    """Whether the program reads its tokens as integers (tokens_int): they are then on the grid 1,
+    and the program may be compiled numerically over the range's integers (``plans``)."""
+    return any(isinstance(n, Tokens) and n.type == "int" for n in program.nodes())
+
+
 def integer_vocab(program: Program, input_range: tuple[float, float]) -> list[int] | None:
     """For a program that reads no real-valued tokens (tokens_int, tokens_str, ...), the integers
     of ``input_range``: such a program is compiled categorically over that vocabulary."""

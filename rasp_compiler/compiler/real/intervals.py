@@ -12,9 +12,15 @@ from typing import Any
 
 import numpy as np
 
+from rasp_compiler.compiler.real.divisions import is_reciprocal
+from rasp_compiler.compiler.real.specs import Deferred
 from rasp_compiler.compiler.real_forms import Form, Lin, NonLinear, form_of
 from rasp_compiler.graph.expr import Ternary, Var
 from rasp_compiler.graph.nodes import Aggregate, Map, SelectorWidth, SequenceMap, SoftmaxAggregate, Tokens
+
+_STEP_HINT = ("give --input-grid G when every input is a multiple of G (e.g. 0.001): comparisons of "
+              "values on that grid then have a margin; or compare inside a max or min "
+              "(a if a > b else b), which is exact at every real")
 
 
 class Intervals:
@@ -24,13 +30,14 @@ class Intervals:
         nid = node.id
         if isinstance(node, Tokens):
             self.interval[nid] = self.range
+            self._grid_tokens(node)
         elif isinstance(node, (Map, SequenceMap)):
             fn, inputs = self._inline(node.fn, node.inputs)
             attempts = [
                 # inlined maps' forms, positions as per-position constants
                 [self.pos[i] if i in self.pos else self._form_input(i) for i in inputs],
                 # materialised inputs instead of inlined maps
-                [self.pos[i] if i in self.pos else Form.var(self.n, i) for i in inputs],
+                [self.pos[i] if i in self.pos else self._var(i) for i in inputs],
             ]
             if any(i in self.pos for i in inputs):
                 # positions as residual features too: max(x, indices) is relu(x - indices) + indices,
@@ -41,8 +48,8 @@ class Intervals:
                 for i in inputs:
                     if i in self.pos:
                         same.setdefault(tuple(map(repr, self.pos[i])), i)
-                attempts.append([Form.var(self.n, same[tuple(map(repr, self.pos[i]))] if i in self.pos else i)
-                                 for i in inputs])
+                attempts.append([Form.var(self.n, same[tuple(map(repr, self.pos[i]))]) if i in self.pos
+                                 else self._var(i) for i in inputs])
             errors: list[NonLinear] = []
             for args in attempts:
                 try:
@@ -53,6 +60,9 @@ class Intervals:
                 except NonLinear as err:
                     errors.append(err)
             else:
+                if is_reciprocal(fn) and len(inputs) == 1 and inputs[0] not in self.pos:
+                    self._reciprocal_check(node, float(fn.left.value))
+                    return
                 deferred = self._why_no_unit(node, fn, inputs, str(errors[0]))
                 if deferred is not None:
                     # maybe a part of a larger expression (the condition of a max): the consumer
@@ -60,13 +70,25 @@ class Intervals:
                     self.deferred[nid] = deferred
                     return
                 self._approx_check(node, str(errors[1]))
+                self._no_grid(nid, f"'{nid}' is approximated by a piecewise-linear unit")
                 return
+            if f.has_step():
+                why = self._step_margins(nid, f)
+                if why is not None:
+                    self.deferred[nid] = Deferred(fn, inputs, nid, why, _STEP_HINT if self.token_grid is None
+                                                  else "compare values computed from the inputs by sums "
+                                                       "and products only")
+                    return
             self.forms[nid] = f
             lo, hi = self._form_interval(self.forms[nid])
             choice = self._choice_interval(fn, args, inputs)
             if choice is not None:  # both are sound: keep what both allow
                 lo, hi = max(lo, choice[0]), min(hi, choice[1])
             self.interval[nid] = (lo, hi)
+            self._grid_form(nid, f)
+        elif isinstance(node, (Aggregate, SelectorWidth)) and node.inputs[0] not in self.pos and \
+                self.token_grid is not None:
+            self._row_plan(node)  # a selector comparing numbers on a grid (``row_selectors``)
         elif isinstance(node, (Aggregate, SoftmaxAggregate)):
             sel, src = node.inputs[0], node.inputs[-1]
             self._check_selector(sel, nid)
@@ -75,6 +97,7 @@ class Intervals:
             if self._may_be_empty(sel):
                 lo, hi = min(lo, d), max(hi, d)
             self.interval[nid] = (lo, hi)
+            self._grid_aggregate(node)
         elif isinstance(node, SelectorWidth):
             if node.inputs[0] in self.pos:  # positions only: its count depends on the length
                 raise self.error(nid, "{node} counts the keys its selector selects, which at a variable "
@@ -110,7 +133,13 @@ class Intervals:
         return min(p[0] for p in parts), max(p[1] for p in parts)
 
     def _form_input(self, sid: str) -> Form:
-        return self.forms[sid] if sid in self.forms else Form.var(self.n, sid)
+        return self.forms[sid] if sid in self.forms else self._var(sid)
+
+    def _var(self, sid: str) -> Form:
+        """The s-op as a residual number; a comparison's 0/1 stays marked as such."""
+        f = Form.var(self.n, sid)
+        f.boolean = sid in self.forms and self.forms[sid].boolean
+        return f
 
     def _interval_any(self, sid: str) -> tuple[float, float]:
         if sid in self.deferred:  # a mean of a map that has no unit: its value is needed
@@ -127,6 +156,11 @@ class Intervals:
             return (1.0, 1.0)
         if atom[0] == "x":
             return self._interval_any(atom[1])
+        if atom[0] == "step":
+            return (0.0, 1.0)
+        if atom[0] == "stepx":
+            v = self._interval_any(atom[3])
+            return min(0.0, v[0]), max(0.0, v[1])
         if atom[0] == "xx":
             a, b = self._interval_any(atom[1]), self._interval_any(atom[2])
             if atom[1] == atom[2]:  # x * x, not x ** 2: a float ** overflowing raises OverflowError
@@ -160,8 +194,9 @@ class Intervals:
         if sel not in self.pos:
             raise self.error(nid, "{node} uses a selector that compares real numbers; hard attention "
                              "has no margin between arbitrarily close reals",
-                             hint="select on positions (functions of indices), or use softmax_aggregate "
-                                  "for a data-dependent weighting")
+                             hint="give --input-grid G when every input is a multiple of G: a selector "
+                                  "comparing values on that grid then compiles exactly; or select on "
+                                  "positions, or use softmax_aggregate for a data-dependent weighting")
 
     def _may_be_empty(self, sel: str) -> bool:
         """Whether some query row can select no key (then the default is one of the values)."""

@@ -25,3 +25,17 @@ ROUNDING_PER_TERM = 4
 # A softmax head's scores are rounded to the dtype, and the rounding moves its weights by up to
 # e^(2 * drift): past this factor - 1 the model no longer computes the program's softmax at all.
 MAX_WEIGHT_DRIFT = 0.01
+# An input of a model compiled with a grid (``--input-grid``, integer tokens) may sit this many
+# units of roundoff (of the larger of its size and the step) off its grid point: a decimal such as
+# 0.37 is no binary fraction, and rounded to float32 it moves by up to half an ulp.
+GRID_SLACK_ULPS = 4
+# Grids whose step needs a larger denominator than this are taken as no grid (a coefficient such as
+# 1/3 rounded to a float makes every later step a huge fraction that no margin can use).
+MAX_GRID_DENOMINATOR = 10 ** 12
+# A reciprocal (``reciprocal``) aims for this relative error: 16 units of roundoff.
+RECIP_TARGET = {"float32": 2.0 ** -20, "float64": 2.0 ** -49}
+# ... with at most this many knots for its first guess; past them it takes one more Newton step.
+MAX_RECIP_KNOTS = 512
+# ... and weighs a Newton step's two layers as this many hidden units when it chooses between
+# fewer knots and more steps (float64 over [0.25, 4,374]: 3 steps and 80 knots, not 2 and 993).
+RECIP_LAYER_UNITS = 64

@@ -4,6 +4,10 @@ A conjunction of comparisons gets one-hot blocks per atom (one column per query 
 for ``select(indices, f, ==)`` over many integer keys a quadratic block ``-(k - f)^2`` written in
 base-B digits so that it stays small; any other selector is one block over its whole matrix.
 Every block's query and key columns are positional features (``embed``).
+
+A hard head's query class that selects no key needs no block (``blocks_and_bos``): the head
+scores the BOS key at +scale/2 for such queries instead of -scale/2, so BOS (the default) wins
+by the same margin as every other unselected key loses.
 """
 
 from __future__ import annotations
@@ -32,7 +36,28 @@ class ScoreBlocks:
             return out
         return self._matrix_block(np.asarray(self.pos[sel], dtype=bool), sel)
 
-    def _matrix_block(self, m: np.ndarray, label: str) -> list[tuple[str, str, np.ndarray]]:
+    def blocks_and_bos(self, sel: str, nid: str) -> tuple[list[tuple[str, str, np.ndarray]],
+                                                          tuple[tuple[str, float], ...]]:
+        """A hard head's score blocks and the query side of its BOS score (``HeadSpec.bos_query``).
+        In the first one-hot block with a query class that selects no key, such classes get no
+        column: BOS then scores -scale/2 (2 x [a selecting class] - 1), above every real key
+        (whose blocks are all 0 or below at such a query), where it scored -scale/2 against a
+        block of -1s."""
+        f = sl.formula(self.graph, sel)
+        conj = sl.conjuncts(f)
+        if not all(isinstance(c, sl.Atom) for c in conj):
+            got = self._matrix_block(np.asarray(self.pos[sel], dtype=bool), sel, drop_empty=True)
+            return got if isinstance(got, tuple) else (got, (("one", 1.0),))
+        out: list[tuple[str, str, np.ndarray]] = []
+        bos: tuple[tuple[str, float], ...] = (("one", 1.0),)
+        for a in conj:
+            blocks = self._atom_blocks(a, True, drop_empty=len(bos) == 1 and bos[0] == ("one", 1.0))
+            if isinstance(blocks, tuple):
+                blocks, bos = blocks
+            out.extend(blocks)
+        return out, bos
+
+    def _matrix_block(self, m: np.ndarray, label: str, drop_empty: bool = False) -> Any:
         """A whole selector matrix as one block over distinct query rows x distinct key columns."""
         qrows, qidx = np.unique(m, axis=0, return_inverse=True)
         kcols, kidx = np.unique(m, axis=1, return_inverse=True)
@@ -40,17 +65,26 @@ class ScoreBlocks:
         for q in range(m.shape[0]):
             for k in range(m.shape[1]):
                 small[qidx[q], kidx[k]] = m[q, k]
-        return self._onehot_block(qidx.ravel(), kidx.ravel(), small, label)
+        return self._onehot_block(qidx.ravel(), kidx.ravel(), small, label, drop_empty)
 
     def _onehot_block(self, qidx: np.ndarray, kidx: np.ndarray, small: np.ndarray,
-                      label: str) -> list[tuple[str, str, np.ndarray]]:
+                      label: str, drop_empty: bool = False) -> Any:
+        """One-hot blocks; with ``drop_empty``, where a query class selects no key (and there is
+        one column per query class), (blocks, bos_query) without that class (``blocks_and_bos``)."""
         nq, nk = small.shape
         out = []
         if nq <= nk:  # one column per query class: Q one-hot, K = truth - 1
+            empty = [j for j in range(nq) if not small[j].any()] if drop_empty else []
+            bos: list[tuple[str, float]] = [("one", -1.0)]
             for j in range(nq):
+                if j in empty:
+                    continue
                 qf = self.embed((qidx == j).astype(float), f"{label}.q{j}")
                 kf = self.embed(small[j, kidx].astype(float) - 1.0, f"{label}.k{j}")
                 out.append((qf, kf, np.array([[1.0]])))
+                bos.append((qf, 2.0))
+            if empty:
+                return out, tuple(bos)
         else:
             for j in range(nk):
                 qf = self.embed(small[qidx, j].astype(float) - 1.0, f"{label}.q{j}")
@@ -58,7 +92,7 @@ class ScoreBlocks:
                 out.append((qf, kf, np.array([[1.0]])))
         return out
 
-    def _atom_blocks(self, a: sl.Atom, digits: bool = True) -> list[tuple[str, str, np.ndarray]]:
+    def _atom_blocks(self, a: sl.Atom, digits: bool = True, drop_empty: bool = False) -> Any:
         kv, qv = self.pos[a.key], self.pos[a.query]
         label = a.select
         ints = [v for v in kv if _is_int(v)]
@@ -72,7 +106,7 @@ class ScoreBlocks:
             small = ~small
         kidx = np.array([_index(kvals, v) for v in kv])
         qidx = np.array([_index(qvals, v) for v in qv])
-        return self._onehot_block(qidx, kidx, small, label)
+        return self._onehot_block(qidx, kidx, small, label, drop_empty)
 
     def _digit_blocks(self, keys: list[int], qv: list[Any], label: str) -> list[tuple[str, str, np.ndarray]]:
         """-(k - q)^2 summed over base-B digits of key and query values (exact small integers)."""

@@ -54,12 +54,18 @@ class HeadSpec:
     slot: int = -1
     targets: list[str] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
+    # the query side of the BOS key's score, in units of -scale/2: (feature, weight) pairs.  One
+    # "one" scores BOS at -scale/2 for every query; a query whose selection is empty may score it
+    # at +scale/2 instead (``ScoreBlocks.blocks_and_bos``), so that it needs no block of its own
+    bos_query: tuple[tuple[str, float], ...] = (("one", 1.0),)
+    weights: list[float] = field(default_factory=list)  # per target, its W_O weight (default 1)
 
     def merge_key(self) -> tuple:
         """Aggregates with the same score pattern share one head (each target is one value column)."""
         if self.kind != "aggregate":
             return (self.node,)
-        return (self.slot, tuple((q, k, float(w[0, 0])) for q, k, w in self.blocks), self.scale)
+        return (self.slot, tuple((q, k, float(w[0, 0])) for q, k, w in self.blocks), self.scale,
+                self.bos_query)
 
 
 @dataclass
