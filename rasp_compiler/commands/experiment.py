@@ -122,7 +122,7 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
 
 
 def _add_checkpoint_options(p: argparse.ArgumentParser) -> None:
-    from rasp_compiler.experiments.train import CHECKPOINT_MINUTES
+    from rasp_compiler.experiments.names import CHECKPOINT_MINUTES
 
     p.add_argument("--checkpoint-every", type=int, default=0, metavar="STEPS",
                    help="also save the resume state every STEPS steps (default 0: by time only)")

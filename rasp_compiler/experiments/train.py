@@ -36,7 +36,13 @@ from rasp_compiler.experiments.models import (
     sparse_blocks,
     sparse_construction,
 )
-from rasp_compiler.experiments.names import ARCHES, BACKBONES, PRECISIONS, SPARSE_CONSTRUCTIONS
+from rasp_compiler.experiments.names import (
+    ARCHES,
+    BACKBONES,
+    CHECKPOINT_MINUTES,
+    PRECISIONS,
+    SPARSE_CONSTRUCTIONS,
+)
 from rasp_compiler.experiments.runfiles import (
     ResumeState,
     load_checkpoint,  # noqa: F401  (read from here by users of the Python API)
@@ -51,7 +57,6 @@ from rasp_compiler.experiments.runfiles import (
 from rasp_compiler.memory import available_memory
 from rasp_compiler.universal.classes import shown_width
 
-CHECKPOINT_MINUTES = 5.0     # a run's resume state is saved at least this often (wall time)
 RESULT_KEYS = ("task", "k", "backbone", "arch", "seed", "width", "steps", "test_accuracy",
                "majority_baseline", "trainable_params", "frozen_params", "seconds")
 
