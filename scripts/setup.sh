@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv and install the project with its test extras (idempotent).
-# torch is pinned to 2.13.0 in pyproject.toml: that version installs a CPU build; never loosen it.
+# torch is pinned to 2.13.0 in pyproject.toml (a CPU build here; elsewhere install it first from
+# https://download.pytorch.org/whl/cpu, see DEVELOPERS.md); never loosen the pin.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then

@@ -78,16 +78,6 @@ def test_python_api_page_shows_what_its_example_prints(monkeypatch) -> None:
     assert masked(out.getvalue()) == masked(shown)
 
 
-def test_readme_first_session_compile_transcript(tmp_path: Path, monkeypatch) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    command = "rasp compile programs/reverse.rasp --vocab abcdefghijklmnopqrstuvwxyz --max-len 16 -o out/"
-    shown = readme[readme.index(f"$ {command}\n") + len(command) + 3:]
-    shown = shown[: shown.index("\n\n")].splitlines()
-    shutil.copytree(ROOT / "programs", tmp_path / "programs")
-    monkeypatch.chdir(tmp_path)
-    assert _masked(_run(command.split()[1:])) == _masked(shown)
-
-
 def test_tutorial_transformer_lens_section(tmp_path: Path, monkeypatch) -> None:
     """Section 5: the export transcript and the TransformerLens snippet's printed lines are real."""
     import importlib.util
@@ -116,25 +106,5 @@ def test_tutorial_transformer_lens_section(tmp_path: Path, monkeypatch) -> None:
     from rasp_compiler.export import run_padded  # noqa: F401
 
 
-def test_rasp_run_transcripts_in_the_docs(monkeypatch) -> None:
-    """Every ``$ rasp run ...`` line in a code block of docs/programs.md and docs/language.md (run from
-    the repository root) prints the lines shown after it."""
-    import shlex
-
-    monkeypatch.chdir(ROOT)
-    checked = 0
-    for page in ("programs.md", "language.md"):
-        lines = (ROOT / "docs" / page).read_text(encoding="utf-8").splitlines()
-        in_block = False
-        for i, line in enumerate(lines):
-            if line.startswith("```"):
-                in_block = not in_block
-            elif in_block and line.startswith("$ rasp run "):
-                shown = []
-                for after in lines[i + 1:]:
-                    if after.startswith(("$ ", "```")):
-                        break
-                    shown.append(after)
-                assert _run(shlex.split(line)[2:]) == shown, f"docs/{page}:{i + 1}: {line}"
-                checked += 1
-    assert checked >= 40
+# The README's transcripts and every `$ rasp run` line of the docs are re-run by
+# tests/test_docs_commands.py (scripts/check_docs.py), with the docs' other shown commands.

@@ -8,9 +8,12 @@ grammar grows: brackets are matched by a small scan that skips strings and comme
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark.lexer import PatternStr
 
 from rasp_compiler.errors import RaspError
 
@@ -184,6 +187,85 @@ def _innermost_call_keyword(text: str, pos: int) -> str | None:
     return word or None
 
 
+@lru_cache(maxsize=1)
+def keywords() -> tuple[str, ...]:
+    """The grammar's reserved words (``def``, ``for``, ``return``, ``select``…), read from the
+    grammar itself so that a keyword added to grammars/rasp.lark is suggested too."""
+    from rasp_compiler.lang.parser import grammar
+
+    return tuple(sorted({t.pattern.value for t in grammar().terminals
+                         if isinstance(t.pattern, PatternStr) and t.pattern.value.isalpha()}))
+
+
+def _failure_offset(text: str, err: UnexpectedInput) -> int:
+    if isinstance(err, UnexpectedToken):
+        return len(text) if err.token.type == "$END" else err.token.start_pos
+    return getattr(err, "pos_in_stream", None) or 0
+
+
+def _parse_reach(text: str) -> float:
+    """How far ``text`` parses: the offset of the token it fails at, or infinity if it parses."""
+    from rasp_compiler.lang.parser import grammar
+
+    try:
+        grammar().parse(text)
+    except UnexpectedInput as err:
+        return _failure_offset(text, err)
+    return math.inf
+
+
+def _token_end_after(text: str, offset: int) -> int:
+    """The end of the token that starts at the first non-blank at or after ``offset``."""
+    i = offset
+    while i < len(text) and text[i].isspace():
+        i += 1
+    j = i
+    while j < len(text) and (text[j].isalnum() or text[j] == "_"):
+        j += 1
+    return max(j, i + 1) if i < len(text) else len(text)
+
+
+def _misspelled_keyword(err: UnexpectedToken, text: str, file: str) -> RaspError | None:
+    """``dfe f(x) {``, ``fro x in …``, ``retrun x;``, ``a if c esle b``: a keyword's typo lexes as a
+    name, so the parser trips on it or on the token after it and would report a missing ';'.
+    The failing name and the name before it are tried: each keyword close to one is put in its
+    place, and one is suggested only if the parse then gets past the failing token and the token
+    after it (the keyword that parses furthest wins).  So a variable that merely looks like a
+    keyword (`fore = 1;` after a missing ';') is not "corrected" into a parse that fails at once."""
+    tok = err.token
+    at_end = tok.type == "$END"
+    failing = len(text) if at_end else tok.start_pos
+    candidates: list[tuple[str, int]] = []
+    if tok.type == "NAME":
+        candidates.append((str(tok.value), tok.start_pos))
+    word, start = _word_before(text, failing)
+    if word and not word[0].isdigit():
+        candidates.append((word, start))
+    reserved = keywords()
+    best: tuple[float, str, str, int] | None = None
+    for name, at in candidates:
+        if name in reserved:
+            continue
+        for kw in difflib.get_close_matches(name, reserved, n=3, cutoff=0.5):
+            shift = len(kw) - len(name)
+            fixed = text[:at] + kw + text[at + len(name):]
+            reach = _parse_reach(fixed)
+            # past the failing token and the one after it (or to the end of the input)
+            failing_fixed = failing + shift if at < failing else failing
+            needed = _token_end_after(fixed, _token_end_after(fixed, failing_fixed))
+            if reach < len(fixed) and reach < needed or at_end and reach < math.inf:
+                continue
+            reach -= shift  # back in the original text's offsets, to compare candidates
+            if best is None or reach > best[0]:
+                best = (reach, name, kw, at)
+    if best is None:
+        return None
+    _, name, kw, at = best
+    line, col = _position(text, at)
+    return RaspError(f"'{name}' is not a RASP keyword, and as a name it cannot stand here",
+                     file, line, col, text, width=len(name), hint=f"did you mean '{kw}'?")
+
+
 def translate(err: UnexpectedInput, text: str, file: str) -> RaspError:
     """A RaspError in words for a Lark parse error."""
     if isinstance(err, UnexpectedCharacters):
@@ -248,10 +330,15 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
         call = _innermost_call_keyword(text, pos)
         if call and call != "select" and difflib.get_close_matches(call, ["select"], n=1, cutoff=0.6):
             # `selct(tokens, tokens, ==)`: a typo of select parses as a call of a function
-            hint = ("did you mean 'select'?" if not call.startswith("select") else
+            # `selector_width(a, b, ==)`: select's arguments given to a function of a selector
+            hint = ("did you mean 'select'?" if not call.startswith("select") or len(call) < 9 else
                     f"build the selector first: {call}(select(keys, queries, {tok.value}))")
             return RaspError(f"a bare comparison operator is only select's 3rd argument, and this is "
                              f"a call of '{call}'", file, line, col, text, width=width, hint=hint)
+
+    misspelled = _misspelled_keyword(err, text, file)
+    if misspelled is not None:
+        return misspelled
 
     if tok.type in CLOSER_TERMINALS:
         closer = CLOSER_TERMINALS[tok.type]

@@ -85,7 +85,8 @@ class Env:
         return close[0] if close else None
 
 
-GRAMMAR_CALLS = ("select", "aggregate", "round", "indicator")
+# `draw(…);` is a statement, but its typo (`drwa(x);`) parses as a call of an unknown name too
+GRAMMAR_CALLS = ("select", "aggregate", "round", "indicator", "draw")
 
 
 class AppliedResult(list):
