@@ -57,8 +57,8 @@ def nesting_depth(text: str | bytes) -> int:
 
 def _parse_int(digits: str) -> int:
     if len(digits.lstrip("-")) > MAX_INT_DIGITS:
-        raise ValueError(f"an integer in it has {len(digits.lstrip('-')):,} digits "
-                         f"(at most {MAX_INT_DIGITS:,})")
+        raise ValueError(f"a number in it has more than {MAX_INT_DIGITS:,} digits "
+                         f"({len(digits.lstrip('-')):,})")
     return int(digits)
 
 
@@ -77,7 +77,8 @@ def load_json_text(text: str | bytes, what: str, max_bytes: int = MAX_BYTES, max
             raise error(f"{what} is not UTF-8 text (byte {err.start})") from None
     depth = nesting_depth(text)
     if depth > max_depth:
-        raise error(f"{what} nests too deeply: {depth:,} levels of [ or {{ (at most {max_depth})")
+        raise error(f"{what} cannot be read: it nests too deeply ({depth:,} levels of [ or {{, "
+                    f"at most {max_depth})")
     try:
         return json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as err:
