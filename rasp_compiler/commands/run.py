@@ -44,20 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
-def json_trouble(err: ValueError | RecursionError) -> str:
-    """Why json.loads gave up on text that is valid JSON: too deep, or a too-long integer."""
-    if isinstance(err, RecursionError):
-        return "it nests too deeply"
-    return "a number in it has more than 4,300 digits" if "digits" in str(err) else str(err)
-
-
 def parse_input_json(text: str) -> list[Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"--input-json is not valid JSON: {err.msg} (at character {err.pos})") from None
-    except (ValueError, RecursionError) as err:  # an int of over 4,300 digits; nesting too deep
-        raise InputError(f"--input-json cannot be read: {json_trouble(err)}") from None
+    from rasp_compiler.bounded_json import load_json_text
+
+    value = load_json_text(text, "--input-json", error=InputError)
     if isinstance(value, str):
         return list(value)
     if not isinstance(value, list):
@@ -68,7 +58,19 @@ def parse_input_json(text: str) -> list[Any]:
                              "numbers or booleans")
         if isinstance(v, float) and not math.isfinite(v):
             raise InputError(f"--input-json position {i} is not a finite number")
+        if isinstance(v, str) and not_text(v):  # "\ud800": no file or terminal can take it
+            raise InputError(f"--input-json position {i} holds a lone surrogate ({not_text(v)}), "
+                             "not a character", hint="give UTF-8 text: tokens are characters")
     return value
+
+
+def not_text(value: str) -> str | None:
+    """``value`` escaped when it holds a lone surrogate (JSON's "\\ud800" decodes to one), else None."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("ascii", "backslashreplace").decode("ascii")[:40]
+    return None
 
 
 def file_example_input(path: str) -> list[Any]:

@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-
 # The largest integer a program may compute (the interpreter, the REPL and the compiler's analysis
 # alike): 10,000 bits, about 3,010 decimal digits.  Python computes `10 ^ 100000000` exactly, for
 # minutes; past the limit the result is refused before it is computed (``_pow``'s estimate) or

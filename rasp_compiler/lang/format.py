@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 
-
 _CHUNK_DIGITS = 4000  # below Python's 4,300-digit limit on str(int)
 
 
