@@ -157,3 +157,33 @@ def test_deep_experiment_config_is_an_artifact_error(tmp_path) -> None:
     (tmp_path / "model.safetensors").write_bytes(b"")
     code, _, err = rasp("experiment", "probe", str(tmp_path))
     assert code == 1 and "Traceback" not in err and "nests too deeply" in err
+
+
+# ---------------------------------------------------------------- defect 14: minor semantics
+def test_booleans_are_not_numbers_in_a_float_program() -> None:
+    code, out, err = rasp("run", str(REPO / "programs/maxmin.rasp"), "--input-json", "[true, false, 1]")
+    assert code == 1 and out == ""
+    assert "tokens_float cannot read input position 0 (true) as float" in err
+
+
+def test_inputs_that_overflow_are_an_error_not_inf() -> None:
+    code, out, err = rasp("run", str(REPO / "programs/matmul.rasp"), "--input-json",
+                          "[1e308, 2, 3, 4, 5, 6, 7, 8, 9, 10]")
+    assert code == 1 and "inf" not in out and "past the float range" in err
+    assert "matmul.rasp:" in err and "RuntimeWarning" not in err
+
+
+def test_matmul_of_the_wrong_length_names_the_expected_length() -> None:
+    code, out, err = rasp("run", str(REPO / "programs/matmul.rasp"), "--input-json", "[1, 2, 3]")
+    assert code == 1 and out == "" and "exactly 10 tokens" in err and "got 3" in err
+    code, out, _ = rasp("run", str(REPO / "programs/matmul.rasp"), "--input-json", "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]")
+    assert code == 0 and out.startswith("[21.0, 24.0, 27.0, 47.0, 54.0, 61.0")
+
+
+def test_the_simulators_source_states_its_length() -> None:
+    from rasp_compiler.commands.run import FIXED_LENGTH
+    from rasp_compiler.simulator.source import generate_source
+
+    text = generate_source(2, 2, 1)
+    m = FIXED_LENGTH.search(text)
+    assert m is not None and int(m.group(1)) == 2 * 2 * 2 + 2 * 2  # 2*H*d*d + n*d

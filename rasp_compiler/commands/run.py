@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +75,21 @@ def not_text(value: str) -> str | None:
     return None
 
 
+FIXED_LENGTH = re.compile(r"^# fixed-length:\s*(\d+)\s*$", re.M)
+
+
+def fixed_length(path: str) -> int | None:
+    """The input length a program file states with a ``# fixed-length: N`` line (matmul's shape:
+    r*k + k*c entries), or None.  ``rasp run`` refuses other lengths, as the compiled model does."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            head = fh.read(1 << 16)  # the line is among the file's leading comments
+    except OSError:
+        return None
+    m = FIXED_LENGTH.search(head)
+    return int(m.group(1)) if m else None
+
+
 def file_example_input(path: str) -> list[Any]:
     """The input a file sets with the original REPL's ``set example …`` (refused if none)."""
     import sys
@@ -112,7 +129,19 @@ def main(args: argparse.Namespace) -> int:
         inputs = parse_input_json(args.input_json)
     else:
         inputs = file_example_input(args.file)
-    value = run(program, inputs)
+    fixed = fixed_length(args.file)
+    if fixed is not None and len(inputs) != fixed:
+        raise InputError(f"{args.file} takes inputs of exactly {fixed} tokens (its '# fixed-length: "
+                         f"{fixed}' line), got {len(inputs)}",
+                         hint="the compiled model refuses other lengths too")
+    with warnings.catch_warnings():  # NumPy's RuntimeWarning is no message for a user: see below
+        warnings.simplefilter("ignore", RuntimeWarning)
+        value = run(program, inputs)
+    bad = next((i for i, v in enumerate(value) if isinstance(v, float) and not math.isfinite(v)), None) \
+        if isinstance(value, list) else None
+    if bad is not None:
+        raise InputError(f"the result at position {bad} is {value[bad]}: the input's numbers are past "
+                         "what this program's arithmetic can hold (about 1.8e308)")
     if args.json:
         print(json.dumps({"output": json_value(value)}))
     else:
