@@ -176,7 +176,8 @@ def test_inputs_that_overflow_are_an_error_not_inf() -> None:
 def test_matmul_of_the_wrong_length_names_the_expected_length() -> None:
     code, out, err = rasp("run", str(REPO / "programs/matmul.rasp"), "--input-json", "[1, 2, 3]")
     assert code == 1 and out == "" and "exactly 10 tokens" in err and "got 3" in err
-    code, out, _ = rasp("run", str(REPO / "programs/matmul.rasp"), "--input-json", "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]")
+    ok = "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]"
+    code, out, _ = rasp("run", str(REPO / "programs/matmul.rasp"), "--input-json", ok)
     assert code == 0 and out.startswith("[21.0, 24.0, 27.0, 47.0, 54.0, 61.0")
 
 
