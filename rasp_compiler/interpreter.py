@@ -60,6 +60,11 @@ def convert_input(values: Iterable[Any], type_name: str) -> list[Any]:
                                      "value": _as_given}[type_name]
     out = []
     for i, v in enumerate(values):
+        if isinstance(v, bool) and type_name in ("int", "float"):
+            # the compiled model refuses true/false as numbers; the interpreter read them as 1 / 0
+            raise InputError(f"tokens_{type_name} cannot read input position {i} "
+                             f"({'true' if v else 'false'}) as {type_name}: a boolean is not a number",
+                             hint="give numbers, e.g. 1 and 0")
         try:
             out.append(convert(v))
         except (TypeError, ValueError, OverflowError):
@@ -368,7 +373,11 @@ def _softmax_aggregate(node: SoftmaxAggregate, args: list[Any]) -> list[Any]:
     except (TypeError, ValueError):
         raise OperatorError("softmax_aggregate needs numbers as queries, keys and values",
                             hint="indicator(...) turns booleans into 0/1") from None
-    scores = qs.T @ ks  # [query, key]
+    with np.errstate(over="ignore", invalid="ignore"):  # past the float range: refused just below
+        scores = qs.T @ ks  # [query, key]
+    if not np.all(np.isfinite(scores[sel.astype(bool)])):
+        raise OperatorError("softmax_aggregate's scores (queries times keys) are past the float range",
+                            hint="the inputs' numbers are too large for this program")
     out: list[Any] = []
     for q in range(sel.shape[0]):
         picked = np.nonzero(sel[q])[0]

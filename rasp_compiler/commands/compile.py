@@ -30,14 +30,14 @@ def parse_vocab(text: str) -> list[Any]:
         # a vocabulary of characters that starts with "[" ('[]', '[](){}' for Dyck) reads as JSON:
         # say how to give those characters, rather than only that the JSON is bad or empty
         as_chars = f"for the characters themselves, give a JSON list: --vocab '{json.dumps(list(text))}'"
+        from rasp_compiler.bounded_json import load_json_text
+
         try:
             value = json.loads(text)
         except json.JSONDecodeError as err:
             raise UserError(f"--vocab looks like JSON but is not valid: {err.msg}", hint=as_chars) from None
-        except (ValueError, RecursionError) as err:  # an int of over 4,300 digits; nesting too deep
-            from rasp_compiler.commands.run import json_trouble
-
-            raise UserError(f"--vocab cannot be read: {json_trouble(err)}") from None
+        except (ValueError, RecursionError):  # an int of over 4,300 digits; nesting too deep:
+            value = load_json_text(text, "--vocab")  # it says which, as every bounded read does
         if not isinstance(value, list) or not all(isinstance(v, (str, int, float, bool)) for v in value):
             raise UserError("--vocab as JSON must be a list of strings, numbers or booleans")
         if not value:

@@ -14,11 +14,15 @@ from rasp_compiler.errors import UserError
 
 def example_length(path: str) -> int:
     """The length of the first ``# example-json: [...] -> ...`` input of a program file."""
+    from rasp_compiler.bounded_json import load_json_text
+
     try:
         with open(path, encoding="utf-8") as fh:
-            for line in fh:
+            for number, line in enumerate(fh, 1):
                 if line.startswith("# example-json:"):
-                    value = json.loads(line.split(":", 1)[1].split("->")[0])
+                    # bounded: a line of 100,000 "[" raised RecursionError here
+                    value = load_json_text(line.split(":", 1)[1].split("->")[0],
+                                           f"{path}:{number} (# example-json)")
                     if isinstance(value, list) and value:
                         return len(value)
     except (OSError, ValueError):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -44,20 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
-def json_trouble(err: ValueError | RecursionError) -> str:
-    """Why json.loads gave up on text that is valid JSON: too deep, or a too-long integer."""
-    if isinstance(err, RecursionError):
-        return "it nests too deeply"
-    return "a number in it has more than 4,300 digits" if "digits" in str(err) else str(err)
-
-
 def parse_input_json(text: str) -> list[Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"--input-json is not valid JSON: {err.msg} (at character {err.pos})") from None
-    except (ValueError, RecursionError) as err:  # an int of over 4,300 digits; nesting too deep
-        raise InputError(f"--input-json cannot be read: {json_trouble(err)}") from None
+    from rasp_compiler.bounded_json import load_json_text
+
+    value = load_json_text(text, "--input-json", error=InputError)
     if isinstance(value, str):
         return list(value)
     if not isinstance(value, list):
@@ -68,7 +60,34 @@ def parse_input_json(text: str) -> list[Any]:
                              "numbers or booleans")
         if isinstance(v, float) and not math.isfinite(v):
             raise InputError(f"--input-json position {i} is not a finite number")
+        if isinstance(v, str) and not_text(v):  # "\ud800": no file or terminal can take it
+            raise InputError(f"--input-json position {i} holds a lone surrogate ({not_text(v)}), "
+                             "not a character", hint="give UTF-8 text: tokens are characters")
     return value
+
+
+def not_text(value: str) -> str | None:
+    """``value`` escaped when it holds a lone surrogate (JSON's "\\ud800" decodes to one), else None."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("ascii", "backslashreplace").decode("ascii")[:40]
+    return None
+
+
+FIXED_LENGTH = re.compile(r"^# fixed-length:\s*(\d+)\s*$", re.M)
+
+
+def fixed_length(path: str) -> int | None:
+    """The input length a program file states with a ``# fixed-length: N`` line (matmul's shape:
+    r*k + k*c entries), or None.  ``rasp run`` refuses other lengths, as the compiled model does."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            head = fh.read(1 << 16)  # the line is among the file's leading comments
+    except OSError:
+        return None
+    m = FIXED_LENGTH.search(head)
+    return int(m.group(1)) if m else None
 
 
 def file_example_input(path: str) -> list[Any]:
@@ -110,7 +129,19 @@ def main(args: argparse.Namespace) -> int:
         inputs = parse_input_json(args.input_json)
     else:
         inputs = file_example_input(args.file)
-    value = run(program, inputs)
+    fixed = fixed_length(args.file)
+    if fixed is not None and len(inputs) != fixed:
+        raise InputError(f"{args.file} takes inputs of exactly {fixed} tokens (its '# fixed-length: "
+                         f"{fixed}' line), got {len(inputs)}",
+                         hint="the compiled model refuses other lengths too")
+    with warnings.catch_warnings():  # NumPy's RuntimeWarning is no message for a user: see below
+        warnings.simplefilter("ignore", RuntimeWarning)
+        value = run(program, inputs)
+    bad = next((i for i, v in enumerate(value) if isinstance(v, float) and not math.isfinite(v)), None) \
+        if isinstance(value, list) else None
+    if bad is not None:
+        raise InputError(f"the result at position {bad} is {value[bad]}: the input's numbers are past "
+                         "what this program's arithmetic can hold (about 1.8e308)")
     if args.json:
         print(json.dumps({"output": json_value(value)}))
     else:

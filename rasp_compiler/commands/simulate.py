@@ -76,14 +76,9 @@ def _run_saved(args: argparse.Namespace) -> int:
 
     if args.input_json is None:
         raise UserError("--model needs --input-json with U's input sequence")
-    try:
-        seq = json.loads(args.input_json)
-    except json.JSONDecodeError as err:
-        raise InputError(f"--input-json is not valid JSON: {err.msg}") from None
-    except (ValueError, RecursionError) as err:  # an int of over 4,300 digits; nesting too deep
-        from rasp_compiler.commands.run import json_trouble
+    from rasp_compiler.bounded_json import load_json_text
 
-        raise InputError(f"--input-json cannot be read: {json_trouble(err)}") from None
+    seq = load_json_text(args.input_json, "--input-json", error=InputError)
     if not isinstance(seq, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                             for v in seq):
         raise InputError("--input-json must be a JSON list of numbers")

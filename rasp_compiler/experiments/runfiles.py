@@ -56,12 +56,13 @@ _TEMPORARY = re.compile(r"^(?P<name>.+)\.tmp(?P<pid>\d+)$")
 def parse_json(text: str | bytes, what: str) -> Any:
     """Every JSON an experiment reads goes through here (one place to bound it); ``ValueError``
     naming ``what`` when the text is not JSON."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise ValueError(f"{what} nests too deeply") from None
-    except ValueError as err:
-        raise ValueError(f"{what} is not valid JSON ({err})") from None
+    from rasp_compiler.bounded_json import load_json_text
+    from rasp_compiler.errors import UserError
+
+    try:  # bounded in size and depth: a config.json of 100,000 nested "[" was a RecursionError
+        return load_json_text(text, what)
+    except UserError as err:
+        raise ValueError(err.message) from None
 
 
 def read_json(path: Path) -> Any:

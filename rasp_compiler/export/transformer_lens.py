@@ -383,11 +383,9 @@ def load_transformer_lens(path: str) -> tuple[Any, dict[str, Any]]:
     for p in (path, json_path):
         if not os.path.isfile(p):
             raise ArtifactError(f"{p} does not exist", hint="run 'rasp export' to create it")
-    try:
-        with open(json_path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError) as err:
-        raise ArtifactError(f"{json_path} is not valid JSON ({err})") from None
+    from rasp_compiler.bounded_json import load_json_file
+
+    doc = load_json_file(json_path, error=ArtifactError)  # bounded in size and depth
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ArtifactError(f"{json_path} is not a rasp-compiler TransformerLens export ({FORMAT})")
     try:

@@ -18,11 +18,21 @@ the position and the source line.
 
 from __future__ import annotations
 
+import math
 import operator
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+
+# The largest integer a program may compute (the interpreter, the REPL and the compiler's analysis
+# alike): 10,000 bits, about 3,010 decimal digits.  Python computes `10 ^ 100000000` exactly, for
+# minutes; past the limit the result is refused before it is computed (``_pow``'s estimate) or
+# right after (``_checked``, for + - * % on operands that are at most this size, so cheap).  It is
+# below Python's 4,300-digit limit on printing an int, so every result prints.
+MAX_INT_BITS = 10_000
+# The longest string or list ``*`` may repeat into (``"ab" * 1000000000`` is a 2 GB string).
+MAX_REPEAT = 1_000_000
 
 
 class OperatorError(Exception):
@@ -36,27 +46,60 @@ class OperatorError(Exception):
 def _show(v: Any) -> str:
     kind = type(v).__name__
     kind = {"str": "string"}.get(kind, kind)
-    return f"{kind} {v!r}"
+    return f"{kind} {short(v)}"
 
 
 def _truediv(a: Any, b: Any) -> Any:
     if b == 0 and not isinstance(b, str):
-        raise OperatorError(f"division by zero ({a!r} / {b!r})")
+        raise OperatorError(f"division by zero ({short(a)} / {short(b)})")
     return a / b
 
 
 def _mod(a: Any, b: Any) -> Any:
     if b == 0 and not isinstance(b, str):
-        raise OperatorError(f"modulo by zero ({a!r} % {b!r})")
+        raise OperatorError(f"modulo by zero ({short(a)} % {short(b)})")
     return a % b
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def short(v: Any) -> str:
+    """``repr(v)``, or for an int of more than 30 digits a description of it: printing an int past
+    4,300 digits raises ValueError, and a message need not quote 3,000 digits."""
+    if _is_int(v) and v.bit_length() > 100:
+        return f"an int of {v.bit_length():,} bits"
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def too_large(what: str) -> OperatorError:
+    return OperatorError(f"{what} is too large: integers are limited to {MAX_INT_BITS:,} bits "
+                         f"(about {int(MAX_INT_BITS * math.log10(2)):,} decimal digits)")
 
 
 def _pow(a: Any, b: Any) -> Any:
     if a == 0 and isinstance(b, (int, float)) and not isinstance(b, bool) and b < 0:
-        raise OperatorError(f"zero to a negative power ({a!r} ^ {b!r})")
+        raise OperatorError(f"zero to a negative power ({short(a)} ^ {short(b)})")
+    if _is_int(a) and _is_int(b) and b > 0 and abs(a) > 1 and b * math.log2(abs(a)) > MAX_INT_BITS:
+        # estimated before computing: 10 ^ 100000000 is exact in Python, and takes minutes
+        raise too_large(f"{short(a)} ^ {short(b)}")
     result = pow(a, b)
     if isinstance(result, complex):
-        raise OperatorError(f"{a!r} ^ {b!r} is not a real number")
+        raise OperatorError(f"{short(a)} ^ {short(b)} is not a real number")
+    return result
+
+
+def _checked(op: str, a: Any, b: Any, result: Any) -> Any:
+    """``result`` of ``a op b``, refused when it is an int past MAX_INT_BITS, a float past the float
+    range (inf from finite operands: `1e308 * 10`), or a string or list past MAX_REPEAT items."""
+    if _is_int(result):
+        if result.bit_length() > MAX_INT_BITS:
+            raise too_large(f"{short(a)} {op} {short(b)}")
+    elif isinstance(result, float):
+        if not math.isfinite(result) and all(not isinstance(v, float) or math.isfinite(v) for v in (a, b)):
+            raise OperatorError(f"{short(a)} {op} {short(b)} is past the float range (about 1.8e308)")
     return result
 
 
@@ -78,17 +121,30 @@ _BINARY = {
 }
 
 
+def _repeat_length(a: Any, b: Any) -> int:
+    """How long ``a * b`` is when it repeats a string or list (0 when it does not)."""
+    for seq, n in ((a, b), (b, a)):
+        if isinstance(seq, (str, list, tuple)) and isinstance(n, int):
+            return len(seq) * max(n, 0)
+    return 0
+
+
 def apply_binary(op: str, a: Any, b: Any) -> Any:
+    if op == "*" and _repeat_length(a, b) > MAX_REPEAT:
+        raise OperatorError(f"'*' would repeat {short(a)} into {_repeat_length(a, b):,} items "
+                            f"(at most {MAX_REPEAT:,})")
     try:
-        return _BINARY[op](a, b)
+        return _checked(op, a, b, _BINARY[op](a, b))
     except OperatorError:
         raise
     except (TypeError, ValueError) as err:
         raise OperatorError(f"cannot apply '{op}' to {_show(a)} and {_show(b)}") from err
+    except MemoryError as err:  # a repetition MAX_REPEAT does not see (a bool count, a nested list)
+        raise OperatorError(f"'{op}' on {short(a)} and {short(b)} runs out of memory") from err
     except OverflowError as err:
-        raise OperatorError(f"'{op}' overflows on {a!r} and {b!r}") from err
+        raise OperatorError(f"'{op}' overflows on {short(a)} and {short(b)}") from err
     except ZeroDivisionError as err:
-        raise OperatorError(f"division by zero ({a!r} {op} {b!r})") from err
+        raise OperatorError(f"division by zero ({short(a)} {op} {short(b)})") from err
 
 
 def apply_unary(op: str, a: Any) -> Any:

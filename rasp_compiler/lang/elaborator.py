@@ -593,10 +593,15 @@ def _range(s: Session, args, tree, ctx) -> list:
             raise s.error(f"range needs int arguments, got {a_kind(a)}", tree, ctx)
     if len(args) == 3 and args[2] == 0:
         raise s.error("range step cannot be zero", tree, ctx)
-    if len(range(*args)) > MAX_RANGE:
-        raise s.error(f"range of {len(range(*args))} numbers is too long (the limit is {MAX_RANGE})",
-                      tree, ctx)
-    return list(range(*args))
+    numbers = range(*args)
+    try:
+        count = len(numbers)
+    except OverflowError:  # len() of a range past 2^63 numbers cannot even be taken
+        count = None
+    if count is None or count > MAX_RANGE:
+        many = "more than 2^63" if count is None else f"{count:,}"
+        raise s.error(f"range of {many} numbers is too long (the limit is {MAX_RANGE:,})", tree, ctx)
+    return list(numbers)
 
 
 def _zip(s: Session, args, tree, ctx) -> list:

@@ -7,6 +7,7 @@ the grammar alias ``<form>``.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Callable
 
 from lark import Token, Tree
@@ -125,10 +126,20 @@ class Expressions:
             raise self.error(f"unknown name '{name}'", tree, ctx, hint=hint) from None
 
     def e_int(self, tree: Tree, env: Env, ctx: _Context) -> int:
-        return int(tree.children[0].value)
+        from rasp_compiler.graph.semantics import MAX_INT_BITS, too_large
+
+        text = tree.children[0].value.lstrip("0") or "0"
+        # a digit is log2(10) = 3.32 bits: a literal of more digits than this cannot fit, and int()
+        # refuses more than 4,300 digits with a ValueError
+        if len(text) > MAX_INT_BITS * 0.302 + 1 or int(text).bit_length() > MAX_INT_BITS:
+            raise self.error(str(too_large(f"the integer literal of {len(text):,} digits")), tree, ctx)
+        return int(text)
 
     def e_float(self, tree: Tree, env: Env, ctx: _Context) -> float:
-        return float(tree.children[0].value)
+        value = float(tree.children[0].value)
+        if not math.isfinite(value):  # 1e999 reads as inf
+            raise self.error("the number is past the float range (about 1.8e308)", tree, ctx)
+        return value
 
     def e_string(self, tree: Tree, env: Env, ctx: _Context) -> str:
         return decode_string(tree.children[0].value)

@@ -8,6 +8,21 @@ from typing import Any
 
 import numpy as np
 
+_CHUNK_DIGITS = 4000  # below Python's 4,300-digit limit on str(int)
+
+
+def int_text(v: int) -> str:
+    """All the digits of ``v``: str(int) refuses more than 4,300 digits (ValueError), and an input
+    token or a Python API value may have more; the digits are produced 4,000 at a time."""
+    if abs(v) < 10 ** _CHUNK_DIGITS:
+        return str(v)
+    chunks, rest = [], abs(v)
+    while rest:
+        rest, low = divmod(rest, 10 ** _CHUNK_DIGITS)
+        chunks.append(low)
+    text = str(chunks[-1]) + "".join(str(c).zfill(_CHUNK_DIGITS) for c in reversed(chunks[:-1]))
+    return ("-" if v < 0 else "") + text
+
 
 def small(v: Any) -> str:
     if isinstance(v, bool):
@@ -16,6 +31,8 @@ def small(v: Any) -> str:
         return str(round(v, 3))
     if v is None:
         return "None"
+    if isinstance(v, int):
+        return int_text(v)
     return str(v)
 
 
@@ -62,7 +79,7 @@ def format_value(value: Any) -> str:
         return format_sequence(value)
     if isinstance(value, str):
         return f'"{value}"'
-    return str(value)
+    return small(value) if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
 def json_value(value: Any) -> Any:

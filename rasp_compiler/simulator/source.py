@@ -49,6 +49,7 @@ def generate_source(n: int, d: int, heads: int, causal: bool = False, layout: st
         f"{L} and a real input range, e.g.",
         f"#   rasp compile THIS.rasp --input-range {lo} {hi} --max-len {L} --fixed-length {L} "
         f"--dtype {dtype} -o U/",
+        f"# fixed-length: {L}",
         "# Input (tokens_float), row-major, one entry per position:",
         "#   A_h[r][c] at h*d*d + r*d + c;  V_h[r][c] at H*d*d + h*d*d + r*d + c;",
         "#   X[i][c] at 2*H*d*d + i*d + c;",

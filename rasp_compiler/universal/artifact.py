@@ -10,6 +10,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 
+from rasp_compiler.bounded_json import load_json_text
 from rasp_compiler.errors import ArtifactError
 
 
@@ -24,10 +25,10 @@ def read_artifact(path: Path, fmt: str, what: str) -> tuple[dict[str, torch.Tens
         raise ArtifactError(f"{path} is not a readable safetensors file: {err}") from None
     if meta.get("format") != fmt:
         raise ArtifactError(f"{path} is not a {what} (format {meta.get('format')!r}, expected {fmt!r})")
-    try:
-        config = json.loads(meta["config"])
-    except (KeyError, ValueError, TypeError) as err:
-        raise ArtifactError(f"{path}: damaged {what} header ({err})") from None
+    if not isinstance(meta.get("config"), str):
+        raise ArtifactError(f"{path}: damaged {what} header (no config)")
+    # bounded: a config of 100,000 nested "[" raised RecursionError (a traceback) here
+    config = load_json_text(meta["config"], f"{path}: the {what} header's config", error=ArtifactError)
     if not isinstance(config, dict):
         raise ArtifactError(f"{path}: damaged {what} header (not a JSON object)")
     return tensors, config
