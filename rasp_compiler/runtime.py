@@ -442,11 +442,13 @@ class RaspModel:
         return self
 
     # ------------------------------------------------------------------ files
-    def save(self, directory: str) -> None:
+    def save(self, directory: str, force: bool = False) -> None:
+        """Write ``directory``/model.safetensors and config.json.  Inside the rasp-compiler
+        package, by the protocol of ``rasp_compiler.atomic_dir``: the directory holds the old
+        model or the new one, whole, at every instant, links are never written through, and a
+        non-empty directory that holds no model of ours is refused unless ``force``.  A standalone
+        copy of this file writes the two files in place."""
         directory = _directory(directory)
-        if os.path.exists(directory) and not os.path.isdir(directory):  # makedirs says "File exists"
-            raise ModelArtifactError(f"{directory}: cannot write the model there: it is a file, not a "
-                                     "directory", hint="give a directory to write the model to")
         config = dict(self.config)
         config["weights_sha256"] = weights_digest(self.tensors)
         digest = config_digest(config)
@@ -459,15 +461,31 @@ class RaspModel:
         except UnicodeEncodeError as err:
             raise ModelArtifactError(f"cannot save the model: its config holds text that is not valid "
                                      f"UTF-8 ({err.object[err.start:err.end]!r})") from None
-        try:
-            os.makedirs(directory, exist_ok=True)
-        except OSError as err:  # a parent that is a file, a read-only place
-            raise ModelArtifactError(f"{directory}: cannot write the model ({err.strerror or err})") from None
         # One metadata key only: safetensors keeps metadata in a Rust HashMap, so with two keys
         # their order in the header (and the file's bytes) changed from save to save.  The format
         # is recorded in config.json.
+        def write_weights(path: str) -> None:
+            save_file(tensors, path, metadata={"config_sha256": digest})
+
         try:
-            save_file(tensors, os.path.join(directory, WEIGHTS_FILE), metadata={"config_sha256": digest})
+            from rasp_compiler.compiler.artifact import write_model_directory
+        except ImportError:  # a standalone copy of this file
+            write_model_directory = None
+        if write_model_directory is not None:
+            try:
+                write_model_directory(directory, write_weights, text, force=force)
+            except ModelArtifactError:
+                raise
+            except _ArtifactBase as err:  # the package's ArtifactError: this module's own kind
+                raise ModelArtifactError(err.message, hint=err.hint) from None
+            self.config = config
+            return
+        if os.path.exists(directory) and not os.path.isdir(directory):  # makedirs says "File exists"
+            raise ModelArtifactError(f"{directory}: cannot write the model there: it is a file, not a "
+                                     "directory", hint="give a directory to write the model to")
+        try:
+            os.makedirs(directory, exist_ok=True)
+            write_weights(os.path.join(directory, WEIGHTS_FILE))
             with open(os.path.join(directory, CONFIG_FILE), "w", encoding="utf-8") as fh:
                 fh.write(text)
         except (OSError, SafetensorError) as err:  # safetensors reports a failed write as its own error
