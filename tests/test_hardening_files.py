@@ -309,3 +309,68 @@ def test_both_files_get_the_mode_the_umask_gives(tmp_path: Path, mask: int) -> N
     for name in ("model.safetensors", "config.json"):
         assert (tmp_path / "m" / name).stat().st_mode & 0o777 == 0o666 & ~mask, name
     assert (tmp_path / "m").stat().st_mode & 0o777 == 0o777 & ~mask
+
+
+# ----------------------------------------------------- defect 13: what the digests do not prove
+
+def test_verify_accepts_the_model_a_program_compiles_to(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "m"
+    assert compile_to(out) == 0
+    capsys.readouterr()
+    assert main(["verify", str(out), REVERSE]) == 0
+    assert "matches" in capsys.readouterr().out
+    numeric = tmp_path / "mm"
+    maxmin = str(ROOT / "programs" / "maxmin.rasp")
+    assert main(["compile", maxmin, "--input-range", "-1", "1", "--max-len", "4", "--fixed-length", "4",
+                 "-o", str(numeric)]) == 0
+    assert main(["verify", str(numeric), maxmin]) == 0
+
+
+def test_verify_refuses_a_consistent_rewrite_the_digests_accept(tmp_path: Path, capsys) -> None:
+    """W_U scaled and both digests recomputed: the model loads (the digests cannot tell), and
+    verify says which tensor differs."""
+    import torch
+
+    out = tmp_path / "m"
+    assert compile_to(out) == 0
+    config = json.loads((out / "config.json").read_text())
+    with safe_open(str(out / "model.safetensors"), framework="pt") as fh:
+        tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+    tensors["embed.pos"] = tensors["embed.pos"] * torch.tensor(1.0001)
+    config["weights_sha256"] = weights_digest(tensors)
+    save_file(tensors, str(out / "model.safetensors"), metadata={"config_sha256": config_digest(config)})
+    (out / "config.json").write_text(json.dumps(config))
+    RaspModel.load(str(out))  # accepted: the digests bind the files, they do not sign them
+    capsys.readouterr()
+    assert main(["verify", str(out), REVERSE]) == 1
+    err = capsys.readouterr().err
+    assert "is not what" in err and "embed.pos differs in" in err
+
+
+def test_verify_names_another_program_or_options(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "m"
+    assert compile_to(out) == 0
+    capsys.readouterr()
+    assert main(["verify", str(out), str(ROOT / "programs" / "sort.rasp")]) == 1
+    assert main(["verify", str(out), REVERSE, "--max-len", "7"]) == 1
+    assert capsys.readouterr().err.count("is not what") == 2
+
+
+# ------------------------------------------------------------------- the other artifact writers
+
+def test_a_universal_transformer_is_saved_by_the_same_protocol(tmp_path: Path) -> None:
+    from rasp_compiler.universal import UniversalTransformer, build_universal
+
+    ut = build_universal("multihead", 2, 1, 2)
+    foreign = tmp_path / "f"
+    foreign.mkdir()
+    (foreign / "ut.json").write_text("mine")
+    (foreign / "notes").write_text("x")
+    with pytest.raises(ArtifactError, match="does not hold one"):
+        ut.save(foreign)
+    ut.save(foreign, force=True)
+    assert (foreign / "notes").read_text() == "x"
+    ut.save(tmp_path / "u")
+    ut.save(tmp_path / "u")  # over itself
+    assert sorted(os.listdir(tmp_path / "u")) == ["ut.json", "ut.safetensors"]
+    assert UniversalTransformer.load(tmp_path / "u").config == ut.config

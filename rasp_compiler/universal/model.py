@@ -143,12 +143,9 @@ class UniversalTransformer(nn.Module):
             readable = json.dumps(asdict(self.config), indent=2, sort_keys=True) + "\n"
             (Path(tmp) / "ut.json").write_text(readable)
 
-        try:
-            write_directory(directory, write, artifact_files=files,
-                            is_ours=lambda path: only_artifact_files(path, files),
-                            what="the universal transformer", force=force)
-        except ArtifactError as err:
-            raise UserError(err.message, hint=err.hint) from None
+        write_directory(directory, write, artifact_files=files,  # ArtifactError, a UserError
+                        is_ours=lambda path: only_artifact_files(path, files),
+                        what="the universal transformer", force=force)
         return directory
 
     @classmethod

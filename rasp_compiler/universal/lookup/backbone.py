@@ -143,12 +143,9 @@ class LookupBackbone(nn.Module):
                                 {"format": BACKBONE_FORMAT, "config": json.dumps(header, sort_keys=True)})
             (Path(tmp) / "backbone.json").write_text(json.dumps(header, indent=2, sort_keys=True) + "\n")
 
-        try:
-            write_directory(directory, write, artifact_files=files,
-                            is_ours=lambda path: only_artifact_files(path, files),
-                            what="the backbone", force=force)
-        except ArtifactError as err:
-            raise UserError(err.message, hint=err.hint) from None
+        write_directory(directory, write, artifact_files=files,  # ArtifactError, a UserError
+                        is_ours=lambda path: only_artifact_files(path, files),
+                        what="the backbone", force=force)
         return directory
 
     @classmethod
