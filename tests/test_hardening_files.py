@@ -374,3 +374,22 @@ def test_a_universal_transformer_is_saved_by_the_same_protocol(tmp_path: Path) -
     ut.save(tmp_path / "u")  # over itself
     assert sorted(os.listdir(tmp_path / "u")) == ["ut.json", "ut.safetensors"]
     assert UniversalTransformer.load(tmp_path / "u").config == ut.config
+
+
+# ------------------------------------------------------------- defect 12: slow paths refused early
+
+def test_a_mean_listing_too_many_conditional_values_is_refused_quickly(tmp_path: Path, monkeypatch,
+                                                                       capsys) -> None:
+    """dyck2 at max_len 2,048 listed ~10^9 conditional mean values (past 300 CPU-s, silent); the
+    limit, lowered here so that max_len 16 reaches it, refuses with the located map that reads
+    the mean."""
+    from rasp_compiler.compiler.analysis import limits
+
+    monkeypatch.setattr(limits, "MAX_CONDITIONAL_VALUES", 500)
+    capsys.readouterr()
+    assert main(["compile", str(ROOT / "programs" / "dyck2.rasp"), "--vocab", "()[]", "--max-len", "16",
+                 "-o", str(tmp_path / "d")]) == 1
+    err = capsys.readouterr().err
+    assert "dyck2.rasp:" in err and "a mean with too many possible values to enumerate" in err
+    assert "smaller --max-len" in err
+    assert not (tmp_path / "d").exists()
