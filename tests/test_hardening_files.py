@@ -393,3 +393,29 @@ def test_a_mean_listing_too_many_conditional_values_is_refused_quickly(tmp_path:
     assert "dyck2.rasp:" in err and "a mean with too many possible values to enumerate" in err
     assert "smaller --max-len" in err
     assert not (tmp_path / "d").exists()
+
+
+def test_a_selector_table_too_large_is_refused_before_it_is_built(tmp_path: Path, monkeypatch,
+                                                                  capsys) -> None:
+    """most_frequent over 30,000 tokens built a 30,000 x 30,000 table (89 CPU-s, 1.9 GB) before
+    refusing it; the size is now checked first.  MAX_BLOCK lowered so a small vocabulary reaches
+    it, and the atom tables made to fail: refused before any is built."""
+    from rasp_compiler.compiler.analysis.core import Analysis
+    from rasp_compiler.compiler.lowering import limits
+
+    monkeypatch.setattr(limits, "MAX_BLOCK", 20)
+
+    atom_rows = Analysis.atom_rows
+
+    def checked_first(self, *args, **kwargs):  # the lowering's score tables, not the analysis's
+        if sys._getframe(1).f_code.co_filename.endswith("selector_blocks.py"):
+            raise AssertionError("a score table was built before its size was checked")
+        return atom_rows(self, *args, **kwargs)
+
+    monkeypatch.setattr(Analysis, "atom_rows", checked_first)
+    capsys.readouterr()
+    assert main(["compile", str(ROOT / "programs" / "most_frequent.rasp"), "--vocab", "abcdefghi",
+                 "--max-len", "8",
+                 "-o", str(tmp_path / "mf")]) == 1
+    err = capsys.readouterr().err
+    assert "most_frequent.rasp:" in err and "values) in one attention score" in err and "too large" in err
