@@ -16,7 +16,7 @@ import sys
 from rasp_compiler import __version__
 from rasp_compiler.errors import UserError, not_utf8
 
-COMMANDS = ("run", "repl", "compile", "eval", "check", "show", "export", "simulate", "universal",
+COMMANDS = ("run", "repl", "compile", "verify", "eval", "check", "show", "export", "simulate", "universal",
             "experiment")
 
 

@@ -442,11 +442,13 @@ class RaspModel:
         return self
 
     # ------------------------------------------------------------------ files
-    def save(self, directory: str) -> None:
+    def save(self, directory: str, force: bool = False) -> None:
+        """Write ``directory``/model.safetensors and config.json.  Inside the rasp-compiler
+        package, by the protocol of ``rasp_compiler.atomic_dir``: the directory holds the old
+        model or the new one, whole, at every instant, links are never written through, and a
+        non-empty directory that holds no model of ours is refused unless ``force``.  A standalone
+        copy of this file writes the two files in place."""
         directory = _directory(directory)
-        if os.path.exists(directory) and not os.path.isdir(directory):  # makedirs says "File exists"
-            raise ModelArtifactError(f"{directory}: cannot write the model there: it is a file, not a "
-                                     "directory", hint="give a directory to write the model to")
         config = dict(self.config)
         config["weights_sha256"] = weights_digest(self.tensors)
         digest = config_digest(config)
@@ -459,15 +461,31 @@ class RaspModel:
         except UnicodeEncodeError as err:
             raise ModelArtifactError(f"cannot save the model: its config holds text that is not valid "
                                      f"UTF-8 ({err.object[err.start:err.end]!r})") from None
-        try:
-            os.makedirs(directory, exist_ok=True)
-        except OSError as err:  # a parent that is a file, a read-only place
-            raise ModelArtifactError(f"{directory}: cannot write the model ({err.strerror or err})") from None
         # One metadata key only: safetensors keeps metadata in a Rust HashMap, so with two keys
         # their order in the header (and the file's bytes) changed from save to save.  The format
         # is recorded in config.json.
+        def write_weights(path: str) -> None:
+            save_file(tensors, path, metadata={"config_sha256": digest})
+
         try:
-            save_file(tensors, os.path.join(directory, WEIGHTS_FILE), metadata={"config_sha256": digest})
+            from rasp_compiler.compiler.artifact import write_model_directory
+        except ImportError:  # a standalone copy of this file
+            write_model_directory = None
+        if write_model_directory is not None:
+            try:
+                write_model_directory(directory, write_weights, text, force=force)
+            except ModelArtifactError:
+                raise
+            except _ArtifactBase as err:  # the package's ArtifactError: this module's own kind
+                raise ModelArtifactError(err.message, hint=err.hint) from None
+            self.config = config
+            return
+        if os.path.exists(directory) and not os.path.isdir(directory):  # makedirs says "File exists"
+            raise ModelArtifactError(f"{directory}: cannot write the model there: it is a file, not a "
+                                     "directory", hint="give a directory to write the model to")
+        try:
+            os.makedirs(directory, exist_ok=True)
+            write_weights(os.path.join(directory, WEIGHTS_FILE))
             with open(os.path.join(directory, CONFIG_FILE), "w", encoding="utf-8") as fh:
                 fh.write(text)
         except (OSError, SafetensorError) as err:  # safetensors reports a failed write as its own error
@@ -489,6 +507,14 @@ class RaspModel:
             if not os.path.isfile(p):
                 what = "is not a file" if os.path.exists(p) else "does not exist"
                 raise ModelArtifactError(f"{p} {what}", hint="run 'rasp compile' to create the model")
+        # Sizes first, from the files' lengths and the weights' header alone: nothing is read whole,
+        # and nothing is allocated from a number in the config, before it is known to be plausible.
+        size = os.path.getsize(cpath)
+        if size > MAX_CONFIG_BYTES:
+            raise ModelArtifactError(f"{cpath} is {size:,} bytes, more than a model's config may be "
+                                     f"({MAX_CONFIG_BYTES:,}): it is not a config 'rasp compile' wrote",
+                                     hint="compile the model again")
+        metadata, specs = read_weights_header(wpath)
         try:
             with open(cpath, encoding="utf-8") as fh:
                 config = json.load(fh)
@@ -496,22 +522,23 @@ class RaspModel:
             raise ModelArtifactError(f"{cpath} is not valid JSON ({err})") from None
         if not isinstance(config, dict) or config.get("format") != FORMAT:
             raise ModelArtifactError(f"{cpath} is not a rasp-compiler model config (format {FORMAT})")
+        if metadata.get("config_sha256") != config_digest(config):
+            raise ModelArtifactError(f"{cpath} does not match {wpath}: the config was edited or belongs to "
+                                     "another model", hint="compile the model again")
+        # The hashes only prove that the two files belong together; an artifact edited with both
+        # hashes recomputed must still describe one consistent network before anything runs.  The
+        # config is checked, and the tensors' names, shapes and dtypes against it, from the header.
+        check_config(config, cpath)
+        check_tensor_shapes(config, specs, cpath, wpath)
         try:
             with safe_open(wpath, framework="pt") as fh:
-                metadata = fh.metadata() or {}
                 tensors = {k: fh.get_tensor(k) for k in fh.keys()}
         except Exception as err:  # truncated or corrupt file: safetensors raises several kinds
             raise ModelArtifactError(f"{wpath} cannot be read: it is truncated or corrupt ({err})",
                                      hint="compile the model again") from None
-        if metadata.get("config_sha256") != config_digest(config):
-            raise ModelArtifactError(f"{cpath} does not match {wpath}: the config was edited or belongs to "
-                                     "another model", hint="compile the model again")
         if config.get("weights_sha256") != weights_digest(tensors):
             raise ModelArtifactError(f"{wpath} does not match its config: the weights were changed",
                                      hint="compile the model again")
-        # The hashes only prove that the two files belong together; an artifact edited with both
-        # hashes recomputed must still describe one consistent network before anything runs.
-        check_config(config, cpath)
         check_tensors(config, tensors, cpath, wpath)
         check_plan(config, cpath)
         try:
@@ -908,6 +935,60 @@ def _from_json(v: Any) -> Any:
     return tuple(_from_json(x) for x in v) if isinstance(v, list) else v
 
 
+# The largest config.json ``load`` reads.  A compiled model's config is small (reverse at max
+# length 2,048: see docs/robustness.md, "Artifacts and crashes"); the limit is checked on the
+# file's size before it is parsed, so a huge file costs nothing.
+MAX_CONFIG_BYTES = 16 << 20
+# The largest safetensors header ``load`` reads (safetensors itself allows 100 MB).  Ours hold a
+# few dozen tensor entries and one metadata key.
+MAX_HEADER_BYTES = 16 << 20
+_SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
+                       "BF16": torch.bfloat16, "I64": torch.int64, "I32": torch.int32,
+                       "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
+
+
+class TensorSpec:
+    """A tensor as its header describes it (shape and dtype), before its data is read."""
+
+    def __init__(self, shape: list[int], dtype: Any) -> None:
+        self.shape = torch.Size(shape)
+        self.dtype = dtype
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+def read_weights_header(wpath: str) -> tuple[dict, dict[str, TensorSpec]]:
+    """The metadata and each tensor's shape and dtype of the safetensors file ``wpath``, from its
+    header alone (8 bytes of length, then the JSON header; safetensors checks that the offsets
+    fit the file): no tensor is read."""
+    def corrupt(why: str) -> NoReturn:
+        raise ModelArtifactError(f"{wpath} cannot be read: it is truncated or corrupt ({why})",
+                                 hint="compile the model again")
+
+    try:
+        with open(wpath, "rb") as fh:
+            head = fh.read(8)
+    except OSError as err:
+        corrupt(err.strerror or str(err))
+    if len(head) < 8:
+        corrupt("shorter than a safetensors header")
+    n = int.from_bytes(head, "little")
+    if n > MAX_HEADER_BYTES:
+        corrupt(f"its header claims {n:,} bytes, more than the {MAX_HEADER_BYTES:,} a model's may have")
+    try:
+        with safe_open(wpath, framework="pt") as fh:
+            metadata = fh.metadata() or {}
+            specs = {}
+            for k in fh.keys():
+                part = fh.get_slice(k)
+                dtype = part.get_dtype()
+                specs[k] = TensorSpec(list(part.get_shape()), _SAFETENSORS_DTYPES.get(dtype, dtype))
+    except Exception as err:  # truncated or corrupt file: safetensors raises several kinds
+        corrupt(str(err))
+    return metadata, specs
+
+
 # ---------------------------------------------------------------------- artifact validation
 # ``load`` checks a model directory once, before it builds the network: config.json against the
 # schema the compiler writes, then every tensor (the exact set of names, each shape computed from
@@ -1040,7 +1121,7 @@ def check_config(config: dict, cpath: str) -> None:
     residual = config["residual"]
     if not isinstance(residual, list):
         fail(f"residual must be a list of subspaces, not {_show(residual)}")
-    used = [""] * d_model
+    spans: list[tuple[int, int, int]] = []  # (start, end, ri): no list d_model long (a hostile d_model)
     for ri, sub in enumerate(residual):
         if not isinstance(sub, dict):
             fail(f"residual[{ri}] must be a JSON object, not {_show(sub)}")
@@ -1051,10 +1132,13 @@ def check_config(config: dict, cpath: str) -> None:
             fail(f"residual[{ri}].labels must be a list of {size} strings (its size), not {_show(labels)}")
         if start + size > d_model:
             fail(f"residual[{ri}] spans dimensions {start}..{start + size - 1}, past d_model ({d_model})")
-        for j in range(start, start + size):
-            if used[j]:
-                fail(f"residual[{ri}] overlaps {used[j]} at dimension {j}")
-            used[j] = f"residual[{ri}]"
+        spans.append((start, start + size, ri))
+    reach, reacher = 0, -1  # the furthest end so far, and whose
+    for s0, e0, r0 in sorted(x for x in spans if x[0] < x[1]):
+        if s0 < reach:
+            first, second = sorted((r0, reacher))
+            fail(f"residual[{second}] overlaps residual[{first}] at dimension {s0}")
+        reach, reacher = e0, r0
 
     spec = config.get("input")
     if spec is not None:
@@ -1186,9 +1270,10 @@ def expected_tensors(config: dict) -> dict[str, tuple[torch.dtype, list[tuple[in
     return out
 
 
-def check_tensors(config: dict, tensors: dict[str, torch.Tensor], cpath: str, wpath: str) -> None:
-    """Refuse weights that do not match a checked config: a missing or extra tensor, a shape or
-    dtype other than the config's, a NaN or infinity (ModelArtifactError naming the tensor)."""
+def check_tensor_shapes(config: dict, tensors: dict[str, Any], cpath: str, wpath: str) -> None:
+    """Refuse tensors (or ``TensorSpec``s read from the header) whose names, shapes or dtypes do
+    not match a checked config: a missing or extra tensor, a shape or dtype other than the
+    config's (ModelArtifactError naming the tensor)."""
 
     def fail(message: str) -> NoReturn:
         raise ModelArtifactError(message, hint=_REHASH)
@@ -1229,6 +1314,19 @@ def check_tensors(config: dict, tensors: dict[str, torch.Tensor], cpath: str, wp
             field = "dtype" if ".mlp." not in name else f"layers[{name.split('.')[1]}].mlp_dtype / dtype"
             fail(f"{wpath}: {name} is {str(t.dtype).replace('torch.', '')} but {cpath} says "
                  f"{str(dtype).replace('torch.', '')} ({field})")
+
+
+def check_tensors(config: dict, tensors: dict[str, torch.Tensor], cpath: str, wpath: str) -> None:
+    """Refuse weights that do not match a checked config: a missing or extra tensor, a shape or
+    dtype other than the config's, a NaN or infinity (ModelArtifactError naming the tensor)."""
+    check_tensor_shapes(config, tensors, cpath, wpath)
+
+    def fail(message: str) -> NoReturn:
+        raise ModelArtifactError(message, hint=_REHASH)
+
+    want = expected_tensors(config)
+    for name in want:
+        t = tensors[name]
         if t.numel() and not bool(torch.isfinite(t).all()):
             bad = int((~torch.isfinite(t)).sum())
             fail(f"{wpath}: {name} holds {bad} non-finite value{'s' if bad > 1 else ''} (NaN or "

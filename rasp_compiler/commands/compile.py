@@ -87,6 +87,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_options(p)
     p.add_argument("-o", "--out", required=True, metavar="DIR", help="directory to write the model to")
+    p.add_argument("--force", action="store_true",
+                   help="write into DIR even when it is a non-empty directory that holds no model "
+                        "(its config.json and model.safetensors are replaced; other files are kept)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=main)
 
@@ -193,11 +196,13 @@ def weights_from_args(args: argparse.Namespace) -> CompiledWeights:
 
 def main(args: argparse.Namespace) -> int:
     from rasp_compiler.commands.options import check_not_empty
+    from rasp_compiler.compiler.artifact import check_model_destination
 
     check_not_empty(args, "out")  # before the compile, which may take a while
+    check_model_destination(args.out, force=args.force)
     # the weights, not the torch model: importing torch would be most of the command's time
     model = weights_from_args(args)
-    model.save(args.out)
+    model.save(args.out, force=args.force)
     if args.json:
         print(json.dumps(model.stats()))
     else:

@@ -51,6 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "--check draws its entries from it")
     p.add_argument("--emit-rasp", metavar="FILE", help="write U's generated RASP source to FILE")
     p.add_argument("-o", "--out", metavar="DIR", help="save U (model.safetensors + config.json) to DIR")
+    p.add_argument("--force", action="store_true",
+                   help="with -o: write into a non-empty directory that holds no model (its "
+                        "config.json and model.safetensors are replaced, other files kept)")
     p.add_argument("--check", action="store_true", help="compare U with NumPy on random layers")
     p.add_argument("--trials", type=int, help="random layers for --check (default 100)")
     p.add_argument("--trace", action="store_true", help="with --check: the error of every intermediate")
@@ -180,7 +183,7 @@ def main(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     _refuse_overflowing_weights(sim, args)
     if args.out:
-        _save(sim, args.out)
+        _save(sim, args.out, force=args.force)
     report = {"n": args.n, "d": args.d, "heads": args.heads, "causal": args.causal, "dtype": args.dtype,
               **sim.size(), "generation_seconds": round(seconds, 3)}
     if args.check:
@@ -240,14 +243,14 @@ def _refuse_overflowing_weights(sim, args: argparse.Namespace) -> None:
                                                          else ""))
 
 
-def _save(sim, out: str) -> None:
+def _save(sim, out: str, force: bool = False) -> None:
     """Save U to ``out``; a directory that cannot be written is one UserError naming it."""
     import re
 
     from safetensors import SafetensorError
 
     try:
-        sim.model.save(out)
+        sim.model.save(out, force=force)
     except OSError as err:
         raise UserError(f"{out}: cannot write U ({err.strerror or err})") from None
     except SafetensorError as err:  # safetensors reports a failed write as its own error

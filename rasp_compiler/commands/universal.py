@@ -100,6 +100,9 @@ def register(subparsers) -> None:
                    help="max error accepted by --check, finite and >= 0 (default 1e-10, random 1e-8, "
                         "float32 1e-4); a NaN or inf output always fails")
     c.add_argument("--save", metavar="DIR", help="save the UT (ut.safetensors + ut.json) to DIR")
+    c.add_argument("--force", action="store_true",
+                   help="with --save or --save-backbone: write into a non-empty directory that holds "
+                        "something else (the artifact's files are replaced, other files kept)")
     c.add_argument("--load", metavar="DIR", help="use a saved UT instead of building one")
     c.add_argument("--target", metavar="FILE", help="check this saved target (safetensors) instead of "
                                                     "random ones")
@@ -268,7 +271,7 @@ def _build(args: argparse.Namespace) -> int:
                              m=args.width, head_dim=args.head_dim, seed=args.seed)
     cfg = ut.config
     if args.save:
-        ut.save(args.save)
+        ut.save(args.save, force=args.force)
     dtype = torch.float64 if args.dtype == "float64" else torch.float32
     lengths = _lengths(args.lengths)
     formula = width_formula(cfg.construction, cfg.layers, cfg.heads, cfg.dim, cfg.residual, cfg.values,

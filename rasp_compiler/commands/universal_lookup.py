@@ -48,7 +48,7 @@ def run_lookup(args: argparse.Namespace, refuse: Callable, single_thread: Callab
     try:
         report = check_programs(
             paths, vocab, args.max_len, output=args.output, causal=args.causal, class_text=args.size_class,
-            backbone_dir=args.backbone, save_backbone=args.save_backbone,
+            backbone_dir=args.backbone, save_backbone=args.save_backbone, force=getattr(args, "force", False),
             encodings={paths[0]: args.encoding} if args.encoding else None,
             save_encodings={paths[0]: args.save_encoding} if args.save_encoding else None,
             check=args.check, max_inputs=args.max_inputs, seed=args.seed, keep_going=len(paths) > 1,

@@ -87,18 +87,15 @@ class CompiledWeights(ModelReport):
         model.compiled_program = self.compiled_program
         return model
 
-    def save(self, directory: str) -> None:
-        """Write ``directory``/model.safetensors and config.json, as ``RaspModel.save`` does."""
-        from safetensors import SafetensorError
+    def save(self, directory: str, force: bool = False) -> None:
+        """Write ``directory``/model.safetensors and config.json, as ``RaspModel.save`` does, by
+        the protocol of ``atomic_dir`` (the old model or the new one, whole, at every instant;
+        a non-empty directory that holds no model of ours is refused unless ``force``)."""
         from safetensors.numpy import save_file
 
         if not isinstance(directory, (str, os.PathLike)) or isinstance(os.fspath(directory), bytes):
             raise ArtifactError(f"a model directory is a path, not {type(directory).__name__}",
                                 hint='e.g. weights.save("out/")')
-        directory = os.fspath(directory)
-        if os.path.exists(directory) and not os.path.isdir(directory):
-            raise ArtifactError(f"{directory}: cannot write the model there: it is a file, not a "
-                                "directory", hint="give a directory to write the model to")
         config = dict(self.config)
         config["weights_sha256"] = weights_digest(self.tensors)
         text = json.dumps(config, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
@@ -107,21 +104,51 @@ class CompiledWeights(ModelReport):
         except UnicodeEncodeError as err:
             raise ArtifactError(f"cannot save the model: its config holds text that is not valid "
                                 f"UTF-8 ({err.object[err.start:err.end]!r})") from None
-        try:
-            os.makedirs(directory, exist_ok=True)
-        except OSError as err:
-            raise ArtifactError(f"{directory}: cannot write the model ({err.strerror or err})") from None
         tensors = {k: np.ascontiguousarray(v) for k, v in sorted(self.tensors.items())}
-        try:  # one metadata key: see RaspModel.save
-            save_file(tensors, os.path.join(directory, WEIGHTS_FILE),
-                      metadata={"config_sha256": config_digest(config)})
-            with open(os.path.join(directory, CONFIG_FILE), "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except (OSError, SafetensorError) as err:
-            why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-            why = why.rsplit("error: ", 1)[-1].split(" (os error")[0]
-            raise ArtifactError(f"{directory}: cannot write the model ({why})") from None
+        # one metadata key: see RaspModel.save
+        write_model_directory(directory, lambda path: save_file(
+            tensors, path, metadata={"config_sha256": config_digest(config)}), text, force=force)
         self.config = config
+
+
+def is_model_directory(directory: str) -> bool:
+    """Whether ``directory`` holds a compiled model of ours (its config's format), or only a
+    model's files (a damaged model, which a new compile may replace)."""
+    from rasp_compiler.atomic_dir import holds_format, only_artifact_files
+
+    return (holds_format(directory, CONFIG_FILE, FORMAT)
+            or only_artifact_files(directory, (CONFIG_FILE, WEIGHTS_FILE)))
+
+
+def check_model_destination(directory: str | os.PathLike, force: bool = False) -> None:
+    """Refuse at once a destination ``save`` would refuse (a link, a file, a directory that holds
+    something other than a model, without ``force``): ``rasp compile`` checks before compiling."""
+    from rasp_compiler.atomic_dir import check_destination
+
+    check_destination(directory, artifact_files=(CONFIG_FILE, WEIGHTS_FILE), is_ours=is_model_directory,
+                      what="the model", force=force)
+
+
+def write_model_directory(directory: str | os.PathLike, write_weights: Any, config_text: str,
+                          force: bool = False) -> None:
+    """A compiled model's two files, written by the ``atomic_dir`` protocol: ``write_weights(path)``
+    writes model.safetensors, ``config_text`` is config.json.  ``RaspModel.save`` and
+    ``CompiledWeights.save`` both write through here."""
+    from safetensors import SafetensorError
+
+    from rasp_compiler.atomic_dir import pause_for_tests, write_directory
+
+    def write(tmp: str) -> None:
+        try:
+            write_weights(os.path.join(tmp, WEIGHTS_FILE))
+        except SafetensorError as err:  # safetensors reports a failed write as its own error
+            raise OSError(str(err)) from None
+        pause_for_tests()
+        with open(os.path.join(tmp, CONFIG_FILE), "w", encoding="utf-8") as fh:
+            fh.write(config_text)
+
+    write_directory(directory, write, artifact_files=(CONFIG_FILE, WEIGHTS_FILE),
+                    is_ours=is_model_directory, what="the model", force=force)
 
 
 def as_arrays(tensors: dict[str, np.ndarray], dtype_of: Any) -> dict[str, np.ndarray]:

@@ -37,6 +37,7 @@ import math
 import os
 import random
 import re
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -305,6 +306,8 @@ def save_transformer_lens(model: RaspModel | str | os.PathLike, path: str) -> tu
     """Write the state dict to ``path`` (torch.save of plain tensors, loadable with
     ``weights_only=True``) and ``{cfg, metadata}`` as JSON beside it (``path`` with ``.json``).
     Returns both paths."""
+    from rasp_compiler.atomic_dir import write_file
+
     m = _as_model(model, "save_transformer_lens")
     sd = tl_state_dict(m)
     cfg = tl_config(m)
@@ -321,7 +324,8 @@ def save_transformer_lens(model: RaspModel | str | os.PathLike, path: str) -> tu
     except OSError as err:
         raise UserError(f"{path}: cannot write ({err.strerror or err})") from None
     try:
-        torch.save({k: v.contiguous() for k, v in sd.items()}, path)
+        # each file beside it, renamed over it: never half-written, never written through a link
+        write_file(path, lambda tmp: torch.save({k: v.contiguous() for k, v in sd.items()}, tmp))
     except OSError as err:
         raise UserError(f"{path}: cannot write ({err.strerror or err})") from None
     except RuntimeError as err:  # torch reports a file it cannot open or write this way
@@ -330,9 +334,8 @@ def save_transformer_lens(model: RaspModel | str | os.PathLike, path: str) -> tu
         reason = re.search(r"strerror: (.*)$", str(err).strip())
         raise UserError(f"{path}: cannot write ({reason.group(1) if reason else err})") from None
     try:
-        with open(json_path, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1, ensure_ascii=False)
-            fh.write("\n")
+        text = json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
+        write_file(json_path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     except OSError as err:
         raise UserError(f"{json_path}: cannot write ({err.strerror or err})") from None
     return path, json_path

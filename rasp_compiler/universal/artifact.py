@@ -10,6 +10,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 
+from rasp_compiler.atomic_dir import write_file
 from rasp_compiler.bounded_json import load_json_text
 from rasp_compiler.errors import ArtifactError
 
@@ -53,8 +54,12 @@ def write_deterministic(path: Path, tensors: dict[str, torch.Tensor], metadata: 
         blobs.append(data)
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(len(text).to_bytes(8, "little"))
-        f.write(text)
-        for data in blobs:
-            f.write(data)
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            f.write(len(text).to_bytes(8, "little"))
+            f.write(text)
+            for data in blobs:
+                f.write(data)
+
+    write_file(path, write)  # beside it, renamed over it: never half-written, never through a link

@@ -122,24 +122,30 @@ class UniversalTransformer(nn.Module):
             out["R_V"] = self.r_v
         return out
 
-    def save(self, directory: str | Path) -> Path:
-        """Write ``ut.safetensors`` (weights, config in the JSON header) and ``ut.json`` (readable)."""
+    def save(self, directory: str | Path, force: bool = False) -> Path:
+        """Write ``ut.safetensors`` (weights, config in the JSON header) and ``ut.json`` (readable),
+        by the protocol of ``atomic_dir`` (a non-empty directory that holds no UT is refused
+        unless ``force``)."""
+        from rasp_compiler.atomic_dir import only_artifact_files, write_directory
+
         directory = Path(directory)
         config_json = json.dumps(asdict(self.config), sort_keys=True)
         tensors = {k: v.detach().contiguous().cpu() for k, v in self.backbone_tensors().items()}
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            save_file(tensors, str(directory / "ut.safetensors"),
-                      metadata={"format": UT_FORMAT, "config": config_json})
-            (directory / "ut.json").write_text(json.dumps(asdict(self.config), indent=2, sort_keys=True)
-                                               + "\n")
-        except OSError as err:
-            raise UserError(f"{directory}: cannot write the universal transformer "
-                            f"({err.strerror or err})") from None
-        except SafetensorError as err:  # safetensors reports a failed write as its own error
-            m = re.search(r"I/O error: (.*?) \(os error", str(err))
-            raise UserError(f"{directory}: cannot write the universal transformer "
-                            f"({m.group(1) if m else err})") from None
+        files = ("ut.safetensors", "ut.json")
+
+        def write(tmp: str) -> None:
+            try:
+                save_file(tensors, str(Path(tmp) / "ut.safetensors"),
+                          metadata={"format": UT_FORMAT, "config": config_json})
+            except SafetensorError as err:  # safetensors reports a failed write as its own error
+                m = re.search(r"I/O error: (.*?) \(os error", str(err))
+                raise OSError(m.group(1) if m else str(err)) from None
+            readable = json.dumps(asdict(self.config), indent=2, sort_keys=True) + "\n"
+            (Path(tmp) / "ut.json").write_text(readable)
+
+        write_directory(directory, write, artifact_files=files,  # ArtifactError, a UserError
+                        is_ours=lambda path: only_artifact_files(path, files),
+                        what="the universal transformer", force=force)
         return directory
 
     @classmethod

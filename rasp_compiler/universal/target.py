@@ -152,7 +152,10 @@ class Target:
         meta = {"format": TARGET_FORMAT,
                 "config": json.dumps({"layers": self.layers, "heads": self.heads, "dim": self.dim,
                                       "residual": self.residual, "causal": self.causal})}
-        save_file(tensors, str(path), metadata=meta)
+        from rasp_compiler.atomic_dir import write_file
+
+        # beside it, renamed over it: never half-written, never written through a link
+        write_file(path, lambda tmp: save_file(tensors, tmp, metadata=meta))
 
     @classmethod
     def load(cls, path: str | Path) -> Target:

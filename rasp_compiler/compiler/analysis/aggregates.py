@@ -8,10 +8,12 @@ too many to list keeps only its range (``unbounded``), which a map or a select m
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Callable
 
 import numpy as np
 
+from rasp_compiler.compiler.analysis import limits
 from rasp_compiler.compiler.analysis.sinfo import SInfo, _preview, is_numeric
 from rasp_compiler.compiler.values import MAX_VALUES, means, sorted_values
 from rasp_compiler.graph.nodes import Aggregate, SelectorWidth
@@ -111,7 +113,16 @@ class AttentionOutputs:
                    enc: str, unique: bool) -> SInfo:
         default = node.default
         if widths is not None:
-            by_width = {w: sorted_values(mean_set(w)) for w in sorted(set(widths.values()))}
+            # Every context's value set is listed (and later read) once per context: past
+            # limits.MAX_CONDITIONAL_VALUES in all, the mean is taken as unbounded, as one with too
+            # many values is, instead of minutes of listing (dyck2 at max_len 2,048: ~10^9)
+            per_context = Counter(widths.values())
+            by_width, listed = {}, 0
+            for w in sorted(per_context):
+                by_width[w] = sorted_values(mean_set(w))
+                listed += per_context[w] * len(by_width[w])
+                if listed > limits.MAX_CONDITIONAL_VALUES:
+                    raise _Unbounded()
             cond = {ctx: by_width[w] for ctx, w in widths.items()}
             allv = sorted_values(v for vs in cond.values() for v in vs)
             info = self._base(node, "cond", allv, enc, cond=cond)

@@ -32,3 +32,9 @@ TWIN_CAP = 20_000
 # (``maps._independent_map``): past it the map is refused as too large.  Each product of two
 # integer s-ops multiplies their value counts, so a 3 x 3 determinant over -9..9 reaches 10^10.
 MOST_MAP_EVALUATIONS = 4_000_000
+# The most values the conditional value sets of one mean may list in all (one set per context:
+# position and length, each as long as the means its selector's width allows).  Past it the mean
+# is taken as unbounded (``aggregates._mean_info``): fine as an output or a mean's value, refused
+# (at once, with a located error) where a map or a select reads it.  dyck2 at max_len 2,048 would
+# list ~10^9 (minutes of CPU and GB of memory before); see docs/robustness.md.
+MAX_CONDITIONAL_VALUES = 20_000_000

@@ -128,17 +128,24 @@ class LookupBackbone(nn.Module):
         return out
 
     # ----- files ------------------------------------------------------------------------------
-    def save(self, directory: str | Path) -> Path:
-        """``backbone.safetensors`` (tensors, the class in the JSON header) and ``backbone.json``."""
+    def save(self, directory: str | Path, force: bool = False) -> Path:
+        """``backbone.safetensors`` (tensors, the class in the JSON header) and ``backbone.json``,
+        by the protocol of ``atomic_dir`` (a non-empty directory that holds no backbone is
+        refused unless ``force``)."""
+        from rasp_compiler.atomic_dir import only_artifact_files, write_directory
+
         directory = Path(directory)
         header = {"class": self.size.as_json(), "sha256": self.sha256}
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            write_deterministic(directory / BACKBONE_FILE, self.tensors,
+        files = (BACKBONE_FILE, "backbone.json")
+
+        def write(tmp: str) -> None:
+            write_deterministic(Path(tmp) / BACKBONE_FILE, self.tensors,
                                 {"format": BACKBONE_FORMAT, "config": json.dumps(header, sort_keys=True)})
-            (directory / "backbone.json").write_text(json.dumps(header, indent=2, sort_keys=True) + "\n")
-        except OSError as err:
-            raise UserError(f"{directory}: cannot write the backbone ({err.strerror or err})") from None
+            (Path(tmp) / "backbone.json").write_text(json.dumps(header, indent=2, sort_keys=True) + "\n")
+
+        write_directory(directory, write, artifact_files=files,  # ArtifactError, a UserError
+                        is_ours=lambda path: only_artifact_files(path, files),
+                        what="the backbone", force=force)
         return directory
 
     @classmethod

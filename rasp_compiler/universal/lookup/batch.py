@@ -97,7 +97,8 @@ def compile_for_lookup(path: str, vocab: Any, max_len: int, output: str | None, 
 
 def check_programs(paths: list[str], vocab: Any, max_len: int, *, output: str | None = None,
                    causal: bool = False, class_text: str | None = None, backbone_dir: str | None = None,
-                   save_backbone: str | None = None, encodings: dict[str, str] | None = None,
+                   save_backbone: str | None = None, force: bool = False,
+                   encodings: dict[str, str] | None = None,
                    save_encodings: dict[str, str] | None = None, check: bool = True,
                    max_inputs: int = 2000, seed: int = 0, keep_going: bool = True,
                    stage: Callable[[str], None] | None = None,
@@ -123,7 +124,7 @@ def check_programs(paths: list[str], vocab: Any, max_len: int, *, output: str | 
     stage("building the backbone" if backbone_dir is None else f"loading the backbone from {backbone_dir}")
     backbone = _backbone(size, backbone_dir)
     if save_backbone:
-        backbone.save(save_backbone)
+        backbone.save(save_backbone, force=force)
     report = BatchReport(backbone, reports)
     for index, rep in enumerate(reports):
         if rep.refused is not None:

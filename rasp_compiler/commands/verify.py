@@ -1,0 +1,144 @@
+"""``rasp verify DIR PROGRAM``: recompile a program with the options a saved model records and
+compare the weights byte for byte.
+
+The two digests a model directory holds bind its files together (a truncated, swapped or
+accidentally edited file is refused at load), but anyone who edits a model can recompute them:
+they are not a signature.  ``verify`` answers the question the digests cannot, "is this model what
+this program compiles to?", since compiling is deterministic (the same program and options give
+byte-identical weights).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+EPILOG = """examples:
+  rasp verify out/ programs/reverse.rasp
+  rasp verify hist/ prog.rasp --output hist          # the --output the model was compiled with
+
+The vocabulary, max length, dtype, causal attention, fixed length, input range and grid and the
+excluded denominators are read from DIR's config.json; an option given here overrides the
+recorded one.  Exit status 0 when every tensor and the config match, 1 otherwise (or when DIR
+cannot be loaded)."""
+
+# config keys that do not come from the program and options: where the program file was, and the
+# weights' digest (compared through the weights themselves)
+_NOT_COMPARED = ("program", "weights_sha256")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("verify", help="check that a saved model is what a program compiles to",
+                              description="Recompile PROGRAM with the options DIR's config records and "
+                              "compare the weights and config byte for byte.",
+                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir", metavar="DIR", help="the model directory (model.safetensors + config.json)")
+    p.add_argument("file", metavar="PROGRAM", help="the .rasp program it should be compiled from")
+    p.add_argument("--output", metavar="NAME", default=None, help="the s-op compiled (default: out)")
+    p.add_argument("--vocab", help="override the recorded vocabulary")
+    p.add_argument("--max-len", type=int, default=None, help="override the recorded max length")
+    p.add_argument("--dtype", choices=("float32", "float64"), default=None,
+                   help="override the recorded dtype")
+    p.add_argument("--causal", action="store_true", default=None, help="compile with causal attention")
+    p.set_defaults(func=main)
+
+
+def recorded_options(config: dict) -> dict[str, Any]:
+    """The compile options a saved model's config records, as ``compile_weights`` keywords."""
+    spec = config.get("input") or {}
+    guards = config.get("guards") or []
+    options: dict[str, Any] = {
+        "vocab": None if spec.get("kind") == "numerical" else list(config["vocab"]),
+        "max_len": config["max_len"], "dtype": config["dtype"], "causal": bool(config["causal"]),
+        "fixed_length": config.get("fixed_length"),
+    }
+    if spec.get("kind") == "numerical":
+        options["input_range"] = tuple(spec["range"])
+        if spec.get("grid") is not None:
+            options["input_grid"] = repr(float(spec["grid"]))
+        if guards:
+            options["min_denominator"] = float(guards[0]["eps"])
+    return options
+
+
+def _without_path(config: dict) -> dict:
+    """``config`` with the program's path (recorded as given to the compiler, and in every source
+    location of the plan) replaced by one placeholder: where the file was is not what it is."""
+    import json
+
+    path = config.get("program")
+    text = json.dumps(config, sort_keys=True)
+    if isinstance(path, str) and path:
+        text = text.replace(json.dumps(path)[1:-1], "<PROGRAM>")
+    return json.loads(text)
+
+
+def differences(saved: dict, config: dict, tensors: dict[str, Any], fresh: Any) -> list[str]:
+    """What differs between a saved model (its config, its tensors as torch tensors) and the
+    freshly compiled weights ``fresh`` (a ``CompiledWeights``), first the tensors."""
+    import numpy as np
+
+    out = []
+    names, fresh_names = set(tensors), set(fresh.tensors)
+    for name in sorted(names - fresh_names):
+        out.append(f"the model has a tensor {name} the program does not compile to")
+    for name in sorted(fresh_names - names):
+        out.append(f"the model lacks the tensor {name}")
+    for name in sorted(names & fresh_names):
+        a = tensors[name].detach().cpu().contiguous().numpy()
+        b = np.ascontiguousarray(fresh.tensors[name])
+        if a.dtype != b.dtype or a.shape != b.shape:
+            out.append(f"{name} is {a.dtype} {list(a.shape)}, the program compiles to {b.dtype} "
+                       f"{list(b.shape)}")
+        elif a.tobytes() != b.tobytes():
+            width = a.dtype.itemsize  # values whose bytes differ (a NaN counts once, as a value)
+            as_bytes = (a.reshape(-1).view(np.uint8).reshape(-1, width),
+                        b.reshape(-1).view(np.uint8).reshape(-1, width))
+            differ = int((as_bytes[0] != as_bytes[1]).any(axis=1).sum())
+            out.append(f"{name} differs in {differ:,} of {a.size:,} values")
+    saved, config = _without_path(saved), _without_path(config)
+    for key in sorted((set(saved) | set(config)) - set(_NOT_COMPARED)):
+        if saved.get(key) != config.get(key):
+            out.append(f"config.json's {key!r} differs")
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    from rasp_compiler.commands.compile import parse_vocab
+    from rasp_compiler.commands.options import check_not_empty
+    from rasp_compiler.compiler import compile_weights
+    from rasp_compiler.lang import load_program
+    from rasp_compiler.runtime import RaspModel
+
+    check_not_empty(args, "output")
+    model = RaspModel.load(args.dir)  # its own digests and checks first: a damaged file is refused
+    options = recorded_options(model.config)
+    if args.vocab is not None:
+        options["vocab"] = parse_vocab(args.vocab)
+    if args.max_len is not None:
+        options["max_len"] = args.max_len
+    if args.dtype is not None:
+        options["dtype"] = args.dtype
+    if args.causal:
+        options["causal"] = True
+    program = load_program(args.file, output=args.output or "out")
+    vocab = options.pop("vocab")
+    max_len = options.pop("max_len")
+    fresh = compile_weights(program, vocab, max_len, **options)
+    # the config as save() writes it, less the digest it adds
+    fresh_config = dict(fresh.config)
+    found = differences(model.config, fresh_config, model.tensors, fresh)
+    if found:
+        shown = "\n".join(f"  {line}" for line in found[:10])
+        more = f"\n  ... and {len(found) - 10} more" if len(found) > 10 else ""
+        print(f"error: {args.dir} is not what {args.file} compiles to with the options it records:\n"
+              f"{shown}{more}\n  hint: the model was edited, or compiled from another program or "
+              "with other options (--output NAME, as given to rasp compile)", file=sys.stderr)
+        return 1
+    n = sum(t.numel() for t in model.tensors.values())
+    used = ", ".join(f"{k}={v!r}" for k, v in {"vocab": vocab, "max_len": max_len, **options}.items()
+                     if v is not None and (k != "vocab" or len(v) <= 20))
+    print(f"{args.dir} matches {args.file}: {len(model.tensors)} tensors ({n:,} values) byte for byte, "
+          f"and the config\n  compiled with: {used}")
+    return 0
