@@ -296,8 +296,8 @@ class Transformer(torch.nn.Module):
 PATH_MODES = ("auto", "dense", "sparse")
 # Below this many weights a dense product costs less than gathering its columns.
 SPARSE_MIN_ELEMENTS = 1 << 12
-# A weight whose non-zero rows and columns are more than this share of its rows and columns runs
-# dense: the gathers would cost more than the skipped terms save.
+# A weight whose non-zero rows and columns hold more than this share of its entries runs dense: the
+# gathers would cost more than the skipped terms save.
 COLUMNS_MAX_SHARE = 3 / 4
 # A gathered MLP weight of at least this many entries, with at most this share non-zero, runs as a
 # CSR matrix (the hidden activations then kept transposed, [units, positions], so that no large
@@ -369,9 +369,10 @@ class _Product:
         writes = torch.ones(w.shape[1], dtype=torch.bool) if all_columns else _nonzero_along(w, 1)
         if bias is not None and not all_columns:
             writes |= bias != 0
-        share = (int(reads.sum()) + int(writes.sum())) / max(1, sum(w.shape))
+        share = int(reads.sum()) * int(writes.sum()) / max(1, w.numel())
         if mode == "auto" and share > COLUMNS_MAX_SHARE:
-            return cls(name, w, "dense", f"{share:.0%} of its rows and columns used", None, None, bias)
+            return cls(name, w, "dense", f"its used rows and columns hold {share:.0%} of it", None, None,
+                       bias)
         return cls(name, w, "columns", f"reads {int(reads.sum())} of {w.shape[0]} rows, writes "
                    f"{int(writes.sum())} of {w.shape[1]} columns", None if all_rows else _index(reads),
                    None if all_columns else _index(writes), bias)
@@ -479,10 +480,10 @@ class _Mlp:
             reads = _nonzero_along(w_in, 0) | (_nonzero_along(w_gate, 0) if w_gate is not None else False)
             writes = _nonzero_along(w_out, 1) | (b_out != 0)
             units = _nonzero_along(w_out, 0)
-            share = (int(reads.sum()) + int(writes.sum()) + int(units.sum())) / (2 * w_in.shape[0]
-                                                                                   + w_in.shape[1])
+            # the multiply-adds left on the gathered rows and columns, against the dense ones
+            share = (int(reads.sum()) + int(writes.sum())) * int(units.sum()) / max(1, 2 * w_in.numel())
             if mode == "auto" and share > COLUMNS_MAX_SHARE:
-                reasons = dict.fromkeys(path, f"{share:.0%} of its rows and columns used")
+                reasons = dict.fromkeys(path, f"its used rows and columns hold {share:.0%} of it")
             else:
                 reads_i, writes_i, units_i = _index(reads), _index(writes), _index(units)
                 self.reads, self.writes = _Cols(reads_i), _Cols(writes_i)
