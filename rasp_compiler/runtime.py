@@ -132,9 +132,8 @@ class Transformer(torch.nn.Module):
 
     ``paths`` says how its products run: ``"auto"`` (the default) chooses per weight from its
     measured density and the device (``explain`` lists the choices), ``"dense"`` runs every product
-    on whole matrices, ``"sparse"`` takes the sparse path wherever a weight has zeros to skip (on a
-    CPU; for tests and benchmarks).  Every path gives the same outputs (tests/test_sparse_paths.py
-    checks it bit for bit in float64 on every shipped program)."""
+    on whole matrices.  Both give the same outputs (tests/test_sparse_paths.py checks it bit for
+    bit in float64 on every shipped program)."""
 
     def __init__(self, config: dict, tensors: dict[str, torch.Tensor], paths: str = "auto") -> None:
         super().__init__()
@@ -247,8 +246,7 @@ class Transformer(torch.nn.Module):
         for li, (lc, layer) in enumerate(zip(self.layers_cfg, layers, strict=True)):
             keep = trace and (trace_layers is None or li in trace_layers)
             if layer.attn is not None:
-                x, attns, logits_ = layer.attn.apply(x, masked, neg, math.sqrt(lc["d_head"]),
-                                                     self.chunk_elements, keep, in_place)
+                x, attns, logits_ = layer.attn.apply(x, masked, neg, math.sqrt(lc["d_head"]), keep, in_place)
                 if trace and not attns:  # a layer left out of ``trace_layers``
                     patterns.append(torch.zeros(b, 0, t, t, dtype=x.dtype, device=x.device))
                     if attn_logits is not None:
@@ -293,7 +291,7 @@ class Transformer(torch.nn.Module):
 # checks that every path gives the dense path's logits bit for bit in float64 on every shipped
 # program at 6, 16 and 64.  The choice depends on the weights and the device alone, never on the
 # batch, so that an input gives the same logits, bit for bit, in any batch.
-PATH_MODES = ("auto", "dense", "sparse")
+PATH_MODES = ("auto", "dense")
 # Below this many weights a dense product costs less than gathering its columns.
 SPARSE_MIN_ELEMENTS = 1 << 12
 # A weight whose non-zero rows and columns hold more than this share of its entries runs dense: the
@@ -331,9 +329,19 @@ def _sparse_wanted(w: torch.Tensor, mode: str) -> str | None:
     """Why ``w``'s product stays dense, or None where it may skip its zeros."""
     if mode == "dense":
         return "paths=dense" if w.device.type == "cpu" else f"on {w.device.type}"
-    if mode == "auto" and w.numel() < SPARSE_MIN_ELEMENTS:
+    if w.numel() < SPARSE_MIN_ELEMENTS:
         return f"small ({w.numel():,} < {SPARSE_MIN_ELEMENTS:,} entries)"
     return None
+
+
+def _one_long_sum(w: torch.Tensor, writes: torch.Tensor) -> bool:
+    """Whether gathering ``w``'s columns would leave one, a sum of more than two terms, out of
+    several: torch runs a product with one column as a matrix-vector product, which may add the
+    terms in another order than the matrix product of the dense path (two terms add the same in
+    any order).  Such a product keeps its columns."""
+    if w.shape[1] < 2 or int(writes.sum()) != 1:
+        return False
+    return int(torch.count_nonzero(w[:, writes])) > 2
 
 
 def _csr(w: torch.Tensor) -> torch.Tensor:
@@ -370,9 +378,11 @@ class _Product:
         if bias is not None and not all_columns:
             writes |= bias != 0
         share = int(reads.sum()) * int(writes.sum()) / max(1, w.numel())
-        if mode == "auto" and share > COLUMNS_MAX_SHARE:
+        if share > COLUMNS_MAX_SHARE:
             return cls(name, w, "dense", f"its used rows and columns hold {share:.0%} of it", None, None,
                        bias)
+        if _one_long_sum(w, writes):
+            writes[:] = True
         return cls(name, w, "columns", f"reads {int(reads.sum())} of {w.shape[0]} rows, writes "
                    f"{int(writes.sum())} of {w.shape[1]} columns", None if all_rows else _index(reads),
                    None if all_columns else _index(writes), bias)
@@ -407,11 +417,11 @@ class _Attention:
         name = f"layers.{li}.attn"
         if _sparse_wanted(wq, mode) is None and _sparse_wanted(wk, mode) is None:
             both = _nonzero_along(wq, 2) & _nonzero_along(wk, 2)
-            if mode == "sparse" or int(both.sum()) <= COLUMNS_MAX_SHARE * e:
+            if int(both.sum()) <= COLUMNS_MAX_SHARE * e:
                 wq, wk = wq.index_select(2, _index(both)), wk.index_select(2, _index(both))
         if _sparse_wanted(wv, mode) is None and _sparse_wanted(wo, mode) is None:
             both = _nonzero_along(wv, 2) & _nonzero_along(wo, 1)
-            if mode == "sparse" or int(both.sum()) <= COLUMNS_MAX_SHARE * e:
+            if int(both.sum()) <= COLUMNS_MAX_SHARE * e:
                 wv, wo = wv.index_select(2, _index(both)), wo.index_select(1, _index(both))
         qk, ov = wq.shape[2], wv.shape[2]
         # [h, d, e] as one [d, h * e] product: every head's columns side by side
@@ -427,31 +437,26 @@ class _Attention:
     def products(self) -> list[_Product]:
         return [self.q, self.k, self.v, self.o]
 
-    def apply(self, x: torch.Tensor, masked: torch.Tensor, neg: float, scale: float, chunk_elements: int,
-              keep: bool, in_place: bool) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-        b, t, _ = x.shape
-        h = self.heads
-
-        def heads(p: _Product, e: int) -> torch.Tensor:  # [b, t, h * e] -> [b, h, t, e]
-            return p.times(x).view(b, t, h, e).transpose(1, 2)
-
-        q, k, v = heads(self.q, self.qk), heads(self.k, self.qk), heads(self.v, self.ov)
-        # the scores [b, heads, t, t] of a few heads at a time: U at n = 8, d = 32 has 65
-        # heads of 2,305² float64 scores, 2.8 GB a copy, and held them all (three copies)
-        group = max(1, chunk_elements // max(1, b * t * t))
+    def apply(self, x: torch.Tensor, masked: torch.Tensor, neg: float, scale: float, keep: bool,
+              in_place: bool) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        """x + the heads' outputs; with ``keep`` also each head's pattern and scores [b, 1, t, t]."""
+        q, k, v = self.q.times(x), self.k.times(x), self.v.times(x)  # [b, t, heads * e]
+        masked = masked[:, 0]  # [b, 1 or t, t]
+        # one head at a time, on its columns of q, k and v (strided views: no copies): the scores
+        # [b, t, t] of one head are the most one layer holds (U at n = 8, d = 32 has 65 heads of
+        # 2,305² float64 scores, 2.8 GB a copy)
         mixed, attns, logits_ = [], [], []
-        for h0 in range(0, h, group):
-            hs = slice(h0, h0 + group)
-            scores = (q[:, hs] @ k[:, hs].transpose(-1, -2)).div_(scale).masked_fill_(masked, neg)
+        for hi in range(self.heads):
+            qh, kh = (m.narrow(-1, hi * self.qk, self.qk) for m in (q, k))
+            scores = (qh @ kh.transpose(-1, -2)).div_(scale).masked_fill_(masked, neg)
             attn = torch.softmax(scores, dim=-1)
-            mixed.append(attn @ v[:, hs])
+            mixed.append(attn @ v.narrow(-1, hi * self.ov, self.ov))
             if keep:
-                attns.append(attn)
-                logits_.append(scores)
+                attns.append(attn.unsqueeze(1))
+                logits_.append(scores.unsqueeze(1))
             del scores, attn
-        heads_out = mixed[0] if len(mixed) == 1 else torch.cat(mixed, dim=1)
-        # one sum over all heads and their dimensions, as without groups
-        out = heads_out.transpose(1, 2).reshape(b, t, h * self.ov)
+        # one sum over all heads and their dimensions
+        out = mixed[0] if len(mixed) == 1 else torch.cat(mixed, dim=-1)
         return self.o.add_to(x, self.o.times(out), in_place), attns, logits_
 
 
@@ -482,7 +487,9 @@ class _Mlp:
             units = _nonzero_along(w_out, 0)
             # the multiply-adds left on the gathered rows and columns, against the dense ones
             share = (int(reads.sum()) + int(writes.sum())) * int(units.sum()) / max(1, 2 * w_in.numel())
-            if mode == "auto" and share > COLUMNS_MAX_SHARE:
+            if _one_long_sum(w_out, writes):
+                writes[:] = True
+            if share > COLUMNS_MAX_SHARE:
                 reasons = dict.fromkeys(path, f"its used rows and columns hold {share:.0%} of it")
             else:
                 reads_i, writes_i, units_i = _index(reads), _index(writes), _index(units)
@@ -500,7 +507,7 @@ class _Mlp:
                     if w is None:
                         continue
                     density = int(torch.count_nonzero(w)) / max(1, w.numel())
-                    if mode == "sparse" or (w.numel() >= CSR_MIN_ELEMENTS and density <= CSR_MAX_DENSITY):
+                    if w.numel() >= CSR_MIN_ELEMENTS and density <= CSR_MAX_DENSITY:
                         path[n], reasons[n] = "csr", f"{gathered}; {density:.1%} of those non-zero"
                     else:
                         path[n], reasons[n] = "columns", gathered
