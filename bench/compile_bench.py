@@ -219,7 +219,8 @@ def plans_table(rows: list[dict]) -> str:
         for t in r.get("plans_tried") or []:
             params = "" if t.get("params") is None else f"{t['params']:,}"
             lines.append(f"| {r['program']} | {r['max_len']} | {t['strategy']} | "
-                         f"{t.get('cpu_seconds', 0):.3f} | {'' if t['layers'] is None else t['layers']} | {params} | {t['outcome']} |")
+                         f"{t.get('cpu_seconds', 0):.3f} | {'' if t['layers'] is None else t['layers']} | "
+                         f"{params} | {t['outcome']} |")
     return "\n".join(lines)
 
 
