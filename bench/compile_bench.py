@@ -6,6 +6,10 @@ from the Python API (best of 3 to N=64, else 1), the compiled forward time for a
 1,024 inputs of length N (``model.run``, encoding and decoding included, in chunks of 256, torch on
 one thread; and ``fwd``: the transformer module alone on pre-encoded token ids), and the
 interpreter time for the same batch (timed on the first 128 inputs and scaled to 1,024).
+The module runs twice, interleaved, median of 3 each: with every product dense (``paths="dense"``)
+and on the paths the runtime chooses (``"auto"``: "sparse" in the tables; ``rasp eval --explain``),
+so ``sparse x`` is dense time / sparse time in one process.  Each cell also records the plan
+search's candidates with their CPU seconds (``plans_tried``; ``--markdown`` prints them).
 Times are **CPU seconds of the process** (``time.process_time``): the bench machine is shared,
 and wall time there measures the other jobs; wall times are in the JSON too.
 Then: reverse at max length 80 and shuffle-Dyck-2 at 40 (tracr: 425 s and 420 s), the
@@ -22,9 +26,11 @@ bench/results/compile_bench.json.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -41,6 +47,7 @@ LENGTHS = [5, 10, 20, 40, 64]
 BATCH = 1024
 CHUNK = 256
 INTERP_SAMPLE = 128
+MODULE_REPEATS = 3
 MEMORY_LIMIT = 10 << 30
 TIME_LIMIT = 1500
 
@@ -102,13 +109,26 @@ def bench_program(name: str, lengths: list[int], batch: int, repeats: int | None
                 outs += model.run(xs[i:i + CHUNK])
         row["forward_s"] = time.process_time() - c0
         row["forward_wall_s"] = time.perf_counter() - t0
-        # the transformer alone: token ids in, logits out (no Python encoding / decoding)
-        enc = [model.encode_inputs(xs[i:i + CHUNK]) for i in range(0, len(xs), CHUNK)]
-        c0 = time.process_time()
+        # the transformer alone: the whole batch of token ids in, logits out (no Python encoding /
+        # decoding), on every product dense and on the paths the runtime chooses ("sparse"),
+        # interleaved, median of MODULE_REPEATS each
+        ids, lengths, values = model.encode_inputs(xs)
+        times: dict[str, list[float]] = {"dense": [], "auto": []}
         with torch.inference_mode():
-            for ids, lengths, values in enc:
-                model.module(ids, lengths, values=values)
-        row["module_s"] = time.process_time() - c0
+            for _ in range(MODULE_REPEATS):
+                for paths, got in times.items():
+                    model.module.paths = paths
+                    model.module(ids[:2], lengths[:2], values=None if values is None else values[:2])
+                    c0 = time.process_time()
+                    model.module(ids, lengths, values=values)
+                    got.append(time.process_time() - c0)
+        model.module.paths = "auto"
+        row["module_dense_s"] = statistics.median(times["dense"])
+        row["module_s"] = statistics.median(times["auto"])
+        row["sparse_speedup"] = row["module_dense_s"] / row["module_s"]
+        row["paths"] = dict(collections.Counter(e["path"] for e in model.module.explain()))
+        # the plan search: every candidate plan built, with its CPU seconds
+        row["plans_tried"] = model.plans_tried
         sample = xs[:INTERP_SAMPLE]
         t0, c0 = time.perf_counter(), time.process_time()
         wants = [run(program, x) for x in sample]
@@ -117,6 +137,7 @@ def bench_program(name: str, lengths: list[int], batch: int, repeats: int | None
         row["interp_inputs_timed"] = len(sample)
         row["speedup"] = row["interp_s"] / row["forward_s"]
         row["module_speedup"] = row["interp_s"] / row["module_s"]
+        row["module_dense_speedup"] = row["interp_s"] / row["module_dense_s"]
         numerical = model.config["output"]["encoding"] == "numerical"
         row["sample_agrees"] = all(agree(a, b, numerical, TOLERANCE[model.config["dtype"]])[0]
                                    for a, b in zip(outs[:len(wants)], wants, strict=True))
@@ -157,14 +178,17 @@ def cli_wall(program: str, vocab: str, n: int, repeat: int = 3) -> float:
 
 def print_table(rows: list[dict]) -> None:
     print(f"{'program':<22}{'N':>4}{'L':>3} {'heads':<13}{'width':>7}{'params':>13}{'nonzero':>11}"
-          f"{'compile s':>10}{'run s/1024':>11}{'fwd s':>8}{'interp s':>10}{'speedup':>9}{'fwd x':>7}")
+          f"{'compile s':>10}{'run s/1024':>11}{'fwd s':>8}{'dense s':>8}{'sparse x':>9}{'interp s':>10}"
+          f"{'speedup':>9}{'fwd x':>7}")
     for r in rows:
         if "error" in r:
             print(f"{r['program']:<22}{r['max_len']:>4}  ERROR {r['error'][:100]}")
             continue
         print(f"{r['program']:<22}{r['max_len']:>4}{r['layers']:>3} {str(r['heads_per_layer']):<13}"
               f"{r['residual_width']:>7}{r['params']:>13,}{r['nonzero_params']:>11,}{r['compile_s']:>10.3f}"
-              f"{r['forward_s']:>11.3f}{r.get('module_s', float('nan')):>8.3f}{r['interp_s']:>10.2f}"
+              f"{r['forward_s']:>11.3f}{r.get('module_s', float('nan')):>8.3f}"
+              f"{r.get('module_dense_s', float('nan')):>8.3f}{r.get('sparse_speedup', float('nan')):>8.1f}x"
+              f"{r['interp_s']:>10.2f}"
               f"{r['speedup']:>8.0f}x{r.get('module_speedup', float('nan')):>6.0f}x"
               + ("" if r["sample_agrees"] else "  DISAGREES"))
 
@@ -172,16 +196,31 @@ def print_table(rows: list[dict]) -> None:
 def markdown_table(rows: list[dict]) -> str:
     """The size-and-speed table of docs/compiler-results.md, from a results file's rows."""
     lines = ["| program | N | layers | heads | width | params | nonzero | compile s | run s / 1024 | "
-             "module s | interpreter s | run × | module × |", "|---" * 13 + "|"]
+             "module s (sparse) | module s (dense) | sparse × | interpreter s | run × | module × |",
+             "|---" * 15 + "|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['program']} | {r['max_len']} | error: {r['error'][:80]} |" + " |" * 10)
+            lines.append(f"| {r['program']} | {r['max_len']} | error: {r['error'][:80]} |" + " |" * 12)
             continue
         lines.append(f"| {r['program']} | {r['max_len']} | {r['layers']} | {r['heads_per_layer']} | "
                      f"{r['residual_width']} | {r['params']:,} | {r['nonzero_params']:,} | "
                      f"{r['compile_s']:.3f} | {r['forward_s']:.3f} | {r['module_s']:.3f} | "
-                     f"{r['interp_s']:.2f} | {r['speedup']:.0f} | {r['module_speedup']:.0f} |"
+                     f"{r.get('module_dense_s', float('nan')):.3f} | "
+                     f"{r.get('sparse_speedup', float('nan')):.1f} | "
+                     f"{r['interp_s']:.2f} | {r['speedup']:.0f} | {r['module_speedup']:.1f} |"
                      + ("" if r["sample_agrees"] else " DISAGREES"))
+    return "\n".join(lines)
+
+
+def plans_table(rows: list[dict]) -> str:
+    """Each cell's candidate plans: strategy, CPU seconds, layers, parameters, outcome."""
+    lines = ["| program | N | candidate plan | CPU s | layers | params | outcome |", "|---" * 7 + "|"]
+    for r in rows:
+        for t in r.get("plans_tried") or []:
+            params = "" if t.get("params") is None else f"{t['params']:,}"
+            lines.append(f"| {r['program']} | {r['max_len']} | {t['strategy']} | "
+                         f"{t.get('cpu_seconds', 0):.3f} | {'' if t['layers'] is None else t['layers']} | "
+                         f"{params} | {t['outcome']} |")
     return "\n".join(lines)
 
 
@@ -222,7 +261,8 @@ def main() -> int:
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.markdown:
-        print(markdown_table(json.loads(args.markdown.read_text())["rows"]))
+        rows = json.loads(args.markdown.read_text())["rows"]
+        print(markdown_table(rows) + "\n\n" + plans_table(rows))
         return 0
     if args.child:
         name, batch, repeats, *lengths = args.child

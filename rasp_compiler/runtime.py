@@ -128,9 +128,14 @@ def weights_digest(tensors: dict[str, torch.Tensor]) -> str:
 
 
 class Transformer(torch.nn.Module):
-    """The compiled network; weights are parameters so gradients and hooks work as usual."""
+    """The compiled network; weights are parameters so gradients and hooks work as usual.
 
-    def __init__(self, config: dict, tensors: dict[str, torch.Tensor]) -> None:
+    ``paths`` says how its products run: ``"auto"`` (the default) chooses per weight from its
+    measured density and the device (``explain`` lists the choices), ``"dense"`` runs every product
+    on whole matrices.  Both give the same outputs (tests/test_sparse_paths.py checks it bit for
+    bit in float64 on every shipped program)."""
+
+    def __init__(self, config: dict, tensors: dict[str, torch.Tensor], paths: str = "auto") -> None:
         super().__init__()
         self.config = config
         self.causal = bool(config.get("causal", False))
@@ -140,10 +145,62 @@ class Transformer(torch.nn.Module):
         self.params = torch.nn.ParameterDict(
             {name.replace(".", "__"): torch.nn.Parameter(t, requires_grad=False)
              for name, t in tensors.items()})
+        self.paths = paths
+        self._prepared: tuple[tuple, list[_Layer], _Product] | None = None
 
     def w(self, name: str) -> torch.Tensor:
         return self.params[name.replace(".", "__")]
 
+    # ------------------------------------------------------------------ products, prepared once
+    def _layers(self) -> tuple[list[_Layer], _Product]:
+        """Each sublayer's products as this call runs them: built once per device, path setting
+        and weight version and kept (the supports, gathered weights and CSR matrices a product
+        needs cost more than a small model's whole forward), rebuilt where a weight was changed in
+        place.  Where gradients must reach the weights the products are built on the parameters
+        themselves, each call, and run dense."""
+        params = list(self.params.values())
+        if torch.is_grad_enabled() and any(p.requires_grad for p in params):
+            return self._build("dense")
+        mode = self.paths if params and params[0].device.type == "cpu" else "dense"
+        key = (mode, params[0].device if params else None, tuple((id(p), p._version) for p in params))
+        if self._prepared is None or self._prepared[0] != key:
+            with torch.no_grad():
+                layers, unembed = self._build(mode)
+            self._prepared = (key, layers, unembed)
+        return self._prepared[1], self._prepared[2]
+
+    def _build(self, mode: str) -> tuple[list[_Layer], _Product]:
+        if mode not in PATH_MODES:
+            raise ValueError(f"paths must be one of {', '.join(PATH_MODES)}, not {mode!r}")
+        layers = []
+        for li, lc in enumerate(self.layers_cfg):
+            attn = mlp = None
+            if lc["n_heads"]:
+                attn = _Attention.build(li, *(self.w(f"layers.{li}.attn.{n}")
+                                              for n in ("W_Q", "W_K", "W_V", "W_O")), mode)
+            if lc["d_mlp"]:
+                gated = f"layers__{li}__mlp__W_gate" in self.params
+                mlp = _Mlp.build(li, self.w(f"layers.{li}.mlp.W_in"), self.w(f"layers.{li}.mlp.b_in"),
+                                 self.w(f"layers.{li}.mlp.W_out"), self.w(f"layers.{li}.mlp.b_out"),
+                                 self.w(f"layers.{li}.mlp.W_gate") if gated else None,
+                                 self.w(f"layers.{li}.mlp.b_gate") if gated else None, mode)
+            layers.append(_Layer(attn, mlp))
+        unembed = _Product.build("unembed.W_U", self.w("unembed.W_U"), mode, bias=self.w("unembed.b_U"),
+                                 all_columns=True)
+        return layers, unembed
+
+    def explain(self) -> list[dict[str, Any]]:
+        """Which path each weight's product takes on this module's device, and why: one entry per
+        product (``tensor``, ``shape``, ``nonzero``, ``path``, ``why``)."""
+        layers, unembed = self._layers()
+        out = []
+        for layer in layers:
+            for part in (layer.attn, layer.mlp):
+                if part is not None:
+                    out += [p.explained() for p in part.products()]
+        return out + [unembed.explained()]
+
+    # ------------------------------------------------------------------ the network
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, trace: bool = False,
                 values: torch.Tensor | None = None, attn_logits: list[torch.Tensor] | None = None,
                 trace_layers: set[int] | None = None) -> Any:
@@ -164,6 +221,7 @@ class Transformer(torch.nn.Module):
         [batch, heads, N, N], computed a group of heads at a time).  Each input's numbers are
         computed by the same operations either way, so slicing does not change the result."""
         b, t = ids.shape
+        layers, unembed = self._layers()
         if not trace and b > 1:
             step = max(1, self.chunk_elements // max(1, self._row_cost(t)))
             if step < b:
@@ -175,43 +233,20 @@ class Transformer(torch.nn.Module):
         if values is not None:  # numerical tokens: embedded linearly, value * embed.value
             x = x + values.to(x.dtype).unsqueeze(-1) * self.w("embed.value")
         pos = torch.arange(t, device=ids.device)
-        valid = pos.unsqueeze(0) <= lengths.unsqueeze(1)  # BOS + real tokens
-        allowed = valid.unsqueeze(1).expand(b, t, t)
+        # the keys a query may not read, broadcast over heads: padding [b, 1, 1, t], and with
+        # ``causal`` the later positions [b, 1, t, t]
+        masked = (pos.unsqueeze(0) > lengths.unsqueeze(1))[:, None, None, :]
         if self.causal:
-            allowed = allowed & (pos.unsqueeze(0) <= pos.unsqueeze(1)).unsqueeze(0)
+            masked = masked | (pos.unsqueeze(0) > pos.unsqueeze(1))
         neg = torch.finfo(x.dtype).min
         # x is this call's own tensor: updated in place unless a trace keeps every step or
         # autograd may have saved it
         in_place = not trace and not torch.is_grad_enabled()
         residuals, patterns = [x], []
-        for li, lc in enumerate(self.layers_cfg):
-            if lc["n_heads"]:
-                wq, wk = self.w(f"layers.{li}.attn.W_Q"), self.w(f"layers.{li}.attn.W_K")
-                wv, wo = self.w(f"layers.{li}.attn.W_V"), self.w(f"layers.{li}.attn.W_O")
-                # head dimensions that both factors of a product use: q.k and v.W_O
-                qk = _support((wq, wk), dim=2, every=True)
-                ov = _support((wv, wo.transpose(1, 2)), dim=2, every=True)
-                q, k, v = (self._project(x, _rows(w, e, dim=2))
-                           for w, e in ((wq, qk), (wk, qk), (wv, ov)))
-                writes = _support((wo,), dim=2)
-                wo = _rows(_rows(wo, writes, dim=2), ov, dim=1)
-                # the scores [b, heads, t, t] of a few heads at a time: U at n = 8, d = 32 has 65
-                # heads of 2,305² float64 scores, 2.8 GB a copy, and held them all (three copies)
-                group = max(1, self.chunk_elements // max(1, b * t * t))
-                mixed, attns, logits_ = [], [], []
-                for h0 in range(0, q.shape[1], group):
-                    hs = slice(h0, h0 + group)
-                    scores = q[:, hs] @ k[:, hs].transpose(-1, -2) / math.sqrt(lc["d_head"])
-                    scores = scores.masked_fill(~allowed.unsqueeze(1), neg)
-                    attn = torch.softmax(scores, dim=-1)
-                    mixed.append(attn @ v[:, hs])
-                    if trace and (trace_layers is None or li in trace_layers):
-                        attns.append(attn)
-                        logits_.append(scores)
-                    del scores, attn
-                heads_out = mixed[0] if len(mixed) == 1 else torch.cat(mixed, dim=1)
-                # one sum over all heads, as without groups: the result is the same bit for bit
-                x = _add_columns(x, writes, torch.einsum("bhte,hed->btd", heads_out, wo), in_place=in_place)
+        for li, (lc, layer) in enumerate(zip(self.layers_cfg, layers, strict=True)):
+            keep = trace and (trace_layers is None or li in trace_layers)
+            if layer.attn is not None:
+                x, attns, logits_ = layer.attn.apply(x, masked, neg, math.sqrt(lc["d_head"]), keep, in_place)
                 if trace and not attns:  # a layer left out of ``trace_layers``
                     patterns.append(torch.zeros(b, 0, t, t, dtype=x.dtype, device=x.device))
                     if attn_logits is not None:
@@ -226,69 +261,15 @@ class Transformer(torch.nn.Module):
                     attn_logits.append(patterns[-1])
             if trace:
                 residuals.append(x)
-            if lc["d_mlp"]:
-                x = self._mlp(li, x, int(lc["d_mlp"]), in_place=in_place)
+            if layer.mlp is not None:
+                step = _mlp_slice_rows(int(lc["d_mlp"]), x.device.type, self.chunk_elements)
+                x = layer.mlp.apply(x, step, in_place)
             if trace:
                 residuals.append(x)
-        w_u = self.w("unembed.W_U")
-        reads = _support((w_u,), dim=0)
-        logits = _columns(x, reads) @ _rows(w_u, reads, dim=0) + self.w("unembed.b_U")
+        logits = unembed.times(x)
         if trace:
             return logits, residuals, patterns
         return logits
-
-    @staticmethod
-    def _project(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        """x [b, t, d] times every head's w [h, d, e], on the residual dimensions w reads."""
-        reads = _support((w,), dim=1)
-        return torch.einsum("btd,hde->bhte", _columns(x, reads), _rows(w, reads, dim=1))
-
-    def _mlp(self, li: int, x: torch.Tensor, d_mlp: int, in_place: bool = False) -> torch.Tensor:
-        """x + MLP(x), over slices of at most ``chunk_elements // d_mlp`` positions; with
-        ``in_place`` x itself is updated and returned."""
-        w_in, b_in = self.w(f"layers.{li}.mlp.W_in"), self.w(f"layers.{li}.mlp.b_in")
-        w_out, b_out = self.w(f"layers.{li}.mlp.W_out"), self.w(f"layers.{li}.mlp.b_out")
-        gated = f"layers__{li}__mlp__W_gate" in self.params
-        w_gate = self.w(f"layers.{li}.mlp.W_gate") if gated else None
-        b_gate = self.w(f"layers.{li}.mlp.b_gate") if gated else None
-
-        reads = _support((w_in,) + ((w_gate,) if gated else ()), dim=0)
-        writes = _support((w_out, b_out.unsqueeze(0)), dim=1)
-        w_in, w_out, b_out = _rows(w_in, reads, 0), _rows(w_out, writes, 1), _rows(b_out, writes, 0)
-        if gated:
-            w_gate = _rows(w_gate, reads, 0)
-        in_csr, out_csr = _sparse_transpose(w_in), _sparse_transpose(w_out)
-        gate_csr = _sparse_transpose(w_gate) if gated else None
-
-        def delta(xs: torch.Tensor) -> torch.Tensor:
-            """MLP(xs) on the columns ``writes``, in the MLP's dtype."""
-            xr = _columns(xs, reads).to(w_in.dtype)
-            # products then biases, as in other implementations (TransformerLens): torch.addmm
-            # may round its fused sum differently
-            h = (_times(xr, w_in, in_csr) + b_in).relu_()
-            if gated:  # a gated unit: relu(x W_in + b_in) * (x W_gate + b_gate)
-                h = h * (_times(xr, w_gate, gate_csr) + b_gate)
-            return _times(h, w_out, out_csr) + b_out
-
-        def add(out: torch.Tensor, xs: torch.Tensor) -> None:
-            if w_in.dtype == xs.dtype:
-                _add_columns(out, writes, delta(xs), in_place=True)
-            else:  # a float64 MLP in a float32 model: the sum is taken wide and rounded once
-                wide = _columns(xs, writes).to(w_in.dtype) + delta(xs)
-                _set_columns(out, writes, wide)
-
-        flat = x.reshape(-1, x.shape[-1])
-        out = flat if in_place else flat.clone()
-        # Slices stay small enough that their hidden activations are reused memory: one huge
-        # temporary costs more in fresh pages than its arithmetic.
-        # ... but of at least MLP_SLICE_ROWS positions: a slice of 6 positions of a 42,310-unit MLP
-        # read its whole W_out (148 MB) for each 6 positions, 36 s for 64 inputs of length 64.
-        # A GPU takes slices of chunk_elements: each slice is more kernel launches, and small
-        # slices made histogram at max_len 64 ten times slower there (0.6 -> 6 ms for 1,024 inputs)
-        step = _mlp_slice_rows(d_mlp, x.device.type, self.chunk_elements)
-        for s in range(0, flat.shape[0], step):
-            add(out[s:s + step], flat[s:s + step])
-        return out.reshape(x.shape)
 
     def _row_cost(self, t: int) -> int:
         """About how many numbers one input of t positions keeps alive at once (residual stream,
@@ -299,108 +280,364 @@ class Transformer(torch.nn.Module):
         return t * (3 * d_model + heads * (3 * t + 4 * d_head))
 
 
-# Compiled weights are mostly zeros, and most sublayers read and write a few residual dimensions, so
-# on a CPU a product runs on the dimensions its weights touch.  Dropping exact zero terms changes no
-# sum but for the order of additions.  A GPU keeps the dense products: they are cheap there, and each
-# gather is one more kernel launch.  Where a weight requires grad (and gradients are on), the dense
-# product is kept too, so that zero weights still get their gradients.
-
-# Below this many weights a dense product costs less than choosing its dimensions.  The choice
-# depends on the weights alone, never on the batch, so that an input gives the same logits, bit
-# for bit, in any batch.
+# How a product runs.  Compiled weights are mostly zeros, and most sublayers read and write a few
+# residual dimensions, so on a CPU a product may run on the dimensions its weight touches ("columns":
+# the residual columns it reads gathered, a dense product with the weight's non-zero rows and
+# columns, the result added into the columns it writes), and a large weight that is mostly zeros
+# after that as a CSR matrix ("csr").  A GPU keeps the dense products: they are cheap there, and
+# each gather is one more kernel launch.  Leaving exact zero terms out of a sum changes no bit of
+# it where the remaining terms are added in the same order, and a matrix product adds the terms of
+# each output in the order of the inner dimension, which a gather keeps: tests/test_sparse_paths.py
+# checks that every path gives the dense path's logits bit for bit in float64 on every shipped
+# program at 6, 16 and 64.  The choice depends on the weights and the device alone, never on the
+# batch, so that an input gives the same logits, bit for bit, in any batch.
+PATH_MODES = ("auto", "dense")
+# Below this many weights a dense product costs less than gathering its columns.
 SPARSE_MIN_ELEMENTS = 1 << 12
-# The most hidden activations one MLP slice holds on a CPU (see Transformer._mlp), unless that is
+# A weight whose non-zero rows and columns hold more than this share of its entries runs dense: the
+# gathers would cost more than the skipped terms save.
+COLUMNS_MAX_SHARE = 3 / 4
+# A gathered MLP weight of at least this many entries, with at most this share non-zero, runs as a
+# CSR matrix (the hidden activations then kept transposed, [units, positions], so that no large
+# tensor is transposed): a step MLP's W_out writes one or two outputs per unit.
+CSR_MIN_ELEMENTS = 1 << 14
+CSR_MAX_DENSITY = 1 / 16
+# The most hidden activations one MLP slice holds on a CPU (see _Mlp.apply), unless that is
 # fewer than MLP_SLICE_ROWS positions.
 MLP_SLICE_ELEMENTS = 1 << 18
 MLP_SLICE_ROWS = 64
 
 
 def _mlp_slice_rows(d_mlp: int, device_type: str, chunk_elements: int) -> int:
-    """How many positions one MLP slice of ``Transformer._mlp`` takes."""
+    """How many positions one MLP slice takes."""
     budget = chunk_elements
     if device_type == "cpu":
         budget = min(budget, max(MLP_SLICE_ELEMENTS, MLP_SLICE_ROWS * d_mlp))
     return max(1, budget // max(1, d_mlp))
 
 
-def _skips_zeros(weights: tuple[torch.Tensor, ...], min_elements: int) -> bool:
-    """Whether products with ``weights`` may leave their zeros out: on a CPU, for a first weight
-    of at least ``min_elements`` entries, and where no gradient must reach those zeros."""
-    if weights[0].device.type != "cpu" or weights[0].numel() < min_elements:
-        return False
-    return not (torch.is_grad_enabled() and any(w.requires_grad for w in weights))
+def _nonzero_along(w: torch.Tensor, dim: int) -> torch.Tensor:
+    """Whether each index along ``dim`` has a non-zero entry (a bool vector)."""
+    return (w != 0).movedim(dim, 0).flatten(1).any(dim=1)
 
 
-def _support(weights: tuple[torch.Tensor, ...], dim: int, every: bool = False) -> torch.Tensor | None:
-    """Indices along ``dim`` where some weight is non-zero (with ``every``: where all of them have
-    a non-zero, for the factors of one product), or None to run dense: on a GPU, for gradients, for
-    small weights, or when so many indices are used that gathering them would cost more than it
-    saves."""
-    if not _skips_zeros(weights, SPARSE_MIN_ELEMENTS):
-        return None
-    used = None
-    for w in weights:
-        nonzero = (w != 0).movedim(dim, 0).flatten(1).any(dim=1)
-        used = nonzero if used is None else (used & nonzero if every else used | nonzero)
-    assert used is not None
-    if 4 * int(used.sum()) > 3 * used.numel():
-        return None
+def _index(used: torch.Tensor) -> torch.Tensor:
     return used.nonzero().flatten()
 
 
-# A large MLP weight that is mostly zeros (a step MLP of tens of thousands of units, each reading
-# a few inputs and writing one or two output values) is multiplied as a sparse matrix on a CPU:
-# layer 0 of the paper's Dyck-2 at max_len 64 (42,310 units, 9 % and 0.5 % of its two weights
-# non-zero) takes 3.1 s instead of 7.4 s for 4,096 positions.  The choice depends on the weights
-# alone; each output is still one sum per position, of the same non-zero terms, in another order.
-SPARSE_PRODUCT_MIN_ELEMENTS = 1 << 20
-SPARSE_PRODUCT_MAX_DENSITY = 1 / 8
+def _sparse_wanted(w: torch.Tensor, mode: str) -> str | None:
+    """Why ``w``'s product stays dense, or None where it may skip its zeros."""
+    if mode == "dense":
+        return "paths=dense" if w.device.type == "cpu" else f"on {w.device.type}"
+    if w.numel() < SPARSE_MIN_ELEMENTS:
+        return f"small ({w.numel():,} < {SPARSE_MIN_ELEMENTS:,} entries)"
+    return None
 
 
-def _sparse_transpose(w: torch.Tensor | None) -> torch.Tensor | None:
-    """w.T in CSR form for ``_times``, or None to keep the dense product (on a GPU, for gradients,
-    for a small or a dense weight)."""
-    if w is None or w.dim() != 2 or not _skips_zeros((w,), SPARSE_PRODUCT_MIN_ELEMENTS):
-        return None
-    if int(torch.count_nonzero(w)) > SPARSE_PRODUCT_MAX_DENSITY * w.numel():
-        return None
+def _one_long_sum(w: torch.Tensor, writes: torch.Tensor) -> bool:
+    """Whether gathering ``w``'s columns would leave one, a sum of more than two terms, out of
+    several: torch runs a product with one column as a matrix-vector product, which may add the
+    terms in another order than the matrix product of the dense path (two terms add the same in
+    any order).  Such a product keeps its columns."""
+    if w.shape[1] < 2 or int(writes.sum()) != 1:
+        return False
+    return int(torch.count_nonzero(w[:, writes])) > 2
+
+
+def _csr(w: torch.Tensor) -> torch.Tensor:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch: "Sparse CSR tensor support is in beta state"
-        return w.t().contiguous().to_sparse_csr()
+        return w.contiguous().to_sparse_csr()
 
 
-def _times(x: torch.Tensor, w: torch.Tensor, w_t_csr: torch.Tensor | None) -> torch.Tensor:
-    """x @ w, through ``w_t_csr`` (``_sparse_transpose(w)``) where there is one."""
-    if w_t_csr is None:
-        return x @ w
-    return torch.sparse.mm(w_t_csr, x.t().contiguous()).t()
+class _Product:
+    """x @ w (+ bias) for one 2-D weight [d_in, d_out]: on the "columns" path x's columns ``reads``
+    times w's non-zero rows, giving the columns ``writes`` (None: all of them; ``all_rows`` /
+    ``all_columns`` where x or the result is not the residual stream, e.g. W_O's heads, the logits)."""
+
+    def __init__(self, name: str, w: torch.Tensor, path: str, why: str, reads: torch.Tensor | None,
+                 writes: torch.Tensor | None, bias: torch.Tensor | None) -> None:
+        self.name, self.path, self.why = name, path, why
+        self.shape, self.nonzero = tuple(w.shape), int(torch.count_nonzero(w))
+        self.reads = None if reads is None else _Cols(reads)
+        self.writes = None if writes is None else _Cols(writes)
+        self.w = w if reads is None else w.index_select(0, reads)
+        if writes is not None:
+            self.w = self.w.index_select(1, writes)
+            bias = None if bias is None else bias.index_select(0, writes)
+        self.bias = bias
+
+    @classmethod
+    def build(cls, name: str, w: torch.Tensor, mode: str, bias: torch.Tensor | None = None,
+              all_rows: bool = False, all_columns: bool = False) -> "_Product":
+        why = _sparse_wanted(w, mode)
+        if why is not None:
+            return cls(name, w, "dense", why, None, None, bias)
+        reads = torch.ones(w.shape[0], dtype=torch.bool) if all_rows else _nonzero_along(w, 0)
+        writes = torch.ones(w.shape[1], dtype=torch.bool) if all_columns else _nonzero_along(w, 1)
+        if bias is not None and not all_columns:
+            writes |= bias != 0
+        share = int(reads.sum()) * int(writes.sum()) / max(1, w.numel())
+        if share > COLUMNS_MAX_SHARE:
+            return cls(name, w, "dense", f"its used rows and columns hold {share:.0%} of it", None, None,
+                       bias)
+        if _one_long_sum(w, writes):
+            writes[:] = True
+        return cls(name, w, "columns", f"reads {int(reads.sum())} of {w.shape[0]} rows, writes "
+                   f"{int(writes.sum())} of {w.shape[1]} columns", None if all_rows else _index(reads),
+                   None if all_columns else _index(writes), bias)
+
+    def explained(self) -> dict[str, Any]:
+        return {"tensor": self.name, "shape": list(self.shape), "nonzero": self.nonzero,
+                "path": self.path, "why": self.why}
+
+    def times(self, x: torch.Tensor) -> torch.Tensor:
+        """x @ w (+ bias) on the columns ``writes``."""
+        out = _columns(x, self.reads) @ self.w
+        return out if self.bias is None else out + self.bias
+
+    def add_to(self, x: torch.Tensor, delta: torch.Tensor, in_place: bool) -> torch.Tensor:
+        return _add_columns(x, self.writes, delta, in_place=in_place)
 
 
-def _rows(w: torch.Tensor, index: torch.Tensor | None, dim: int) -> torch.Tensor:
-    return w if index is None else w.index_select(dim, index)
+class _Attention:
+    """One layer's heads: W_Q, W_K, W_V [h, d, e] and W_O [h, e, d] as three projections of the
+    residual stream and one output product.  On the sparse path each runs on the residual columns
+    it reads, and on the head dimensions both factors of its product use (q.k, v.W_O)."""
+
+    def __init__(self, q: _Product, k: _Product, v: _Product, o: _Product, heads: int,
+                 qk: int, ov: int) -> None:
+        self.q, self.k, self.v, self.o = q, k, v, o
+        self.heads, self.qk, self.ov = heads, qk, ov
+
+    @classmethod
+    def build(cls, li: int, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor, wo: torch.Tensor,
+              mode: str) -> "_Attention":
+        h, d, e = wq.shape
+        name = f"layers.{li}.attn"
+        if _sparse_wanted(wq, mode) is None and _sparse_wanted(wk, mode) is None:
+            both = _nonzero_along(wq, 2) & _nonzero_along(wk, 2)
+            if int(both.sum()) <= COLUMNS_MAX_SHARE * e:
+                wq, wk = wq.index_select(2, _index(both)), wk.index_select(2, _index(both))
+        if _sparse_wanted(wv, mode) is None and _sparse_wanted(wo, mode) is None:
+            both = _nonzero_along(wv, 2) & _nonzero_along(wo, 1)
+            if int(both.sum()) <= COLUMNS_MAX_SHARE * e:
+                wv, wo = wv.index_select(2, _index(both)), wo.index_select(1, _index(both))
+        qk, ov = wq.shape[2], wv.shape[2]
+        # [h, d, e] as one [d, h * e] product: every head's columns side by side
+        def side_by_side(w: torch.Tensor) -> torch.Tensor:
+            return w.permute(1, 0, 2).reshape(d, -1)
+
+        return cls(_Product.build(f"{name}.W_Q", side_by_side(wq), mode, all_columns=True),
+                   _Product.build(f"{name}.W_K", side_by_side(wk), mode, all_columns=True),
+                   _Product.build(f"{name}.W_V", side_by_side(wv), mode, all_columns=True),
+                   _Product.build(f"{name}.W_O", wo.reshape(h * ov, wo.shape[2]), mode, all_rows=True),
+                   h, qk, ov)
+
+    def products(self) -> list[_Product]:
+        return [self.q, self.k, self.v, self.o]
+
+    def apply(self, x: torch.Tensor, masked: torch.Tensor, neg: float, scale: float, keep: bool,
+              in_place: bool) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        """x + the heads' outputs; with ``keep`` also each head's pattern and scores [b, 1, t, t]."""
+        q, k, v = self.q.times(x), self.k.times(x), self.v.times(x)  # [b, t, heads * e]
+        masked = masked[:, 0]  # [b, 1 or t, t]
+        # one head at a time, on its columns of q, k and v (strided views: no copies): the scores
+        # [b, t, t] of one head are the most one layer holds (U at n = 8, d = 32 has 65 heads of
+        # 2,305² float64 scores, 2.8 GB a copy)
+        mixed, attns, logits_ = [], [], []
+        for hi in range(self.heads):
+            qh, kh = (m.narrow(-1, hi * self.qk, self.qk) for m in (q, k))
+            scores = (qh @ kh.transpose(-1, -2)).div_(scale).masked_fill_(masked, neg)
+            attn = torch.softmax(scores, dim=-1)
+            mixed.append(attn @ v.narrow(-1, hi * self.ov, self.ov))
+            if keep:
+                attns.append(attn.unsqueeze(1))
+                logits_.append(scores.unsqueeze(1))
+            del scores, attn
+        # one sum over all heads and their dimensions
+        out = mixed[0] if len(mixed) == 1 else torch.cat(mixed, dim=-1)
+        return self.o.add_to(x, self.o.times(out), in_place), attns, logits_
 
 
-def _columns(x: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
-    return x if index is None else x.index_select(-1, index)
+class _Mlp:
+    """One layer's MLP: x + relu(x W_in + b_in) W_out + b_out (gated: relu(...) * (x W_gate +
+    b_gate)).  On the sparse path the hidden units whose W_out row is zero are left out (they add
+    exact zeros), W_in and W_gate read only the residual columns they use, W_out writes only the
+    columns it sets, and a large, mostly-zero gathered weight runs as a CSR matrix."""
+
+    def __init__(self, li: int, w_in: torch.Tensor, b_in: torch.Tensor, w_out: torch.Tensor,
+                 b_out: torch.Tensor, w_gate: torch.Tensor | None, b_gate: torch.Tensor | None,
+                 mode: str) -> None:
+        name = f"layers.{li}.mlp"
+        self.records: list[dict[str, Any]] = []
+        self.reads: _Cols | None = None
+        self.writes: _Cols | None = None
+        self.w_in, self.b_in, self.w_out, self.b_out = w_in, b_in, w_out, b_out
+        self.w_gate, self.b_gate = w_gate, b_gate
+        self.csr_in = self.csr_gate = self.csr_out = None
+        shapes = {n: (tuple(w.shape), int(torch.count_nonzero(w))) for n, w in
+                  (("W_in", w_in), ("W_out", w_out)) + ((("W_gate", w_gate),) if w_gate is not None else ())}
+        why = _sparse_wanted(w_in, mode) or _sparse_wanted(w_out, mode)
+        path = {"W_in": "dense", "W_out": "dense", "W_gate": "dense"}
+        reasons = dict.fromkeys(path, why or "")
+        if why is None:
+            reads = _nonzero_along(w_in, 0) | (_nonzero_along(w_gate, 0) if w_gate is not None else False)
+            writes = _nonzero_along(w_out, 1) | (b_out != 0)
+            units = _nonzero_along(w_out, 0)
+            # the multiply-adds left on the gathered rows and columns, against the dense ones
+            share = (int(reads.sum()) + int(writes.sum())) * int(units.sum()) / max(1, 2 * w_in.numel())
+            if _one_long_sum(w_out, writes):
+                writes[:] = True
+            if share > COLUMNS_MAX_SHARE:
+                reasons = dict.fromkeys(path, f"its used rows and columns hold {share:.0%} of it")
+            else:
+                reads_i, writes_i, units_i = _index(reads), _index(writes), _index(units)
+                self.reads, self.writes = _Cols(reads_i), _Cols(writes_i)
+                self.w_in = w_in.index_select(0, reads_i).index_select(1, units_i)
+                self.b_in = b_in.index_select(0, units_i)
+                if w_gate is not None:
+                    self.w_gate = w_gate.index_select(0, reads_i).index_select(1, units_i)
+                    self.b_gate = b_gate.index_select(0, units_i)  # type: ignore[union-attr]
+                self.w_out = w_out.index_select(0, units_i).index_select(1, writes_i)
+                self.b_out = b_out.index_select(0, writes_i)
+                gathered = (f"reads {len(self.reads)} of {w_in.shape[0]} columns, {len(units_i)} of "
+                            f"{w_in.shape[1]} units, writes {len(self.writes)} of {w_out.shape[1]} columns")
+                for n, w in (("W_in", self.w_in), ("W_out", self.w_out), ("W_gate", self.w_gate)):
+                    if w is None:
+                        continue
+                    density = int(torch.count_nonzero(w)) / max(1, w.numel())
+                    if w.numel() >= CSR_MIN_ELEMENTS and density <= CSR_MAX_DENSITY:
+                        path[n], reasons[n] = "csr", f"{gathered}; {density:.1%} of those non-zero"
+                    else:
+                        path[n], reasons[n] = "columns", gathered
+        # the hidden activations run transposed, [units, positions], where a factor is a CSR matrix
+        self.transposed = "csr" in path.values()
+        if self.transposed:
+            self.w_in_t = self._left(self.w_in, path["W_in"])
+            self.w_out_t = self._left(self.w_out, path["W_out"])
+            self.w_gate_t = None if self.w_gate is None else self._left(self.w_gate, path["W_gate"])
+            self.b_in_col, self.b_gate_col = self.b_in.unsqueeze(1), (None if self.b_gate is None
+                                                                       else self.b_gate.unsqueeze(1))
+        self.info = [{"tensor": f"{name}.{n}", "shape": list(shapes[n][0]), "nonzero": shapes[n][1],
+                      "path": path[n], "why": reasons[n]} for n in shapes]
+
+    @staticmethod
+    def _left(w: torch.Tensor, path: str) -> torch.Tensor:
+        """w.T as the left factor of w.T @ x.T: a CSR matrix or a contiguous dense one."""
+        return _csr(w.t()) if path == "csr" else w.t().contiguous()
+
+    @classmethod
+    def build(cls, li: int, w_in: torch.Tensor, b_in: torch.Tensor, w_out: torch.Tensor, b_out: torch.Tensor,
+              w_gate: torch.Tensor | None, b_gate: torch.Tensor | None, mode: str) -> "_Mlp":
+        return cls(li, w_in, b_in, w_out, b_out, w_gate, b_gate, mode)
+
+    def products(self) -> list["_Explained"]:
+        return [_Explained(i) for i in self.info]
+
+    def delta(self, xs: torch.Tensor) -> torch.Tensor:
+        """MLP(xs) [positions, columns written] in the MLP's dtype."""
+        xr = _columns(xs, self.reads).to(self.w_in.dtype)
+        if self.transposed:
+            xt = xr.t().contiguous()
+            # products then biases, as in other implementations (TransformerLens): torch.addmm
+            # may round its fused sum differently
+            h = (_mm(self.w_in_t, xt) + self.b_in_col).relu_()
+            if self.w_gate_t is not None:
+                h = h * (_mm(self.w_gate_t, xt) + self.b_gate_col)
+            return _mm(self.w_out_t, h).t() + self.b_out
+        h = (xr @ self.w_in + self.b_in).relu_()
+        if self.w_gate is not None:  # a gated unit: relu(x W_in + b_in) * (x W_gate + b_gate)
+            h = h * (xr @ self.w_gate + self.b_gate)
+        return h @ self.w_out + self.b_out
+
+    def apply(self, x: torch.Tensor, step: int, in_place: bool) -> torch.Tensor:
+        """x + MLP(x), over slices of ``step`` positions; with ``in_place`` x itself is updated."""
+        flat = x.reshape(-1, x.shape[-1])
+        out = flat if in_place else flat.clone()
+        wide = self.w_in.dtype != x.dtype  # a float64 MLP in a float32 model
+        # Slices stay small enough that their hidden activations are reused memory: one huge
+        # temporary costs more in fresh pages than its arithmetic ... but of at least
+        # MLP_SLICE_ROWS positions: a slice of 6 positions of a 42,310-unit MLP read its whole
+        # W_out (148 MB) for each 6 positions.  A GPU takes slices of chunk_elements: small slices
+        # made histogram at max_len 64 ten times slower there.
+        for s in range(0, flat.shape[0], step):
+            o, xs = out[s:s + step], flat[s:s + step]
+            if not wide:
+                _add_columns(o, self.writes, self.delta(xs), in_place=True)
+            else:  # the sum is taken wide and rounded once
+                _set_columns(o, self.writes, _columns(xs, self.writes).to(self.w_in.dtype) + self.delta(xs))
+        return out.reshape(x.shape)
 
 
-def _set_columns(x: torch.Tensor, index: torch.Tensor | None, values: torch.Tensor) -> None:
+class _Explained:
+    """An MLP weight's entry of ``Transformer.explain``."""
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        self.info = info
+
+    def explained(self) -> dict[str, Any]:
+        return dict(self.info)
+
+
+class _Layer:
+    def __init__(self, attn: _Attention | None, mlp: _Mlp | None) -> None:
+        self.attn, self.mlp = attn, mlp
+
+
+def _mm(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """w @ x for a dense or CSR left factor."""
+    return torch.sparse.mm(w, x) if w.layout == torch.sparse_csr else w @ x
+
+
+class _Cols:
+    """Some columns of the residual stream: their indices, and (start, length) where they are
+    consecutive (a residual subspace: read and written as a view, with no gather)."""
+
+    def __init__(self, index: torch.Tensor) -> None:
+        self.index, self.n = index, len(index)
+        start = int(index[0]) if self.n else 0
+        self.span = (start, self.n) if self.n and int(index[-1]) - start == self.n - 1 else None
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def _columns(x: torch.Tensor, index: _Cols | None) -> torch.Tensor:
+    """x[..., index] (all of x where index is None); a view where the columns are consecutive.
+    A gather runs on x as a matrix: along the last dimension of a 3-D tensor it is ten times
+    slower."""
+    if index is None:
+        return x
+    if index.span is not None:
+        return x.narrow(-1, *index.span)
+    flat = x.reshape(-1, x.shape[-1]).index_select(1, index.index)
+    return flat.view(*x.shape[:-1], index.n)
+
+
+def _set_columns(x: torch.Tensor, index: _Cols | None, values: torch.Tensor) -> None:
     """x[..., index] = values rounded to x's dtype, in place (every column when index is None)."""
     if index is None:
         x.copy_(values)  # converts as it copies
+    elif index.span is not None:
+        x.narrow(-1, *index.span).copy_(values)
     else:
-        x.index_copy_(x.dim() - 1, index, values.to(x.dtype))
+        x.index_copy_(x.dim() - 1, index.index, values.to(x.dtype))
 
 
-def _add_columns(x: torch.Tensor, index: torch.Tensor | None, delta: torch.Tensor,
+def _add_columns(x: torch.Tensor, index: _Cols | None, delta: torch.Tensor,
                  in_place: bool = False) -> torch.Tensor:
     """x + delta, where delta holds only the columns ``index`` (all of them when None); with
     ``in_place`` into x itself."""
     if index is None:
         return x.add_(delta) if in_place else x + delta
-    if in_place:
-        return x.index_add_(x.dim() - 1, index, delta)
-    return x.index_add(x.dim() - 1, index, delta)
+    if not in_place:
+        x = x.clone()
+    if index.span is not None:
+        x.narrow(-1, *index.span).add_(delta)
+    else:
+        x.reshape(-1, x.shape[-1]).index_add_(1, index.index, delta.reshape(-1, index.n))
+    return x
 
 
 class RaspModel:

@@ -97,9 +97,9 @@ def test_chunked_forward_equals_unchunked(path: str, vocab: str) -> None:
 @pytest.mark.parametrize("path, vocab", [("programs/dyck2.rasp", "(){}a"), ("programs/sort.rasp", "abc"),
                                          ("programs/matmul.rasp", None)])
 def test_sparse_mlp_products_equal_dense_ones(monkeypatch, path: str, vocab: str | None) -> None:
-    """Large, mostly-zero MLP weights are multiplied as CSR matrices on a CPU (``runtime.
-    _sparse_transpose``); forced on every MLP weight here, the logits match the dense products to
-    the summation order and decode alike, in any slicing."""
+    """Large, mostly-zero MLP weights are multiplied as CSR matrices on a CPU (the "csr" path of
+    ``Transformer.explain``); forced on every MLP weight here, the logits match the dense products
+    to the summation order and decode alike, in any slicing."""
     import torch
 
     import rasp_compiler.runtime as runtime
@@ -116,20 +116,16 @@ def test_sparse_mlp_products_equal_dense_ones(monkeypatch, path: str, vocab: str
         model = compile_program(load_program(path), list(vocab), 12)
         inputs = random_inputs(list(vocab), 12, 40, seed=4)
     dense = model.forward(inputs)
-    built = []
-    real = runtime._sparse_transpose
-
-    def spy(w):
-        got = real(w)
-        built.append(got is not None)
-        return got
-    monkeypatch.setattr(runtime, "SPARSE_PRODUCT_MIN_ELEMENTS", 1)
-    monkeypatch.setattr(runtime, "SPARSE_PRODUCT_MAX_DENSITY", 1.0)
-    monkeypatch.setattr(runtime, "_sparse_transpose", spy)
+    for name, value in (("SPARSE_MIN_ELEMENTS", 1), ("COLUMNS_MAX_SHARE", 1.0), ("CSR_MIN_ELEMENTS", 1),
+                        ("CSR_MAX_DENSITY", 1.0)):
+        monkeypatch.setattr(runtime, name, value)
+    model.module._prepared = None  # prepared again under the forced limits
+    paths = {e["tensor"]: e["path"] for e in model.module.explain()}
+    mlp = [n for n in paths if ".mlp.W_" in n]
+    assert mlp and all(paths[n] == "csr" for n in mlp)
     for chunk in (1 << 40, 1000):
         sparse = _forward_with(model, chunk, inputs)
         assert torch.allclose(sparse, dense, rtol=0.0, atol=1e-5 * max(1.0, float(dense.abs().max())))
-    assert built and all(built)
     if vocab is not None:
         assert model.run(inputs) == [model.decode(dense[i:i + 1], [len(x)])[0] for i, x in enumerate(inputs)]
 

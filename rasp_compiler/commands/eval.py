@@ -14,6 +14,7 @@ EPILOG = """examples:
   rasp eval out/ --inputs words.txt                     one output per line, in order
   rasp eval out/ --inputs-json inputs.jsonl --json      one {"input": ..., "output": ...} per line
   printf 'abc\\nba\\n' | rasp eval out/ --inputs -
+  rasp eval out/ --explain                              which path each weight's product takes
 
 --inputs reads one input string per line; --inputs-json one JSON list (or string) per line (JSON
 Lines).  The inputs run in batches.  The first line that cannot be read or run stops the run: the
@@ -31,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               "only) and print the decoded output.", epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="DIR", help="directory with model.safetensors and config.json")
-    src = p.add_mutually_exclusive_group(required=True)
+    src = p.add_mutually_exclusive_group()
     src.add_argument("--input", metavar="TEXT", help="input string; its characters are the tokens")
     src.add_argument("--input-json", metavar="JSON", help="input as a JSON list")
     src.add_argument("--inputs", metavar="FILE", help="one input string per line (- for stdin)")
@@ -40,7 +41,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help='print {"output": [...]}')
     p.add_argument("--device", default="cpu", metavar="cpu|cuda",
                    help="where the network runs (default cpu)")
+    p.add_argument("--paths", choices=("auto", "dense"), default="auto",
+                   help="auto (default): each product skips its weight's zeros where that is faster on the "
+                        "device; dense: every product on whole matrices (the same outputs, bit for bit)")
+    p.add_argument("--explain", action="store_true",
+                   help="print which path each weight's product takes, and why (to stderr where inputs run)")
     p.set_defaults(func=main)
+
+
+def explain_table(model: Any) -> str:
+    """One line per weight's product: name, shape, non-zero entries, path and why."""
+    rows = model.module.explain()
+    width = max(len(r["tensor"]) for r in rows)
+    return "\n".join(f"{r['tensor']:<{width}}  {'x'.join(map(str, r['shape'])):>11}  "
+                     f"{r['nonzero']:>9,} nonzero  {r['path']:<7}  {r['why']}" for r in rows)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -51,6 +65,17 @@ def main(args: argparse.Namespace) -> int:
     if batch_file:
         inputs, unreadable = read_batch(batch_file, json_lines=args.inputs_json is not None)
     model = RaspModel.load(args.model).to(args.device)
+    model.module.paths = args.paths
+    if args.explain:
+        alone = args.input is None and args.input_json is None and not batch_file
+        print(explain_table(model), file=sys.stdout if alone else sys.stderr)
+        if alone:
+            return 0
+    elif args.input is None and args.input_json is None and not batch_file:
+        from rasp_compiler.errors import InputError
+
+        raise InputError("rasp eval needs an input: --input, --input-json, --inputs or --inputs-json "
+                         "(or --explain alone)")
     if not batch_file:
         single = list(args.input) if args.input is not None else parse_input_json(args.input_json)
         out = _tidy(model.run([single])[0], model.config["dtype"])

@@ -112,18 +112,26 @@ def large_tables_opaque(program: Program, program_label: str = "as written") -> 
 
 @dataclass
 class Tried:
-    """What building one strategy gave and cost (wall-clock seconds of its analysis, lowering,
-    schedule and assembly)."""
+    """What building one strategy gave and cost (wall-clock and CPU seconds of this process for its
+    analysis, lowering, schedule and assembly: on a shared machine the CPU seconds are the
+    steadier measure)."""
 
     strategy: str
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     layers: int | None = None  # None where it could not be lowered
     head_depth: int | None = None
     params: int | None = None  # None where it was not assembled
     outcome: str = ""  # "assembled", "not assembled: ...", "refused: ...", "kept"
 
+    def add_time(self, start: float, cpu_start: float) -> None:
+        """Add the time since ``start`` (time.perf_counter) and ``cpu_start`` (time.process_time)."""
+        self.seconds += time.perf_counter() - start
+        self.cpu_seconds += time.process_time() - cpu_start
+
     def as_dict(self) -> dict[str, Any]:
-        return {"strategy": self.strategy, "seconds": round(self.seconds, 4), "layers": self.layers,
+        return {"strategy": self.strategy, "seconds": round(self.seconds, 4),
+                "cpu_seconds": round(self.cpu_seconds, 4), "layers": self.layers,
                 "head_depth": self.head_depth, "params": self.params, "outcome": self.outcome}
 
 
@@ -190,10 +198,10 @@ class PlanSearch:
             return cand
         cand = Candidate(strategy, Tried(strategy.label))
         self.candidates[strategy.key] = cand
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         if strategy.integers is not None:
             self._numeric(cand, strategy.integers)
-            cand.tried.seconds += time.perf_counter() - start
+            cand.tried.add_time(start, cpu)
             return cand
         try:
             cand.analysis = Analysis(strategy.program, self.vocab, self.max_len,
@@ -212,7 +220,7 @@ class PlanSearch:
         except UserError as err:
             cand.error = err
             cand.tried.outcome = f"refused: {err.message}"
-        cand.tried.seconds += time.perf_counter() - start
+        cand.tried.add_time(start, cpu)
         return cand
 
     def build(self, strategy: Strategy, fewer_layers_than: int | None = None) -> Candidate | None:
@@ -228,7 +236,7 @@ class PlanSearch:
                 cand.tried.outcome = f"not assembled: no fewer layers than {fewer_layers_than}"
             return None
         if not cand.assembled and cand.error is None:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             self._stage(strategy, "weights")
             try:
                 cand.config, cand.tensors = assemble(cand.analysis, cand.lowering, cand.schedule,
@@ -239,7 +247,7 @@ class PlanSearch:
             except UserError as err:
                 cand.error = err
                 cand.tried.outcome = f"refused: {err.message}"
-            cand.tried.seconds += time.perf_counter() - start
+            cand.tried.add_time(start, cpu)
         return cand if cand.assembled else None
 
     def _numeric(self, cand: Candidate, integers: IntegerTokens) -> None:

@@ -1,0 +1,116 @@
+"""The runtime's sparse paths (runtime.Transformer, ``paths``): on a CPU each weight's product
+runs dense, on its used columns, or as a CSR matrix, chosen from the weight alone; every choice
+must give the dense path's logits bit for bit in float64, on every shipped program at max length
+6, 16 and 64 (about 10 s in all)."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from rasp_compiler.compiler import compile_program
+from rasp_compiler.lang import load_program
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from shipped import PROGRAMS, Shipped  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+def _inputs(s: Shipped, n: int, count: int = 48) -> list[list]:
+    """Random inputs of every length class, the longest and all-equal ones included."""
+    rng = random.Random(n)
+    vocab = list(s.vocab5)
+    xs = [[rng.choice(vocab) for _ in range(rng.randint(1, n))] for _ in range(count)]
+    return xs + [[rng.choice(vocab) for _ in range(n)] for _ in range(8)] + [[v] * n for v in vocab]
+
+
+def _logits(model, xs: list[list], paths: str) -> torch.Tensor:
+    ids, lengths, values = model.encode_inputs(xs)
+    model.module.paths = paths
+    with torch.inference_mode():
+        return model.module(ids, lengths, values=values)
+
+
+def _check(s: Shipped, n: int) -> None:
+    model = compile_program(load_program(str(s.file)), list(s.vocab5), n, dtype="float64")
+    xs = _inputs(s, n)
+    dense, auto = _logits(model, xs, "dense"), _logits(model, xs, "auto")
+    assert dense.dtype == torch.float64
+    # bit for bit: equal values and the same NaN / sign-free zeros (torch.equal compares values)
+    assert torch.equal(dense, auto), f"{s.name} at {n}: max difference {float((dense - auto).abs().max())}"
+
+
+@pytest.mark.parametrize("n", [6, 16, 64])
+@pytest.mark.parametrize("s", PROGRAMS, ids=[p.name for p in PROGRAMS])
+def test_auto_paths_give_the_dense_logits_bit_for_bit(s: Shipped, n: int) -> None:
+    _check(s, n)
+
+
+def test_large_models_take_the_sparse_paths_and_small_ones_stay_dense() -> None:
+    """The bit-identity tests above are only worth something where the sparse paths run: dyck2 at
+    64 gathers columns and runs a CSR product; reverse at 6 is small enough to stay dense.  Every
+    weight's product is listed once, with a reason."""
+    r = next(p for p in PROGRAMS if p.name == "reverse")
+    small = compile_program(load_program(str(r.file)), list(r.vocab5), 6).module.explain()
+    assert small and all(e["path"] == "dense" and e["why"].startswith("small") for e in small)
+    s = next(p for p in PROGRAMS if p.name == "dyck2")
+    program = load_program(str(s.file))
+    model = compile_program(program, list(s.vocab5), 64, dtype="float64")
+    big = model.module.explain()
+    names = [e["tensor"] for e in big]
+    assert len(names) == len(set(names))
+    assert {n for n in model.tensors if n.split(".")[-1] in ("W_Q", "W_K", "W_V", "W_O", "W_in", "W_out",
+                                                                 "W_U")} == set(names)
+    assert {"columns", "csr"} <= {e["path"] for e in big}
+    model.module.paths = "dense"
+    assert {e["path"] for e in model.module.explain()} == {"dense"}
+
+
+def test_a_batch_does_not_change_an_inputs_logits() -> None:
+    """The path is chosen from the weights alone: an input's logits are the same alone and in a
+    batch of 300 (which the forward also slices into chunks)."""
+    s = next(p for p in PROGRAMS if p.name == "most_frequent")
+    model = compile_program(load_program(str(s.file)), list(s.vocab5), 40, dtype="float64")
+    model.module.chunk_elements = 1 << 20  # several chunks
+    xs = _inputs(s, 40, count=300)
+    batch = _logits(model, xs, "auto")
+    for i in (0, 7, 299):
+        alone = _logits(model, [xs[i]], "auto")
+        width = alone.shape[1]
+        assert torch.equal(alone[0], batch[i, :width])
+
+
+def test_an_unknown_path_setting_is_refused() -> None:
+    s = next(p for p in PROGRAMS if p.name == "reverse")
+    model = compile_program(load_program(str(s.file)), list(s.vocab5), 6)
+    model.module.paths = "fast"
+    with pytest.raises(ValueError, match="paths must be one of auto, dense"):
+        model.module.explain()
+
+
+def test_rasp_eval_explains_the_paths_and_runs_dense_on_request(tmp_path, capsys) -> None:
+    """``rasp eval DIR --explain`` alone prints one line per weight's product; with an input the
+    table goes to stderr and the output is printed as always; ``--paths dense`` gives the same
+    output; no input and no --explain is one clear error."""
+    from rasp_compiler.cli import main
+
+    out = str(tmp_path / "m")
+    assert main(["compile", "programs/dyck2.rasp", "--vocab", "(){}a", "--max-len", "16", "-o", out]) == 0
+    capsys.readouterr()
+    assert main(["eval", out, "--explain"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("layers.0.mlp.W_in") and " columns " in line for line in table)
+    assert table[-1].startswith("unembed.W_U")
+    assert main(["eval", out, "--input", "({)}", "--explain"]) == 0
+    got = capsys.readouterr()
+    assert "layers.0.mlp.W_in" in got.err and "layers.0" not in got.out
+    assert main(["eval", out, "--input", "({)}", "--paths", "dense"]) == 0
+    assert capsys.readouterr().out == got.out
+    assert main(["eval", out]) == 1
+    assert capsys.readouterr().err.startswith("error: rasp eval needs an input")
