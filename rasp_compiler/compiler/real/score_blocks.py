@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from rasp_compiler.compiler import selectors as sl
+from rasp_compiler.compiler.real.aliases import EXACT_INT
 
 
 class ScoreBlocks:
@@ -36,13 +37,14 @@ class ScoreBlocks:
             return out
         return self._matrix_block(np.asarray(self.pos[sel], dtype=bool), sel)
 
-    def blocks_and_bos(self, sel: str, nid: str) -> tuple[list[tuple[str, str, np.ndarray]],
-                                                          tuple[tuple[str, float], ...]]:
+    def blocks_and_bos(self, sel: str, nid: str, narrow: bool = False
+                       ) -> tuple[list[tuple[str, str, np.ndarray]], tuple[tuple[str, float], ...]]:
         """A hard head's score blocks and the query side of its BOS score (``HeadSpec.bos_query``).
         In the first one-hot block with a query class that selects no key, such classes get no
         column: BOS then scores -scale/2 (2 x [a selecting class] - 1), above every real key
         (whose blocks are all 0 or below at such a query), where it scored -scale/2 against a
-        block of -1s."""
+        block of -1s.  ``narrow``: an == over many integer keys takes the form with the fewest
+        columns instead of digits (``HeadSpec.narrow``: assembly takes it where d_head shrinks)."""
         f = sl.formula(self.graph, sel)
         conj = sl.conjuncts(f)
         if not all(isinstance(c, sl.Atom) for c in conj):
@@ -51,7 +53,8 @@ class ScoreBlocks:
         out: list[tuple[str, str, np.ndarray]] = []
         bos: tuple[tuple[str, float], ...] = (("one", 1.0),)
         for a in conj:
-            blocks = self._atom_blocks(a, True, drop_empty=len(bos) == 1 and bos[0] == ("one", 1.0))
+            blocks = self._atom_blocks(a, True, drop_empty=len(bos) == 1 and bos[0] == ("one", 1.0),
+                                       narrow=narrow)
             if isinstance(blocks, tuple):
                 blocks, bos = blocks
             out.extend(blocks)
@@ -92,21 +95,43 @@ class ScoreBlocks:
                 out.append((qf, kf, np.array([[1.0]])))
         return out
 
-    def _atom_blocks(self, a: sl.Atom, digits: bool = True, drop_empty: bool = False) -> Any:
+    def _atom_blocks(self, a: sl.Atom, digits: bool = True, drop_empty: bool = False,
+                     narrow: bool = False) -> Any:
         kv, qv = self.pos[a.key], self.pos[a.query]
         label = a.select
         ints = [v for v in kv if _is_int(v)]
-        if (digits and a.op == "==" and not a.negated and len(ints) == len(kv) and min(ints) >= 0
-                and len(set(ints)) > 8):
-            return self._digit_blocks([int(v) for v in kv], qv, label)
         kvals = _distinct(kv)
         qvals = _distinct(qv)
+        if (digits and a.op == "==" and not a.negated and len(ints) == len(kv) and min(ints) >= 0
+                and len(set(ints)) > 8):
+            keys = [int(v) for v in kv]
+            if not narrow:
+                return self._digit_blocks(keys, qv, label)
+            # fewer columns than the digits' 6: one-hot where it has at most 3 (a d_head of 4
+            # with BOS's one column)
+            if min(len(qvals), len(kvals)) > 3:
+                return self._digit_blocks(keys, qv, label)
         small = np.array([[sl.holds(a, k, q) for k in kvals] for q in qvals], dtype=bool)
         if a.negated:
             small = ~small
         kidx = np.array([_index(kvals, v) for v in kv])
         qidx = np.array([_index(qvals, v) for v in qv])
         return self._onehot_block(qidx, kidx, small, label, drop_empty)
+
+    def _quadratic_blocks(self, keys: list[int], qv: list[Any], label: str
+                          ) -> list[tuple[str, str, np.ndarray]] | None:
+        """-(k - q)^2 = 2kq - q^2 - k^2 in three columns (the digits' form without the split), or
+        None where scale x sqrt(d_head <= 16) x its terms could pass the dtype's exact integers.
+        A query with no valid target gets q = -1, which matches no key (keys are >= 0)."""
+        q = np.array([float(v) if _is_int(v) and 0 <= int(v) <= max(keys) else -1.0 for v in qv])
+        k = np.array(keys, dtype=float)
+        big_k, big_q = float(np.max(np.abs(k))), float(np.max(np.abs(q)))
+        if 2.0 * self.gap * 4.0 * (2 * big_k * big_q + big_k ** 2 + big_q ** 2) > EXACT_INT[self.dtype]:
+            return None
+        fk, fk2 = self.embed(k, f"{label}.key"), self.embed(k * k, f"{label}.key^2")
+        fq, fq2 = self.embed(q, f"{label}.query"), self.embed(q * q, f"{label}.query^2")
+        return [(fq, fk, np.array([[2.0]])), (fq2, "one", np.array([[-1.0]])),
+                ("one", fk2, np.array([[-1.0]]))]
 
     def _digit_blocks(self, keys: list[int], qv: list[Any], label: str) -> list[tuple[str, str, np.ndarray]]:
         """-(k - q)^2 summed over base-B digits of key and query values (exact small integers)."""

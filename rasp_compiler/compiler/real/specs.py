@@ -27,6 +27,9 @@ class Feat:
     start: int = -1
     pos_values: np.ndarray | None = None  # embedded positional features: [positions, size]
     labels: list[str] = field(default_factory=list)
+    # a positional feature that is an integer combination of others (``PositionalFolding.embed``):
+    # {feature or "one": coefficient}; it has no column of its own (size 0)
+    combo: dict[str, int] | None = None
 
 
 @dataclass
@@ -59,6 +62,9 @@ class HeadSpec:
     # at +scale/2 instead (``ScoreBlocks.blocks_and_bos``), so that it needs no block of its own
     bos_query: tuple[tuple[str, float], ...] = (("one", 1.0),)
     weights: list[float] = field(default_factory=list)  # per target, its W_O weight (default 1)
+    # (blocks, bos_query) with fewer score columns (``ScoreBlocks.blocks_and_bos(narrow=True)``):
+    # assembly takes them where the layer's d_head then shrinks
+    narrow: tuple[list[tuple[str, str, np.ndarray]], tuple[tuple[str, float], ...]] | None = None
 
     def merge_key(self) -> tuple:
         """Aggregates with the same score pattern share one head (each target is one value column)."""
