@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from rasp_compiler.compiler.artifact import FORMAT, as_arrays
-from rasp_compiler.compiler.real.aliases import choose_aliases, columns_of, feature_uses
+from rasp_compiler.compiler.real.aliases import columns_of, feature_uses
 from rasp_compiler.compiler.real.bounds import _bound_note, node_errors
 from rasp_compiler.compiler.real.core import NumericCompiler
 from rasp_compiler.compiler.real.divisions import split_divisions
@@ -63,13 +63,12 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
     nc.need(out_id)
     bos_columns = _narrow_layers(nc)
     # layout: one, bos, token, then features in slot order; a positional feature no sublayer
-    # reads (a narrow alternative not taken), or that is an integer combination of earlier
-    # ones (``aliases``), gets no column
+    # reads (a narrow alternative not taken) gets no column
     order = sorted(nc.feats.values(), key=lambda f: (f.slot, f.kind != "token", f.id))
     d_head_max = _power_of_4(max([len(h.blocks) + len(h.data) + 2 for h in nc.heads] + [1]))
     positional = {f.id for f in order if f.kind == "positional"}
     uses = feature_uses(nc.heads, nc.mlps, d_head_max, positional)
-    aliases = choose_aliases(order, uses, nc.n, dtype)
+    aliases: dict[str, dict[str, int]] = {}
     order = [f for f in order if f.id not in aliases and (f.id in uses or f.kind != "positional")]
     d = 2
     for f in order:
@@ -185,9 +184,7 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
         "numeric": {"maps": bounds, "output_interval": list(nc.interval[out_id]),
                     "approx_error_bound": total_bound,
                     "error_bound": {"absolute": out_abs, "relative": out_rel},
-                    "largest_table": _largest(nc),
-                    # positional features read as integer combinations of columns (``aliases``)
-                    "aliases": {f: dict(c) for f, c in sorted(aliases.items())}},
+                    "largest_table": _largest(nc)},
         "notes": notes,
     }
     if guards:

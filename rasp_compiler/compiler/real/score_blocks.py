@@ -108,10 +108,9 @@ class ScoreBlocks:
             if not narrow:
                 return self._digit_blocks(keys, qv, label)
             # fewer columns than the digits' 6: one-hot where it has at most 3 (a d_head of 4
-            # with BOS's one column), else the whole quadratic (3) where its integers stay exact
+            # with BOS's one column)
             if min(len(qvals), len(kvals)) > 3:
-                quad = self._quadratic_blocks(keys, qv, label)
-                return quad if quad is not None else self._digit_blocks(keys, qv, label)
+                return self._digit_blocks(keys, qv, label)
         small = np.array([[sl.holds(a, k, q) for k in kvals] for q in qvals], dtype=bool)
         if a.negated:
             small = ~small
