@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 
 from rasp_compiler.compiler.artifact import FORMAT, as_arrays
-from rasp_compiler.compiler.real.aliases import columns_of, feature_uses
 from rasp_compiler.compiler.real.bounds import _bound_note, node_errors
 from rasp_compiler.compiler.real.core import NumericCompiler
 from rasp_compiler.compiler.real.divisions import split_divisions
 from rasp_compiler.compiler.real.limits import GRID_SLACK_ULPS, UNIT_ROUNDOFF
 from rasp_compiler.compiler.real.specs import BOS, ONE, HeadSpec
+from rasp_compiler.compiler.real.uses import feature_uses
 from rasp_compiler.errors import CompileError
 from rasp_compiler.graph.nodes import Program
 
@@ -68,8 +68,7 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
     d_head_max = _power_of_4(max([len(h.blocks) + len(h.data) + 2 for h in nc.heads] + [1]))
     positional = {f.id for f in order if f.kind == "positional"}
     uses = feature_uses(nc.heads, nc.mlps, d_head_max, positional)
-    aliases: dict[str, dict[str, int]] = {}
-    order = [f for f in order if f.id not in aliases and (f.id in uses or f.kind != "positional")]
+    order = [f for f in order if f.id in uses or f.kind != "positional"]
     d = 2
     for f in order:
         f.start = d
@@ -79,8 +78,8 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
     def dim(fid: str) -> int:
         return ONE if fid == "one" else nc.feats[fid].start
 
-    def cols(fid: str) -> list[tuple[int, float]]:
-        return columns_of(fid, aliases, dim)
+    def cols(fid: str) -> list[tuple[int, float]]:  # the columns a feature is read from
+        return [(dim(fid), 1.0)]
 
     P = max_len
     tok = np.zeros((3, d))

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from rasp_compiler.compiler import selectors as sl
-from rasp_compiler.compiler.real.aliases import EXACT_INT
 
 
 class ScoreBlocks:
@@ -117,21 +116,6 @@ class ScoreBlocks:
         kidx = np.array([_index(kvals, v) for v in kv])
         qidx = np.array([_index(qvals, v) for v in qv])
         return self._onehot_block(qidx, kidx, small, label, drop_empty)
-
-    def _quadratic_blocks(self, keys: list[int], qv: list[Any], label: str
-                          ) -> list[tuple[str, str, np.ndarray]] | None:
-        """-(k - q)^2 = 2kq - q^2 - k^2 in three columns (the digits' form without the split), or
-        None where scale x sqrt(d_head <= 16) x its terms could pass the dtype's exact integers.
-        A query with no valid target gets q = -1, which matches no key (keys are >= 0)."""
-        q = np.array([float(v) if _is_int(v) and 0 <= int(v) <= max(keys) else -1.0 for v in qv])
-        k = np.array(keys, dtype=float)
-        big_k, big_q = float(np.max(np.abs(k))), float(np.max(np.abs(q)))
-        if 2.0 * self.gap * 4.0 * (2 * big_k * big_q + big_k ** 2 + big_q ** 2) > EXACT_INT[self.dtype]:
-            return None
-        fk, fk2 = self.embed(k, f"{label}.key"), self.embed(k * k, f"{label}.key^2")
-        fq, fq2 = self.embed(q, f"{label}.query"), self.embed(q * q, f"{label}.query^2")
-        return [(fq, fk, np.array([[2.0]])), (fq2, "one", np.array([[-1.0]])),
-                ("one", fk2, np.array([[-1.0]]))]
 
     def _digit_blocks(self, keys: list[int], qv: list[Any], label: str) -> list[tuple[str, str, np.ndarray]]:
         """-(k - q)^2 summed over base-B digits of key and query values (exact small integers)."""

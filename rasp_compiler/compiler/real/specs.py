@@ -27,9 +27,6 @@ class Feat:
     start: int = -1
     pos_values: np.ndarray | None = None  # embedded positional features: [positions, size]
     labels: list[str] = field(default_factory=list)
-    # a positional feature that is an integer combination of others (``PositionalFolding.embed``):
-    # {feature or "one": coefficient}; it has no column of its own (size 0)
-    combo: dict[str, int] | None = None
 
 
 @dataclass
