@@ -40,9 +40,6 @@ def breakdown(config: dict, tensors: dict) -> dict[str, Any]:
                               "mlp_ops": [{"writes": o["writes"], "units": o["units"][1] - o["units"][0]}
                                           for o in (lp["mlp"] or {}).get("ops", [])]})
     out["total"] = out["embed"] + out["unembed"] + sum(x["attn"] + x["mlp"] for x in out["layers"])
-    feats: dict[int, int] = {}
-    for r in config["residual"]:
-        feats[r["size"]] = feats.get(r["size"], 0) + 1
     out["residual"] = [{"feature": r["feature"], "size": r["size"]} for r in config["residual"]]
     return out
 
