@@ -307,3 +307,55 @@ def test_rasp_check_draws_inputs_on_the_grid_and_counts_flagged_ones(tmp_path: P
     report = json.loads(capsys.readouterr().out)
     assert rc == 0 and report["inputs_checked"] + report["inputs_undefined"] == 300
     assert report["inputs_undefined"] > 50 and not report["failures"]
+
+
+# ---- narrow score columns (real/assembly.py: _narrow_layers, _single_column) ----------------------
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_matmul_3xk_listing_is_exact_against_the_interpreter(k: int) -> None:
+    """At every inner size the narrow heads (one-hot gathers, one-column summing heads) compute
+    what the interpreter computes, bit for bit, on random integer inputs."""
+    from rasp_compiler.interpreter import run
+
+    spec, source = listing("matmul_3xk_kx4")
+    n = 7 * k
+    program = program_from_source(source, "matmul_3xk_kx4.rasp")
+    model = compile_weights(program, None, n, fixed_length=n, input_range=(-9, 9)).model()
+    xs = np.random.default_rng(k).integers(-9, 10, (60, n))
+    for x, got in zip(xs, model.run(xs.tolist()), strict=True):
+        assert got == [int(v) for v in run(program, x.tolist())], x
+
+
+def _layer_d_heads(w) -> list[int]:
+    return [layer["d_head"] for layer in w.config["layers"] if layer["n_heads"]]
+
+
+def test_a_head_selecting_at_one_query_class_takes_one_score_column() -> None:
+    """select(indices, 3 if indices == 1 else 0, <): only query 1 selects (keys 0..2); its head
+    is one column (d_head 1), and the output equals the interpreter's."""
+    from rasp_compiler.interpreter import run
+
+    src = ("x = tokens_float;\n"
+           "y = numerical(aggregate(select(indices, 3 if indices == 1 else 0, <), x, 0));\ny;")
+    program = program_from_source(src)
+    w = compile_weights(program, None, 6, fixed_length=6, input_range=(-4, 4))
+    assert _layer_d_heads(w) == [1]
+    xs = np.random.default_rng(0).integers(-4, 5, (40, 6)).astype(float)
+    for x, got in zip(xs, w.model().run(xs.tolist()), strict=True):
+        assert got == pytest.approx(run(program, x.tolist()), abs=1e-6), x
+
+
+def test_a_gather_over_many_keys_with_few_query_classes_takes_one_hot_columns() -> None:
+    """select(indices, 4 + indices % 3, ==) over 14 keys: 3 query classes, so one-hot blocks (3
+    columns and BOS's one: d_head 4) where digit blocks would take 6 (d_head 16)."""
+    from rasp_compiler.interpreter import run
+
+    src = "x = tokens_float;\ny = numerical(aggregate(select(indices, 4 + indices % 3, ==), x, 0));\ny;"
+    program = program_from_source(src)
+    w = compile_weights(program, None, 14, fixed_length=14, input_range=(-4, 4))
+    assert _layer_d_heads(w) == [4]
+    assert not any(r["feature"].startswith("pos:select") and "key_hi" in r["feature"]
+                   for r in w.config["residual"])  # the digit columns were dropped
+    xs = np.random.default_rng(1).integers(-4, 5, (40, 14)).astype(float)
+    for x, got in zip(xs, w.model().run(xs.tolist()), strict=True):
+        assert got == run(program, x.tolist()), x

@@ -9,6 +9,7 @@ config records the plan, the residual layout and the error bounds (``bounds``).
 from __future__ import annotations
 
 import math
+from dataclasses import replace as dc_replace
 from fractions import Fraction
 from typing import Any
 
@@ -20,6 +21,7 @@ from rasp_compiler.compiler.real.core import NumericCompiler
 from rasp_compiler.compiler.real.divisions import split_divisions
 from rasp_compiler.compiler.real.limits import GRID_SLACK_ULPS, UNIT_ROUNDOFF
 from rasp_compiler.compiler.real.specs import BOS, ONE, HeadSpec
+from rasp_compiler.compiler.real.uses import feature_uses
 from rasp_compiler.errors import CompileError
 from rasp_compiler.graph.nodes import Program
 
@@ -59,8 +61,14 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
                            hint="compile it without --input-range")
     _check_magnitudes(nc, program)   # before the heads: an overflow is the first thing to say
     nc.need(out_id)
-    # layout: one, bos, token, then features in slot order
+    bos_columns = _narrow_layers(nc)
+    # layout: one, bos, token, then features in slot order; a positional feature no sublayer
+    # reads (a narrow alternative not taken) gets no column
     order = sorted(nc.feats.values(), key=lambda f: (f.slot, f.kind != "token", f.id))
+    d_head_max = _power_of_4(max([len(h.blocks) + len(h.data) + 2 for h in nc.heads] + [1]))
+    positional = {f.id for f in order if f.kind == "positional"}
+    uses = feature_uses(nc.heads, nc.mlps, d_head_max, positional)
+    order = [f for f in order if f.id in uses or f.kind != "positional"]
     d = 2
     for f in order:
         f.start = d
@@ -69,6 +77,9 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
 
     def dim(fid: str) -> int:
         return ONE if fid == "one" else nc.feats[fid].start
+
+    def cols(fid: str) -> list[tuple[int, float]]:  # the columns a feature is read from
+        return [(dim(fid), 1.0)]
 
     P = max_len
     tok = np.zeros((3, d))
@@ -88,11 +99,9 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
         heads = _merged([h for h in nc.heads if h.slot == 2 * li])
         mlps = [m for m in nc.mlps if m.slot == 2 * li + 1]
         lp: dict[str, Any] = {"layer": li, "heads": [], "mlp": None}
-        hw = [_head_weights(h, dim, d, r_bos) for h in heads]
-        width = max([max(w[0].shape[1], w[2].shape[1]) for w in hw], default=0)
-        d_head = 1
-        while d_head < width:
-            d_head *= 4  # a power of 4: the runtime's 1/sqrt(d_head) is a power of 2, exact
+        bos_cols, single = bos_columns[li] if li < len(bos_columns) else (2, set())
+        hw = [_head_weights(h, cols, dim, d, r_bos, 0 if h.node in single else bos_cols) for h in heads]
+        d_head = _power_of_4(max([max(w[0].shape[1], w[2].shape[1]) for w in hw], default=0))
         if heads:
             H = len(heads)
             wq = np.zeros((H, d, d_head))
@@ -123,9 +132,11 @@ def compile_numeric(program: Program, input_range: tuple[float, float], max_len:
             w_out = np.zeros((m_, d))
             for j, u in enumerate(units):
                 for fid, w in u.w_in.items():
-                    w_in[dim(fid), j] += w
+                    for c, k in cols(fid):
+                        w_in[c, j] += w * k
                 for fid, w in u.w_gate.items():
-                    w_g[dim(fid), j] += w
+                    for c, k in cols(fid):
+                        w_g[c, j] += w * k
                 b_in[j], b_g[j] = u.b_in, u.b_gate
                 w_out[j, dim(u.out)] += u.out_w
             tensors.update({f"layers.{li}.mlp.W_in": w_in, f"layers.{li}.mlp.b_in": b_in,
@@ -226,36 +237,132 @@ def _output_spec(nc: NumericCompiler, out_id: str) -> dict[str, Any]:
     return spec
 
 
-def _head_weights(h: HeadSpec, dim: Any, d: int, r_bos: np.ndarray) -> tuple[np.ndarray, ...]:
-    cols = len(h.blocks) + len(h.data) + 2
+def _layer_d_head(heads: list[HeadSpec], bos_columns: int, single: set[str] = frozenset()) -> int:
+    merged = _merged(heads)
+    return _power_of_4(max([max(1 if h.node in single else len(h.blocks) + len(h.data) + bos_columns,
+                                len(h.values)) for h in merged], default=0))
+
+
+def _single_column(nc: NumericCompiler, h: HeadSpec) -> bool:
+    """Whether a hard head fits one score column with BOS folded in: one block whose query is an
+    indicator q (0/1) of the one query class that selects, whose key is 0 on selected keys and -1
+    elsewhere, and BOS scored +-scale/2 by that indicator (``blocks_and_bos``).  One column
+    Q = scale (2q - 1), K = key (BOS: -2) then ranks every key as before, with margins of scale:
+    q = 1: selected 0, others -scale, BOS -2 scale; q = 0: BOS 2 scale, others scale, selected 0;
+    BOS's query -scale: BOS 2 scale, real keys 0 or scale."""
+    if h.kind != "aggregate" or h.data or len(h.blocks) != 1:
+        return False
+    qf, kf, w = h.blocks[0]
+    if float(w[0, 0]) != 1.0 or h.bos_query != (("one", -1.0), (qf, 2.0)):
+        return False
+    fq, fk = nc.feats.get(qf), nc.feats.get(kf)
+    if fq is None or fk is None or fq.pos_values is None or fk.pos_values is None:
+        return False
+    return bool(np.isin(fq.pos_values, (0.0, 1.0)).all() and np.isin(fk.pos_values, (0.0, -1.0)).all())
+
+
+def _narrow_layers(nc: NumericCompiler) -> list[tuple[int, set[str]]]:
+    """Per layer, how many columns score BOS (``_head_weights``) and which heads take one column
+    in all (``_single_column``), after taking the heads' narrow alternatives (``HeadSpec.narrow``)
+    where that makes the layer's d_head smaller.  A layer
+    whose d_head would not shrink keeps its heads as they were, so its weights do not change."""
+    n_layers = max((h.slot // 2 for h in nc.heads), default=-1) + 1
+    out = []
+    for li in range(n_layers):
+        heads = [h for h in nc.heads if h.slot == 2 * li]
+        narrowed = [dc_replace(h, blocks=h.narrow[0], bos_query=h.narrow[1]) if h.narrow else h
+                    for h in heads]
+        single = {h.node for h in narrowed if _single_column(nc, h)}
+        options = [(_layer_d_head(heads, 2), 0, heads, 2, set()),
+                   (_layer_d_head(heads, 1), 1, heads, 1, set()),
+                   (_layer_d_head(narrowed, 1), 2, narrowed, 1, set()),
+                   (_layer_d_head(narrowed, 1, single), 3, narrowed, 1, single)]
+        _, _, chosen, bos, ones = min(options, key=lambda o: (o[0], o[1]))
+        for h, c in zip(heads, chosen, strict=True):
+            if c is not h:
+                nc.heads[nc.heads.index(h)] = c
+        out.append((bos, ones))
+    return out
+
+
+def _power_of_4(width: int) -> int:
+    """The smallest power of 4 >= width: the runtime's 1/sqrt(d_head) is then a power of 2, exact."""
+    d_head = 1
+    while d_head < width:
+        d_head *= 4
+    return d_head
+
+
+def _head_weights(h: HeadSpec, cols_of: Any, dim: Any, d: int, r_bos: np.ndarray,
+                  bos_columns: int = 2) -> tuple[np.ndarray, ...]:
+    """A head's W_Q, W_K, W_V, W_O; ``cols_of`` gives the columns a feature is read from.
+
+    Two columns score the BOS key: ``c_bos`` (a real query's score of BOS, -scale/2 per
+    ``bos_query``) and ``c_self`` (BOS's query scores itself at +scale).  Both key sides are
+    multiples of BOS's indicator, so with ``bos_columns=1`` they are one column: key 1 at BOS,
+    query -scale/2 x bos_query at a real query and +scale at BOS; every score is the same."""
+    if bos_columns == 0:  # one column, BOS folded into the block's (``_single_column``)
+        return _single_column_weights(h, cols_of, dim, d, r_bos)
+    cols = len(h.blocks) + len(h.data) + bos_columns
     wq, wk = np.zeros((d, cols)), np.zeros((d, cols))
+
+    def add(m: np.ndarray, fid: str, c: int, w: float) -> None:
+        for r, k in cols_of(fid):
+            m[r, c] += w * k
+
     for c, (qf, kf, w) in enumerate(h.blocks):
-        wq[dim(qf), c] += h.scale * float(w[0, 0])
-        wk[dim(kf), c] += 1.0
+        add(wq, qf, c, h.scale * float(w[0, 0]))
+        add(wk, kf, c, 1.0)
     for j, (qf, kf) in enumerate(h.data):
         c = len(h.blocks) + j
-        wq[dim(qf), c] += 1.0
-        wk[dim(kf), c] += 1.0
-    c_bos, c_self = cols - 2, cols - 1
+        add(wq, qf, c, 1.0)
+        add(wk, kf, c, 1.0)
+    c_bos, c_self = cols - bos_columns, cols - 1
+    bos_key = -0.5 if bos_columns == 2 else 1.0  # BOS's key on c_bos
     for f, w in h.bos_query:  # a real query scores the BOS key at -scale/2 (+scale/2: HeadSpec)
-        wq[dim(f), c_bos] += h.scale * w
+        add(wq, f, c_bos, h.scale * w * (-0.5 / bos_key))
     k = len(h.values)
     wv = np.zeros((d, k))
     wo = np.zeros((k, d))
     weights = h.weights or [1.0] * len(h.targets)
     for j, (v, t, w) in enumerate(zip(h.values, h.targets, weights, strict=False)):
-        wv[dim(v), j] += 1.0
+        add(wv, v, j, 1.0)
         wo[j, dim(t)] = w
     # the BOS rows cancel what the BOS residual holds, then set BOS's key, query and value
     rb = r_bos.copy()
     rb[BOS] = 0.0
     k_t = np.zeros(cols)
-    k_t[c_bos] = -0.5
+    k_t[c_bos] = bos_key
     k_t[c_self] = 1.0
     q_t = np.zeros(cols)
     q_t[c_self] = h.scale
     wk[BOS] = k_t - rb @ wk
     wq[BOS] = q_t - rb @ wq
+    wv[BOS] = np.array(h.defaults) - rb @ wv
+    return wq, wk, wv, wo
+
+
+def _single_column_weights(h: HeadSpec, cols_of: Any, dim: Any, d: int,
+                           r_bos: np.ndarray) -> tuple[np.ndarray, ...]:
+    """W_Q, W_K, W_V, W_O of a ``_single_column`` head: Q = scale (2q - 1), K = key, BOS's key
+    -2 and query -scale."""
+    qf, kf, _ = h.blocks[0]
+    wq, wk = np.zeros((d, 1)), np.zeros((d, 1))
+    for r, k in cols_of(qf):
+        wq[r, 0] += 2.0 * h.scale * k
+    wq[ONE, 0] -= h.scale
+    for r, k in cols_of(kf):
+        wk[r, 0] += k
+    n = len(h.values)
+    wv, wo = np.zeros((d, n)), np.zeros((n, d))
+    for j, (v, t, w) in enumerate(zip(h.values, h.targets, h.weights or [1.0] * n, strict=False)):
+        for r, k in cols_of(v):
+            wv[r, j] += k
+        wo[j, dim(t)] = w
+    rb = r_bos.copy()
+    rb[BOS] = 0.0
+    wk[BOS] = np.array([-2.0]) - rb @ wk
+    wq[BOS] = np.array([-h.scale]) - rb @ wq
     wv[BOS] = np.array(h.defaults) - rb @ wv
     return wq, wk, wv, wo
 

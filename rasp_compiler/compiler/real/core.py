@@ -57,6 +57,8 @@ class NumericCompiler(PositionalFolding, Intervals, Grids, DeferredMaps, Piecewi
         self.heads: list[HeadSpec] = []
         self.mlps: list[MLPSpec] = []
         self.embed_cache: dict[bytes, str] = {}
+        self.narrow_cache: dict[bytes, str] = {}  # features of narrow alternatives (``embed``)
+        self.narrowing = False
         self.map_reports: list[dict[str, Any]] = []
         self.deferred: dict[str, Deferred] = {}
         # grids (``grids``): integer tokens are multiples of 1, real ones of --input-grid if given

@@ -33,10 +33,16 @@ class Heads:
             raise self.error(nid, "{node} may select a key after its query position, which a causal "
                              "model cannot see", hint="combine the selector with select(indices, "
                              "indices, <=), or compile without --causal")
+        narrow = None
         if isinstance(node, SoftmaxAggregate):
             blocks, bos = self._blocks(sel, nid, digits=False), (("one", 1.0),)
         else:
             blocks, bos = self.blocks_and_bos(sel, nid)
+            self.narrowing = True
+            try:
+                narrow = self.blocks_and_bos(sel, nid, narrow=True)
+            finally:
+                self.narrowing = False
         value = self.need(node.inputs[-1])
         data: list[tuple[str, str]] = []
         bound = drift = 0.0
@@ -62,7 +68,9 @@ class Heads:
             self.feats[nid] = Feat(nid, 1, slot, nid, "numerical", labels=[nid])
         self.heads.append(HeadSpec(nid, node.kind, target or nid, blocks, data, [value],
                                    [_as_float(node.default, self.error, nid)], scale, slot,
-                                   [target or nid], [nid], bos_query=bos, weights=[weight]))
+                                   [target or nid], [nid], bos_query=bos, weights=[weight],
+                                   narrow=narrow if narrow is not None and len(narrow[0]) < len(blocks)
+                                   else None))
         if any(r["node"] == nid for r in self.map_reports):
             return slot
         lo, hi = self._interval_any(node.inputs[-1])

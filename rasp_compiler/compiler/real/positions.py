@@ -73,10 +73,17 @@ class PositionalFolding:
         key = values.tobytes()
         if key in self.embed_cache:
             return self.embed_cache[key]
-        fid = f"pos:{label}"
+        # a narrow alternative's features (``HeadSpec.narrow``) reuse the others but are kept
+        # apart from them: unless assembly takes the alternative, they are dropped, and the model
+        # is the one without them
+        narrow = getattr(self, "narrowing", False)
+        cache = self.narrow_cache if narrow else self.embed_cache
+        if key in cache:
+            return cache[key]
+        fid = f"pos:narrow:{label}" if narrow else f"pos:{label}"
         k = 2
         while fid in self.feats:
             fid, k = f"pos:{label}#{k}", k + 1
         self.feats[fid] = Feat(fid, 1, -1, None, "positional", pos_values=values[:, None], labels=[fid])
-        self.embed_cache[key] = fid
+        cache[key] = fid
         return fid

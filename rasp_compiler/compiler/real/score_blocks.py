@@ -36,13 +36,14 @@ class ScoreBlocks:
             return out
         return self._matrix_block(np.asarray(self.pos[sel], dtype=bool), sel)
 
-    def blocks_and_bos(self, sel: str, nid: str) -> tuple[list[tuple[str, str, np.ndarray]],
-                                                          tuple[tuple[str, float], ...]]:
+    def blocks_and_bos(self, sel: str, nid: str, narrow: bool = False
+                       ) -> tuple[list[tuple[str, str, np.ndarray]], tuple[tuple[str, float], ...]]:
         """A hard head's score blocks and the query side of its BOS score (``HeadSpec.bos_query``).
         In the first one-hot block with a query class that selects no key, such classes get no
         column: BOS then scores -scale/2 (2 x [a selecting class] - 1), above every real key
         (whose blocks are all 0 or below at such a query), where it scored -scale/2 against a
-        block of -1s."""
+        block of -1s.  ``narrow``: an == over many integer keys takes the form with the fewest
+        columns instead of digits (``HeadSpec.narrow``: assembly takes it where d_head shrinks)."""
         f = sl.formula(self.graph, sel)
         conj = sl.conjuncts(f)
         if not all(isinstance(c, sl.Atom) for c in conj):
@@ -51,7 +52,8 @@ class ScoreBlocks:
         out: list[tuple[str, str, np.ndarray]] = []
         bos: tuple[tuple[str, float], ...] = (("one", 1.0),)
         for a in conj:
-            blocks = self._atom_blocks(a, True, drop_empty=len(bos) == 1 and bos[0] == ("one", 1.0))
+            blocks = self._atom_blocks(a, True, drop_empty=len(bos) == 1 and bos[0] == ("one", 1.0),
+                                       narrow=narrow)
             if isinstance(blocks, tuple):
                 blocks, bos = blocks
             out.extend(blocks)
@@ -92,15 +94,22 @@ class ScoreBlocks:
                 out.append((qf, kf, np.array([[1.0]])))
         return out
 
-    def _atom_blocks(self, a: sl.Atom, digits: bool = True, drop_empty: bool = False) -> Any:
+    def _atom_blocks(self, a: sl.Atom, digits: bool = True, drop_empty: bool = False,
+                     narrow: bool = False) -> Any:
         kv, qv = self.pos[a.key], self.pos[a.query]
         label = a.select
         ints = [v for v in kv if _is_int(v)]
-        if (digits and a.op == "==" and not a.negated and len(ints) == len(kv) and min(ints) >= 0
-                and len(set(ints)) > 8):
-            return self._digit_blocks([int(v) for v in kv], qv, label)
         kvals = _distinct(kv)
         qvals = _distinct(qv)
+        if (digits and a.op == "==" and not a.negated and len(ints) == len(kv) and min(ints) >= 0
+                and len(set(ints)) > 8):
+            keys = [int(v) for v in kv]
+            if not narrow:
+                return self._digit_blocks(keys, qv, label)
+            # fewer columns than the digits' 6: one-hot where it has at most 3 (a d_head of 4
+            # with BOS's one column)
+            if min(len(qvals), len(kvals)) > 3:
+                return self._digit_blocks(keys, qv, label)
         small = np.array([[sl.holds(a, k, q) for k in kvals] for q in qvals], dtype=bool)
         if a.negated:
             small = ~small

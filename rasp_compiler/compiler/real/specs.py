@@ -59,6 +59,9 @@ class HeadSpec:
     # at +scale/2 instead (``ScoreBlocks.blocks_and_bos``), so that it needs no block of its own
     bos_query: tuple[tuple[str, float], ...] = (("one", 1.0),)
     weights: list[float] = field(default_factory=list)  # per target, its W_O weight (default 1)
+    # (blocks, bos_query) with fewer score columns (``ScoreBlocks.blocks_and_bos(narrow=True)``):
+    # assembly takes them where the layer's d_head then shrinks
+    narrow: tuple[list[tuple[str, str, np.ndarray]], tuple[tuple[str, float], ...]] | None = None
 
     def merge_key(self) -> tuple:
         """Aggregates with the same score pattern share one head (each target is one value column)."""
