@@ -68,7 +68,8 @@ def file_mode() -> int:
     return 0o666 & ~umask()
 
 
-def _fsync(path: str | Path) -> None:
+def fsync_path(path: str | Path) -> None:
+    """Flush a file or directory to disk, where the system allows it (best effort)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:  # not every system opens directories
@@ -81,7 +82,8 @@ def _fsync(path: str | Path) -> None:
         os.close(fd)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: a temporary it names is not stale while it does."""
     if pid == os.getpid():
         return True
     try:
@@ -153,7 +155,7 @@ def recover(directory: str | Path, artifact_files: Iterable[str]) -> list[str]:
     for entry in entries:
         m = _LEFTOVER.match(entry)
         path = os.path.join(parent, entry)
-        if m and m["name"] == name and not _alive(int(m["pid"])) and _is_real_dir(path):
+        if m and m["name"] == name and not process_alive(int(m["pid"])) and _is_real_dir(path):
             leftovers.append((m["kind"], os.path.join(parent, entry)))
     # an ".old-" directory first: where DIR is missing, it is the old artifact, whole
     for kind, path in sorted(leftovers, key=lambda kp: kp[0] != "old"):
@@ -241,18 +243,18 @@ def write_directory(directory: str | os.PathLike, write: Callable[[str], None], 
         for entry in os.listdir(tmp):
             path = os.path.join(tmp, entry)
             os.chmod(path, 0o666 & ~mask)  # safetensors' temporary files come out 0600
-            _fsync(path)
+            fsync_path(path)
         os.chmod(tmp, (os.stat(directory).st_mode & 0o7777) if exists else 0o777 & ~mask)
-        _fsync(tmp)
+        fsync_path(tmp)
         if in_place:
             for entry in artifact_files:
                 if os.path.exists(os.path.join(tmp, entry)):
                     os.replace(os.path.join(tmp, entry), os.path.join(directory, entry))
-            _fsync(directory)
+            fsync_path(directory)
             _remove_tree(tmp)
         elif not exists:
             os.rename(tmp, directory)
-            _fsync(parent)
+            fsync_path(parent)
         else:
             if _exchange(tmp, directory):
                 old = tmp  # now holds the old artifact
@@ -266,9 +268,9 @@ def write_directory(directory: str | os.PathLike, write: Callable[[str], None], 
                     os.rename(old, directory)
                     raise
             tmp = None
-            _fsync(parent)
+            fsync_path(parent)
             _carry_entries(old, directory, artifact_files)
-            _fsync(directory)
+            fsync_path(directory)
             _remove_tree(old)
     except BaseException as err:
         if tmp is not None:
@@ -308,7 +310,7 @@ def write_file(path: str | os.PathLike, write: Callable[[str], None]) -> None:
     try:
         write(tmp)
         os.chmod(tmp, file_mode())
-        _fsync(tmp)
+        fsync_path(tmp)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -316,12 +318,12 @@ def write_file(path: str | os.PathLike, write: Callable[[str], None]) -> None:
         except OSError:
             pass
         raise
-    _fsync(parent)
+    fsync_path(parent)
     # files a killed writer left beside it
     for entry in os.listdir(parent):
         m = _LEFTOVER.match(entry)
         p = os.path.join(parent, entry)
-        stale = m is not None and m["name"] == name and not _alive(int(m["pid"]))
+        stale = m is not None and m["name"] == name and not process_alive(int(m["pid"]))
         if stale and os.path.isfile(p) and not os.path.islink(p):
             try:
                 os.unlink(p)

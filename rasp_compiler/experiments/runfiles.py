@@ -36,6 +36,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from rasp_compiler.atomic_dir import fsync_path, process_alive
 from rasp_compiler.errors import ArtifactError, UserError
 from rasp_compiler.experiments.data import task_spec
 from rasp_compiler.experiments.models import EmbeddingProgrammedTransformer, ModelConfig
@@ -100,34 +101,7 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], None] | str) ->
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:      # not every system opens directories
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _process_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:      # another user's process: alive
-        return True
-    except OSError:
-        return True
-    return True
+    fsync_path(path.parent)
 
 
 def remove_stale_temporaries(directory: str | os.PathLike) -> list[Path]:
@@ -141,7 +115,7 @@ def remove_stale_temporaries(directory: str | os.PathLike) -> list[Path]:
         return removed
     for p in entries:
         m = _TEMPORARY.match(p.name)
-        if m and p.is_file() and not p.is_symlink() and not _process_alive(int(m["pid"])):
+        if m and p.is_file() and not p.is_symlink() and not process_alive(int(m["pid"])):
             try:
                 p.unlink()
                 removed.append(p)
