@@ -371,6 +371,10 @@ class _Product:
     def build(cls, name: str, w: torch.Tensor, mode: str, bias: torch.Tensor | None = None,
               all_rows: bool = False, all_columns: bool = False) -> "_Product":
         why = _sparse_wanted(w, mode)
+        if why is None and w.shape[1] == 1 and int(torch.count_nonzero(w)) > 2:
+            # a matrix-vector product either way, which may add its terms in another order than
+            # the same sum over fewer (gathered) rows
+            why = "one column, a sum of more than two terms"
         if why is not None:
             return cls(name, w, "dense", why, None, None, bias)
         reads = torch.ones(w.shape[0], dtype=torch.bool) if all_rows else _nonzero_along(w, 0)
@@ -403,7 +407,7 @@ class _Product:
 class _Attention:
     """One layer's heads: W_Q, W_K, W_V [h, d, e] and W_O [h, e, d] as three projections of the
     residual stream and one output product.  On the sparse path each runs on the residual columns
-    it reads, and on the head dimensions both factors of its product use (q.k, v.W_O)."""
+    it reads, and q.k on the head dimensions both of its factors use."""
 
     def __init__(self, q: _Product, k: _Product, v: _Product, o: _Product, heads: int,
                  qk: int, ov: int) -> None:
@@ -419,10 +423,10 @@ class _Attention:
             both = _nonzero_along(wq, 2) & _nonzero_along(wk, 2)
             if int(both.sum()) <= COLUMNS_MAX_SHARE * e:
                 wq, wk = wq.index_select(2, _index(both)), wk.index_select(2, _index(both))
-        if _sparse_wanted(wv, mode) is None and _sparse_wanted(wo, mode) is None:
-            both = _nonzero_along(wv, 2) & _nonzero_along(wo, 1)
-            if int(both.sum()) <= COLUMNS_MAX_SHARE * e:
-                wv, wo = wv.index_select(2, _index(both)), wo.index_select(1, _index(both))
+        # The value dimensions stay whole: attn @ v adds one term per key, and MKL's float64
+        # matrix product adds a column's terms in an order that depends on how many columns
+        # the product has (on an AMD EPYC with AVX-512: attn @ v[..., :1] differs in the last bit
+        # from (attn @ v)[..., :1]), so dropping v's unused columns changed tracr/sort's logits.
         qk, ov = wq.shape[2], wv.shape[2]
         # [h, d, e] as one [d, h * e] product: every head's columns side by side
         def side_by_side(w: torch.Tensor) -> torch.Tensor:
