@@ -449,3 +449,25 @@ def test_an_infeasible_exhaustive_check_is_refused_before_compiling(capsys, monk
     err = capsys.readouterr().err
     assert "--exhaustive would check about 10^1268 inputs, more than the 1,000,000" in err
     assert len(err) < 200
+
+
+def test_compile_takes_the_files_fixed_length_line(capsys, tmp_path) -> None:
+    """matmul.rasp states its shape with '# fixed-length: 10'; ``rasp run`` refused other lengths
+    but ``rasp compile`` without --fixed-length built a model that took them (a 2x2 times 2x3
+    product computed from 3 entries).  The line is the default, and a contradicting
+    --fixed-length is one clear error."""
+    matmul = str(ROOT / "programs/matmul.rasp")
+    out_dir = str(tmp_path / "m")
+    rc, out, err = run(capsys, "compile", matmul, "--input-range", "-1", "1", "--max-len", "12",
+                       "-o", out_dir)
+    assert rc == 0, err
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["fixed_length"] == 10
+    rc, out, err = run(capsys, "eval", out_dir, "--input-json", "[1, 2, 3]")
+    assert_one_error(rc, err, "error: input 0 has 3 values; this model takes exactly 10")
+    rc, out, err = run(capsys, "compile", matmul, "--input-range", "-1", "1", "--max-len", "12",
+                       "--fixed-length", "8", "-o", str(tmp_path / "m8"))
+    assert_one_error(rc, err, "error: --fixed-length 8 contradicts")
+    assert not (tmp_path / "m8").exists()
+    rc, out, err = run(capsys, "compile", matmul, "--input-range", "-1", "1", "--max-len", "6",
+                       "-o", str(tmp_path / "m6"))
+    assert_one_error(rc, err, "'# fixed-length' line) is not between 1 and --max-len (6)")

@@ -153,6 +153,7 @@ def compile_from_args(args: argparse.Namespace) -> CompiledModel:
 def weights_from_args(args: argparse.Namespace) -> CompiledWeights:
     """The weights of the program and options ``args`` name, compiled without torch."""
     from rasp_compiler.commands.options import check_not_empty, check_tokens_or_range
+    from rasp_compiler.commands.run import fixed_length
     from rasp_compiler.compiler import compile_weights
     from rasp_compiler.lang import load_program
 
@@ -164,16 +165,17 @@ def weights_from_args(args: argparse.Namespace) -> CompiledWeights:
         longest = "the example's length"
         from rasp_compiler.commands.real_options import example_length
         args.max_len = example_length(args.file)
-        if args.fixed_length is None:
+        if args.fixed_length is None and fixed_length(args.file) is None:
             args.fixed_length = args.max_len
     if args.max_len is None:
         raise UserError("--max-len is required",
                         hint="the longest input the model accepts, e.g. --max-len 16")
     if args.max_len < 1:
         raise UserError(f"--max-len must be at least 1, got {args.max_len}")
-    fixed = getattr(args, "fixed_length", None)
+    fixed = _fixed_length(args)
     if fixed is not None and not 1 <= fixed <= args.max_len:  # compile_program names its keywords
-        raise UserError(f"--fixed-length {fixed} is not between 1 and {longest} ({args.max_len})",
+        stated = "" if args.fixed_length_given else f" ({args.file}'s '# fixed-length' line)"
+        raise UserError(f"--fixed-length {fixed}{stated} is not between 1 and {longest} ({args.max_len})",
                         hint="the one input length the model takes, 1 to the longest"
                              + ("" if longest == "--max-len" else "; give --max-len for longer inputs"))
     program = load_program(args.file, output=args.output or "out")
@@ -192,6 +194,23 @@ def weights_from_args(args: argparse.Namespace) -> CompiledWeights:
                                progress=status)
     finally:
         status.close()
+
+
+def _fixed_length(args: argparse.Namespace) -> int | None:
+    """The one input length to compile for: --fixed-length, else the file's ``# fixed-length: N``
+    line (a matrix program's shape; ``rasp run`` refuses other lengths, so the model must too).
+    A --fixed-length that contradicts the line is refused."""
+    from rasp_compiler.commands.run import fixed_length
+
+    given = getattr(args, "fixed_length", None)
+    stated = fixed_length(args.file)
+    args.fixed_length_given = given is not None
+    if stated is not None and given is not None and given != stated:
+        raise UserError(f"--fixed-length {given} contradicts {args.file}'s '# fixed-length: {stated}' line",
+                        hint="the program's shape fixes its input length: change the shape and that "
+                             "line in the file, or drop --fixed-length")
+    args.fixed_length = stated if given is None else given
+    return args.fixed_length
 
 
 def main(args: argparse.Namespace) -> int:
