@@ -20,13 +20,14 @@ MLPs (one hidden ReLU layer):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from rasp_compiler.compiler.lowering import ONE, Feature, HeadOp, MLPOp, is_bos_weight
 from rasp_compiler.compiler.numeric import (
     SharedSteps,
+    StepGroup,
     changes,
     group_points,
     merge_groups,
@@ -330,7 +331,13 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
         _shared_step_units(op, layout, acc, out, cat, shared,
                            np.array([layout.dim(op.inputs[num[0]])], dtype=int), xs)
         return
-    rows = _sorted_rows(op.rows)
+    held: list = []
+
+    def sorted_rows() -> list[tuple[tuple, Any]]:  # ``_sorted_rows`` once, where it is read
+        if not held:
+            held.append(_sorted_rows(op.rows))
+        return held[0]
+
     if shared is not None and coef is not None and cat and out.categorical:
         # steps shared along z = coef · x (``numeric.shared_projected_steps``); z ranges over the
         # box of the inputs' values, and the groups it does not separate are stepped one by one
@@ -341,19 +348,21 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
                            np.array([layout.dim(op.inputs[j]) for j in num], dtype=int),
                            np.array([lo, hi]), coef=np.asarray(coef, dtype=np.float64))
         rest = shared.rest
-        rows = [r for r in rows if tuple(r[0][j] for j in cat) in rest]
+        rows = [r for r in sorted_rows() if tuple(r[0][j] for j in cat) in rest]
         if rows:
-            _step_mlp(op, layout, acc, out, ins, num, cat, rows, dtype)
+            _step_mlp(op, layout, acc, out, ins, num, cat, lambda: rows, dtype)
         return
-    fit = affine(rows) if len(num) >= 2 and not out.categorical and not cat and rows else None
+    fit = affine(sorted_rows()) if len(num) >= 2 and not out.categorical and not cat and op.rows else None
     if getattr(op, "linear", None) is not None:
         fit = (np.array(op.linear[0]), op.linear[1])  # type: ignore[attr-defined]
     if fit is not None:
         _affine_units(op, layout, acc, out, ins, num, fit)
     elif not num:
-        _table_units(op, layout, acc, out, cat, rows)
+        _table_units(op, layout, acc, out, cat, sorted_rows())
     else:
-        _step_mlp(op, layout, acc, out, ins, num, cat, rows, dtype)
+        plan = getattr(op, "step_plan", None)   # (numerical positions, groups) from the lowering
+        _step_mlp(op, layout, acc, out, ins, num, cat, sorted_rows, dtype,
+                  plan[1] if plan is not None and plan[0] == num else None)
 
 
 def _affine_units(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: list[Feature],
@@ -396,16 +405,22 @@ def _table_units(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, cat: 
 
 
 def _step_mlp(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: list[Feature],
-              num: list[int], cat: list[int], rows: list[tuple[tuple, Any]], dtype: str) -> None:
+              num: list[int], cat: list[int], rows: Callable[[], list[tuple[tuple, Any]]], dtype: str,
+              plan: list[StepGroup] | None = None) -> None:
     """Numerical inputs (plus categorical ones): per gate group, a constant unit and a step of two
-    units wherever the output changes along the group's projection z = coef · x."""
+    units wherever the output changes along the group's projection z = coef · x.  ``rows`` gives
+    the op's rows in ``_sorted_rows``' order; ``plan``, where the lowering found the groups and
+    their projections already (``numeric.step_groups``), is used instead of finding them again:
+    each group's outputs along z do not depend on the order of its points (a projection keeps
+    points with different outputs apart, so only points with the same output can tie)."""
     xs_all = [np.array([float(v) for v in ins[j].values], dtype=np.float64) for j in num]
     mags = [float(np.max(np.abs(x))) if len(x) else 0.0 for x in xs_all]
     ranges = [float(x.max() - x.min()) if len(x) else 0.0 for x in xs_all]
     xdims = np.array([layout.dim(op.inputs[j]) for j in num], dtype=int)
-    groups = group_points(rows, num)
+    one_number = len(num) == 1 and not cat and not out.categorical
+    groups = group_points(rows(), num) if plan is None or one_number else None
     # A single numerical input with a numerical output that is affine: one unit.
-    if len(num) == 1 and not cat and not out.categorical and len(groups) == 1:
+    if groups is not None and one_number and len(groups) == 1:
         fit = affine([(x, y) for x, y in groups[()]])
         if fit is not None:
             w, c = float(fit[0][0]) if len(fit[0]) else 0.0, fit[1]
@@ -422,16 +437,9 @@ def _step_mlp(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: lis
                         dtype=int)
 
     relative = [is_bos_weight(ins[j].id) for j in num]
-    for sets, pts in merge_groups(groups):
-        coef = projection(pts, mags, dtype, relative)
-        if coef is None:
-            # Only a width decode gets here (lowering checked every other op): its input, BOS's
-            # attention weight 1/(w+1), is a correctly rounded quotient of exact integers, far more
-            # precise than the generic noise bound that ``projection`` assumes.
-            assert len(num) == 1 and op.kind == "width_decode", op.id
-            coef = np.ones(1)
+    found = plan if plan is not None else _found_groups(groups or {}, mags, dtype, relative, op, num)
+    for sets, coef, zs, ys in found:
         span = float(np.sum(np.abs(coef) * np.asarray(ranges)))
-        zs, ys = sorted_by_projection(coef, pts)
         # gate: 1 when every categorical input holds a value of its set, else <= 0 (merge_groups)
         gdims = set_gate(sets) if cat else np.zeros(0, dtype=int)
         if cat:
@@ -442,6 +450,22 @@ def _step_mlp(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: lis
         at = np.array(changes(ys), dtype=np.intp)
         if len(at):
             _steps(acc, out, np.array(zs, dtype=np.float64), ys, at, coef, span, xdims, gdims, len(cat))
+
+
+def _found_groups(groups: dict, mags: list[float], dtype: str, relative: list[bool], op: MLPOp,
+                  num: list[int]) -> Iterator[StepGroup]:
+    """``numeric.step_groups`` for an op the lowering did not plan (a width decode may have no
+    projection: then the plain one)."""
+    for sets, pts in merge_groups(groups):
+        coef = projection(pts, mags, dtype, relative)
+        if coef is None:
+            # Only a width decode gets here (lowering checked every other op): its input, BOS's
+            # attention weight 1/(w+1), is a correctly rounded quotient of exact integers, far more
+            # precise than the generic noise bound that ``projection`` assumes.
+            assert len(num) == 1 and op.kind == "width_decode", op.id
+            coef = np.ones(1)
+        zs, ys = sorted_by_projection(coef, pts)
+        yield sets, coef, zs, ys
 
 
 def _shared_step_units(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, cat: list[int],

@@ -433,14 +433,36 @@ def shared_projected_steps(groups: dict[tuple, Points], mags: list[float], dtype
     return shared, coef, {key: pts for key, pts in groups.items() if key not in held}
 
 
+# one gate group of a step MLP: its categorical value sets (``merge_groups``), its projection's
+# coefficients, and its points' z = coef · x and outputs sorted by z (``sorted_by_projection``)
+StepGroup = tuple[tuple[tuple, ...], np.ndarray, list[float], list[Any]]
+
+
+def step_groups(groups: dict[tuple, Points], mags: list[float], dtype: str,
+                relative: list[bool] | None = None) -> list[StepGroup] | None:
+    """The gate groups of the per-combination step MLP over ``groups``, each with its projection
+    and its points along it, in ``merge_groups``' order; None where no projection separates
+    (the first group without one ends the search).  What ``blocks._step_mlp`` builds its units
+    from: the lowering counts the units on it and hands it to the assembly with the op, so the
+    projections of a table of tens of thousands of rows are found once, not twice."""
+    out = []
+    for sets, pts in merge_groups(groups):
+        coef = projection(pts, mags, dtype, relative)
+        if coef is None:
+            return None
+        zs, ys = sorted_by_projection(coef, pts)
+        out.append((sets, coef, zs, ys))
+    return out
+
+
 def step_units(groups: dict[tuple, Points], mags: list[float], dtype: str,
                relative: list[bool] | None = None) -> int | None:
     """Hidden units of the per-combination step MLP over ``groups`` (a constant and a step pair
     per change along each merged group's projection); None where no projection separates."""
-    total = 0
-    for _, pts in merge_groups(groups):
-        coef = projection(pts, mags, dtype, relative)
-        if coef is None:
-            return None
-        total += 1 + 2 * len(changes(sorted_by_projection(coef, pts)[1]))
-    return total
+    plan = step_groups(groups, mags, dtype, relative)
+    return None if plan is None else plan_units(plan)
+
+
+def plan_units(plan: list[StepGroup]) -> int:
+    """Hidden units of the step MLP of ``step_groups``' plan."""
+    return sum(1 + 2 * len(changes(ys)) for _, _, _, ys in plan)

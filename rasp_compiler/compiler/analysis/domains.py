@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from rasp_compiler.compiler.analysis import limits
 from rasp_compiler.compiler.values import sorted_values
@@ -66,14 +66,14 @@ class Domains:
         """Distinct tuples of values of ``sids`` (then ``extra``) that can occur at one position."""
         allsids = list(sids) + ([extra] if extra else [])
         bases = tuple(sorted({b for s in allsids for b in self.info[s].bases}))
-        pairs = [(_key_getter([bases.index(b) for b in self.info[s].bases], len(bases)),
-                  self.info[s].table) for s in allsids]
+        pairs = [([bases.index(b) for b in self.info[s].bases], self.info[s].table) for s in allsids]
         out: dict[tuple, None] = {}
         # every assignment of every context, contexts in ``_ctx_list``'s order; a context whose
         # choices repeat an earlier one's gives only rows already there, so it is skipped whole
         for _ctx, choices, first in self._contexts(bases):
             if first is None:
-                out.update(dict.fromkeys(row for _, row in _lookup(pairs, itertools.product(*choices))))
+                for _, cols in lookup_columns(pairs, len(bases), choices):
+                    out.update(dict.fromkeys(zip(*cols, strict=True) if cols else [()]))
         return list(out)
 
     def _contexts(self, bases: tuple[str, ...]) -> Iterator[tuple[tuple, list[list[Any]], tuple | None]]:
@@ -128,48 +128,40 @@ class Domains:
 
 
 _MISSING = object()
+# assignments looked up at once by ``lookup_columns``: a context's product may run to hundreds of
+# thousands (the wide tables' cap), held as tuples only a chunk at a time
+_CHUNK = 1 << 16
 
 
-def _lookup(pairs: list[tuple[Callable[[tuple], tuple], dict]], assignments: Iterable[tuple]
-            ) -> Iterator[tuple[tuple, tuple]]:
-    """(assignment, the value of each (key getter, table) pair) for every assignment that every
-    table holds.  One and two tables (most maps and joints) are unrolled: this runs once per
-    joint assignment, tens of thousands of times per map."""
-    missing = _MISSING
-    if len(pairs) == 1:
-        (g0, t0), = pairs
-        for a in assignments:
-            v0 = t0.get(g0(a), missing)
-            if v0 is not missing:
-                yield a, (v0,)
-    elif len(pairs) == 2:
-        (g0, t0), (g1, t1) = pairs
-        for a in assignments:
-            v0 = t0.get(g0(a), missing)
-            if v0 is missing:
-                continue
-            v1 = t1.get(g1(a), missing)
-            if v1 is not missing:
-                yield a, (v0, v1)
-    else:
-        for a in assignments:
-            row = []
-            for get, table in pairs:
-                v = table.get(get(a), missing)
-                if v is missing:
-                    break
-                row.append(v)
+def lookup_columns(pairs: list[tuple[list[int], dict]], width: int, choices: list[list[Any]]
+                   ) -> Iterator[tuple[list[tuple], list[list[Any]]]]:
+    """The assignments ``itertools.product(*choices)`` of ``width`` bases that every table holds,
+    a chunk at a time, by columns: (those assignments, in product order; per (base positions,
+    table) pair, the column of its values there, ``table[tuple(a[j] for j in positions)]``).
+    The lookups run in ``map`` and ``zip``, not a Python loop per assignment: this runs once per
+    joint assignment (tracr's shuffle-Dyck-2 at max_len 40 tabulates three maps over 91,880)."""
+    product = itertools.product(*choices)
+    while True:
+        chunk = list(itertools.islice(product, _CHUNK))
+        if not chunk:
+            return
+        columns: list[tuple] | None = None
+        cols = []
+        for proj, table in pairs:
+            if proj == list(range(width)):
+                keys: Iterable[tuple] = chunk
+            elif not proj:
+                keys = itertools.repeat((), len(chunk))
+            elif len(proj) == 1:
+                if columns is None:
+                    columns = list(zip(*chunk, strict=True))
+                keys = zip(columns[proj[0]])
             else:
-                yield a, tuple(row)
-
-
-def _key_getter(proj: list[int], width: int) -> Callable[[tuple], tuple]:
-    """``lambda a: tuple(a[j] for j in proj)``, without a generator per call."""
-    if proj == list(range(width)):
-        return lambda a: a
-    if not proj:
-        return lambda a: ()
-    if len(proj) == 1:
-        j = proj[0]
-        return lambda a: (a[j],)
-    return operator.itemgetter(*proj)
+                keys = map(operator.itemgetter(*proj), chunk)
+            cols.append(list(map(table.get, keys, itertools.repeat(_MISSING))))
+        if any(_MISSING in c for c in cols):  # some table lacks some assignment: keep the rest
+            held = [k for k in range(len(chunk)) if all(c[k] is not _MISSING for c in cols)]
+            chunk = [chunk[k] for k in held]
+            cols = [[c[k] for k in held] for c in cols]
+        if chunk:
+            yield chunk, cols

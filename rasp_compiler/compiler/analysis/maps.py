@@ -17,7 +17,7 @@ import numpy as np
 
 from rasp_compiler.compiler.analysis import limits
 from rasp_compiler.compiler.analysis.bool_number import _tag
-from rasp_compiler.compiler.analysis.domains import _key_getter, _lookup
+from rasp_compiler.compiler.analysis.domains import lookup_columns
 from rasp_compiler.compiler.analysis.sinfo import SInfo
 from rasp_compiler.compiler.forms import linear_form
 from rasp_compiler.compiler.values import sorted_values
@@ -200,8 +200,7 @@ class MapTables:
             self.large_tables.append((sid, size))
         if size <= domain_cap:
             self.rows_tabulated += size
-            pairs = [(_key_getter([bases.index(b) for b in self.info[i].bases], len(bases)),
-                      self.info[i].table) for i in inputs]
+            pairs = [([bases.index(b) for b in self.info[i].bases], self.info[i].table) for i in inputs]
             table: dict[tuple, Any] = {}
             memo: dict[tuple, Any] = {}
             failed = object()
@@ -214,20 +213,16 @@ class MapTables:
                         per_ctx[ctx] = per_ctx[first]
                     continue
                 seen = per_ctx.setdefault(ctx, set()) if rebase else None
-                for a, args in _lookup(pairs, itertools.product(*choices)):
-                    mkey = (*args, *map(type, args))
-                    value = memo.get(mkey, failed)
-                    if value is failed and mkey not in memo:
-                        try:
-                            value = fn(*args)
-                        except Exception:  # the interpreter raises here, if this occurs
-                            value = failed
-                        memo[mkey] = value
-                    if value is failed:
-                        continue
-                    table[a] = value
+                for chunk, cols in lookup_columns(pairs, len(bases), choices):
+                    values = _memo_calls(fn, memo, cols, len(chunk), failed)
+                    if failed in values:  # the interpreter raises where these occur
+                        kept = [(a, v) for a, v in zip(chunk, values, strict=True) if v is not failed]
+                        table.update(kept)
+                        values = [v for _, v in kept]
+                    else:
+                        table.update(zip(chunk, values, strict=True))
                     if seen is not None:
-                        seen.add(value)
+                        seen.update(values)
             values = sorted_values(table.values())
             if rebase and all(self.info[b].base_kind in ("index", "length", "cond") for b in bases):
                 # A numerical combination of several attention outputs (e.g. opens - closes): keep
@@ -307,6 +302,35 @@ class MapTables:
                      notes=["opaque"])
         info.linear = (w, c)  # type: ignore[attr-defined]
         return info
+
+
+_UNSEEN = object()
+
+
+def _memo_calls(fn: Callable[..., Any], memo: dict[tuple, Any], cols: list[list[Any]], count: int,
+                failed: object) -> list[Any]:
+    """``fn`` of each row of the argument columns ``cols`` (``count`` rows), each distinct
+    arguments (told apart by type too: 1, 1.0 and True) called once, in row order, and kept in
+    ``memo``; ``failed`` where it raised."""
+    if cols:
+        keys = list(zip(*cols, *(map(type, c) for c in cols), strict=True))
+    else:
+        keys = [()] * count
+    values = list(map(memo.get, keys, itertools.repeat(_UNSEEN)))
+    if _UNSEEN in values:
+        arity = len(cols)
+        for k, v in enumerate(values):
+            if v is _UNSEEN:
+                key = keys[k]
+                v = memo.get(key, _UNSEEN)
+                if v is _UNSEEN:
+                    try:
+                        v = fn(*key[:arity])
+                    except Exception:  # the interpreter raises here, if this occurs
+                        v = failed
+                    memo[key] = v
+                values[k] = v
+    return values
 
 
 def _disjoint_bases(an: Any, inputs: tuple[str, ...]) -> bool:
