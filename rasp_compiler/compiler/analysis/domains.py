@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from rasp_compiler.compiler.analysis import limits
 from rasp_compiler.compiler.values import sorted_values
@@ -67,13 +67,21 @@ class Domains:
         allsids = list(sids) + ([extra] if extra else [])
         bases = tuple(sorted({b for s in allsids for b in self.info[s].bases}))
         pairs = [([bases.index(b) for b in self.info[s].bases], self.info[s].table) for s in allsids]
+        coords = _coordinates(self.info, list(sids), bases)
+        through = None if coords is None or extra is None else _through_memos(self.info, list(sids), extra)
         out: dict[tuple, None] = {}
         # every assignment of every context, contexts in ``_ctx_list``'s order; a context whose
         # choices repeat an earlier one's gives only rows already there, so it is skipped whole
         for _ctx, choices, first in self._contexts(bases):
-            if first is None:
-                for _, cols in lookup_columns(pairs, len(bases), choices):
-                    out.update(dict.fromkeys(zip(*cols, strict=True) if cols else [()]))
+            if first is not None:
+                continue
+            if coords is not None and (extra is None or through is not None):
+                rows = _rows_by_coordinates(self.info, list(sids), coords, choices, through)
+                if rows is not None:
+                    out.update(dict.fromkeys(rows))
+                    continue
+            for _, cols in lookup_columns(pairs, len(bases), choices):
+                out.update(dict.fromkeys(zip(*cols, strict=True) if cols else [()]))
         return list(out)
 
     def _contexts(self, bases: tuple[str, ...]) -> Iterator[tuple[tuple, list[list[Any]], tuple | None]]:
@@ -128,6 +136,8 @@ class Domains:
 
 
 _MISSING = object()
+# a map's result where its function raised, in its memo (``MapTables.map_info``)
+FAILED = object()
 # assignments looked up at once by ``lookup_columns``: a context's product may run to hundreds of
 # thousands (the wide tables' cap), held as tuples only a chunk at a time
 _CHUNK = 1 << 16
@@ -165,3 +175,102 @@ def lookup_columns(pairs: list[tuple[list[int], dict]], width: int, choices: lis
             cols = [[c[k] for k in held] for c in cols]
         if chunk:
             yield chunk, cols
+
+
+def _coordinates(info: dict, sids: list[str], bases: tuple[str, ...]) -> list[int | None] | None:
+    """Per s-op, the position in ``bases`` of its one base (None for a constant), where each of
+    the others reads one base of its own and together they read all of ``bases``; else None."""
+    coords: list[int | None] = []
+    for s in sids:
+        if not info[s].bases:
+            coords.append(None)
+        elif len(info[s].bases) == 1:
+            coords.append(bases.index(info[s].bases[0]))
+        else:
+            return None
+    moving = [c for c in coords if c is not None]
+    return coords if sorted(moving) == list(range(len(bases))) else None
+
+
+class _NoEntry(Exception):
+    """A memo without the entry asked for: ``joint`` enumerates the assignments instead."""
+
+
+def _through_memos(info: dict, sids: list[str], extra: str) -> Callable[[dict], Any] | None:
+    """``extra``'s value as a function of the values of ``sids`` (given as a dict), where every
+    path from ``extra`` down to its bases passes through them and each map on the way is
+    tabulated (its table's value at an assignment is its memo's entry for its inputs' values
+    there); else None.  The function gives ``FAILED`` where a map on the way has no value, and
+    raises ``_NoEntry`` where a memo lacks the arguments (then the caller enumerates)."""
+    held = set(sids)
+    todo, seen = [extra], set()
+    while todo:
+        x = todo.pop()
+        if x in held or x in seen:
+            continue
+        seen.add(x)
+        xi = info[x]
+        if xi.base_kind == "const":
+            continue
+        if xi.base_kind is not None or xi.memo is None:
+            return None
+        todo.extend(xi.inputs)
+
+    def value(x: str, at: dict) -> Any:
+        if x in at:
+            return at[x]
+        xi = info[x]
+        if xi.base_kind == "const":
+            return xi.values[0]
+        args = tuple(value(u, at) for u in xi.inputs)
+        if any(a is FAILED for a in args):
+            return FAILED
+        got = xi.memo.get((*args, *map(type, args)), _NoEntry)
+        if got is _NoEntry:
+            raise _NoEntry
+        return got
+
+    return lambda at: value(extra, at)
+
+
+def _rows_by_coordinates(info: dict, sids: list[str], coords: list[int | None], choices: list[list[Any]],
+                         through: Callable[[dict], Any] | None) -> list[tuple] | None:
+    """One context's rows of ``joint`` for s-ops of one base each (``_coordinates``), and
+    ``through``'s value after them: the combinations of each base's distinct values (told apart
+    by type too), in the lexicographic order of their first occurrences, which is the order in
+    which the enumeration of the assignments first meets them.  None where those combinations
+    are not far fewer than the assignments (enumerating them is then as quick), or a memo lacks
+    an entry.  ``balance_a < 0`` and ``balance_b < 0`` at max_len 40: 4 rows of 91,880 assignments."""
+    reader = {c: s for s, c in zip(sids, coords, strict=True) if c is not None}
+    distinct: list[list[Any]] = []
+    assignments = combinations = 1
+    for j, options in enumerate(choices):
+        table = info[reader[j]].table
+        firsts: dict[tuple, Any] = {}
+        for v in map(table.get, zip(options), itertools.repeat(_MISSING)):
+            if v is not _MISSING:
+                firsts.setdefault((v, type(v)), v)
+        distinct.append(list(firsts.values()))
+        assignments *= len(options)
+        combinations *= len(firsts)
+    if 4 * combinations > assignments:
+        return None
+    consts = {}
+    for s, c in zip(sids, coords, strict=True):
+        if c is None:
+            consts[s] = info[s].table.get((), _MISSING)
+            if consts[s] is _MISSING:
+                return []
+    rows = []
+    try:
+        for combo in itertools.product(*distinct):
+            row = tuple(consts[s] if c is None else combo[c] for s, c in zip(sids, coords, strict=True))
+            if through is not None:
+                y = through(dict(zip(sids, row, strict=True)))
+                if y is FAILED:
+                    continue
+                row = (*row, y)
+            rows.append(row)
+    except _NoEntry:
+        return None
+    return rows

@@ -17,7 +17,7 @@ import numpy as np
 
 from rasp_compiler.compiler.analysis import limits
 from rasp_compiler.compiler.analysis.bool_number import _tag
-from rasp_compiler.compiler.analysis.domains import lookup_columns
+from rasp_compiler.compiler.analysis.domains import FAILED, lookup_columns
 from rasp_compiler.compiler.analysis.sinfo import SInfo
 from rasp_compiler.compiler.forms import linear_form
 from rasp_compiler.compiler.values import sorted_values
@@ -203,7 +203,7 @@ class MapTables:
             pairs = [([bases.index(b) for b in self.info[i].bases], self.info[i].table) for i in inputs]
             table: dict[tuple, Any] = {}
             memo: dict[tuple, Any] = {}
-            failed = object()
+            failed = FAILED
             rebase = (encoding == "numerical" and numbers_in and size > limits.REBASE_SIZE
                       and sum(self.info[b].base_kind not in ("index", "length") for b in bases) >= 2)
             per_ctx: dict[tuple, set] = {}
@@ -255,7 +255,7 @@ class MapTables:
                     return SInfo(sid, kind, encoding, values, (sid,), {(v,): v for v in values},
                                  base_kind="cond", cond=cond, pos=pos, inputs=inputs, fn=fn,
                                  notes=["opaque"])
-            return SInfo(sid, kind, encoding, values, bases, table, pos=pos, inputs=inputs, fn=fn)
+            return SInfo(sid, kind, encoding, values, bases, table, pos=pos, inputs=inputs, fn=fn, memo=memo)
         # Too many joint assignments: the map becomes a base, tabulated on its inputs' value sets.
         combos = 1
         for i in inputs:
