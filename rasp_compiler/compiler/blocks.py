@@ -28,11 +28,10 @@ from rasp_compiler.compiler.lowering import ONE, Feature, HeadOp, MLPOp, is_bos_
 from rasp_compiler.compiler.numeric import (
     SharedSteps,
     StepGroup,
-    changes,
     group_points,
     merge_groups,
     projection,
-    sorted_by_projection,
+    steps_along,
 )
 from rasp_compiler.compiler.tables import affine
 from rasp_compiler.compiler.values import value_key
@@ -438,7 +437,7 @@ def _step_mlp(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: lis
 
     relative = [is_bos_weight(ins[j].id) for j in num]
     found = plan if plan is not None else _found_groups(groups or {}, mags, dtype, relative, op, num)
-    for sets, coef, zs, ys in found:
+    for sets, coef, ys, at, z0, z1 in found:
         span = float(np.sum(np.abs(coef) * np.asarray(ranges)))
         # gate: 1 when every categorical input holds a value of its set, else <= 0 (merge_groups)
         gdims = set_gate(sets) if cat else np.zeros(0, dtype=int)
@@ -447,9 +446,8 @@ def _step_mlp(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: lis
                 acc.unit(gdims, np.ones(len(gdims)), -(len(sets) - 1.0), *out.enc(ys[0]))
         else:
             acc.bias(*out.enc(ys[0]))
-        at = np.array(changes(ys), dtype=np.intp)
         if len(at):
-            _steps(acc, out, np.array(zs, dtype=np.float64), ys, at, coef, span, xdims, gdims, len(cat))
+            _steps(acc, out, z0, z1, ys, at, coef, span, xdims, gdims, len(cat))
 
 
 def _found_groups(groups: dict, mags: list[float], dtype: str, relative: list[bool], op: MLPOp,
@@ -464,8 +462,7 @@ def _found_groups(groups: dict, mags: list[float], dtype: str, relative: list[bo
             # precise than the generic noise bound that ``projection`` assumes.
             assert len(num) == 1 and op.kind == "width_decode", op.id
             coef = np.ones(1)
-        zs, ys = sorted_by_projection(coef, pts)
-        yield sets, coef, zs, ys
+        yield (sets, coef, *steps_along(coef, pts))
 
 
 def _shared_step_units(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, cat: list[int],
@@ -505,11 +502,12 @@ def _shared_step_units(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output,
             acc.wide = True   # float32 would blur the pair (see ``_steps``)
 
 
-def _steps(acc: MLPWeights, out: _Output, z: np.ndarray, ys: list[Any], at: np.ndarray,
+def _steps(acc: MLPWeights, out: _Output, z0: np.ndarray, z1: np.ndarray, ys: list[Any], at: np.ndarray,
            coef: np.ndarray, span: float, xdims: np.ndarray, gdims: np.ndarray, n_cat: int) -> None:
-    """The two units of each step from z[i] to z[i + 1], i in ``at``, as one block (unit pairs in
-    step order).  Elementwise NumPy float64 arithmetic, in the order the scalar formulas use it:
-    the same weights as computing each step on its own.
+    """The two units of each step from z0 to z1 (z just before and after the change from ys[i] to
+    ys[i + 1], i in ``at``), as one block (unit pairs in step order).  Elementwise NumPy float64
+    arithmetic, in the order the scalar formulas use it: the same weights as computing each step
+    on its own.
 
     A saturated pair ReLU(p + ½) − ReLU(p − ½) is 1 only up to the rounding of p ± ½, about ulp(p),
     and p reaches slope × (distance to the threshold): 2·span/gap, often 10^2 to 10^4.  In float32
@@ -518,7 +516,6 @@ def _steps(acc: MLPWeights, out: _Output, z: np.ndarray, ys: list[Any], at: np.n
     (tests/test_regressions.py::test_mean_over_a_one_hot_stepped_from_one_number), 1 % from a
     two-number projection (known-bugs #9).  So ``assemble`` runs every MLP with step pairs in
     float64 inside a float32 model: the pairs are then exact to ~1e-13."""
-    z0, z1 = z[at], z[at + 1]
     gap = z1 - z0
     t = (z0 + z1) / 2.0
     a = 2.0 / gap

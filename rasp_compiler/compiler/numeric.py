@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -22,8 +23,27 @@ def _same(a: Any, b: Any) -> bool:
     return a == b and type(a) is type(b)
 
 
+def output_codes(pts: list[tuple[tuple[float, ...], Any]]) -> np.ndarray | None:
+    """An id per point, equal where the outputs are the same (``_same``), or None where an output
+    is a float NaN (``_same`` tells it from itself, a dict key would not)."""
+    ys = [y for _, y in pts]
+    if any(type(y) is float and y != y for y in ys):
+        return None
+    keys = list(zip(map(type, ys), ys, strict=True))
+    ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    return np.fromiter(map(ids.__getitem__, keys), dtype=np.int64, count=len(keys))
+
+
+def points_array(pts: list[tuple[tuple[float, ...], Any]], k: int) -> np.ndarray:
+    """The points' numerical coordinates, one row each."""
+    return np.array([x for x, _ in pts], dtype=np.float64).reshape(len(pts), k)
+
+
 def _separates(coef: np.ndarray, pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
-               dtype: str) -> bool:
+               dtype: str, xs: np.ndarray | None = None, codes: np.ndarray | None = None) -> bool:
+    """Whether z = coef · x keeps points with different outputs further apart than the rounding
+    noise.  ``xs`` (``points_array``) and ``codes`` (``output_codes``), where given, are the
+    points' coordinates and outputs already read (a projection tries several coefficients)."""
     eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)
     noise = 64.0 * eps * float(np.sum(np.abs(coef) * np.asarray(mags, dtype=np.float64))) + 1e-300
     if len(pts) > 1:
@@ -31,13 +51,17 @@ def _separates(coef: np.ndarray, pts: list[tuple[tuple[float, ...], Any]], mags:
         # outputs need comparing (the same answer as the loop below, without a dot per point).
         # Several: z = xs @ coef may differ from a dot per point in the last bit, which moves a
         # gap by an ulp of z against a noise allowance of 64 float32 or float64 epsilons.
+        if xs is None:
+            xs = points_array(pts, len(coef))
         if len(coef) == 1:
-            z = np.array([x[0] for x, _ in pts], dtype=np.float64) * float(coef[0])
+            z = xs[:, 0] * float(coef[0])
         else:
-            z = np.array([x for x, _ in pts], dtype=np.float64).reshape(len(pts), len(coef)) @ coef
+            z = xs @ coef
         order = np.argsort(z, kind="stable")
         zs_ = z[order]
         close = np.nonzero(np.diff(zs_) <= noise)[0]
+        if codes is not None:
+            return bool(np.all(codes[order[close]] == codes[order[close + 1]]))
         return all(_same(pts[order[i]][1], pts[order[i + 1]][1]) for i in close.tolist())
     zs = sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=lambda p: p[0])
     for (z0, y0), (z1, y1) in zip(zs, zs[1:], strict=False):
@@ -67,13 +91,14 @@ def _uniform_projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[flo
         return np.zeros(0)
     if not pts:
         return np.ones(k)
-    xs = np.array([x for x, _ in pts], dtype=np.float64).reshape(len(pts), k)
+    xs = points_array(pts, k)
+    codes = output_codes(pts)
     candidates = [np.ones(k)]
     if k == 1:
-        return candidates[0] if _separates(candidates[0], pts, mags, dtype) else None
+        return candidates[0] if _separates(candidates[0], pts, mags, dtype, xs, codes) else None
     candidates.append(np.array([1.0] + [-1.0] * (k - 1)))
     for c in candidates:
-        if _separates(c, pts, mags, dtype):
+        if _separates(c, pts, mags, dtype, xs, codes):
             return c
     # Neither sum nor difference separates: order the points lexicographically by a few linear
     # forms, the first one major.  Mixed radix over the coordinates (the last one major) came
@@ -84,7 +109,8 @@ def _uniform_projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[flo
     # plus where the rounding does, against once per point of the n x n grid by mixed radix.
     orders = _lexicographic_orders(k)
     ids: dict[tuple, int] = {}
-    ys = np.array([ids.setdefault((type(y), y), len(ids)) for _, y in pts], dtype=np.int64)
+    ys = codes if codes is not None else \
+        np.array([ids.setdefault((type(y), y), len(ids)) for _, y in pts], dtype=np.int64)
     ranked = []
     for rank, forms in enumerate(orders):
         coef = _lexicographic(xs, forms)
@@ -101,7 +127,7 @@ def _uniform_projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[flo
         elif rank == 0:
             ranked.append((len(pts), rank, coef, at))   # checked exactly below, as before
     for _, _, coef, at in sorted(ranked, key=lambda r: (r[0], r[1])):
-        if _separates(coef, pts, mags, at):
+        if _separates(coef, pts, mags, at, xs, codes):
             return coef
     # Mixed radix leaves a gap of only the first coordinate's smallest step between the blocks
     # of consecutive values of a later coordinate, below the rounding noise once that
@@ -119,7 +145,7 @@ def _uniform_projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[flo
         for j in range(1, k):
             coef[j] = (acc * (1.0 + widen) + steps[0]) / steps[j]
             acc += coef[j] * spans[j]
-        if _separates(coef, pts, mags, dtype):
+        if _separates(coef, pts, mags, dtype, xs, codes):
             return coef
     return None
 
@@ -247,6 +273,12 @@ def group_points(rows: list[tuple[tuple, Any]], num: list[int]) -> dict[tuple, P
     if not rows:
         return groups
     cat = [k for k in range(len(rows[0][0])) if k not in num]
+    if num and not cat and all(type(args) is tuple and len(args) == len(num) for args, _ in rows):
+        # numbers only (two balances): one group, each point's arguments in ``num``'s order
+        pick = operator.itemgetter(*num)
+        xs = [tuple(map(float, pick(args))) for args, _ in rows] if len(num) > 1 else \
+            [(float(args[num[0]]),) for args, _ in rows]
+        return {(): list(zip(xs, (y for _, y in rows), strict=True))}
     for args, y in rows:
         key = tuple(args[k] for k in cat)
         groups.setdefault(key, []).append((tuple(float(args[j]) for j in num), y))
@@ -281,6 +313,53 @@ def sorted_by_projection(coef: np.ndarray, pts: Points) -> tuple[list[float], li
             return [zs[i] for i in order], [pts[i][1] for i in order]
     zpts = sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=lambda p: p[0])
     return [z for z, _ in zpts], [y for _, y in zpts]
+
+
+def steps_along(coef: np.ndarray, pts: Points) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray]:
+    """(outputs sorted by z = coef · x, the i where the output changes from ys[i] to ys[i + 1],
+    z just before and just after each change): what ``sorted_by_projection`` and ``changes``
+    give, with z as ``np.dot`` computes it.  Several coordinates: the points are sorted by
+    ``xs @ coef``, which may differ from a dot per point in the last bits; where every change
+    lies across a gap far wider than that (a projection's gaps exceed the rounding noise, 64
+    epsilons), the outputs along z are the same, and a dot per point is needed only for the
+    points within that width of a change (tens of thousands of dots otherwise)."""
+    if len(coef) > 1 and len(pts) > 1:
+        got = _steps_at_changes(coef, pts)
+        if got is not None:
+            return got
+    zs, ys = sorted_by_projection(coef, pts)
+    at = np.array(changes(ys), dtype=np.intp)
+    z = np.array(zs, dtype=np.float64)
+    return ys, at, z[at], z[at + 1]
+
+
+def _steps_at_changes(coef: np.ndarray, pts: Points
+                      ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray] | None:
+    """``steps_along`` for several coordinates, or None where a change is too close to tell."""
+    xs = points_array(pts, len(coef))
+    z = xs @ coef
+    codes = output_codes(pts)
+    if codes is None or not np.all(np.isfinite(z)):
+        return None
+    order = np.argsort(z, kind="stable")
+    zs = z[order]
+    at = np.nonzero(codes[order][1:] != codes[order][:-1])[0]
+    # a dot and ``xs @ coef`` each round a sum of len(coef) products: within len(coef) epsilons
+    # of the sum of their sizes of the exact value, so of each other
+    eps = float(np.finfo(np.float64).eps)
+    width = 16.0 * len(coef) * eps * float(np.sum(np.abs(coef) * np.max(np.abs(xs), axis=0))) + 1e-300
+    if len(at) and not np.all(zs[at + 1] - zs[at] > 2.0 * width):
+        return None
+    idx = order.tolist()
+    starts = [0] + (at + 1).tolist()  # where each run of one output begins, and ends
+    ends = at.tolist() + [len(pts) - 1]
+    z0, z1 = np.empty(len(at)), np.empty(len(at))
+    for r, i in enumerate(at.tolist()):
+        first = max(starts[r], int(np.searchsorted(zs, zs[i] - 2.0 * width, side="left")))
+        z0[r] = max(float(np.dot(coef, pts[idx[m]][0])) for m in range(first, i + 1))
+        last = min(ends[r + 1], int(np.searchsorted(zs, zs[i + 1] + 2.0 * width, side="right")) - 1)
+        z1[r] = min(float(np.dot(coef, pts[idx[m]][0])) for m in range(i + 1, last + 1))
+    return [pts[m][1] for m in idx], at, z0, z1
 
 
 def changes(ys: list[Any]) -> list[int]:
@@ -434,8 +513,9 @@ def shared_projected_steps(groups: dict[tuple, Points], mags: list[float], dtype
 
 
 # one gate group of a step MLP: its categorical value sets (``merge_groups``), its projection's
-# coefficients, and its points' z = coef · x and outputs sorted by z (``sorted_by_projection``)
-StepGroup = tuple[tuple[tuple, ...], np.ndarray, list[float], list[Any]]
+# coefficients, its points' outputs sorted by z = coef · x, where they change, and z on either
+# side of each change (``steps_along``)
+StepGroup = tuple[tuple[tuple, ...], np.ndarray, list[Any], np.ndarray, np.ndarray, np.ndarray]
 
 
 def step_groups(groups: dict[tuple, Points], mags: list[float], dtype: str,
@@ -450,8 +530,7 @@ def step_groups(groups: dict[tuple, Points], mags: list[float], dtype: str,
         coef = projection(pts, mags, dtype, relative)
         if coef is None:
             return None
-        zs, ys = sorted_by_projection(coef, pts)
-        out.append((sets, coef, zs, ys))
+        out.append((sets, coef, *steps_along(coef, pts)))
     return out
 
 
@@ -465,4 +544,4 @@ def step_units(groups: dict[tuple, Points], mags: list[float], dtype: str,
 
 def plan_units(plan: list[StepGroup]) -> int:
     """Hidden units of the step MLP of ``step_groups``' plan."""
-    return sum(1 + 2 * len(changes(ys)) for _, _, _, ys in plan)
+    return sum(1 + 2 * len(at) for _, _, _, at, _, _ in plan)
