@@ -95,6 +95,9 @@ class MapRows:
                 except Exception:
                     continue
             return rows
+        rows = self.an.table_rows(inputs, sid)
+        if rows is not None:
+            return rows
         return [(tuple(r[:-1]), r[-1]) for r in self.an.joint(inputs, sid)]
 
     def mlp_units(self, inputs: list[str], rows: list[tuple[tuple, Any]], out_numeric: bool) -> int | None:
