@@ -27,10 +27,10 @@ def output_codes(pts: list[tuple[tuple[float, ...], Any]]) -> np.ndarray | None:
     """An id per point, equal where the outputs are the same (``_same``), or None where an output
     is a float NaN (``_same`` tells it from itself, a dict key would not)."""
     ys = [y for _, y in pts]
-    if any(type(y) is float and y != y for y in ys):
-        return None
     keys = list(zip(map(type, ys), ys, strict=True))
     ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    if any(t is float and y != y for t, y in ids):  # each NaN object is a key of its own
+        return None
     return np.fromiter(map(ids.__getitem__, keys), dtype=np.int64, count=len(keys))
 
 
@@ -273,11 +273,12 @@ def group_points(rows: list[tuple[tuple, Any]], num: list[int]) -> dict[tuple, P
     if not rows:
         return groups
     cat = [k for k in range(len(rows[0][0])) if k not in num]
-    if num and not cat and all(type(args) is tuple and len(args) == len(num) for args, _ in rows):
+    argrows = [args for args, _ in rows]
+    if num and not cat and set(map(type, argrows)) == {tuple} and set(map(len, argrows)) == {len(num)}:
         # numbers only (two balances): one group, each point's arguments in ``num``'s order
         pick = operator.itemgetter(*num)
-        xs = [tuple(map(float, pick(args))) for args, _ in rows] if len(num) > 1 else \
-            [(float(args[num[0]]),) for args, _ in rows]
+        xs = [tuple(map(float, pick(args))) for args in argrows] if len(num) > 1 else \
+            [(float(args[num[0]]),) for args in argrows]
         return {(): list(zip(xs, (y for _, y in rows), strict=True))}
     for args, y in rows:
         key = tuple(args[k] for k in cat)

@@ -121,7 +121,15 @@ class MapTables:
         where that would evaluate f more than ``most_evaluations`` times."""
         if not _disjoint_bases(self, inputs):
             return None
-        ctx_sets = {ctx: tuple(tuple(self.ctx_values(i, ctx)) for i in inputs) for ctx in self.ctx_all}
+        as_tuple: dict[int, tuple[list, tuple]] = {}  # each value list (by identity) as a tuple, once
+
+        def values_at(i: str, ctx: tuple[int, int]) -> tuple:
+            vals = self.ctx_values(i, ctx)
+            held = as_tuple.get(id(vals))
+            if held is None or held[0] is not vals:
+                held = as_tuple[id(vals)] = (vals, tuple(vals))  # holding the list keeps its id
+            return held[1]
+        ctx_sets = {ctx: tuple(values_at(i, ctx) for i in inputs) for ctx in self.ctx_all}
         evaluations = sum(math.prod(map(len, sets)) for sets in set(ctx_sets.values()))
         if most_evaluations is not None and evaluations > most_evaluations:
             return None
@@ -293,9 +301,16 @@ class MapTables:
         w, c = form
         cond: dict[tuple[int, int], list[Any]] = {}
         cache: dict[tuple, list[Any]] = {}
+        # contexts whose inputs hold the same lists (``shared_lists``) give the same sums: their
+        # values once per combination of lists (820 contexts at max_len 40, 40 combinations)
+        by_lists: dict[tuple, list[Any]] = {}
         for ctx in self.ctx_all:
-            sets = [np.array([float(v) for v in (i.cond[ctx] if i.base_kind == "cond" else i.values)])
-                    for i in infos]
+            lists = [i.cond[ctx] if i.base_kind == "cond" else i.values for i in infos]
+            ids = tuple(map(id, lists))  # the lists are held by the inputs' SInfo: ids stay unique
+            if ids in by_lists:
+                cond[ctx] = by_lists[ids]
+                continue
+            sets = [np.array([float(v) for v in vals]) for vals in lists]
             key = tuple(tuple(x) for x in sets)
             if key not in cache:
                 acc = np.array([c])
@@ -304,7 +319,7 @@ class MapTables:
                         acc = np.add.outer(acc, wj * xs).ravel()
                 vals = np.unique(np.round(acc, 12))
                 cache[key] = sorted_values(float(v) for v in vals)
-            cond[ctx] = cache[key]
+            cond[ctx] = by_lists[ids] = cache[key]
         values = sorted_values(v for vs in cache.values() for v in vs)
         info = SInfo(node.id, node.kind, "numerical", values, (node.id,), {(v,): v for v in values},
                      base_kind="cond", cond=cond, pos=node.pos, inputs=node.inputs, fn=call,
