@@ -224,10 +224,11 @@ class MapTables:
                     continue
                 seen = per_ctx.setdefault(ctx, set()) if rebase else None
                 if coords is not None:
-                    values = _by_coordinates(self, fn, memo, inputs, coords, choices, table, failed)
-                    if seen is not None:
-                        seen.update(values)
-                    continue
+                    got = _by_coordinates(self, fn, memo, inputs, coords, choices, table, failed)
+                    if got is not None:
+                        if seen is not None:
+                            seen.update(got)
+                        continue
                 for chunk, cols in lookup_columns(pairs, len(bases), choices):
                     values = _memo_calls(fn, memo, cols, len(chunk), failed)
                     if failed in values:  # the interpreter raises where these occur
@@ -382,27 +383,37 @@ def _coordinates(an: Any, inputs: tuple[str, ...], bases: tuple[str, ...]) -> li
 
 def _by_coordinates(an: Any, fn: Callable[..., Any], memo: dict[tuple, Any], inputs: tuple[str, ...],
                     coords: list[int | None], choices: list[list[Any]], table: dict[tuple, Any],
-                    failed: object) -> list[Any]:
+                    failed: object) -> list[Any] | None:
     """Add one context's rows to ``table`` for inputs of one base each (``_coordinates``): f of
     each combination of the inputs' distinct values, then each assignment's value read off by
     its combination, instead of a lookup and a call per assignment.  The same rows in the same
     order as the enumeration, and the same calls of ``fn`` in the same order (a combination
     first occurs at each coordinate's first choice with that value, so in the lexicographic
-    order of the values' first occurrences).  Returns the values added, in row order."""
+    order of the values' first occurrences).  Returns the values added, in row order; None, and
+    nothing added, where the combinations are not far fewer than the assignments (the
+    enumeration's lookups by columns are then quicker than a call per combination)."""
     reader = {c: i for i, c in zip(inputs, coords, strict=True) if c is not None}
     kept: list[list[Any]] = []  # per coordinate, the choices its input's table holds
-    codes: list[list[int]] = []  # ... and each one's value, as its rank of first occurrence
-    distinct: list[list[Any]] = []  # ... and those values (the first object of each)
+    typed: list[list[tuple]] = []  # ... and their values with their types (1, 1.0, True apart)
+    firsts: list[dict[tuple, int]] = []  # ... each distinct one's rank of first occurrence
+    assignments = combinations = 1
     for j, options in enumerate(choices):
         held = an.info[reader[j]].table
         vals = list(map(held.get, zip(options), itertools.repeat(_MISSING)))
         if _MISSING in vals:  # an assignment with a value the table lacks has no row
             options = [x for x, v in zip(options, vals, strict=True) if v is not _MISSING]
             vals = [v for v in vals if v is not _MISSING]
-        ids: dict[tuple, int] = {}
-        codes.append([ids.setdefault((v, type(v)), len(ids)) for v in vals])  # 1, 1.0, True apart
-        distinct.append([v for v, _ in ids])
+        keys = list(zip(vals, map(type, vals), strict=True))
+        ranks = {k: r for r, k in enumerate(dict.fromkeys(keys))}
         kept.append(options)
+        typed.append(keys)
+        firsts.append(ranks)
+        assignments *= len(options)
+        combinations *= len(ranks)
+    if 2 * combinations > assignments and assignments > 64:
+        return None
+    codes = [list(map(ranks.__getitem__, keys)) for ranks, keys in zip(firsts, typed, strict=True)]
+    distinct = [[v for v, _ in ranks] for ranks in firsts]  # the first object of each value
     outcome: dict[tuple, Any] = {}
     for combo in itertools.product(*(range(len(d)) for d in distinct)):
         args = tuple(an.info[i].values[0] if c is None else distinct[c][combo[c]]
