@@ -1,6 +1,6 @@
 """Issue 50's compile bar: every program of tracr's library (programs/tracr/) compiled at max
-length 10, 20 and 40 in a warm process, median CPU seconds (``time.process_time``) of 3 compiles
-after one warm-up; the bar is shuffle-Dyck-1 and -2 at 20 and 40 each <= 0.12 s.  Each cell also
+length 10, 20 and 40 in a warm process, median (and best) CPU seconds (``time.process_time``) of 3
+compiles after one warm-up; the bar is shuffle-Dyck-1 and -2 at 20 and 40 each <= 0.12 s.  Each cell also
 lists the plan search's candidates with their CPU seconds (``plans_tried``).
 
     .venv/bin/python bench/tracr_compile.py
@@ -48,7 +48,7 @@ def main() -> int:
     torch.set_num_threads(1)
     names = args.programs or [p.name for p in PROGRAMS if p.name.startswith("tracr/")]
     rows = []
-    print(f"{'program':<22}{'N':>4}{'CPU s':>8}{'bar':>6}  candidates (CPU s)")
+    print(f"{'program':<22}{'N':>4}{'CPU s':>8}{'best':>7}{'bar':>6}  candidates (CPU s)")
     for name in names:
         s = BY_NAME[name]
         program = load_program(str(s.file))
@@ -61,11 +61,13 @@ def main() -> int:
                 times.append(time.process_time() - c0)
             secs, bar = statistics.median(times), BAR.get((name, n))
             tried = model.plans_tried or []
-            rows.append({"program": name, "max_len": n, "cpu_s": secs, "cpu_s_all": times, "bar_s": bar,
+            rows.append({"program": name, "max_len": n, "cpu_s": secs, "cpu_best_s": min(times),
+                         "cpu_s_all": times, "bar_s": bar,
                          "meets_bar": None if bar is None else secs <= bar, "layers": model.n_layers,
                          "params": model.params, "plans_tried": tried})
             cands = ", ".join(f"{t['strategy']} {t.get('cpu_seconds', 0):.3f}" for t in tried)
-            print(f"{name:<22}{n:>4}{secs:>8.3f}{'' if bar is None else bar:>6}  {cands}", flush=True)
+            print(f"{name:<22}{n:>4}{secs:>8.3f}{min(times):>7.3f}{'' if bar is None else bar:>6}  {cands}",
+                  flush=True)
             if args.profile:
                 prof = cProfile.Profile()
                 prof.runcall(compile_program, program, list(s.vocab5), n)

@@ -67,6 +67,7 @@ class Domains:
         allsids = list(sids) + ([extra] if extra else [])
         bases = tuple(sorted({b for s in allsids for b in self.info[s].bases}))
         pairs = [([bases.index(b) for b in self.info[s].bases], self.info[s].table) for s in allsids]
+        getters = [(_key_getter(proj, len(bases)), table) for proj, table in pairs]
         coords = _coordinates(self.info, list(sids), bases)
         through = None if coords is None or extra is None else _through_memos(self.info, list(sids), extra)
         out: dict[tuple, None] = {}
@@ -74,6 +75,9 @@ class Domains:
         # choices repeat an earlier one's gives only rows already there, so it is skipped whole
         for _ctx, choices, first in self._contexts(bases):
             if first is not None:
+                continue
+            if math.prod(map(len, choices)) <= SMALL_CONTEXT:
+                out.update(dict.fromkeys(row for _, row in _lookup(getters, itertools.product(*choices))))
                 continue
             if coords is not None and (extra is None or through is not None):
                 rows = _rows_by_coordinates(self.info, list(sids), coords, choices, through)
@@ -159,6 +163,10 @@ class Domains:
 
 
 _MISSING = object()
+# a context with at most this many assignments is enumerated one assignment at a time
+# (``_lookup``): the lookups by columns and by combinations cost more to set up than they save
+# (tracr's reverse reads index and length: 820 contexts of one assignment each at max_len 40)
+SMALL_CONTEXT = 32
 # a map's result where its function raised, in its memo (``MapTables.map_info``)
 FAILED = object()
 # assignments looked up at once by ``lookup_columns``: a context's product may run to hundreds of
@@ -297,3 +305,48 @@ def _rows_by_coordinates(info: dict, sids: list[str], coords: list[int | None], 
     except _NoEntry:
         return None
     return rows
+
+
+def _lookup(pairs: list[tuple[Callable[[tuple], tuple], dict]], assignments: Iterable[tuple]
+            ) -> Iterator[tuple[tuple, tuple]]:
+    """(assignment, the value of each (key getter, table) pair) for every assignment that every
+    table holds.  One and two tables (most maps and joints) are unrolled: this runs once per
+    joint assignment, tens of thousands of times per map."""
+    missing = _MISSING
+    if len(pairs) == 1:
+        (g0, t0), = pairs
+        for a in assignments:
+            v0 = t0.get(g0(a), missing)
+            if v0 is not missing:
+                yield a, (v0,)
+    elif len(pairs) == 2:
+        (g0, t0), (g1, t1) = pairs
+        for a in assignments:
+            v0 = t0.get(g0(a), missing)
+            if v0 is missing:
+                continue
+            v1 = t1.get(g1(a), missing)
+            if v1 is not missing:
+                yield a, (v0, v1)
+    else:
+        for a in assignments:
+            row = []
+            for get, table in pairs:
+                v = table.get(get(a), missing)
+                if v is missing:
+                    break
+                row.append(v)
+            else:
+                yield a, tuple(row)
+
+
+def _key_getter(proj: list[int], width: int) -> Callable[[tuple], tuple]:
+    """``lambda a: tuple(a[j] for j in proj)``, without a generator per call."""
+    if proj == list(range(width)):
+        return lambda a: a
+    if not proj:
+        return lambda a: ()
+    if len(proj) == 1:
+        j = proj[0]
+        return lambda a: (a[j],)
+    return operator.itemgetter(*proj)

@@ -17,7 +17,13 @@ import numpy as np
 
 from rasp_compiler.compiler.analysis import limits
 from rasp_compiler.compiler.analysis.bool_number import _tag
-from rasp_compiler.compiler.analysis.domains import FAILED, lookup_columns
+from rasp_compiler.compiler.analysis.domains import (
+    FAILED,
+    SMALL_CONTEXT,
+    _key_getter,
+    _lookup,
+    lookup_columns,
+)
 from rasp_compiler.compiler.analysis.sinfo import SInfo
 from rasp_compiler.compiler.forms import linear_form
 from rasp_compiler.compiler.values import sorted_values
@@ -209,6 +215,7 @@ class MapTables:
         if size <= domain_cap:
             self.rows_tabulated += size
             pairs = [([bases.index(b) for b in self.info[i].bases], self.info[i].table) for i in inputs]
+            getters = [(_key_getter(proj, len(bases)), table) for proj, table in pairs]
             table: dict[tuple, Any] = {}
             memo: dict[tuple, Any] = {}
             failed = FAILED
@@ -223,6 +230,22 @@ class MapTables:
                         per_ctx[ctx] = per_ctx[first]
                     continue
                 seen = per_ctx.setdefault(ctx, set()) if rebase else None
+                if math.prod(map(len, choices)) <= SMALL_CONTEXT:  # one assignment at a time
+                    for a, args in _lookup(getters, itertools.product(*choices)):
+                        mkey = (*args, *map(type, args))
+                        value = memo.get(mkey, failed)
+                        if value is failed and mkey not in memo:
+                            try:
+                                value = fn(*args)
+                            except Exception:  # the interpreter raises here, if this occurs
+                                value = failed
+                            memo[mkey] = value
+                        if value is failed:
+                            continue
+                        table[a] = value
+                        if seen is not None:
+                            seen.add(value)
+                    continue
                 if coords is not None:
                     got = _by_coordinates(self, fn, memo, inputs, coords, choices, table, failed)
                     if got is not None:
