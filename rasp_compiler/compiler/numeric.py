@@ -319,10 +319,10 @@ def sorted_by_projection(coef: np.ndarray, pts: Points) -> tuple[list[float], li
 def steps_along(coef: np.ndarray, pts: Points) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray]:
     """(outputs sorted by z = coef · x, the i where the output changes from ys[i] to ys[i + 1],
     z just before and just after each change): what ``sorted_by_projection`` and ``changes``
-    give, with z as ``np.dot`` computes it.  Several coordinates: the points are sorted by
-    ``xs @ coef``, which may differ from a dot per point in the last bits; where every change
-    lies across a gap far wider than that (a projection's gaps exceed the rounding noise, 64
-    epsilons), the outputs along z are the same, and a dot per point is needed only for the
+    give, with z as ``np.dot`` computes it.  Several coordinates: the points are sorted by the
+    sum of the products, which may differ from a dot per point in the last bits; where every
+    change lies across a gap far wider than that (a projection's gaps exceed the rounding noise,
+    64 epsilons), the outputs along z are the same, and a dot per point is needed only for the
     points within that width of a change (tens of thousands of dots otherwise)."""
     if len(coef) > 1 and len(pts) > 1:
         got = _steps_at_changes(coef, pts)
@@ -338,14 +338,19 @@ def _steps_at_changes(coef: np.ndarray, pts: Points
                       ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray] | None:
     """``steps_along`` for several coordinates, or None where a change is too close to tell."""
     xs = points_array(pts, len(coef))
-    z = xs @ coef
+    # the products summed elementwise, not ``xs @ coef``: a matrix-vector product of tens of
+    # thousands of rows wakes OpenBLAS's second thread, which then spins for a while, tens of
+    # CPU milliseconds per product on this machine's kind
+    z = xs[:, 0] * float(coef[0])
+    for j in range(1, len(coef)):
+        z = z + xs[:, j] * float(coef[j])
     codes = output_codes(pts)
     if codes is None or not np.all(np.isfinite(z)):
         return None
     order = np.argsort(z, kind="stable")
     zs = z[order]
     at = np.nonzero(codes[order][1:] != codes[order][:-1])[0]
-    # a dot and ``xs @ coef`` each round a sum of len(coef) products: within len(coef) epsilons
+    # a dot and that sum each round a sum of len(coef) products: within len(coef) epsilons
     # of the sum of their sizes of the exact value, so of each other
     eps = float(np.finfo(np.float64).eps)
     width = 16.0 * len(coef) * eps * float(np.sum(np.abs(coef) * np.max(np.abs(xs), axis=0))) + 1e-300
