@@ -379,8 +379,17 @@ def _derive(fn: Callable[..., Any], memo: dict[tuple, Any], inputs: tuple[str, .
     same calls of ``fn`` in the same order as the enumeration: each value's first row."""
     held = info[carrier].table
     column = list(held.values())
-    cols = [column if i == carrier else [info[i].values[0]] * len(column) for i in inputs]
-    values = _memo_calls(fn, memo, cols, len(column), failed)
+    if len(set(map(type, column))) == 1:
+        # one type: values equal as keys exactly where they are equal with their types, so each
+        # distinct value is looked up (and called, in order of first row) once, by value
+        by_value = {}
+        for v in dict.fromkeys(column):
+            args = tuple(v if i == carrier else info[i].values[0] for i in inputs)
+            by_value[v] = _memo_calls(fn, memo, [[a] for a in args], 1, failed)[0]
+        values = list(map(by_value.__getitem__, column))
+    else:
+        cols = [column if i == carrier else [info[i].values[0]] * len(column) for i in inputs]
+        values = _memo_calls(fn, memo, cols, len(column), failed)
     if failed in values:
         table.update((a, v) for a, v in zip(held, values, strict=True) if v is not failed)
     else:
