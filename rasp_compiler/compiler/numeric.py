@@ -27,17 +27,24 @@ def _same(a: Any, b: Any) -> bool:
 # wakes its other threads, which afterwards spin waiting for more work (0.05 to 0.14 CPU s of
 # system time per compile of tracr's shuffle-Dyck-2 at max_len 20 on a 2-core machine)
 _MATVEC_ENTRIES = 8192
+_MATVEC_TAIL = 64  # a last block of at most this many rows joins the one before
 
 
 def matvec(xs: np.ndarray, coef: np.ndarray) -> np.ndarray:
     """``xs @ coef``, in blocks of rows small enough for one thread.  Each row's entry is the same
-    either way: a threaded product splits the rows between threads at arbitrary rows and gives
-    the same entries as one thread (checked on 1.65 million random rows, and on every
-    fingerprinted model: bench/weights_fingerprint.py)."""
-    rows = max(1, _MATVEC_ENTRIES // max(1, xs.shape[1]))
-    if len(xs) <= rows:
+    either way where the blocks start at multiples of 1,024 rows (the kernel steps through the
+    rows in groups of a few, and a product of one or a few rows takes another path: a short last
+    block joins the one before).  Checked against the whole product for every row count to 20,000
+    (tests/test_compile_speed_paths.py) and on every fingerprinted model."""
+    rows = max(1024, _MATVEC_ENTRIES // max(1, xs.shape[1]) // 1024 * 1024)
+    n = len(xs)
+    if n <= rows + _MATVEC_TAIL:
         return xs @ coef
-    return np.concatenate([xs[i:i + rows] @ coef for i in range(0, len(xs), rows)])
+    starts = list(range(0, n, rows))
+    if n - starts[-1] <= _MATVEC_TAIL:
+        starts.pop()
+    ends = starts[1:] + [n]
+    return np.concatenate([xs[a:b] @ coef for a, b in zip(starts, ends, strict=True)])
 
 
 def output_codes(pts: list[tuple[tuple[float, ...], Any]]) -> np.ndarray | None:
