@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import itertools
 import operator
 from typing import Any
 
@@ -300,9 +301,12 @@ def group_points(rows: list[tuple[tuple, Any]], num: list[int]) -> dict[tuple, P
     argrows = [args for args, _ in rows]
     if num and not cat and set(map(type, argrows)) == {tuple} and set(map(len, argrows)) == {len(num)}:
         # numbers only (two balances): one group, each point's arguments in ``num``'s order
-        pick = operator.itemgetter(*num)
-        xs = [tuple(map(float, pick(args))) for args in argrows] if len(num) > 1 else \
-            [(float(args[num[0]]),) for args in argrows]
+        if num == list(range(len(num))) and set(map(type, itertools.chain.from_iterable(argrows))) == {float}:
+            xs = argrows  # already tuples of floats, in order
+        else:
+            pick = operator.itemgetter(*num)
+            xs = [tuple(map(float, pick(args))) for args in argrows] if len(num) > 1 else \
+                [(float(args[num[0]]),) for args in argrows]
         return {(): list(zip(xs, (y for _, y in rows), strict=True))}
     for args, y in rows:
         key = tuple(args[k] for k in cat)

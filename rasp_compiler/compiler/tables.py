@@ -8,6 +8,7 @@ can choose instead of one hidden unit per value combination.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -51,7 +52,11 @@ def affine(rows: list[tuple[tuple, Any]]) -> tuple[np.ndarray, float] | None:
     """(w, c) with y = w·x + c exactly on every row, if such exist."""
     if not rows:
         return np.zeros(0), 0.0
-    x = np.array([[float(a) for a in args] for args, _ in rows], dtype=np.float64)
+    argrows = [args for args, _ in rows]
+    if set(map(type, itertools.chain.from_iterable(argrows))) == {float} and len(set(map(len, argrows))) == 1:
+        x = np.array(argrows, dtype=np.float64).reshape(len(rows), -1)  # already floats
+    else:
+        x = np.array([[float(a) for a in args] for args in argrows], dtype=np.float64)
     y = np.array([float(v) for _, v in rows], dtype=np.float64)
     design = np.hstack([x, np.ones((len(rows), 1))])
     sol, *_ = np.linalg.lstsq(design, y, rcond=None)

@@ -53,7 +53,14 @@ class Domains:
         choices, once per distinct set of choices, as ``_contexts`` skips the repeats.  tracr's
         shuffle-Dyck-1 at max_len 128 reads a mean over all positions, whose values depend on
         the length alone: 8,384 assignments (n + 1 per length), counted once per (index, length)
-        715,520."""
+        715,520.  Counted once per set of bases (the lowering asks again for each map it tries
+        to fuse)."""
+        held = self.__dict__.setdefault("_domain_sizes", {})
+        if bases not in held:
+            held[bases] = self._count_domain(bases)
+        return held[bases]
+
+    def _count_domain(self, bases: tuple[str, ...]) -> int:
         total = 0
         for _ctx, choices, first in self._contexts(bases):
             if first is None:
