@@ -98,9 +98,10 @@ class Domains:
     def table_rows(self, sids: list[str], extra: str) -> list[tuple[tuple, Any]] | None:
         """``joint(sids, extra)`` as (values of ``sids``, value of ``extra``) pairs, read off
         ``extra``'s table where ``sids`` are the bases it is tabulated over, in their order, and
-        each base's table gives every choice back as itself: its rows are then its table's
-        items, in the order the enumeration meets them (a fused map over two balances: 12,340
-        assignments at max_len 20).  None where that does not hold."""
+        each base's table gives every choice back as itself (or as a value no operation tells
+        from it: ``_same_atom``): its rows are then its table's items, in the order the
+        enumeration meets them (a fused map over two balances: 12,340 assignments at max_len
+        20).  None where that does not hold."""
         info = self.info[extra]
         if info.base_kind is not None or info.kind not in ("map", "sequence_map", "tuple") \
                 or list(info.bases) != list(sids) or len(set(sids)) != len(sids):
@@ -112,7 +113,7 @@ class Domains:
                 return None
             tables.append(si.table)
         for _ctx, choices, first in self._contexts(tuple(sids)):
-            if first is None and not all(table.get((x,), _MISSING) is x
+            if first is None and not all(_same_atom(table.get((x,), _MISSING), x)
                                          for table, options in zip(tables, choices, strict=True)
                                          for x in options):
                 return None
@@ -213,6 +214,18 @@ def lookup_columns(pairs: list[tuple[list[int], dict]], width: int, choices: lis
             cols = [[c[k] for k in held] for c in cols]
         if chunk:
             yield chunk, cols
+
+
+def _same_atom(a: Any, b: Any) -> bool:
+    """Whether ``a`` is ``b``, or a string or number of its type and value that no operation of
+    the compiler tells from it (not a NaN, which only itself finds in a dict, nor a zero of the
+    other sign).  A base's value set keeps one object of equal floats; its contexts' lists may
+    hold others."""
+    if a is b:
+        return True
+    if type(a) is not type(b) or type(a) not in (str, int, float) or a != b:
+        return False
+    return type(a) is not float or math.copysign(1.0, a) == math.copysign(1.0, b)
 
 
 def _coordinates(info: dict, sids: list[str], bases: tuple[str, ...]) -> list[int | None] | None:
