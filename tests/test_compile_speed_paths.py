@@ -125,7 +125,7 @@ def test_matvec_in_blocks_gives_the_whole_product():
     rng = np.random.default_rng(53)
     near_boundaries = (b + d for b in range(1024, 20001, 1024) for d in range(-2, 67, 3))
     counts = sorted({*range(1, 20001, 97), *near_boundaries})
-    for k in (2, 3, 4):
+    for k in (2, 3, 4, 5):
         for n in counts:
             xs, coef = rng.uniform(-3, 3, (n, k)) / 7, rng.uniform(-50, 50, k)
             assert np.array_equal(matvec(xs, coef), xs @ coef), (n, k)
