@@ -7,7 +7,9 @@ lists the plan search's candidates with their CPU seconds (``plans_tried``).
     .venv/bin/python bench/tracr_compile.py --programs tracr/shuffle_dyck2 --lengths 40 --profile 25
 
 ``--profile K`` prints the K costliest functions (cProfile, cumulative) of one more compile per
-cell.  Prints a table and writes bench/results/tracr_compile.json.
+cell.  ``--stages`` prints, per cell, the CPU seconds of each stage of the deferred and the plain
+candidate built by hand (``Analysis``, ``Lowering`` with ``schedule``, ``assemble``), best of the
+repeats.  Prints a table and writes bench/results/tracr_compile.json.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def main() -> int:
     ap.add_argument("--lengths", nargs="*", type=int, default=[10, 20, 40])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--profile", type=int, default=0, metavar="K")
+    ap.add_argument("--stages", action="store_true", help="time each stage of the two candidates")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -68,6 +71,10 @@ def main() -> int:
             cands = ", ".join(f"{t['strategy']} {t.get('cpu_seconds', 0):.3f}" for t in tried)
             print(f"{name:<22}{n:>4}{secs:>8.3f}{min(times):>7.3f}{'' if bar is None else bar:>6}  {cands}",
                   flush=True)
+            if args.stages:
+                rows[-1]["stages"] = stages(program, list(s.vocab5), n, args.repeats)
+                print("    " + "; ".join(f"{name}: " + ", ".join(f"{k} {v:.3f}" for k, v in got.items())
+                                       for name, got in rows[-1]["stages"].items()), flush=True)
             if args.profile:
                 prof = cProfile.Profile()
                 prof.runcall(compile_program, program, list(s.vocab5), n)
@@ -76,6 +83,34 @@ def main() -> int:
     command = " ".join(["bench/tracr_compile.py", *sys.argv[1:]])
     args.out.write_text(json.dumps({"command": command, "rows": rows}, indent=1) + "\n")
     return 0
+
+
+def stages(program, vocab: list, n: int, repeats: int) -> dict[str, dict[str, float]]:
+    """CPU seconds of the analysis, the lowering (with the schedule) and the assembly of the
+    deferred candidate (``limits.DEFER_FROM``) and the plain one, each the best of ``repeats``."""
+    from rasp_compiler.compiler import rewritten
+    from rasp_compiler.compiler.analysis import Analysis, limits
+    from rasp_compiler.compiler.assemble import assemble
+    from rasp_compiler.compiler.lowering import Lowering
+    from rasp_compiler.compiler.schedule import schedule
+
+    prog = rewritten(program, n)
+    out = {}
+    for name, defer in (("deferred", limits.DEFER_FROM), ("plain", None)):
+        best = {"analysis": float("inf"), "lowering": float("inf"), "assembly": float("inf")}
+        for _ in range(repeats):
+            c0 = time.process_time()
+            an = Analysis(prog, vocab, n, defer_from=defer)
+            c1 = time.process_time()
+            low = Lowering(an)
+            plan = schedule(low)
+            c2 = time.process_time()
+            assemble(an, low, plan, dtype="float32", causal=False)
+            c3 = time.process_time()
+            for key, secs in (("analysis", c1 - c0), ("lowering", c2 - c1), ("assembly", c3 - c2)):
+                best[key] = min(best[key], secs)
+        out[name] = best
+    return out
 
 
 if __name__ == "__main__":
