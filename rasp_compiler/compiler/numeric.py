@@ -96,28 +96,30 @@ def _separates(coef: np.ndarray, pts: list[tuple[tuple[float, ...], Any]], mags:
 
 
 def projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
-               dtype: str = "float32", relative: list[bool] | None = None) -> np.ndarray | None:
+               dtype: str = "float32", relative: list[bool] | None = None,
+               read: tuple[np.ndarray, np.ndarray | None] | None = None) -> np.ndarray | None:
     """A coefficient vector separating points with different outputs, or None.
 
     ``relative`` marks the coordinates that float rounds relative to their own size (a BOS
     attention weight 1/(w+1): see ``_relative_projection``); they are used only where the
     uniform noise bound finds no projection, so every other MLP keeps its weights."""
-    found = _uniform_projection(pts, mags, dtype)
+    found = _uniform_projection(pts, mags, dtype, read)
     if found is None and relative is not None and any(relative) and pts:
         return _relative_projection(pts, mags, relative, dtype)
     return found
 
 
 def _uniform_projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
-                        dtype: str) -> np.ndarray | None:
-    """``projection`` with every coordinate's rounding bounded by its largest magnitude."""
+                        dtype: str, read: tuple[np.ndarray, np.ndarray | None] | None = None
+                        ) -> np.ndarray | None:
+    """``projection`` with every coordinate's rounding bounded by its largest magnitude; ``read``,
+    where given, is the points' ``points_array`` and ``output_codes``."""
     k = len(mags)
     if k == 0:
         return np.zeros(0)
     if not pts:
         return np.ones(k)
-    xs = points_array(pts, k)
-    codes = output_codes(pts)
+    xs, codes = read if read is not None else (points_array(pts, k), output_codes(pts))
     candidates = [np.ones(k)]
     if k == 1:
         return candidates[0] if _separates(candidates[0], pts, mags, dtype, xs, codes) else None
@@ -344,7 +346,8 @@ def sorted_by_projection(coef: np.ndarray, pts: Points) -> tuple[list[float], li
     return [z for z, _ in zpts], [y for _, y in zpts]
 
 
-def steps_along(coef: np.ndarray, pts: Points) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray]:
+def steps_along(coef: np.ndarray, pts: Points, read: tuple[np.ndarray, np.ndarray | None] | None = None
+                ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray]:
     """(outputs sorted by z = coef · x, the i where the output changes from ys[i] to ys[i + 1],
     z just before and just after each change): what ``sorted_by_projection`` and ``changes``
     give, with z as ``np.dot`` computes it.  Several coordinates: the points are sorted by the
@@ -353,7 +356,7 @@ def steps_along(coef: np.ndarray, pts: Points) -> tuple[list[Any], np.ndarray, n
     64 epsilons), the outputs along z are the same, and a dot per point is needed only for the
     points within that width of a change (tens of thousands of dots otherwise)."""
     if len(coef) > 1 and len(pts) > 1:
-        got = _steps_at_changes(coef, pts)
+        got = _steps_at_changes(coef, pts, read)
         if got is not None:
             return got
     zs, ys = sorted_by_projection(coef, pts)
@@ -362,17 +365,16 @@ def steps_along(coef: np.ndarray, pts: Points) -> tuple[list[Any], np.ndarray, n
     return ys, at, z[at], z[at + 1]
 
 
-def _steps_at_changes(coef: np.ndarray, pts: Points
+def _steps_at_changes(coef: np.ndarray, pts: Points, read: tuple[np.ndarray, np.ndarray | None] | None = None
                       ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray] | None:
     """``steps_along`` for several coordinates, or None where a change is too close to tell."""
-    xs = points_array(pts, len(coef))
+    xs, codes = read if read is not None else (points_array(pts, len(coef)), output_codes(pts))
     # the products summed elementwise, not ``xs @ coef``: a matrix-vector product of tens of
     # thousands of rows wakes OpenBLAS's second thread, which then spins for a while, tens of
     # CPU milliseconds per product on this machine's kind
     z = xs[:, 0] * float(coef[0])
     for j in range(1, len(coef)):
         z = z + xs[:, j] * float(coef[j])
-    codes = output_codes(pts)
     if codes is None or not np.all(np.isfinite(z)):
         return None
     order = np.argsort(z, kind="stable")
@@ -561,10 +563,11 @@ def step_groups(groups: dict[tuple, Points], mags: list[float], dtype: str,
     projections of a table of tens of thousands of rows are found once, not twice."""
     out = []
     for sets, pts in merge_groups(groups):
-        coef = projection(pts, mags, dtype, relative)
+        read = (points_array(pts, len(mags)), output_codes(pts)) if len(mags) > 1 and pts else None
+        coef = projection(pts, mags, dtype, relative, read)
         if coef is None:
             return None
-        out.append((sets, coef, *steps_along(coef, pts)))
+        out.append((sets, coef, *steps_along(coef, pts, read)))
     return out
 
 
