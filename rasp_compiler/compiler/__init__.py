@@ -20,10 +20,12 @@ package does not either, so ``rasp compile`` starts without it.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import time
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from rasp_compiler.compiler.analysis import Analysis
 from rasp_compiler.compiler.artifact import CompiledWeights, config_digest, weights_digest
@@ -175,7 +177,7 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
     # Analysis and lowering recurse along chains of maps; a long chain (`- - … - indices`) needs
     # more than Python's default 1,000 frames, as elaboration does (lang.elaborator.exec_source).
     try:
-        with deep_recursion():
+        with deep_recursion(), _collector_paused():
             integers = None if integer_range is None else IntegerTokens(program, integer_range,
                                                                         numeric_options)
             config, tensors, an, tried, compiled = _weights(program, vocab, max_len, dtype, causal,
@@ -189,6 +191,22 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
     config_digest(config)  # a config JSON cannot hold fails here, at compile time, not at save
     return CompiledWeights(config, tensors, analysis=an, compile_seconds=time.perf_counter() - start,
                            plans_tried=tried, compiled_program=compiled)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while the weights are built (as it was after).  A
+    compile allocates tables of tens of thousands of tuples, which hold no cycles and are freed
+    by reference counting; each full collection that the allocations trigger walks every object
+    the process holds, which in a process that has compiled before made some compiles of tracr's
+    shuffle-Dyck-2 at max_len 20 take half as long again."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def _weights(program: Program, vocab: list[Any], max_len: int, dtype: str, causal: bool,

@@ -20,18 +20,18 @@ MLPs (one hidden ReLU layer):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from rasp_compiler.compiler.lowering import ONE, Feature, HeadOp, MLPOp, is_bos_weight
 from rasp_compiler.compiler.numeric import (
     SharedSteps,
-    changes,
+    StepGroup,
     group_points,
     merge_groups,
     projection,
-    sorted_by_projection,
+    steps_along,
 )
 from rasp_compiler.compiler.tables import affine
 from rasp_compiler.compiler.values import value_key
@@ -330,7 +330,13 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
         _shared_step_units(op, layout, acc, out, cat, shared,
                            np.array([layout.dim(op.inputs[num[0]])], dtype=int), xs)
         return
-    rows = _sorted_rows(op.rows)
+    held: list = []
+
+    def sorted_rows() -> list[tuple[tuple, Any]]:  # ``_sorted_rows`` once, where it is read
+        if not held:
+            held.append(_sorted_rows(op.rows))
+        return held[0]
+
     if shared is not None and coef is not None and cat and out.categorical:
         # steps shared along z = coef · x (``numeric.shared_projected_steps``); z ranges over the
         # box of the inputs' values, and the groups it does not separate are stepped one by one
@@ -341,19 +347,21 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
                            np.array([layout.dim(op.inputs[j]) for j in num], dtype=int),
                            np.array([lo, hi]), coef=np.asarray(coef, dtype=np.float64))
         rest = shared.rest
-        rows = [r for r in rows if tuple(r[0][j] for j in cat) in rest]
+        rows = [r for r in sorted_rows() if tuple(r[0][j] for j in cat) in rest]
         if rows:
-            _step_mlp(op, layout, acc, out, ins, num, cat, rows, dtype)
+            _step_mlp(op, layout, acc, out, ins, num, cat, lambda: rows, dtype)
         return
-    fit = affine(rows) if len(num) >= 2 and not out.categorical and not cat and rows else None
+    fit = affine(sorted_rows()) if len(num) >= 2 and not out.categorical and not cat and op.rows else None
     if getattr(op, "linear", None) is not None:
         fit = (np.array(op.linear[0]), op.linear[1])  # type: ignore[attr-defined]
     if fit is not None:
         _affine_units(op, layout, acc, out, ins, num, fit)
     elif not num:
-        _table_units(op, layout, acc, out, cat, rows)
+        _table_units(op, layout, acc, out, cat, sorted_rows())
     else:
-        _step_mlp(op, layout, acc, out, ins, num, cat, rows, dtype)
+        plan = getattr(op, "step_plan", None)   # (numerical positions, groups) from the lowering
+        _step_mlp(op, layout, acc, out, ins, num, cat, sorted_rows, dtype,
+                  plan[1] if plan is not None and plan[0] == num else None)
 
 
 def _affine_units(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: list[Feature],
@@ -396,16 +404,22 @@ def _table_units(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, cat: 
 
 
 def _step_mlp(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: list[Feature],
-              num: list[int], cat: list[int], rows: list[tuple[tuple, Any]], dtype: str) -> None:
+              num: list[int], cat: list[int], rows: Callable[[], list[tuple[tuple, Any]]], dtype: str,
+              plan: list[StepGroup] | None = None) -> None:
     """Numerical inputs (plus categorical ones): per gate group, a constant unit and a step of two
-    units wherever the output changes along the group's projection z = coef · x."""
+    units wherever the output changes along the group's projection z = coef · x.  ``rows`` gives
+    the op's rows in ``_sorted_rows``' order; ``plan``, where the lowering found the groups and
+    their projections already (``numeric.step_groups``), is used instead of finding them again:
+    each group's outputs along z do not depend on the order of its points (a projection keeps
+    points with different outputs apart, so only points with the same output can tie)."""
     xs_all = [np.array([float(v) for v in ins[j].values], dtype=np.float64) for j in num]
     mags = [float(np.max(np.abs(x))) if len(x) else 0.0 for x in xs_all]
     ranges = [float(x.max() - x.min()) if len(x) else 0.0 for x in xs_all]
     xdims = np.array([layout.dim(op.inputs[j]) for j in num], dtype=int)
-    groups = group_points(rows, num)
+    one_number = len(num) == 1 and not cat and not out.categorical
+    groups = group_points(rows(), num) if plan is None or one_number else None
     # A single numerical input with a numerical output that is affine: one unit.
-    if len(num) == 1 and not cat and not out.categorical and len(groups) == 1:
+    if groups is not None and one_number and len(groups) == 1:
         fit = affine([(x, y) for x, y in groups[()]])
         if fit is not None:
             w, c = float(fit[0][0]) if len(fit[0]) else 0.0, fit[1]
@@ -422,6 +436,24 @@ def _step_mlp(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: lis
                         dtype=int)
 
     relative = [is_bos_weight(ins[j].id) for j in num]
+    found = plan if plan is not None else _found_groups(groups or {}, mags, dtype, relative, op, num)
+    for sets, coef, ys, at, z0, z1 in found:
+        span = float(np.sum(np.abs(coef) * np.asarray(ranges)))
+        # gate: 1 when every categorical input holds a value of its set, else <= 0 (merge_groups)
+        gdims = set_gate(sets) if cat else np.zeros(0, dtype=int)
+        if cat:
+            if out.categorical or float(ys[0]) != 0.0:
+                acc.unit(gdims, np.ones(len(gdims)), -(len(sets) - 1.0), *out.enc(ys[0]))
+        else:
+            acc.bias(*out.enc(ys[0]))
+        if len(at):
+            _steps(acc, out, z0, z1, ys, at, coef, span, xdims, gdims, len(cat))
+
+
+def _found_groups(groups: dict, mags: list[float], dtype: str, relative: list[bool], op: MLPOp,
+                  num: list[int]) -> Iterator[StepGroup]:
+    """``numeric.step_groups`` for an op the lowering did not plan (a width decode may have no
+    projection: then the plain one)."""
     for sets, pts in merge_groups(groups):
         coef = projection(pts, mags, dtype, relative)
         if coef is None:
@@ -430,18 +462,7 @@ def _step_mlp(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, ins: lis
             # precise than the generic noise bound that ``projection`` assumes.
             assert len(num) == 1 and op.kind == "width_decode", op.id
             coef = np.ones(1)
-        span = float(np.sum(np.abs(coef) * np.asarray(ranges)))
-        zs, ys = sorted_by_projection(coef, pts)
-        # gate: 1 when every categorical input holds a value of its set, else <= 0 (merge_groups)
-        gdims = set_gate(sets) if cat else np.zeros(0, dtype=int)
-        if cat:
-            if out.categorical or float(ys[0]) != 0.0:
-                acc.unit(gdims, np.ones(len(gdims)), -(len(sets) - 1.0), *out.enc(ys[0]))
-        else:
-            acc.bias(*out.enc(ys[0]))
-        at = np.array(changes(ys), dtype=np.intp)
-        if len(at):
-            _steps(acc, out, np.array(zs, dtype=np.float64), ys, at, coef, span, xdims, gdims, len(cat))
+        yield (sets, coef, *steps_along(coef, pts))
 
 
 def _shared_step_units(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output, cat: list[int],
@@ -481,11 +502,12 @@ def _shared_step_units(op: MLPOp, layout: Layout, acc: MLPWeights, out: _Output,
             acc.wide = True   # float32 would blur the pair (see ``_steps``)
 
 
-def _steps(acc: MLPWeights, out: _Output, z: np.ndarray, ys: list[Any], at: np.ndarray,
+def _steps(acc: MLPWeights, out: _Output, z0: np.ndarray, z1: np.ndarray, ys: list[Any], at: np.ndarray,
            coef: np.ndarray, span: float, xdims: np.ndarray, gdims: np.ndarray, n_cat: int) -> None:
-    """The two units of each step from z[i] to z[i + 1], i in ``at``, as one block (unit pairs in
-    step order).  Elementwise NumPy float64 arithmetic, in the order the scalar formulas use it:
-    the same weights as computing each step on its own.
+    """The two units of each step from z0 to z1 (z just before and after the change from ys[i] to
+    ys[i + 1], i in ``at``), as one block (unit pairs in step order).  Elementwise NumPy float64
+    arithmetic, in the order the scalar formulas use it: the same weights as computing each step
+    on its own.
 
     A saturated pair ReLU(p + ½) − ReLU(p − ½) is 1 only up to the rounding of p ± ½, about ulp(p),
     and p reaches slope × (distance to the threshold): 2·span/gap, often 10^2 to 10^4.  In float32
@@ -494,7 +516,6 @@ def _steps(acc: MLPWeights, out: _Output, z: np.ndarray, ys: list[Any], at: np.n
     (tests/test_regressions.py::test_mean_over_a_one_hot_stepped_from_one_number), 1 % from a
     two-number projection (known-bugs #9).  So ``assemble`` runs every MLP with step pairs in
     float64 inside a float32 model: the pairs are then exact to ~1e-13."""
-    z0, z1 = z[at], z[at + 1]
     gap = z1 - z0
     t = (z0 + z1) / 2.0
     a = 2.0 / gap

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import itertools
+import operator
 from typing import Any
 
 import numpy as np
@@ -22,8 +24,51 @@ def _same(a: Any, b: Any) -> bool:
     return a == b and type(a) is type(b)
 
 
+# OpenBLAS runs a matrix-vector product of fewer than 9,216 entries on one thread; a larger one
+# wakes its other threads, which afterwards spin waiting for more work (0.05 to 0.14 CPU s of
+# system time per compile of tracr's shuffle-Dyck-2 at max_len 20 on a 2-core machine)
+_MATVEC_ENTRIES = 8192
+_MATVEC_TAIL = 64  # a last block of at most this many rows joins the one before
+
+
+def matvec(xs: np.ndarray, coef: np.ndarray) -> np.ndarray:
+    """``xs @ coef``, in blocks of rows small enough for one thread.  Each row's entry is the same
+    either way where the blocks start at multiples of 1,024 rows (the kernel steps through the
+    rows in groups of a few, and a product of one or a few rows takes another path: a short last
+    block joins the one before).  Checked against the whole product for every row count to 20,000
+    (tests/test_compile_speed_paths.py) and on every fingerprinted model."""
+    rows = max(1024, _MATVEC_ENTRIES // max(1, xs.shape[1]) // 1024 * 1024)
+    n = len(xs)
+    if n <= rows + _MATVEC_TAIL:
+        return xs @ coef
+    starts = list(range(0, n, rows))
+    if n - starts[-1] <= _MATVEC_TAIL:
+        starts.pop()
+    ends = starts[1:] + [n]
+    return np.concatenate([xs[a:b] @ coef for a, b in zip(starts, ends, strict=True)])
+
+
+def output_codes(pts: list[tuple[tuple[float, ...], Any]]) -> np.ndarray | None:
+    """An id per point, equal where the outputs are the same (``_same``), or None where an output
+    is a float NaN (``_same`` tells it from itself, a dict key would not)."""
+    ys = [y for _, y in pts]
+    keys = list(zip(map(type, ys), ys, strict=True))
+    ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    if any(t is float and y != y for t, y in ids):  # each NaN object is a key of its own
+        return None
+    return np.fromiter(map(ids.__getitem__, keys), dtype=np.int64, count=len(keys))
+
+
+def points_array(pts: list[tuple[tuple[float, ...], Any]], k: int) -> np.ndarray:
+    """The points' numerical coordinates, one row each."""
+    return np.array([x for x, _ in pts], dtype=np.float64).reshape(len(pts), k)
+
+
 def _separates(coef: np.ndarray, pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
-               dtype: str) -> bool:
+               dtype: str, xs: np.ndarray | None = None, codes: np.ndarray | None = None) -> bool:
+    """Whether z = coef · x keeps points with different outputs further apart than the rounding
+    noise.  ``xs`` (``points_array``) and ``codes`` (``output_codes``), where given, are the
+    points' coordinates and outputs already read (a projection tries several coefficients)."""
     eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)
     noise = 64.0 * eps * float(np.sum(np.abs(coef) * np.asarray(mags, dtype=np.float64))) + 1e-300
     if len(pts) > 1:
@@ -31,13 +76,17 @@ def _separates(coef: np.ndarray, pts: list[tuple[tuple[float, ...], Any]], mags:
         # outputs need comparing (the same answer as the loop below, without a dot per point).
         # Several: z = xs @ coef may differ from a dot per point in the last bit, which moves a
         # gap by an ulp of z against a noise allowance of 64 float32 or float64 epsilons.
+        if xs is None:
+            xs = points_array(pts, len(coef))
         if len(coef) == 1:
-            z = np.array([x[0] for x, _ in pts], dtype=np.float64) * float(coef[0])
+            z = xs[:, 0] * float(coef[0])
         else:
-            z = np.array([x for x, _ in pts], dtype=np.float64).reshape(len(pts), len(coef)) @ coef
+            z = matvec(xs, coef)
         order = np.argsort(z, kind="stable")
         zs_ = z[order]
         close = np.nonzero(np.diff(zs_) <= noise)[0]
+        if codes is not None:
+            return bool(np.all(codes[order[close]] == codes[order[close + 1]]))
         return all(_same(pts[order[i]][1], pts[order[i + 1]][1]) for i in close.tolist())
     zs = sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=lambda p: p[0])
     for (z0, y0), (z1, y1) in zip(zs, zs[1:], strict=False):
@@ -47,33 +96,36 @@ def _separates(coef: np.ndarray, pts: list[tuple[tuple[float, ...], Any]], mags:
 
 
 def projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
-               dtype: str = "float32", relative: list[bool] | None = None) -> np.ndarray | None:
+               dtype: str = "float32", relative: list[bool] | None = None,
+               read: tuple[np.ndarray, np.ndarray | None] | None = None) -> np.ndarray | None:
     """A coefficient vector separating points with different outputs, or None.
 
     ``relative`` marks the coordinates that float rounds relative to their own size (a BOS
     attention weight 1/(w+1): see ``_relative_projection``); they are used only where the
     uniform noise bound finds no projection, so every other MLP keeps its weights."""
-    found = _uniform_projection(pts, mags, dtype)
+    found = _uniform_projection(pts, mags, dtype, read)
     if found is None and relative is not None and any(relative) and pts:
         return _relative_projection(pts, mags, relative, dtype)
     return found
 
 
 def _uniform_projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[float],
-                        dtype: str) -> np.ndarray | None:
-    """``projection`` with every coordinate's rounding bounded by its largest magnitude."""
+                        dtype: str, read: tuple[np.ndarray, np.ndarray | None] | None = None
+                        ) -> np.ndarray | None:
+    """``projection`` with every coordinate's rounding bounded by its largest magnitude; ``read``,
+    where given, is the points' ``points_array`` and ``output_codes``."""
     k = len(mags)
     if k == 0:
         return np.zeros(0)
     if not pts:
         return np.ones(k)
-    xs = np.array([x for x, _ in pts], dtype=np.float64).reshape(len(pts), k)
+    xs, codes = read if read is not None else (points_array(pts, k), output_codes(pts))
     candidates = [np.ones(k)]
     if k == 1:
-        return candidates[0] if _separates(candidates[0], pts, mags, dtype) else None
+        return candidates[0] if _separates(candidates[0], pts, mags, dtype, xs, codes) else None
     candidates.append(np.array([1.0] + [-1.0] * (k - 1)))
     for c in candidates:
-        if _separates(c, pts, mags, dtype):
+        if _separates(c, pts, mags, dtype, xs, codes):
             return c
     # Neither sum nor difference separates: order the points lexicographically by a few linear
     # forms, the first one major.  Mixed radix over the coordinates (the last one major) came
@@ -84,7 +136,8 @@ def _uniform_projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[flo
     # plus where the rounding does, against once per point of the n x n grid by mixed radix.
     orders = _lexicographic_orders(k)
     ids: dict[tuple, int] = {}
-    ys = np.array([ids.setdefault((type(y), y), len(ids)) for _, y in pts], dtype=np.int64)
+    ys = codes if codes is not None else \
+        np.array([ids.setdefault((type(y), y), len(ids)) for _, y in pts], dtype=np.int64)
     ranked = []
     for rank, forms in enumerate(orders):
         coef = _lexicographic(xs, forms)
@@ -101,7 +154,7 @@ def _uniform_projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[flo
         elif rank == 0:
             ranked.append((len(pts), rank, coef, at))   # checked exactly below, as before
     for _, _, coef, at in sorted(ranked, key=lambda r: (r[0], r[1])):
-        if _separates(coef, pts, mags, at):
+        if _separates(coef, pts, mags, at, xs, codes):
             return coef
     # Mixed radix leaves a gap of only the first coordinate's smallest step between the blocks
     # of consecutive values of a later coordinate, below the rounding noise once that
@@ -119,7 +172,7 @@ def _uniform_projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[flo
         for j in range(1, k):
             coef[j] = (acc * (1.0 + widen) + steps[0]) / steps[j]
             acc += coef[j] * spans[j]
-        if _separates(coef, pts, mags, dtype):
+        if _separates(coef, pts, mags, dtype, xs, codes):
             return coef
     return None
 
@@ -158,7 +211,7 @@ def _relative_projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[fl
     eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)
     ranked = []
     for rank, coef in enumerate(candidates):
-        z = xs @ coef
+        z = matvec(xs, coef)
         order = np.argsort(z, kind="stable")
         cost = int(np.count_nonzero(ys[order][1:] != ys[order][:-1]))
         ranked.append((cost, rank, coef, z, order))
@@ -199,7 +252,7 @@ def _order_cost(coef: np.ndarray, xs: np.ndarray, ys: np.ndarray, mags: list[flo
     the exact check runs once, on the ordering chosen)."""
     eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)
     noise = 64.0 * eps * float(np.sum(np.abs(coef) * np.asarray(mags, dtype=np.float64))) + 1e-300
-    z = xs @ coef
+    z = matvec(xs, coef)
     order = np.argsort(z, kind="stable")
     differ = ys[order][1:] != ys[order][:-1]
     if np.any(differ & (np.diff(z[order]) <= noise)):
@@ -215,7 +268,7 @@ def _lexicographic(xs: np.ndarray, forms: list[np.ndarray]) -> np.ndarray | None
     steps, spans = [], []
     for f in forms:
         unit = np.count_nonzero(f) == 1 and float(np.max(f)) == 1.0
-        vals = np.unique(xs[:, int(np.argmax(f))] if unit else xs @ f)
+        vals = np.unique(xs[:, int(np.argmax(f))] if unit else matvec(xs, f))
         # a form of several coordinates gives one value as floats a few ulps apart (5/22 - 20/22
         # and 0 - 15/22): those are one key, left to the forms after it to order
         gaps = np.diff(vals)
@@ -247,6 +300,16 @@ def group_points(rows: list[tuple[tuple, Any]], num: list[int]) -> dict[tuple, P
     if not rows:
         return groups
     cat = [k for k in range(len(rows[0][0])) if k not in num]
+    argrows = [args for args, _ in rows]
+    if num and not cat and set(map(type, argrows)) == {tuple} and set(map(len, argrows)) == {len(num)}:
+        # numbers only (two balances): one group, each point's arguments in ``num``'s order
+        if num == list(range(len(num))) and set(map(type, itertools.chain.from_iterable(argrows))) == {float}:
+            xs = argrows  # already tuples of floats, in order
+        else:
+            pick = operator.itemgetter(*num)
+            xs = [tuple(map(float, pick(args))) for args in argrows] if len(num) > 1 else \
+                [(float(args[num[0]]),) for args in argrows]
+        return {(): list(zip(xs, (y for _, y in rows), strict=True))}
     for args, y in rows:
         key = tuple(args[k] for k in cat)
         groups.setdefault(key, []).append((tuple(float(args[j]) for j in num), y))
@@ -281,6 +344,58 @@ def sorted_by_projection(coef: np.ndarray, pts: Points) -> tuple[list[float], li
             return [zs[i] for i in order], [pts[i][1] for i in order]
     zpts = sorted(((float(np.dot(coef, x)), y) for x, y in pts), key=lambda p: p[0])
     return [z for z, _ in zpts], [y for _, y in zpts]
+
+
+def steps_along(coef: np.ndarray, pts: Points, read: tuple[np.ndarray, np.ndarray | None] | None = None
+                ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray]:
+    """(outputs sorted by z = coef · x, the i where the output changes from ys[i] to ys[i + 1],
+    z just before and just after each change): what ``sorted_by_projection`` and ``changes``
+    give, with z as ``np.dot`` computes it.  Several coordinates: the points are sorted by the
+    sum of the products, which may differ from a dot per point in the last bits; where every
+    change lies across a gap far wider than that (a projection's gaps exceed the rounding noise,
+    64 epsilons), the outputs along z are the same, and a dot per point is needed only for the
+    points within that width of a change (tens of thousands of dots otherwise)."""
+    if len(coef) > 1 and len(pts) > 1:
+        got = _steps_at_changes(coef, pts, read)
+        if got is not None:
+            return got
+    zs, ys = sorted_by_projection(coef, pts)
+    at = np.array(changes(ys), dtype=np.intp)
+    z = np.array(zs, dtype=np.float64)
+    return ys, at, z[at], z[at + 1]
+
+
+def _steps_at_changes(coef: np.ndarray, pts: Points, read: tuple[np.ndarray, np.ndarray | None] | None = None
+                      ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray] | None:
+    """``steps_along`` for several coordinates, or None where a change is too close to tell."""
+    xs, codes = read if read is not None else (points_array(pts, len(coef)), output_codes(pts))
+    # the products summed elementwise, not ``xs @ coef``: a matrix-vector product of tens of
+    # thousands of rows wakes OpenBLAS's second thread, which then spins for a while, tens of
+    # CPU milliseconds per product on this machine's kind
+    z = xs[:, 0] * float(coef[0])
+    for j in range(1, len(coef)):
+        z = z + xs[:, j] * float(coef[j])
+    if codes is None or not np.all(np.isfinite(z)):
+        return None
+    order = np.argsort(z, kind="stable")
+    zs = z[order]
+    at = np.nonzero(codes[order][1:] != codes[order][:-1])[0]
+    # a dot and that sum each round a sum of len(coef) products: within len(coef) epsilons
+    # of the sum of their sizes of the exact value, so of each other
+    eps = float(np.finfo(np.float64).eps)
+    width = 16.0 * len(coef) * eps * float(np.sum(np.abs(coef) * np.max(np.abs(xs), axis=0))) + 1e-300
+    if len(at) and not np.all(zs[at + 1] - zs[at] > 2.0 * width):
+        return None
+    idx = order.tolist()
+    starts = [0] + (at + 1).tolist()  # where each run of one output begins, and ends
+    ends = at.tolist() + [len(pts) - 1]
+    z0, z1 = np.empty(len(at)), np.empty(len(at))
+    for r, i in enumerate(at.tolist()):
+        first = max(starts[r], int(np.searchsorted(zs, zs[i] - 2.0 * width, side="left")))
+        z0[r] = max(float(np.dot(coef, pts[idx[m]][0])) for m in range(first, i + 1))
+        last = min(ends[r + 1], int(np.searchsorted(zs, zs[i + 1] + 2.0 * width, side="right")) - 1)
+        z1[r] = min(float(np.dot(coef, pts[idx[m]][0])) for m in range(i + 1, last + 1))
+    return [pts[m][1] for m in idx], at, z0, z1
 
 
 def changes(ys: list[Any]) -> list[int]:
@@ -413,7 +528,7 @@ def shared_projected_steps(groups: dict[tuple, Points], mags: list[float], dtype
         for c, coef in enumerate(coefs):
             # ``_separates`` on the group, with its points' array built once for both projections
             noise = 64.0 * eps * float(np.sum(np.abs(coef) * np.asarray(mags, dtype=np.float64))) + 1e-300
-            z = xs @ coef
+            z = matvec(xs, coef)
             order = np.argsort(z, kind="stable")
             close = np.nonzero(np.diff(z[order]) <= noise)[0].tolist()
             if all(_same(pts[order[i]][1], pts[order[i + 1]][1]) for i in close):
@@ -433,14 +548,37 @@ def shared_projected_steps(groups: dict[tuple, Points], mags: list[float], dtype
     return shared, coef, {key: pts for key, pts in groups.items() if key not in held}
 
 
+# one gate group of a step MLP: its categorical value sets (``merge_groups``), its projection's
+# coefficients, its points' outputs sorted by z = coef · x, where they change, and z on either
+# side of each change (``steps_along``)
+StepGroup = tuple[tuple[tuple, ...], np.ndarray, list[Any], np.ndarray, np.ndarray, np.ndarray]
+
+
+def step_groups(groups: dict[tuple, Points], mags: list[float], dtype: str,
+                relative: list[bool] | None = None) -> list[StepGroup] | None:
+    """The gate groups of the per-combination step MLP over ``groups``, each with its projection
+    and its points along it, in ``merge_groups``' order; None where no projection separates
+    (the first group without one ends the search).  What ``blocks._step_mlp`` builds its units
+    from: the lowering counts the units on it and hands it to the assembly with the op, so the
+    projections of a table of tens of thousands of rows are found once, not twice."""
+    out = []
+    for sets, pts in merge_groups(groups):
+        read = (points_array(pts, len(mags)), output_codes(pts)) if len(mags) > 1 and pts else None
+        coef = projection(pts, mags, dtype, relative, read)
+        if coef is None:
+            return None
+        out.append((sets, coef, *steps_along(coef, pts, read)))
+    return out
+
+
 def step_units(groups: dict[tuple, Points], mags: list[float], dtype: str,
                relative: list[bool] | None = None) -> int | None:
     """Hidden units of the per-combination step MLP over ``groups`` (a constant and a step pair
     per change along each merged group's projection); None where no projection separates."""
-    total = 0
-    for _, pts in merge_groups(groups):
-        coef = projection(pts, mags, dtype, relative)
-        if coef is None:
-            return None
-        total += 1 + 2 * len(changes(sorted_by_projection(coef, pts)[1]))
-    return total
+    plan = step_groups(groups, mags, dtype, relative)
+    return None if plan is None else plan_units(plan)
+
+
+def plan_units(plan: list[StepGroup]) -> int:
+    """Hidden units of the step MLP of ``step_groups``' plan."""
+    return sum(1 + 2 * len(at) for _, _, _, at, _, _ in plan)

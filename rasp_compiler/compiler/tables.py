@@ -8,10 +8,12 @@ can choose instead of one hidden unit per value combination.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
 
+from rasp_compiler.compiler.numeric import matvec
 from rasp_compiler.compiler.values import value_key
 
 
@@ -51,11 +53,16 @@ def affine(rows: list[tuple[tuple, Any]]) -> tuple[np.ndarray, float] | None:
     """(w, c) with y = w·x + c exactly on every row, if such exist."""
     if not rows:
         return np.zeros(0), 0.0
-    x = np.array([[float(a) for a in args] for args, _ in rows], dtype=np.float64)
+    argrows = [args for args, _ in rows]
+    if set(map(type, itertools.chain.from_iterable(argrows))) == {float} and len(set(map(len, argrows))) == 1:
+        x = np.array(argrows, dtype=np.float64).reshape(len(rows), -1)  # already floats
+    else:
+        x = np.array([[float(a) for a in args] for args in argrows], dtype=np.float64)
     y = np.array([float(v) for _, v in rows], dtype=np.float64)
     design = np.hstack([x, np.ones((len(rows), 1))])
     sol, *_ = np.linalg.lstsq(design, y, rcond=None)
-    if np.max(np.abs(design @ sol - y), initial=0.0) > 1e-9 * (1 + np.max(np.abs(y), initial=0.0)):
+    # (in blocks: a product of 10,000 rows wakes OpenBLAS's other threads, which then spin)
+    if np.max(np.abs(matvec(design, sol) - y), initial=0.0) > 1e-9 * (1 + np.max(np.abs(y), initial=0.0)):
         return None
     w = sol[:-1]
     w[np.abs(w) < 1e-12] = 0.0
@@ -71,8 +78,6 @@ def separable(rows: list[tuple[tuple, Any]], n_inputs: int
     number).  The unknowns g_j(v) solve the normal equations of the 0/1 design matrix (one column
     per input value: a few hundred columns even when the rows number N^2), then every row is
     checked exactly."""
-    from rasp_compiler.compiler.values import value_key
-
     if not rows or n_inputs == 0:
         return None
     try:
@@ -81,19 +86,7 @@ def separable(rows: list[tuple[tuple, Any]], n_inputs: int
         return None
     if not np.all(np.isfinite(y)):
         return None
-    cols: list[dict[tuple, int]] = [{} for _ in range(n_inputs)]
-    raw: list[dict[tuple, Any]] = [{} for _ in range(n_inputs)]
-    idx = np.empty((len(rows), n_inputs), dtype=np.int64)
-    total = 0
-    for r, (args, _) in enumerate(rows):
-        for j, a in enumerate(args):
-            k = value_key(a)
-            c = cols[j].get(k)
-            if c is None:
-                c = cols[j][k] = total
-                raw[j][k] = a
-                total += 1
-            idx[r, j] = c
+    cols, raw, idx, total = _columns(rows, n_inputs)
     if total > 4000 or not _rectangles_hold(idx, y):
         return None
     ata = np.zeros((total + 1, total + 1))
@@ -117,6 +110,59 @@ def separable(rows: list[tuple[tuple, Any]], n_inputs: int
     if fit is None:
         fit = _fit(np.linalg.lstsq(ata, atb, rcond=None)[0], cols, raw, gauge, idx, y)
     return fit
+
+
+def _columns(rows: list[tuple[tuple, Any]], n_inputs: int
+             ) -> tuple[list[dict[tuple, int]], list[dict[tuple, Any]], np.ndarray, int]:
+    """``separable``'s design: per input, its values' columns (by ``value_key``, numbered in the
+    order the rows first hold them, row by row and input by input) and each one's first value;
+    each row's column per input; the number of columns.  ``value_key`` runs once per distinct
+    (type, value) of an input, not once per row (tens of thousands of rows)."""
+    argrows = [args for args, _ in rows]
+    if any(type(a) is not tuple or len(a) != n_inputs for a in argrows):
+        return _columns_row_by_row(rows, n_inputs)
+    n = len(argrows)
+    keys_by_input, firsts = [], []
+    for col in zip(*argrows, strict=True):
+        cks = list(zip(map(type, col), col, strict=True))
+        first_row = dict(zip(reversed(cks), range(n - 1, -1, -1), strict=True))  # the earliest wins
+        key_of = {ck: value_key(ck[1]) for ck in first_row}
+        keys_by_input.append(list(map(key_of.__getitem__, cks)))
+        first: dict[tuple, int] = {}  # value_key -> the first row holding it
+        for ck, r in first_row.items():
+            k = key_of[ck]
+            if r < first.get(k, n):
+                first[k] = r
+        firsts.append(first)
+    order = sorted((r, j, k) for j, first in enumerate(firsts) for k, r in first.items())
+    cols: list[dict[tuple, int]] = [{} for _ in range(n_inputs)]
+    raw: list[dict[tuple, Any]] = [{} for _ in range(n_inputs)]
+    for c, (r, j, k) in enumerate(order):
+        cols[j][k] = c
+        raw[j][k] = argrows[r][j]
+    idx = np.empty((n, n_inputs), dtype=np.int64)
+    for j, keys in enumerate(keys_by_input):
+        idx[:, j] = np.fromiter(map(cols[j].__getitem__, keys), dtype=np.int64, count=n)
+    return cols, raw, idx, len(order)
+
+
+def _columns_row_by_row(rows: list[tuple[tuple, Any]], n_inputs: int
+                        ) -> tuple[list[dict[tuple, int]], list[dict[tuple, Any]], np.ndarray, int]:
+    """``_columns`` one argument at a time (rows that are not tuples of ``n_inputs``)."""
+    cols: list[dict[tuple, int]] = [{} for _ in range(n_inputs)]
+    raw: list[dict[tuple, Any]] = [{} for _ in range(n_inputs)]
+    idx = np.empty((len(rows), n_inputs), dtype=np.int64)
+    total = 0
+    for r, (args, _) in enumerate(rows):
+        for j, a in enumerate(args):
+            k = value_key(a)
+            c = cols[j].get(k)
+            if c is None:
+                c = cols[j][k] = total
+                raw[j][k] = a
+                total += 1
+            idx[r, j] = c
+    return cols, raw, idx, total
 
 
 def _connected(idx: np.ndarray, total: int) -> bool:
@@ -194,18 +240,21 @@ def _rectangles_hold(idx: np.ndarray, y: np.ndarray) -> bool:
     75,000 rows) are not solved for it."""
     tol = 1e-8 * (1.0 + float(np.max(np.abs(y), initial=0.0)))
     n = idx.shape[1]
+    rows = np.arange(len(idx))
     for j in range(n):
         col = idx[:, j]
         vals, counts = np.unique(col, return_counts=True)
         ref = vals[int(np.argmax(counts))]
-        rest = [tuple(r) for r in np.delete(idx, j, axis=1).tolist()]
-        at_ref = {r: y[k] for k, r in enumerate(rest) if col[k] == ref}
-        diff: dict[int, float] = {}
-        for k, r in enumerate(rest):
-            a = int(col[k])
-            if a == ref or r not in at_ref:
-                continue
-            d = y[k] - at_ref[r]
-            if abs(diff.setdefault(a, d) - d) > tol:
-                return False
+        # the rest of each row as one number (equal rests, equal numbers)
+        rest = np.unique(np.delete(idx, j, axis=1), axis=0, return_inverse=True)[1].reshape(-1) \
+            if n > 1 else np.zeros(len(idx), dtype=np.int64)
+        is_ref = col == ref
+        last_ref = np.full(int(rest.max(initial=0)) + 1, -1, dtype=np.int64)  # per rest: its last a* row
+        np.maximum.at(last_ref, rest[is_ref], rows[is_ref])
+        k = np.nonzero(~is_ref & (last_ref[rest] >= 0))[0]
+        d = y[k] - y[last_ref[rest[k]]]
+        # g_j(a) - g_j(a*) as each value's first such row gives it, against every other row's
+        _, first, which = np.unique(col[k], return_index=True, return_inverse=True)
+        if np.any(np.abs(d[first][which.reshape(-1)] - d) > tol):
+            return False
     return True

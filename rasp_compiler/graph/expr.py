@@ -97,12 +97,23 @@ class PyFn(Expr):
     arity: int = 1
 
 
+_SEMANTICS: tuple | None = None  # (apply_binary, apply_unary, lookup), imported on first use
+
+
+def _semantics() -> tuple:
+    global _SEMANTICS
+    if _SEMANTICS is None:
+        from rasp_compiler.graph.semantics import apply_binary, apply_unary, lookup
+        _SEMANTICS = (apply_binary, apply_unary, lookup)
+    return _SEMANTICS
+
+
 def evaluate(expr: Expr, args: tuple) -> Any:
     """Value of ``expr`` with ``Var(i)`` bound to ``args[i]``."""
-    # Imported here so that this module stays a pure data definition; the operator meanings live
-    # in apply_unary / apply_binary of rasp_compiler.graph.semantics.
-    from rasp_compiler.graph.semantics import apply_binary, apply_unary, lookup
-
+    # Imported on first use so that this module stays a pure data definition; the operator
+    # meanings live in apply_unary / apply_binary of rasp_compiler.graph.semantics.  (Not an
+    # import statement per call: the analysis evaluates maps tens of thousands of times.)
+    apply_binary, apply_unary, lookup = _SEMANTICS or _semantics()
     if isinstance(expr, Var):
         return args[expr.index]
     if isinstance(expr, Const):

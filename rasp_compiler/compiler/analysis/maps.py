@@ -17,7 +17,13 @@ import numpy as np
 
 from rasp_compiler.compiler.analysis import limits
 from rasp_compiler.compiler.analysis.bool_number import _tag
-from rasp_compiler.compiler.analysis.domains import _key_getter, _lookup
+from rasp_compiler.compiler.analysis.domains import (
+    FAILED,
+    SMALL_CONTEXT,
+    _key_getter,
+    _lookup,
+    lookup_columns,
+)
 from rasp_compiler.compiler.analysis.sinfo import SInfo
 from rasp_compiler.compiler.forms import linear_form
 from rasp_compiler.compiler.values import sorted_values
@@ -121,7 +127,15 @@ class MapTables:
         where that would evaluate f more than ``most_evaluations`` times."""
         if not _disjoint_bases(self, inputs):
             return None
-        ctx_sets = {ctx: tuple(tuple(self.ctx_values(i, ctx)) for i in inputs) for ctx in self.ctx_all}
+        as_tuple: dict[int, tuple[list, tuple]] = {}  # each value list (by identity) as a tuple, once
+
+        def values_at(i: str, ctx: tuple[int, int]) -> tuple:
+            vals = self.ctx_values(i, ctx)
+            held = as_tuple.get(id(vals))
+            if held is None or held[0] is not vals:
+                held = as_tuple[id(vals)] = (vals, tuple(vals))  # holding the list keeps its id
+            return held[1]
+        ctx_sets = {ctx: tuple(values_at(i, ctx) for i in inputs) for ctx in self.ctx_all}
         evaluations = sum(math.prod(map(len, sets)) for sets in set(ctx_sets.values()))
         if most_evaluations is not None and evaluations > most_evaluations:
             return None
@@ -200,34 +214,56 @@ class MapTables:
             self.large_tables.append((sid, size))
         if size <= domain_cap:
             self.rows_tabulated += size
-            pairs = [(_key_getter([bases.index(b) for b in self.info[i].bases], len(bases)),
-                      self.info[i].table) for i in inputs]
+            pairs = [([bases.index(b) for b in self.info[i].bases], self.info[i].table) for i in inputs]
+            getters = [(_key_getter(proj, len(bases)), table) for proj, table in pairs]
             table: dict[tuple, Any] = {}
             memo: dict[tuple, Any] = {}
-            failed = object()
+            failed = FAILED
             rebase = (encoding == "numerical" and numbers_in and size > limits.REBASE_SIZE
                       and sum(self.info[b].base_kind not in ("index", "length") for b in bases) >= 2)
             per_ctx: dict[tuple, set] = {}
-            for ctx, choices, first in self._contexts(bases):
+            carrier = None if rebase else _carrier(self, inputs, bases)
+            coords = _coordinates(self, inputs, bases)
+            for ctx, choices, first in self._contexts(bases) if carrier is None else ():
                 if first is not None:  # an earlier context's assignments: its table rows and values
                     if rebase:
                         per_ctx[ctx] = per_ctx[first]
                     continue
                 seen = per_ctx.setdefault(ctx, set()) if rebase else None
-                for a, args in _lookup(pairs, itertools.product(*choices)):
-                    mkey = (*args, *map(type, args))
-                    value = memo.get(mkey, failed)
-                    if value is failed and mkey not in memo:
-                        try:
-                            value = fn(*args)
-                        except Exception:  # the interpreter raises here, if this occurs
-                            value = failed
-                        memo[mkey] = value
-                    if value is failed:
+                if math.prod(map(len, choices)) <= SMALL_CONTEXT:  # one assignment at a time
+                    for a, args in _lookup(getters, itertools.product(*choices)):
+                        mkey = (*args, *map(type, args))
+                        value = memo.get(mkey, failed)
+                        if value is failed and mkey not in memo:
+                            try:
+                                value = fn(*args)
+                            except Exception:  # the interpreter raises here, if this occurs
+                                value = failed
+                            memo[mkey] = value
+                        if value is failed:
+                            continue
+                        table[a] = value
+                        if seen is not None:
+                            seen.add(value)
+                    continue
+                if coords is not None:
+                    got = _by_coordinates(self, fn, memo, inputs, coords, choices, table, failed)
+                    if got is not None:
+                        if seen is not None:
+                            seen.update(got)
                         continue
-                    table[a] = value
+                for chunk, cols in lookup_columns(pairs, len(bases), choices):
+                    values = _memo_calls(fn, memo, cols, len(chunk), failed)
+                    if failed in values:  # the interpreter raises where these occur
+                        kept = [(a, v) for a, v in zip(chunk, values, strict=True) if v is not failed]
+                        table.update(kept)
+                        values = [v for _, v in kept]
+                    else:
+                        table.update(zip(chunk, values, strict=True))
                     if seen is not None:
-                        seen.add(value)
+                        seen.update(values)
+            if carrier is not None:
+                _derive(fn, memo, inputs, carrier, self.info, table, failed)
             values = sorted_values(table.values())
             if rebase and all(self.info[b].base_kind in ("index", "length", "cond") for b in bases):
                 # A numerical combination of several attention outputs (e.g. opens - closes): keep
@@ -251,7 +287,7 @@ class MapTables:
                     return SInfo(sid, kind, encoding, values, (sid,), {(v,): v for v in values},
                                  base_kind="cond", cond=cond, pos=pos, inputs=inputs, fn=fn,
                                  notes=["opaque"])
-            return SInfo(sid, kind, encoding, values, bases, table, pos=pos, inputs=inputs, fn=fn)
+            return SInfo(sid, kind, encoding, values, bases, table, pos=pos, inputs=inputs, fn=fn, memo=memo)
         # Too many joint assignments: the map becomes a base, tabulated on its inputs' value sets.
         combos = 1
         for i in inputs:
@@ -289,9 +325,16 @@ class MapTables:
         w, c = form
         cond: dict[tuple[int, int], list[Any]] = {}
         cache: dict[tuple, list[Any]] = {}
+        # contexts whose inputs hold the same lists (``shared_lists``) give the same sums: their
+        # values once per combination of lists (820 contexts at max_len 40, 40 combinations)
+        by_lists: dict[tuple, list[Any]] = {}
         for ctx in self.ctx_all:
-            sets = [np.array([float(v) for v in (i.cond[ctx] if i.base_kind == "cond" else i.values)])
-                    for i in infos]
+            lists = [i.cond[ctx] if i.base_kind == "cond" else i.values for i in infos]
+            ids = tuple(map(id, lists))  # the lists are held by the inputs' SInfo: ids stay unique
+            if ids in by_lists:
+                cond[ctx] = by_lists[ids]
+                continue
+            sets = [np.array([float(v) for v in vals]) for vals in lists]
             key = tuple(tuple(x) for x in sets)
             if key not in cache:
                 acc = np.array([c])
@@ -300,13 +343,155 @@ class MapTables:
                         acc = np.add.outer(acc, wj * xs).ravel()
                 vals = np.unique(np.round(acc, 12))
                 cache[key] = sorted_values(float(v) for v in vals)
-            cond[ctx] = cache[key]
+            cond[ctx] = by_lists[ids] = cache[key]
         values = sorted_values(v for vs in cache.values() for v in vs)
         info = SInfo(node.id, node.kind, "numerical", values, (node.id,), {(v,): v for v in values},
                      base_kind="cond", cond=cond, pos=node.pos, inputs=node.inputs, fn=call,
                      notes=["opaque"])
         info.linear = (w, c)  # type: ignore[attr-defined]
         return info
+
+
+_UNSEEN = object()
+_MISSING = object()
+
+
+def _carrier(an: Any, inputs: tuple[str, ...], bases: tuple[str, ...]) -> str | None:
+    """The one input that is not a constant, where it is a map tabulated over exactly ``bases``;
+    else None.  Its table was enumerated over the same contexts in the same order, so its keys
+    are this map's assignments in the order the enumeration would insert them (``_derive``)."""
+    moving = {i for i in inputs if an.info[i].base_kind != "const"}
+    if len(moving) != 1:
+        return None
+    carrier = next(iter(moving))
+    info = an.info[carrier]
+    if info.base_kind is not None or info.kind not in ("map", "sequence_map", "tuple") \
+            or tuple(info.bases) != bases:
+        return None
+    return carrier
+
+
+def _derive(fn: Callable[..., Any], memo: dict[tuple, Any], inputs: tuple[str, ...], carrier: str,
+            info: dict, table: dict[tuple, Any], failed: object) -> None:
+    """Fill ``table`` for a map of ``carrier`` (``_carrier``) and constants: f of the carrier's
+    value at each of its rows, in its rows' order, without enumerating the assignments again
+    (``indicator(any_negative)`` of tracr's shuffle-Dyck-2: 75,113 rows at max_len 40).  The
+    same calls of ``fn`` in the same order as the enumeration: each value's first row."""
+    held = info[carrier].table
+    column = list(held.values())
+    if len(set(map(type, column))) == 1:
+        # one type: values equal as keys exactly where they are equal with their types, so each
+        # distinct value is looked up (and called, in order of first row) once, by value
+        by_value = {}
+        for v in dict.fromkeys(column):
+            args = tuple(v if i == carrier else info[i].values[0] for i in inputs)
+            by_value[v] = _memo_calls(fn, memo, [[a] for a in args], 1, failed)[0]
+        values = list(map(by_value.__getitem__, column))
+    else:
+        cols = [column if i == carrier else [info[i].values[0]] * len(column) for i in inputs]
+        values = _memo_calls(fn, memo, cols, len(column), failed)
+    if failed in values:
+        table.update((a, v) for a, v in zip(held, values, strict=True) if v is not failed)
+    else:
+        table.update(zip(held, values, strict=True))
+
+
+def _coordinates(an: Any, inputs: tuple[str, ...], bases: tuple[str, ...]) -> list[int | None] | None:
+    """Per input, the position in ``bases`` of its one base (None for a constant), where every
+    other input reads one base of its own (``len(bases)`` of them: maps of independent inputs,
+    ``balance < 0 or other_balance < 0``); else None."""
+    coords: list[int | None] = []
+    for i in inputs:
+        info = an.info[i]
+        if info.base_kind == "const":
+            coords.append(None)
+        elif len(info.bases) == 1:
+            coords.append(bases.index(info.bases[0]))
+        else:
+            return None
+    moving = [c for c in coords if c is not None]
+    return coords if sorted(moving) == list(range(len(bases))) else None
+
+
+def _by_coordinates(an: Any, fn: Callable[..., Any], memo: dict[tuple, Any], inputs: tuple[str, ...],
+                    coords: list[int | None], choices: list[list[Any]], table: dict[tuple, Any],
+                    failed: object) -> list[Any] | None:
+    """Add one context's rows to ``table`` for inputs of one base each (``_coordinates``): f of
+    each combination of the inputs' distinct values, then each assignment's value read off by
+    its combination, instead of a lookup and a call per assignment.  The same rows in the same
+    order as the enumeration, and the same calls of ``fn`` in the same order (a combination
+    first occurs at each coordinate's first choice with that value, so in the lexicographic
+    order of the values' first occurrences).  Returns the values added, in row order; None, and
+    nothing added, where the combinations are not far fewer than the assignments (the
+    enumeration's lookups by columns are then quicker than a call per combination)."""
+    reader = {c: i for i, c in zip(inputs, coords, strict=True) if c is not None}
+    kept: list[list[Any]] = []  # per coordinate, the choices its input's table holds
+    typed: list[list[tuple]] = []  # ... and their values with their types (1, 1.0, True apart)
+    firsts: list[dict[tuple, int]] = []  # ... each distinct one's rank of first occurrence
+    assignments = combinations = 1
+    for j, options in enumerate(choices):
+        held = an.info[reader[j]].table
+        vals = list(map(held.get, zip(options), itertools.repeat(_MISSING)))
+        if _MISSING in vals:  # an assignment with a value the table lacks has no row
+            options = [x for x, v in zip(options, vals, strict=True) if v is not _MISSING]
+            vals = [v for v in vals if v is not _MISSING]
+        keys = list(zip(vals, map(type, vals), strict=True))
+        ranks = {k: r for r, k in enumerate(dict.fromkeys(keys))}
+        kept.append(options)
+        typed.append(keys)
+        firsts.append(ranks)
+        assignments *= len(options)
+        combinations *= len(ranks)
+    if 2 * combinations > assignments and assignments > 64:
+        return None
+    codes = [list(map(ranks.__getitem__, keys)) for ranks, keys in zip(firsts, typed, strict=True)]
+    distinct = [[v for v, _ in ranks] for ranks in firsts]  # the first object of each value
+    outcome: dict[tuple, Any] = {}
+    for combo in itertools.product(*(range(len(d)) for d in distinct)):
+        args = tuple(an.info[i].values[0] if c is None else distinct[c][combo[c]]
+                     for i, c in zip(inputs, coords, strict=True))
+        key = (*args, *map(type, args))
+        value = memo.get(key, _UNSEEN)
+        if value is _UNSEEN:
+            try:
+                value = fn(*args)
+            except Exception:  # the interpreter raises here, if this occurs
+                value = failed
+            memo[key] = value
+        outcome[combo] = value
+    values = list(map(outcome.__getitem__, itertools.product(*codes)))
+    if failed in outcome.values():
+        rows = [(a, v) for a, v in zip(itertools.product(*kept), values, strict=True) if v is not failed]
+        table.update(rows)
+        return [v for _, v in rows]
+    table.update(zip(itertools.product(*kept), values, strict=True))
+    return values
+
+
+def _memo_calls(fn: Callable[..., Any], memo: dict[tuple, Any], cols: list[list[Any]], count: int,
+                failed: object) -> list[Any]:
+    """``fn`` of each row of the argument columns ``cols`` (``count`` rows), each distinct
+    arguments (told apart by type too: 1, 1.0 and True) called once, in row order, and kept in
+    ``memo``; ``failed`` where it raised."""
+    if cols:
+        keys = list(zip(*cols, *(map(type, c) for c in cols), strict=True))
+    else:
+        keys = [()] * count
+    values = list(map(memo.get, keys, itertools.repeat(_UNSEEN)))
+    if _UNSEEN in values:
+        arity = len(cols)
+        for k, v in enumerate(values):
+            if v is _UNSEEN:
+                key = keys[k]
+                v = memo.get(key, _UNSEEN)
+                if v is _UNSEEN:
+                    try:
+                        v = fn(*key[:arity])
+                    except Exception:  # the interpreter raises here, if this occurs
+                        v = failed
+                    memo[key] = v
+                values[k] = v
+    return values
 
 
 def _disjoint_bases(an: Any, inputs: tuple[str, ...]) -> bool:

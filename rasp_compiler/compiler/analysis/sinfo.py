@@ -29,6 +29,9 @@ class SInfo:
     notes: list[str] = field(default_factory=list)
     # (a, b, c) for a map that is a·index + b·length + c in integers (``_positional_affine``)
     posaff: tuple[int, int, int] | None = None
+    # a tabulated map's results by its arguments and their types (``map_info``): its table's
+    # value at an assignment is the entry of its inputs' values there (``Domains.joint`` reads it)
+    memo: dict[tuple, Any] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.cond is not None:

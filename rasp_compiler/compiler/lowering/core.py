@@ -17,7 +17,7 @@ from rasp_compiler.compiler.lowering.ops import BOS_WEIGHT, EmbedOp, Feature, ML
 from rasp_compiler.compiler.lowering.selector_blocks import SelectorBlocks
 from rasp_compiler.compiler.lowering.width_parts import WidthParts
 from rasp_compiler.compiler.lowering.widths import Widths
-from rasp_compiler.compiler.numeric import SharedSteps
+from rasp_compiler.compiler.numeric import SharedSteps, StepGroup
 from rasp_compiler.graph.nodes import Aggregate, Indices, Length, Map, SelectorWidth, SequenceMap, Tokens
 
 
@@ -35,6 +35,8 @@ class Lowering(Maps, MapRows, AffineNumbers, SelectorBlocks, CausalCheck, Aggreg
         self._shared: dict[int, tuple[list, SharedSteps]] = {}
         # (rows' id, inputs, numerical output?) -> (the rows, their hidden units) (``_units``)
         self._unit_counts: dict[tuple, tuple[list, int | None]] = {}
+        # (rows' id, inputs) -> (the rows, their numerical positions, their step MLP's groups) (``_units``)
+        self._step_plans: dict[tuple, tuple[list, list[int], list[StepGroup]]] = {}
         self.output = self.need(an.program.output)
 
     def _feature(self, sid: str, info: SInfo, node: str | None, kind: str = "") -> Feature:

@@ -13,9 +13,11 @@ from typing import Any
 from rasp_compiler.compiler.lowering.ops import MLPOp, is_bos_weight
 from rasp_compiler.compiler.numeric import (
     group_points,
+    plan_units,
     projection,
     shared_projected_steps,
     shared_steps,
+    step_groups,
     step_units,
 )
 from rasp_compiler.compiler.tables import affine, separable
@@ -93,6 +95,9 @@ class MapRows:
                 except Exception:
                     continue
             return rows
+        rows = self.an.table_rows(inputs, sid)
+        if rows is not None:
+            return rows
         return [(tuple(r[:-1]), r[-1]) for r in self.an.joint(inputs, sid)]
 
     def mlp_units(self, inputs: list[str], rows: list[tuple[tuple, Any]], out_numeric: bool) -> int | None:
@@ -122,7 +127,10 @@ class MapRows:
         mags = [max((abs(float(v)) for v in self.an.info[inputs[j]].values), default=0.0) for j in num]
         relative = [is_bos_weight(inputs[j]) for j in num]
         groups = group_points(rows, num)
-        total = step_units(groups, mags, self.an.dtype, relative)
+        plan = step_groups(groups, mags, self.an.dtype, relative)
+        total = None if plan is None else plan_units(plan)
+        if plan is not None:  # the assembly's step MLP of these rows (``_with_shared``)
+            self._step_plans[(id(rows), tuple(inputs))] = (rows, num, plan)
         if total is not None and len(num) == 1 and len(inputs) > 1 and not out_numeric:
             shared = shared_steps(groups)
             if shared is not None and shared.units() < total:
@@ -146,10 +154,15 @@ class MapRows:
         return total
 
     def _with_shared(self, op: MLPOp) -> MLPOp:
-        """``op``, marked to share its steps where ``_units`` found that cheaper for its rows."""
+        """``op``, marked to share its steps where ``_units`` found that cheaper for its rows, and
+        given the step MLP's groups and projections that ``_units`` found for its rows (read
+        by ``blocks._step_mlp`` instead of finding them again)."""
         held = self._shared.get(id(op.rows))
         if held is not None and held[0] is op.rows:
             op.shared_steps = held[1]  # type: ignore[attr-defined]
+        plan = self._step_plans.get((id(op.rows), tuple(op.inputs)))
+        if plan is not None and plan[0] is op.rows:
+            op.step_plan = plan[1:]  # type: ignore[attr-defined]
         return op
 
     def _separable(self, inputs: list[str], rows: list[tuple[tuple, Any]]) -> tuple[int, Any] | None:

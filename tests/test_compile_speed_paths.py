@@ -1,0 +1,131 @@
+"""The compiler's quicker paths give what the paths they stand in for give, value for value.
+
+Each quick path (issue 50: compile time of tracr's library) replaces a loop per row or per
+assignment; the weights must not change, so each is checked here against the plain loop it
+replaces, on random inputs that mix the values Python calls equal (1, 1.0, True; 0, False).
+``bench/weights_fingerprint.py --compare`` checks the same on whole models.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+
+from rasp_compiler.compiler import tables
+from rasp_compiler.compiler.analysis.domains import _key_getter, _lookup, lookup_columns
+from rasp_compiler.compiler.numeric import changes, matvec, projection, sorted_by_projection, steps_along
+from rasp_compiler.compiler.values import value_key
+
+MIXED = [0, 1, 2, 0.5, True, False, "a", (1, 2), 1.0, 3, None]
+
+
+def _rectangles_row_by_row(idx: np.ndarray, y: np.ndarray) -> bool:
+    """``tables._rectangles_hold`` as it was written first, one row at a time."""
+    tol = 1e-8 * (1.0 + float(np.max(np.abs(y), initial=0.0)))
+    for j in range(idx.shape[1]):
+        col = idx[:, j]
+        vals, counts = np.unique(col, return_counts=True)
+        ref = vals[int(np.argmax(counts))]
+        rest = [tuple(r) for r in np.delete(idx, j, axis=1).tolist()]
+        at_ref = {r: y[k] for k, r in enumerate(rest) if col[k] == ref}
+        diff: dict[int, float] = {}
+        for k, r in enumerate(rest):
+            a = int(col[k])
+            if a == ref or r not in at_ref:
+                continue
+            d = y[k] - at_ref[r]
+            if abs(diff.setdefault(a, d) - d) > tol:
+                return False
+    return True
+
+
+def _random_table(rng: random.Random) -> tuple[list[tuple[tuple, float]], int]:
+    n_in = rng.choice([1, 2, 3])
+    domains = [[rng.choice(MIXED[:-1]) for _ in range(rng.randint(1, 5))] for _ in range(n_in)]
+    parts = [{value_key(v): rng.choice([0.0, 1.0, 2.5]) for v in vs} for vs in domains]
+    rows, seen = [], set()
+    for _ in range(rng.randint(1, 40)):
+        args = tuple(rng.choice(vs) for vs in domains)
+        if args in seen:
+            continue
+        seen.add(args)
+        noise = rng.random() if rng.random() < 0.1 else 0.0  # some tables are not separable
+        rows.append((args, sum(parts[j][value_key(a)] for j, a in enumerate(args)) + noise))
+    return rows, n_in
+
+
+def test_separable_columns_and_rectangles_match_the_row_by_row_versions():
+    rng = random.Random(50)
+    held = 0
+    for _ in range(1500):
+        rows, n_in = _random_table(rng)
+        cols, raw, idx, total = tables._columns(rows, n_in)
+        want = tables._columns_row_by_row(rows, n_in)
+        assert [list(c.items()) for c in cols] == [list(c.items()) for c in want[0]]
+        for got_raw, want_raw in zip(raw, want[1], strict=True):
+            assert list(got_raw) == list(want_raw) and all(got_raw[k] is want_raw[k] for k in got_raw)
+        assert np.array_equal(idx, want[2]) and total == want[3]
+        y = np.array([v for _, v in rows])
+        got = tables._rectangles_hold(idx, y)
+        assert got == _rectangles_row_by_row(idx, y), rows
+        held += got
+    assert 0 < held < 1500  # both answers occur
+
+
+def test_lookup_columns_gives_the_rows_of_the_loop_per_assignment():
+    rng = random.Random(51)
+    for _ in range(400):
+        width = rng.randint(0, 3)
+        choices = [[rng.choice(MIXED) for _ in range(rng.randint(0, 4))] for _ in range(width)]
+        pairs = []
+        for _ in range(rng.randint(0, 3)):
+            proj = sorted(rng.sample(range(width), rng.randint(0, width)))
+            keys = itertools.product(*(choices[j] for j in proj))
+            table = {k: rng.choice(MIXED) for k in keys if rng.random() < 0.8}  # some missing
+            pairs.append((proj, table))
+        want = list(_lookup([(_key_getter(p, width), t) for p, t in pairs], itertools.product(*choices)))
+        got = [(a, tuple(row)) for chunk, cols in lookup_columns(pairs, width, choices)
+               for a, row in zip(chunk, zip(*cols, strict=True) if cols else [()] * len(chunk), strict=True)]
+        assert got == want
+        for (_, row), (_, want_row) in zip(got, want, strict=True):
+            assert all(x is y for x, y in zip(row, want_row, strict=True))
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_steps_along_matches_a_dot_per_point(k):
+    rng = np.random.default_rng(52 + k)
+    checked = 0
+    for _ in range(60):
+        n = int(rng.integers(2, 3000))
+        grid = rng.integers(-20, 21, size=(n, k)) / rng.integers(1, 30, size=(1, k))
+        xs = [tuple(float(v) for v in row) for row in grid]
+        outputs = [bool(v) for v in (np.sum(grid, axis=1) > 0)] if rng.random() < 0.5 else \
+            [int(v) for v in np.floor(grid[:, 0] * 2)]
+        pts = list(dict(zip(xs, outputs, strict=True)).items())
+        coef = projection(pts, [float(np.max(np.abs(grid[:, j]))) for j in range(k)], "float32")
+        if coef is None:
+            continue
+        zs, ys = sorted_by_projection(coef, pts)
+        at = np.array(changes(ys), dtype=np.intp)
+        got_ys, got_at, z0, z1 = steps_along(coef, pts)
+        assert np.array_equal(got_at, at)
+        assert [(type(a), a) for a in got_ys] == [(type(b), b) for b in ys]
+        z = np.array(zs)
+        assert np.array_equal(z0, z[at]) and np.array_equal(z1, z[at + 1])
+        checked += 1
+    assert checked > 20
+
+
+def test_matvec_in_blocks_gives_the_whole_product():
+    """Bit for bit, at row counts around every block boundary (a product of one row, as a last
+    block of one row would be, rounds differently: its tail joins the block before)."""
+    rng = np.random.default_rng(53)
+    near_boundaries = (b + d for b in range(1024, 20001, 1024) for d in range(-2, 67, 3))
+    counts = sorted({*range(1, 20001, 97), *near_boundaries})
+    for k in (2, 3, 4, 5):
+        for n in counts:
+            xs, coef = rng.uniform(-3, 3, (n, k)) / 7, rng.uniform(-50, 50, k)
+            assert np.array_equal(matvec(xs, coef), xs @ coef), (n, k)
