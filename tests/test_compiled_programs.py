@@ -512,3 +512,27 @@ v6;
     assert not model.analysis.deferred
     assert model.config["n_layers"] == 2
     assert model.config["weights_sha256"] == plain.config["weights_sha256"]
+
+
+def test_the_weights_do_not_depend_on_numpys_blas_threads() -> None:
+    """The same program and options give the same bytes on any machine: OpenBLAS splits a large
+    product among its threads (one per core by default) and adds the parts in another order, so
+    the original paper's sort_by_most_freq at max_len 24 had other weights with one thread than
+    with two.  The compiler now builds weights with NumPy's BLAS on one thread."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from pathlib import Path; from rasp_compiler.compiler import compile_weights; "
+            "from rasp_compiler.lang import program_from_source; "
+            "src = Path('tests/data/paper_examples.rasp').read_text(); "
+            "p = program_from_source(src, 'paper_examples.rasp', output='sort_by_most_freq'); "
+            "print(compile_weights(p, list('abc'), 24).config['weights_sha256'])")
+    digests = set()
+    for threads in ("1", "2"):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=threads, OMP_NUM_THREADS=threads)
+        got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                             cwd=str(ROOT), timeout=300)
+        assert got.returncode == 0, got.stderr
+        digests.add(got.stdout.strip())
+    assert len(digests) == 1, digests

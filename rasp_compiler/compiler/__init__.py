@@ -177,7 +177,7 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
     # Analysis and lowering recurse along chains of maps; a long chain (`- - … - indices`) needs
     # more than Python's default 1,000 frames, as elaboration does (lang.elaborator.exec_source).
     try:
-        with deep_recursion(), _collector_paused():
+        with deep_recursion(), _collector_paused(), _one_blas_thread():
             integers = None if integer_range is None else IntegerTokens(program, integer_range,
                                                                         numeric_options)
             config, tensors, an, tried, compiled = _weights(program, vocab, max_len, dtype, causal,
@@ -191,6 +191,23 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
     config_digest(config)  # a config JSON cannot hold fails here, at compile time, not at save
     return CompiledWeights(config, tensors, analysis=an, compile_seconds=time.perf_counter() - start,
                            plans_tried=tried, compiled_program=compiled)
+
+
+_blas: Any = None  # threadpoolctl's controller of NumPy's BLAS, found on the first compile
+
+
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """NumPy's BLAS on one thread while the weights are built.  OpenBLAS splits a large product
+    among its threads, which changes the order its sums are added in, so the weights depended
+    on the machine's core count: paper/sort_by_most_freq at max_len 24 and 40 had other bytes
+    with OPENBLAS_NUM_THREADS=1 than with 2 threads (bench/weights_fingerprint.py --paper)."""
+    global _blas
+    if _blas is None:
+        from threadpoolctl import ThreadpoolController
+        _blas = ThreadpoolController()
+    with _blas.limit(limits=1, user_api="blas"):
+        yield
 
 
 @contextlib.contextmanager
