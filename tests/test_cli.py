@@ -51,6 +51,30 @@ def test_negative_infinity_and_nan_are_values_that_reach_the_option_check(capsys
     assert capsys.readouterr().err.startswith("error: --input-range needs finite LO <= HI, got -inf")
 
 
+def test_an_unknown_option_is_refused_by_its_sub_command_with_the_option_meant(capsys) -> None:
+    """`rasp compile F --maxlen 5` printed `rasp`'s own usage ("usage: rasp [-h] [--version]
+    COMMAND ...") and no hint: argparse reports leftover arguments from the top-level parser.  Now
+    the sub-command that was given them refuses them, with its usage and the near-miss option."""
+    from rasp_compiler.cli import main
+
+    with pytest.raises(SystemExit) as err:
+        main(["compile", "f.rasp", "--vocab", "ab", "--maxlen", "5", "-o", "m"])
+    text = capsys.readouterr().err
+    assert err.value.code == 2
+    assert text.startswith("usage: rasp compile ")
+    assert "rasp compile: error: unrecognized arguments: --maxlen 5" in text
+    assert "hint: did you mean --max-len (for --maxlen)?" in text
+    with pytest.raises(SystemExit):                           # a nested sub-command: its own usage
+        main(["experiment", "khop", "--k", "1", "--stesp", "3"])
+    text = capsys.readouterr().err
+    assert "rasp experiment khop: error: unrecognized arguments: --stesp 3" in text
+    assert "did you mean --steps (for --stesp)?" in text
+    with pytest.raises(SystemExit):                           # nothing close: no hint
+        main(["run", "f.rasp", "--input", "ab", "--zzzzzz"])
+    text = capsys.readouterr().err
+    assert "rasp run: error: unrecognized arguments: --zzzzzz" in text and "hint" not in text
+
+
 def _shell(command: str) -> subprocess.CompletedProcess:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120, cwd=root)
