@@ -376,6 +376,13 @@ TABLE = ["experiment", "table", "--quick", "--dry-run"]
     (["check", REVERSE, "--vocab", "aab", "--max-len", "2"], '--vocab repeats the token "a"'),
     (["check", REVERSE, "--vocab", '["a", "b", "a"]', "--max-len", "2"], '--vocab repeats the token "a"'),
     (["check", REVERSE, "--vocab", "[]", "--max-len", "2"], """--vocab '["[", "]"]'"""),
+    # tokens separated by commas, or JSON that is no list: "repeats the token ','" sent the user to
+    # remove a comma; the hint now says how to give those tokens
+    (["check", REVERSE, "--vocab", "ab,cd,ef", "--max-len", "2"],
+     """for tokens separated by commas or blanks, give a JSON list: --vocab '["ab", "cd", "ef"]'"""),
+    (["check", REVERSE, "--vocab", '"abc"', "--max-len", "2"], "the quotes are characters too: --vocab abc"),
+    (["check", REVERSE, "--vocab", '{"a": 1, "b": 2}', "--max-len", "2"],
+     """a JSON --vocab is a list of tokens: --vocab '["a", "b"]'"""),
     (["check", REVERSE, "--vocab", "[](){}", "--max-len", "2"],
      """--vocab '["[", "]", "(", ")", "{", "}"]'"""),
     # valid JSON that json.loads cannot read: a traceback before
