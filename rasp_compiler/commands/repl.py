@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, TextIO
@@ -35,6 +36,7 @@ from rasp_compiler.lang.repl_commands import (
     SHOW_EXAMPLE,
     code_of,
     example_state,
+    near_command,
     split_example,
 )
 
@@ -227,6 +229,7 @@ class Repl:
         """Act on ``text`` (the lines read since the last statement) as far as it is whole: returns
         what still needs more lines (as the original reads on), "" when all was used up.  ``run``
         runs the statements (default: at the prompt)."""
+        at_prompt = run is None
         run = run or self.run_statements
         code = code_of(text)
         if not code.strip():
@@ -242,8 +245,14 @@ class Repl:
             self.set_example(m.group(1), expression, state)
             # `set example "ab"; x = indices;`: the statements sharing its line run too
             return self.feed(after, run) if after.strip() else ""
-        if self.incomplete(text):
+        meant = near_command(code) if at_prompt else None
+        if meant is None and self.incomplete(text):
             return text
+        if meant is not None and not self.parses(text):  # a mistyped command, not a statement
+            self.count += 1
+            self.report(f"error: '{' '.join(code.split())}' is neither a RASP statement nor a REPL command"
+                        f"\n  hint: did you mean '{meant}'? ('help' lists the commands)")
+            return ""
         run(text)
         return ""
 
@@ -303,6 +312,16 @@ class Repl:
             else:
                 self.print_named(*item)
 
+    @staticmethod
+    def parses(text: str) -> bool:
+        from rasp_compiler.lang.parser import grammar
+
+        try:
+            grammar().parse(text)
+        except (UnexpectedToken, UnexpectedCharacters):
+            return False
+        return True
+
     def incomplete(self, text: str) -> bool:
         """True when ``text`` is a prefix of a statement (more lines will complete it)."""
         from rasp_compiler.lang.parser import grammar
@@ -356,6 +375,10 @@ class Repl:
         try:
             value = self.session.eval_expression(expression, f"<repl:{self.count}>", usage=SET_EXAMPLE_USAGE)
         except UserError as err:
+            if re.fullmatch(r"[A-Za-z_]\w*", expression) and err.message.startswith("unknown name"):
+                # `set example abc`: the original's example is a value, so a string needs its quotes
+                quoted = f'the text itself, quote it: set example "{expression}"'
+                err.hint = f"{err.hint} For {quoted}" if err.hint else f"for {quoted}"
             self.report(err.render())
             return
         if not (isinstance(value, (str, list)) and value and all(is_atom(v) for v in value)):
