@@ -478,3 +478,27 @@ def test_compile_takes_the_files_fixed_length_line(capsys, tmp_path) -> None:
     rc, out, err = run(capsys, "compile", matmul, "--input-range", "-1", "1", "--max-len", "6",
                        "-o", str(tmp_path / "m6"))
     assert_one_error(rc, err, "'# fixed-length' line) is not between 1 and --max-len (6)")
+
+
+@pytest.mark.parametrize("lines, message", [
+    # `rasp run` said "takes inputs of exactly 0 tokens", which no input can meet
+    ("# fixed-length: 0\n", "'# fixed-length: 0' line states no input length"),
+    # the first line won without a word
+    ("# fixed-length: 3\n# fixed-length: 2\n",
+     "states 2 input lengths: '# fixed-length: 2' and '# fixed-length: 3'"),
+    # int() of over 4,300 digits: a ValueError traceback
+    ("# fixed-length: " + "9" * 5000 + "\n", "line states a number of 5,000 digits, past any input length"),
+])
+def test_a_fixed_length_line_that_states_no_one_length_is_one_error(capsys, tmp_path, lines: str,
+                                                                    message: str) -> None:
+    prog = tmp_path / "p.rasp"
+    prog.write_text(lines + "x = length - indices;\n")
+    rc, out, err = run(capsys, "run", str(prog), "--input", "abc")
+    assert_one_error(rc, err, message)
+    rc, out, err = run(capsys, "compile", str(prog), "--vocab", "abc", "--max-len", "4",
+                       "-o", str(tmp_path / "m"))
+    assert_one_error(rc, err, message)
+    assert not (tmp_path / "m").exists()
+    prog.write_text("# fixed-length: 3\n# fixed-length: 3\nx = length - indices;\n")  # said twice: fine
+    rc, out, err = run(capsys, "run", str(prog), "--input", "abc")
+    assert rc == 0 and out == "[3, 2, 1] (ints)\n"

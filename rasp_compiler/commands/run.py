@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from rasp_compiler.errors import InputError
+from rasp_compiler.errors import InputError, UserError
 
 EPILOG = """examples:
   rasp run programs/reverse.rasp --input hello
@@ -86,8 +86,21 @@ def fixed_length(path: str) -> int | None:
             head = fh.read(1 << 16)  # the line is among the file's leading comments
     except OSError:
         return None
-    m = FIXED_LENGTH.search(head)
-    return int(m.group(1)) if m else None
+    digits = [m.group(1) for m in FIXED_LENGTH.finditer(head)]
+    huge = next((d for d in digits if len(d.lstrip("0")) > 12), None)
+    if huge is not None:  # int() of over 4,300 digits raised ValueError: a traceback
+        raise UserError(f"{path}'s '# fixed-length' line states a number of {len(huge):,} digits, "
+                        "past any input length",
+                        hint="state the one input length, e.g. '# fixed-length: 4'")
+    stated = {int(d) for d in digits}
+    if len(stated) > 1:  # the first one won without a word
+        raise UserError(f"{path} states {len(stated)} input lengths: "
+                        + " and ".join(f"'# fixed-length: {n}'" for n in sorted(stated)),
+                        hint="keep one '# fixed-length: N' line")
+    if stated == {0}:  # "takes inputs of exactly 0 tokens", and no input has none
+        raise UserError(f"{path}'s '# fixed-length: 0' line states no input length: an input has "
+                        "at least one token", hint="state the one input length, e.g. '# fixed-length: 4'")
+    return stated.pop() if stated else None
 
 
 def file_example_input(path: str) -> list[Any]:
