@@ -75,6 +75,25 @@ def test_an_unknown_option_is_refused_by_its_sub_command_with_the_option_meant(c
     assert "rasp run: error: unrecognized arguments: --zzzzzz" in text and "hint" not in text
 
 
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    """`rasp compile --help` and `rasp check --help` listed --dtype with no words, and `rasp
+    universal --help` --construction: a user could not tell what float64 or `looped` changes."""
+    import argparse
+
+    silent = []
+
+    def walk(parser: argparse.ArgumentParser, name: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub_name, sub in action.choices.items():
+                    walk(sub, f"{name} {sub_name}")
+            elif not action.help and action.dest != "help":
+                silent.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "rasp")
+    assert silent == []
+
+
 def _shell(command: str) -> subprocess.CompletedProcess:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120, cwd=root)

@@ -86,7 +86,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="longest input the model accepts (required, except with --input-range: then "
                         "the length of the file's first '# example-json' input, as a fixed length)")
     p.add_argument("--output", metavar="NAME", default=None, help="the s-op to compile (default: out)")
-    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                   help="the weights' float type (default float32; an MLP with step pairs is "
+                        "float64 in either)")
     p.add_argument("--causal", action="store_true", help="causal attention (refuses look-ahead selects)")
     p.add_argument("--input-range", nargs=2, type=float, metavar=("LO", "HI"), default=None,
                    help="real-valued tokens in [LO, HI] (tokens_float): numerical compilation")
