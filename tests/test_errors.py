@@ -138,6 +138,10 @@ def test_no_result():
     with pytest.raises(RaspError, match="no s-op or selector named 'revers'") as info:
         program_from_source("reverse = tokens;", output="revers")
     assert info.value.hint == "did you mean 'reverse'?"
+    # no close name: the hint was empty, and the user had to read the file for the names
+    with pytest.raises(RaspError, match="no s-op or selector named 'zzz'") as info:
+        program_from_source("a = tokens; b = indices + 1; _p = a; select(a, a, ==);", output="zzz")
+    assert info.value.hint == "this file defines a, b"
 
 
 def test_load_errors(tmp_path):
