@@ -508,3 +508,14 @@ def test_set_example_with_an_unquoted_word_says_to_quote_it() -> None:
     assert "unknown name 'abc'" in out and 'hint: for the text itself, quote it: set example "abc"' in out
     out = repl("set example tokns\n")
     assert "did you mean 'tokens'? For the text itself, quote it: set example \"tokns\"" in out
+
+
+def test_the_example_option_says_it_is_read_as_text(capsys) -> None:
+    """`rasp repl --example '[1,2]'` runs on the five characters `[`, `1`, `,`, `2`, `]`, and its
+    help said only "the initial running example"."""
+    with pytest.raises(SystemExit):
+        main(["repl", "--help"])
+    assert "as text: its characters are the" in " ".join(capsys.readouterr().out.split())
+    out = io.StringIO()
+    Repl(example="[1,2]").loop(io.StringIO("tokens;\n"), out)
+    assert '"[1,2]") = [[, 1, ,, 2, ]] (strings)' in out.getvalue()

@@ -67,7 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                'length - indices - 1, ==), tokens);\n       s-op: reverse\n  \t Example: reverse("hello") = '
                '[o, l, l, e, h] (strings)\n\n' + HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--example", default="hello", help='the initial running example (default: "hello")')
+    p.add_argument("--example", default="hello", metavar="TEXT",
+                   help='the initial running example, as text: its characters are the tokens (default: '
+                        '"hello"; for numbers, type set example [1, 2, 3] at the prompt)')
     p.set_defaults(func=main)
 
 
