@@ -103,6 +103,22 @@ def fixed_length(path: str) -> int | None:
     return stated.pop() if stated else None
 
 
+COMMENTED_EXAMPLE = re.compile(r"^# example(-json)?:\s*(.+?)\s*->", re.M)
+
+
+def _commented_example(text: str, path: str) -> str | None:
+    """The command that runs the first ``# example: hello -> olleh`` (or ``# example-json:``) of a
+    file's comments, as every shipped program states its examples; ``rasp run`` does not read
+    them as its input, so it says how."""
+    import shlex
+
+    m = COMMENTED_EXAMPLE.search(text)
+    if m is None:
+        return None
+    option = "--input-json" if m.group(1) else "--input"
+    return f"its comments show one: rasp run {shlex.quote(path)} {option} {shlex.quote(m.group(2))}"
+
+
 def file_example_input(path: str) -> list[Any]:
     """The input a file sets with the original REPL's ``set example …`` (refused if none)."""
     import sys
@@ -115,7 +131,8 @@ def file_example_input(path: str) -> list[Any]:
     example = file_example(text)
     if example is None:
         raise InputError("no input: give --input TEXT or --input-json JSON",
-                         hint='a file written for the original REPL may set one: set example "hello"')
+                         hint=_commented_example(text, path)
+                         or 'a file written for the original REPL may set one: set example "hello"')
     # the example may name the file's own values (`set example example2`), as in the original REPL
     session = Session()
     session.exec_source(text, path, directory=Path(path).resolve().parent)
