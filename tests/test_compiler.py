@@ -320,6 +320,15 @@ def test_a_vocabulary_of_equal_tokens_of_two_types_is_refused() -> None:
     assert compile_program(program, [1, 2, 1], 4).vocab == [1, 2]   # a plain repeat is dropped
 
 
+def test_an_empty_vocabulary_is_refused_in_the_words_of_the_caller() -> None:
+    """From Python the hint said only "give --vocab abc", an option a Python caller does not have."""
+    program = program_from_source("tokens;")
+    for vocab in ([], "", set()):
+        with pytest.raises(Exception, match=r"the vocabulary \(--vocab\) is empty") as info:
+            compile_program(program, vocab, 4)
+        assert 'vocab="abc"' in info.value.hint and "--vocab abc on the command line" in info.value.hint
+
+
 AGREEING_KEYS = {  # categorical aggregates whose selected keys provably hold one value
     "value of the key": "x = categorical(aggregate(select(tokens_int, tokens_int, ==), tokens_int * 2));",
     "with another conjunct": "x = categorical(aggregate(select(tokens_int, tokens_int, ==) and "
