@@ -502,3 +502,17 @@ def test_a_fixed_length_line_that_states_no_one_length_is_one_error(capsys, tmp_
     prog.write_text("# fixed-length: 3\n# fixed-length: 3\nx = length - indices;\n")  # said twice: fine
     rc, out, err = run(capsys, "run", str(prog), "--input", "abc")
     assert rc == 0 and out == "[3, 2, 1] (ints)\n"
+
+
+def test_a_byte_order_mark_does_not_hide_the_files_first_comment_line(capsys, tmp_path) -> None:
+    """`# fixed-length: 2` (or `# example-json:`) on the first line of a file saved with a BOM was
+    not seen: `rasp run` took any length, `rasp compile --input-range` asked for --max-len."""
+    prog = tmp_path / "p.rasp"
+    prog.write_text("\ufeff# fixed-length: 2\nx = length - indices;\n", encoding="utf-8")
+    rc, out, err = run(capsys, "run", str(prog), "--input", "abc")
+    assert_one_error(rc, err, "takes inputs of exactly 2 tokens")
+    prog.write_text("\ufeff# example-json: [1, 2, 3] -> [2, 4, 6]\ntokens = tokens_float;\nx = tokens * 2;\n",
+                    encoding="utf-8")
+    rc, out, err = run(capsys, "compile", str(prog), "--input-range", "-1", "1", "-o", str(tmp_path / "m"))
+    assert rc == 0, err
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["fixed_length"] == 3

@@ -519,3 +519,12 @@ def test_the_example_option_says_it_is_read_as_text(capsys) -> None:
     out = io.StringIO()
     Repl(example="[1,2]").loop(io.StringIO("tokens;\n"), out)
     assert '"[1,2]") = [[, 1, ,, 2, ]] (strings)' in out.getvalue()
+
+
+def test_a_byte_order_mark_before_the_first_command_is_ignored(tmp_path: Path, monkeypatch) -> None:
+    """A session or loaded file saved with a BOM (Windows editors): its first line's `set example`
+    was read as a statement (piped) or skipped without a word (load), as `rasp run` did not."""
+    assert lines('\ufeffset example "ab"\nshow s-op example\n') == ['\ts-op example: "ab"']
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bom.rasp").write_text('\ufeffset example "xy"\ny = tokens;\n', encoding="utf-8")
+    assert lines('load "bom";\nshow s-op example\n')[-1] == '\ts-op example: "xy"'

@@ -187,6 +187,7 @@ class Repl:
             except ImportError:  # pragma: no cover - not on every platform
                 pass
         buffer = ""
+        first = True
         while True:
             try:
                 if interactive and stdin is sys.stdin:
@@ -204,6 +205,9 @@ class Repl:
                 if code_of(buffer).strip():
                     self.finish(buffer)  # reports what is missing
                 break
+            if first and line.startswith("\ufeff"):  # a session saved with a BOM (Notepad): its
+                line = line[1:]                         # first command was not recognised
+            first = False
             shown = not_utf8(line.rstrip("\n"))
             if shown is not None:
                 self.report(f"error: this line is not valid UTF-8 text, so it was skipped: {shown}")

@@ -82,7 +82,7 @@ def fixed_length(path: str) -> int | None:
     """The input length a program file states with a ``# fixed-length: N`` line (matmul's shape:
     r*k + k*c entries), or None.  ``rasp run`` refuses other lengths, as the compiled model does."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
+        with open(path, encoding="utf-8-sig", errors="replace") as fh:  # a BOM hid a first line
             head = fh.read(1 << 16)  # the line is among the file's leading comments
     except OSError:
         return None

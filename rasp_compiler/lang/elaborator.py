@@ -390,7 +390,8 @@ class Session(Expressions):
             raise self.error(f"'{name}' loads itself (through {' → '.join(p.stem for p in self._loading)})",
                              token, ctx)
         try:
-            text = path.read_text(encoding="utf-8")
+            # a byte-order mark hid the REPL's load a first-line command (`set example`)
+            text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
         except (OSError, UnicodeDecodeError) as err:
             raise self.error(f"cannot read {path}: {err}", token, ctx) from None
         return path, text, Env(parent=self.library, label=name.removesuffix(".rasp"))
