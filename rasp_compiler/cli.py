@@ -56,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     args, extras = parser.parse_known_args(argv)
     if extras:
         _unrecognized(parser, args, extras)
+    empty = _empty_positional(_chosen(parser, args), args)
+    if empty is not None:  # `rasp run "$F"` with F unset read '' as the current directory
+        print(f"error: {empty} is empty\n  hint: give {empty} a value (an unset shell variable?)",
+              file=sys.stderr)
+        return 1
     if sys.stdin is None:  # started with stdin closed (`<&-`): read it as empty, like </dev/null
         sys.stdin = open(os.devnull, encoding="utf-8")
     if not getattr(args, "func", None):
@@ -94,17 +99,33 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost sub-command's parser that ``args`` came from (`rasp experiment khop`)."""
+    target = parser
+    while True:
+        subs = [a for a in target._actions if isinstance(a, argparse._SubParsersAction)]
+        chosen = subs and getattr(args, subs[0].dest, None)
+        if not chosen or chosen not in subs[0].choices:
+            return target
+        target = subs[0].choices[chosen]
+
+
+def _empty_positional(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
+    """The name (as --help shows it) of a positional argument given as an empty string, or None."""
+    for action in parser._actions:
+        if action.option_strings or isinstance(action, argparse._SubParsersAction):
+            continue
+        value = getattr(args, action.dest, None)
+        if isinstance(value, str) and not value.strip():
+            return str(action.metavar or action.dest.upper())
+    return None
+
+
 def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> None:
     """Refuse arguments no parser took, in the words of the sub-command they were given to (its
     usage, and the option meant when one is a near miss: `--maxlen` -> `--max-len`).  argparse's
     own parse_args reports them from the top-level parser, with `rasp`'s usage and no hint."""
-    target = parser
-    while True:  # the innermost sub-command chosen (`rasp experiment khop`)
-        subs = [a for a in target._actions if isinstance(a, argparse._SubParsersAction)]
-        chosen = subs and getattr(args, subs[0].dest, None)
-        if not chosen or chosen not in subs[0].choices:
-            break
-        target = subs[0].choices[chosen]
+    target = _chosen(parser, args)
     options = [s for a in target._actions for s in a.option_strings if s.startswith("--")]
     hints = []
     for extra in extras:

@@ -94,6 +94,24 @@ def test_every_option_of_every_command_says_what_it_does() -> None:
     assert silent == []
 
 
+@pytest.mark.parametrize("argv, name", [
+    (["run", "", "--input", "a"], "FILE"),
+    (["eval", "", "--input", "a"], "DIR"),
+    (["verify", "m", " "], "PROGRAM"),
+    (["show", "", "-o", "x.png"], "FILE.rasp|DIR"),
+])
+def test_an_empty_file_or_directory_argument_is_named_as_empty(capsys, tmp_path, monkeypatch, argv,
+                                                             name) -> None:
+    """`rasp run "$F"` with F unset said " is a directory, not a RASP program", and `rasp eval ''`
+    looked for config.json in the current directory (and ran the model there, if it held one)."""
+    from rasp_compiler.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 1
+    hint = f"  hint: give {name} a value (an unset shell variable?)"
+    assert capsys.readouterr().err == f"error: {name} is empty\n{hint}\n"
+
+
 def _shell(command: str) -> subprocess.CompletedProcess:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120, cwd=root)
