@@ -53,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: the argument '{bad}' is not valid UTF-8 text\n"
               "  hint: give tokens, inputs and names in UTF-8", file=sys.stderr)
         return 1
+    words = sys.argv[1:] if argv is None else argv
+    if words and not words[0].startswith("-") and words[0] not in COMMANDS:
+        close = difflib.get_close_matches(words[0], COMMANDS, n=1, cutoff=0.6)
+        if close:  # argparse lists the commands, but does not say which one was meant
+            parser.error(f"unknown command '{words[0]}'\n  hint: did you mean '{close[0]}'? "
+                         f"(rasp {close[0]} --help)")
     args, extras = parser.parse_known_args(argv)
     if extras:
         _unrecognized(parser, args, extras)

@@ -112,6 +112,21 @@ def test_an_empty_file_or_directory_argument_is_named_as_empty(capsys, tmp_path,
     assert capsys.readouterr().err == f"error: {name} is empty\n{hint}\n"
 
 
+def test_a_mistyped_command_is_named_with_the_command_meant(capsys) -> None:
+    """`rasp comple` listed the eleven commands; it now says which one was meant."""
+    from rasp_compiler.cli import main
+
+    with pytest.raises(SystemExit) as err:
+        main(["comple", "f.rasp"])
+    assert err.value.code == 2
+    text = capsys.readouterr().err
+    assert "rasp: error: unknown command 'comple'\n" in text
+    assert "  hint: did you mean 'compile'? (rasp compile --help)" in text
+    with pytest.raises(SystemExit):                           # nothing close: argparse's own list
+        main(["zzz"])
+    assert "invalid choice: 'zzz' (choose from 'run'" in capsys.readouterr().err
+
+
 def _shell(command: str) -> subprocess.CompletedProcess:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120, cwd=root)
