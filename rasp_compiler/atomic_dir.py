@@ -40,7 +40,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 
-from rasp_compiler.errors import ArtifactError
+from rasp_compiler.errors import ArtifactError, file_in_the_way
 
 # a temporary name beside DIR: ".NAME.tmp-PID-XXXX" (being written, or swapped out by an
 # exchange) or ".NAME.old-PID-XXXX" (the old DIR, renamed aside where there is no exchange)
@@ -194,6 +194,10 @@ def check_destination(directory: str | os.PathLike, *, artifact_files: Iterable[
     if os.path.lexists(directory) and not os.path.isdir(directory):
         raise ArtifactError(f"{shown}: cannot write {what} there: it is a file, not a directory",
                             hint="give a directory to write the model to")
+    blocker = file_in_the_way(os.path.dirname(shown))  # the write would say only "Not a directory"
+    if blocker is not None:
+        raise ArtifactError(f"{shown}: cannot write {what} there: {blocker} is a file, not a directory",
+                            hint="write it inside a directory")
     try:
         foreign = os.path.isdir(directory) and bool(os.listdir(directory)) and not is_ours(directory)
     except OSError as err:

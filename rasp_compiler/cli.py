@@ -7,6 +7,7 @@ Each command module exposes ``register(subparsers)``, which adds its parser and 
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import importlib
 import os
@@ -52,7 +53,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: the argument '{bad}' is not valid UTF-8 text\n"
               "  hint: give tokens, inputs and names in UTF-8", file=sys.stderr)
         return 1
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    if words and not words[0].startswith("-") and words[0] not in COMMANDS:
+        close = difflib.get_close_matches(words[0], COMMANDS, n=1, cutoff=0.6)
+        if close:  # argparse lists the commands, but does not say which one was meant
+            parser.error(f"unknown command '{words[0]}'\n  hint: did you mean '{close[0]}'? "
+                         f"(rasp {close[0]} --help)")
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        _unrecognized(parser, args, extras)
+    empty = _empty_positional(_chosen(parser, args), args)
+    if empty is not None:  # `rasp run "$F"` with F unset read '' as the current directory
+        print(f"error: {empty} is empty\n  hint: give {empty} a value (an unset shell variable?)",
+              file=sys.stderr)
+        return 1
     if sys.stdin is None:  # started with stdin closed (`<&-`): read it as empty, like </dev/null
         sys.stdin = open(os.devnull, encoding="utf-8")
     if not getattr(args, "func", None):
@@ -89,6 +103,47 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {err.filename}: {err.strerror or err}", file=sys.stderr)
         return 1
+
+
+def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost sub-command's parser that ``args`` came from (`rasp experiment khop`)."""
+    target = parser
+    while True:
+        subs = [a for a in target._actions if isinstance(a, argparse._SubParsersAction)]
+        chosen = subs and getattr(args, subs[0].dest, None)
+        if not chosen or chosen not in subs[0].choices:
+            return target
+        target = subs[0].choices[chosen]
+
+
+def _empty_positional(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
+    """The name (as --help shows it) of a positional argument given as an empty string, or None."""
+    for action in parser._actions:
+        if action.option_strings or isinstance(action, argparse._SubParsersAction):
+            continue
+        value = getattr(args, action.dest, None)
+        if isinstance(value, str) and not value.strip():
+            return str(action.metavar or action.dest.upper())
+    return None
+
+
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> None:
+    """Refuse arguments no parser took, in the words of the sub-command they were given to (its
+    usage, and the option meant when one is a near miss: `--maxlen` -> `--max-len`).  argparse's
+    own parse_args reports them from the top-level parser, with `rasp`'s usage and no hint."""
+    target = _chosen(parser, args)
+    options = [s for a in target._actions for s in a.option_strings if s.startswith("--")]
+    hints = []
+    for extra in extras:
+        name = extra.split("=", 1)[0]
+        if name.startswith("-") and not parser._negative_number_matcher.match(name):
+            close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+            if close:
+                hints.append(f"did you mean {close[0]} (for {name})?")
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    if hints:
+        message += "\n  hint: " + "; ".join(hints)
+    target.error(message)
 
 
 # errors of writing to a full or failing device, which the output stream reports without a file name

@@ -56,6 +56,8 @@ class RaspError(UserError):
         return where
 
     def render(self) -> str:
+        if self.file is None and self.line is None:  # not about a place in a program (a --vocab
+            return super().render()                   # entry): no made-up "<input>:" before it
         text = f"{self._where()}: error: {self.message}"
         line_text = self._line_text()
         if line_text is not None:

@@ -51,6 +51,82 @@ def test_negative_infinity_and_nan_are_values_that_reach_the_option_check(capsys
     assert capsys.readouterr().err.startswith("error: --input-range needs finite LO <= HI, got -inf")
 
 
+def test_an_unknown_option_is_refused_by_its_sub_command_with_the_option_meant(capsys) -> None:
+    """`rasp compile F --maxlen 5` printed `rasp`'s own usage ("usage: rasp [-h] [--version]
+    COMMAND ...") and no hint: argparse reports leftover arguments from the top-level parser.  Now
+    the sub-command that was given them refuses them, with its usage and the near-miss option."""
+    from rasp_compiler.cli import main
+
+    with pytest.raises(SystemExit) as err:
+        main(["compile", "f.rasp", "--vocab", "ab", "--maxlen", "5", "-o", "m"])
+    text = capsys.readouterr().err
+    assert err.value.code == 2
+    assert text.startswith("usage: rasp compile ")
+    assert "rasp compile: error: unrecognized arguments: --maxlen 5" in text
+    assert "hint: did you mean --max-len (for --maxlen)?" in text
+    with pytest.raises(SystemExit):                           # a nested sub-command: its own usage
+        main(["experiment", "khop", "--k", "1", "--stesp", "3"])
+    text = capsys.readouterr().err
+    assert "rasp experiment khop: error: unrecognized arguments: --stesp 3" in text
+    assert "did you mean --steps (for --stesp)?" in text
+    with pytest.raises(SystemExit):                           # nothing close: no hint
+        main(["run", "f.rasp", "--input", "ab", "--zzzzzz"])
+    text = capsys.readouterr().err
+    assert "rasp run: error: unrecognized arguments: --zzzzzz" in text and "hint" not in text
+
+
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    """`rasp compile --help` and `rasp check --help` listed --dtype with no words, and `rasp
+    universal --help` --construction: a user could not tell what float64 or `looped` changes."""
+    import argparse
+
+    silent = []
+
+    def walk(parser: argparse.ArgumentParser, name: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub_name, sub in action.choices.items():
+                    walk(sub, f"{name} {sub_name}")
+            elif not action.help and action.dest != "help":
+                silent.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "rasp")
+    assert silent == []
+
+
+@pytest.mark.parametrize("argv, name", [
+    (["run", "", "--input", "a"], "FILE"),
+    (["eval", "", "--input", "a"], "DIR"),
+    (["verify", "m", " "], "PROGRAM"),
+    (["show", "", "-o", "x.png"], "FILE.rasp|DIR"),
+])
+def test_an_empty_file_or_directory_argument_is_named_as_empty(capsys, tmp_path, monkeypatch, argv,
+                                                             name) -> None:
+    """`rasp run "$F"` with F unset said " is a directory, not a RASP program", and `rasp eval ''`
+    looked for config.json in the current directory (and ran the model there, if it held one)."""
+    from rasp_compiler.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 1
+    hint = f"  hint: give {name} a value (an unset shell variable?)"
+    assert capsys.readouterr().err == f"error: {name} is empty\n{hint}\n"
+
+
+def test_a_mistyped_command_is_named_with_the_command_meant(capsys) -> None:
+    """`rasp comple` listed the eleven commands; it now says which one was meant."""
+    from rasp_compiler.cli import main
+
+    with pytest.raises(SystemExit) as err:
+        main(["comple", "f.rasp"])
+    assert err.value.code == 2
+    text = capsys.readouterr().err
+    assert "rasp: error: unknown command 'comple'\n" in text
+    assert "  hint: did you mean 'compile'? (rasp compile --help)" in text
+    with pytest.raises(SystemExit):                           # nothing close: argparse's own list
+        main(["zzz"])
+    assert "invalid choice: 'zzz' (choose from 'run'" in capsys.readouterr().err
+
+
 def _shell(command: str) -> subprocess.CompletedProcess:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120, cwd=root)

@@ -346,7 +346,11 @@ def test_compile_status_counts_the_seconds_within_a_long_stage(monkeypatch):
     # refused at once: before the limit, reverse at max_len 100,000 ran out of memory
     (["compile", "{file}", "--vocab", "abc", "--max-len", "100000", "-o", "{tmp}/m"],
      "--max-len 100,000 is more than the compiler takes"),
-    (["compile", "{file}", "--vocab", "abc", "--max-len", "4", "-o", "{tmp}/file/m"], "Not a directory"),
+    # it said "cannot write the model (Not a directory)", not which path is the file
+    (["compile", "{file}", "--vocab", "abc", "--max-len", "4", "-o", "{tmp}/file/m"],
+     "file/m: cannot write the model there: "),
+    (["compile", "{file}", "--vocab", "abc", "--max-len", "4", "-o", "{tmp}/file/m/n"],
+     "/file is a file, not a directory"),
     (["check", "{file}", "--vocab", "abc", "--max-len", "4", "--samples", "0"],
      "--samples must be at least 1"),
     # True == 1 in Python: one of them was dropped without a word, and eval refused the other

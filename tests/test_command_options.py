@@ -376,6 +376,13 @@ TABLE = ["experiment", "table", "--quick", "--dry-run"]
     (["check", REVERSE, "--vocab", "aab", "--max-len", "2"], '--vocab repeats the token "a"'),
     (["check", REVERSE, "--vocab", '["a", "b", "a"]', "--max-len", "2"], '--vocab repeats the token "a"'),
     (["check", REVERSE, "--vocab", "[]", "--max-len", "2"], """--vocab '["[", "]"]'"""),
+    # tokens separated by commas, or JSON that is no list: "repeats the token ','" sent the user to
+    # remove a comma; the hint now says how to give those tokens
+    (["check", REVERSE, "--vocab", "ab,cd,ef", "--max-len", "2"],
+     """for tokens separated by commas or blanks, give a JSON list: --vocab '["ab", "cd", "ef"]'"""),
+    (["check", REVERSE, "--vocab", '"abc"', "--max-len", "2"], "the quotes are characters too: --vocab abc"),
+    (["check", REVERSE, "--vocab", '{"a": 1, "b": 2}', "--max-len", "2"],
+     """a JSON --vocab is a list of tokens: --vocab '["a", "b"]'"""),
     (["check", REVERSE, "--vocab", "[](){}", "--max-len", "2"],
      """--vocab '["[", "]", "(", ")", "{", "}"]'"""),
     # valid JSON that json.loads cannot read: a traceback before
@@ -471,3 +478,41 @@ def test_compile_takes_the_files_fixed_length_line(capsys, tmp_path) -> None:
     rc, out, err = run(capsys, "compile", matmul, "--input-range", "-1", "1", "--max-len", "6",
                        "-o", str(tmp_path / "m6"))
     assert_one_error(rc, err, "'# fixed-length' line) is not between 1 and --max-len (6)")
+
+
+@pytest.mark.parametrize("lines, message", [
+    # `rasp run` said "takes inputs of exactly 0 tokens", which no input can meet
+    ("# fixed-length: 0\n", "'# fixed-length: 0' line states no input length"),
+    # the first line won without a word
+    ("# fixed-length: 3\n# fixed-length: 2\n",
+     "states 2 input lengths: '# fixed-length: 2' and '# fixed-length: 3'"),
+    # int() of over 4,300 digits: a ValueError traceback
+    ("# fixed-length: " + "9" * 5000 + "\n", "line states a number of 5,000 digits, past any input length"),
+])
+def test_a_fixed_length_line_that_states_no_one_length_is_one_error(capsys, tmp_path, lines: str,
+                                                                    message: str) -> None:
+    prog = tmp_path / "p.rasp"
+    prog.write_text(lines + "x = length - indices;\n")
+    rc, out, err = run(capsys, "run", str(prog), "--input", "abc")
+    assert_one_error(rc, err, message)
+    rc, out, err = run(capsys, "compile", str(prog), "--vocab", "abc", "--max-len", "4",
+                       "-o", str(tmp_path / "m"))
+    assert_one_error(rc, err, message)
+    assert not (tmp_path / "m").exists()
+    prog.write_text("# fixed-length: 3\n# fixed-length: 3\nx = length - indices;\n")  # said twice: fine
+    rc, out, err = run(capsys, "run", str(prog), "--input", "abc")
+    assert rc == 0 and out == "[3, 2, 1] (ints)\n"
+
+
+def test_a_byte_order_mark_does_not_hide_the_files_first_comment_line(capsys, tmp_path) -> None:
+    """`# fixed-length: 2` (or `# example-json:`) on the first line of a file saved with a BOM was
+    not seen: `rasp run` took any length, `rasp compile --input-range` asked for --max-len."""
+    prog = tmp_path / "p.rasp"
+    prog.write_text("\ufeff# fixed-length: 2\nx = length - indices;\n", encoding="utf-8")
+    rc, out, err = run(capsys, "run", str(prog), "--input", "abc")
+    assert_one_error(rc, err, "takes inputs of exactly 2 tokens")
+    prog.write_text("\ufeff# example-json: [1, 2, 3] -> [2, 4, 6]\ntokens = tokens_float;\nx = tokens * 2;\n",
+                    encoding="utf-8")
+    rc, out, err = run(capsys, "compile", str(prog), "--input-range", "-1", "1", "-o", str(tmp_path / "m"))
+    assert rc == 0, err
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["fixed_length"] == 3

@@ -320,6 +320,15 @@ def test_a_vocabulary_of_equal_tokens_of_two_types_is_refused() -> None:
     assert compile_program(program, [1, 2, 1], 4).vocab == [1, 2]   # a plain repeat is dropped
 
 
+def test_an_empty_vocabulary_is_refused_in_the_words_of_the_caller() -> None:
+    """From Python the hint said only "give --vocab abc", an option a Python caller does not have."""
+    program = program_from_source("tokens;")
+    for vocab in ([], "", set()):
+        with pytest.raises(Exception, match=r"the vocabulary \(--vocab\) is empty") as info:
+            compile_program(program, vocab, 4)
+        assert 'vocab="abc"' in info.value.hint and "--vocab abc on the command line" in info.value.hint
+
+
 AGREEING_KEYS = {  # categorical aggregates whose selected keys provably hold one value
     "value of the key": "x = categorical(aggregate(select(tokens_int, tokens_int, ==), tokens_int * 2));",
     "with another conjunct": "x = categorical(aggregate(select(tokens_int, tokens_int, ==) and "
@@ -455,3 +464,13 @@ def test_the_size_guard_counts_the_embeddings() -> None:
     with pytest.raises(CompileError, match="the model would need about"):
         compile_program(load_program(str(ROOT / "programs" / "double_histogram.rasp")), list("abcde"), 2048)
     assert MAX_PARAMS == 1 << 28
+
+
+def test_the_note_on_outputs_past_the_exact_integers_does_not_promise_the_tolerance() -> None:
+    """The note said "outputs there are exact only to the numerical tolerance"; a mean over
+    10 ^ indices put 1.00089 where the interpreter has 1 (8.9e-4, past float32's 1e-4)."""
+    program = program_from_source("x = aggregate(select(indices, indices, <=), 10 ^ indices, 0);")
+    model = compile_program(program, "ab", 16)
+    note = next(n for n in model.config["notes"] if "stops holding every integer" in n)
+    assert "may differ from the interpreter by more than the numerical tolerance" in note
+    assert "rasp check" in note

@@ -138,6 +138,10 @@ def test_no_result():
     with pytest.raises(RaspError, match="no s-op or selector named 'revers'") as info:
         program_from_source("reverse = tokens;", output="revers")
     assert info.value.hint == "did you mean 'reverse'?"
+    # no close name: the hint was empty, and the user had to read the file for the names
+    with pytest.raises(RaspError, match="no s-op or selector named 'zzz'") as info:
+        program_from_source("a = tokens; b = indices + 1; _p = a; select(a, a, ==);", output="zzz")
+    assert info.value.hint == "this file defines a, b"
 
 
 def test_load_errors(tmp_path):
@@ -291,3 +295,18 @@ def test_str_of_a_user_error_carries_its_place_and_hint() -> None:
     assert text.endswith(f"\n  hint: {err.value.hint}") and "select" in err.value.hint
     assert str(UserError("plain")) == "plain"
     assert str(UserError("m", hint="h")) == "m\n  hint: h"
+
+
+def test_an_error_about_no_place_in_a_program_is_not_put_in_a_file_called_input(capsys, tmp_path) -> None:
+    """`rasp compile` of a program reading tokens_int with --vocab abc said "<input>: error:
+    vocabulary entry 'a' cannot be read as int": no file is called <input>; the error is the
+    option's, and starts with "error:" as every option error does."""
+    from rasp_compiler.cli import main
+
+    prog = tmp_path / "ints.rasp"
+    prog.write_text("tokens = tokens_int;\nx = tokens * 2;\n")
+    assert main(["compile", str(prog), "--vocab", "abc", "--max-len", "3", "-o", str(tmp_path / "m")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: vocabulary entry 'a' cannot be read as int"), err
+    assert RaspError("m").render() == "error: m"
+    assert RaspError("m", line=2, col=3).render().startswith("<input>:2:3: error: m")

@@ -356,6 +356,22 @@ def test_verify_names_another_program_or_options(tmp_path: Path, capsys) -> None
     assert capsys.readouterr().err.count("is not what") == 2
 
 
+def test_verify_of_a_model_compiled_with_output_names_the_option(tmp_path: Path, capsys) -> None:
+    """A model compiled with --output NAME, verified without it: every tensor was listed as
+    different and the hint named --output only among other causes; it now says which s-op."""
+    prog = tmp_path / "p.rasp"
+    prog.write_text("w = selector_width(select(tokens, tokens, ==));\nr = indices + w;\nr;\n")
+    out = tmp_path / "m"
+    assert main(["compile", str(prog), "--vocab", "ab", "--max-len", "4", "--output", "w",
+                 "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(out), str(prog)]) == 1
+    assert "hint: the model outputs 'w', not the program's result: add --output w" in capsys.readouterr().err
+    assert main(["verify", str(out), str(prog), "--output", "w"]) == 0
+    assert main(["verify", str(out), REVERSE]) == 1           # another program: the general hint
+    assert "the model was edited, or compiled from another program" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------- the other artifact writers
 
 def test_a_universal_transformer_is_saved_by_the_same_protocol(tmp_path: Path) -> None:

@@ -107,3 +107,10 @@ def test_a_missing_semicolon_before_a_near_keyword_name_is_still_a_missing_semic
         parse_source("x = tokens\nfore = 1;\n", "prog.rasp")
     assert info.value.message == "missing ';' at the end of the statement"
     assert (info.value.line, info.value.col) == (1, 11)
+
+
+def test_a_word_that_merely_contains_a_keyword_is_not_suggested_as_it() -> None:
+    """`bogus command` said "'command' is not a RASP keyword ... did you mean 'and'?": difflib finds
+    'and' in 'command', but a typo changes a word's length by a letter or two, not four."""
+    err = _error("x = 1;\nbogus command\n")
+    assert "did you mean 'and'" not in str(err) and "'command' is not a RASP keyword" not in err.message

@@ -333,6 +333,13 @@ def test_rasp_run_uses_the_files_example_when_no_input_is_given(tmp_path, capsys
     plain.write_text(PLAIN)
     assert main(["run", str(plain)]) == 1
     assert "no input: give --input TEXT or --input-json JSON" in capsys.readouterr().err
+    # the shipped programs state examples in comments: the hint gives the command that runs one
+    plain.write_text("# example: a b -> b a\n# example: xy -> yx\n" + PLAIN)
+    assert main(["run", str(plain)]) == 1
+    assert f"hint: its comments show one: rasp run {plain} --input 'a b'" in capsys.readouterr().err
+    plain.write_text("# example-json: [1, 2] -> [2, 1]\n" + PLAIN)
+    assert main(["run", str(plain)]) == 1
+    assert f"rasp run {plain} --input-json '[1, 2]'" in capsys.readouterr().err
 
 
 def test_the_original_library_selector_width_is_one_layer() -> None:

@@ -473,3 +473,58 @@ def test_draw_on_an_example_too_long_to_compile_says_so_in_the_repl_s_words(tmp_
     assert "2,049 tokens are more than the compiler takes (2,048)" in text and "--max-len" not in text
     assert ("wrote draw-1.png: compiled over the example's tokens and length, 1 layer, heads per "
             "layer [1]") in out
+
+
+@pytest.mark.parametrize("line, meant", [
+    ("shwo example", "show example"),
+    ('set exmple "abc"', 'set example "abc"'),
+    ("set s-op exampel [1, 2]", "set s-op example [1, 2]"),
+    ("exampels off", "examples off"),
+    ("full seq dispaly on", "full seq display on"),
+    ("full seq display yes", "full seq display on | off"),
+    ("examples maybe", "examples on | off"),
+    ("exitt", "exit"),
+    ("hlep", "help"),
+])
+def test_a_mistyped_command_is_named_not_read_as_a_statement_missing_a_semicolon(line: str,
+                                                                                meant: str) -> None:
+    """`shwo example` said "missing ';' at the end of the statement"; `exitt` and `hlep` waited
+    for more lines, then said the same about the next one."""
+    out = repl(f"{line}\nshow s-op example\n")
+    assert out.splitlines() == [
+        f"error: '{line}' is neither a RASP statement nor a REPL command",
+        f"  hint: did you mean '{meant}'? ('help' lists the commands)",
+        '\ts-op example: "hello"'], out
+
+
+def test_statements_that_look_like_commands_still_run() -> None:
+    out = lines("set = 3;\nexit_code\n= 4;\ndef help(x) { return x; }\nhelp(indices\n);\n")
+    assert out[:2] == ["    value: set =  3", "    value: exit_code =  4"]
+    assert "error" not in repl("set = 3;\nexit_code\n= 4;\ndef help(x) { return x; }\nhelp(indices\n);\n")
+
+
+def test_set_example_with_an_unquoted_word_says_to_quote_it() -> None:
+    out = repl("set example abc\n")
+    assert "unknown name 'abc'" in out and 'hint: for the text itself, quote it: set example "abc"' in out
+    out = repl("set example tokns\n")
+    assert "did you mean 'tokens'? For the text itself, quote it: set example \"tokns\"" in out
+
+
+def test_the_example_option_says_it_is_read_as_text(capsys) -> None:
+    """`rasp repl --example '[1,2]'` runs on the five characters `[`, `1`, `,`, `2`, `]`, and its
+    help said only "the initial running example"."""
+    with pytest.raises(SystemExit):
+        main(["repl", "--help"])
+    assert "as text: its characters are the" in " ".join(capsys.readouterr().out.split())
+    out = io.StringIO()
+    Repl(example="[1,2]").loop(io.StringIO("tokens;\n"), out)
+    assert '"[1,2]") = [[, 1, ,, 2, ]] (strings)' in out.getvalue()
+
+
+def test_a_byte_order_mark_before_the_first_command_is_ignored(tmp_path: Path, monkeypatch) -> None:
+    """A session or loaded file saved with a BOM (Windows editors): its first line's `set example`
+    was read as a statement (piped) or skipped without a word (load), as `rasp run` did not."""
+    assert lines('\ufeffset example "ab"\nshow s-op example\n') == ['\ts-op example: "ab"']
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bom.rasp").write_text('\ufeffset example "xy"\ny = tokens;\n', encoding="utf-8")
+    assert lines('load "bom";\nshow s-op example\n')[-1] == '\ts-op example: "xy"'

@@ -133,6 +133,17 @@ def test_cli_show_errors(options, message, capsys, tmp_path) -> None:
     assert not (tmp_path / "x.png").exists()
 
 
+def test_cli_show_says_whether_the_pictures_directory_is_missing_or_a_file(capsys, tmp_path) -> None:
+    """`-o nodir/x.png` said "nodir is not a directory" when nodir did not exist at all."""
+    plan = ["show", REVERSE, "--vocab", "ab", "--max-len", "4", "-o"]
+    assert cli([*plan, str(tmp_path / "nodir" / "x.png")]) == 1
+    err = capsys.readouterr().err
+    assert f"the directory {tmp_path / 'nodir'} does not exist" in err and "hint: create it first" in err
+    (tmp_path / "afile").write_text("x")
+    assert cli([*plan, str(tmp_path / "afile" / "x.png")]) == 1
+    assert f"{tmp_path / 'afile'} is not a directory" in capsys.readouterr().err
+
+
 def test_cli_show_model_needs_input_and_known_tokens(tmp_path, capsys) -> None:
     out = tmp_path / "model"
     assert cli(["compile", REVERSE, "--vocab", "abc", "--max-len", "4", "-o", str(out)]) == 0
@@ -549,7 +560,7 @@ def test_draw_trace_refuses_a_batch_and_a_picture_it_cannot_write(tmp_path) -> N
         draw_trace(model, ["abc"], str(tmp_path / "x.png"))
     with pytest.raises(InputError, match="not a batch"):
         draw_trace(model, [["a", "b"]], str(tmp_path / "x.png"))
-    with pytest.raises(UserError, match=r"cannot write .*x\.png: .*nonexistent is not a directory"):
+    with pytest.raises(UserError, match=r"cannot write .*x\.png: the directory .*nonexistent does not exist"):
         draw_trace(model, "abc", str(tmp_path / "nonexistent" / "x.png"))
     with pytest.raises(UserError, match=r"unknown image format 'foo'") as info:
         draw_trace(model, "abc", str(tmp_path / "x.foo"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -51,10 +52,31 @@ def parse_vocab(text: str) -> list[Any]:
     for token in vocab:  # a repeat was dropped without a word, and `check` then counted inputs twice
         key = (type(token), token)
         if key in seen:
-            raise UserError(f"--vocab repeats the token {json.dumps(token, ensure_ascii=False)}",
-                            hint="list each token once")
+            hint = "list each token once"
+            if not text.startswith("["):
+                hint = _characters_hint(text) or hint
+            raise UserError(f"--vocab repeats the token {json.dumps(token, ensure_ascii=False)}", hint=hint)
         seen.add(key)
     return vocab
+
+
+def _characters_hint(text: str) -> str | None:
+    """What a --vocab read as characters that repeats one was likely meant to say: tokens
+    separated by commas or blanks (`a,b,c`, `ab cd`), or JSON that is not a list (`"abc"`,
+    `{"a": 1}`).  Told only "repeats the token ','", the user was sent to remove a comma."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        value = None
+    if isinstance(value, str):
+        return f"the quotes are characters too: --vocab {value}, or a JSON list of tokens"
+    if isinstance(value, dict):
+        return f"a JSON --vocab is a list of tokens: --vocab '{json.dumps(list(value), ensure_ascii=False)}'"
+    parts = [part for part in re.split(r"[,\s]+", text) if part]
+    if re.search(r"[,\s]", text) and len(parts) >= 2 and len(set(parts)) == len(parts):
+        return ("each character of --vocab is a token; for tokens separated by commas or blanks, "
+                f"give a JSON list: --vocab '{json.dumps(parts, ensure_ascii=False)}'")
+    return None
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
@@ -64,7 +86,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="longest input the model accepts (required, except with --input-range: then "
                         "the length of the file's first '# example-json' input, as a fixed length)")
     p.add_argument("--output", metavar="NAME", default=None, help="the s-op to compile (default: out)")
-    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                   help="the weights' float type (default float32; an MLP with step pairs is "
+                        "float64 in either)")
     p.add_argument("--causal", action="store_true", help="causal attention (refuses look-ahead selects)")
     p.add_argument("--input-range", nargs=2, type=float, metavar=("LO", "HI"), default=None,
                    help="real-valued tokens in [LO, HI] (tokens_float): numerical compilation")

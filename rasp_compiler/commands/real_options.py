@@ -17,7 +17,7 @@ def example_length(path: str) -> int:
     from rasp_compiler.bounded_json import load_json_text
 
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:  # a BOM before the first line: still read
             for number, line in enumerate(fh, 1):
                 if line.startswith("# example-json:"):
                     # bounded: a line of 100,000 "[" raised RecursionError here

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, TextIO
@@ -35,6 +36,7 @@ from rasp_compiler.lang.repl_commands import (
     SHOW_EXAMPLE,
     code_of,
     example_state,
+    near_command,
     split_example,
 )
 
@@ -65,7 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                'length - indices - 1, ==), tokens);\n       s-op: reverse\n  \t Example: reverse("hello") = '
                '[o, l, l, e, h] (strings)\n\n' + HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--example", default="hello", help='the initial running example (default: "hello")')
+    p.add_argument("--example", default="hello", metavar="TEXT",
+                   help='the initial running example, as text: its characters are the tokens (default: '
+                        '"hello"; for numbers, type set example [1, 2, 3] at the prompt)')
     p.set_defaults(func=main)
 
 
@@ -183,6 +187,7 @@ class Repl:
             except ImportError:  # pragma: no cover - not on every platform
                 pass
         buffer = ""
+        first = True
         while True:
             try:
                 if interactive and stdin is sys.stdin:
@@ -200,6 +205,9 @@ class Repl:
                 if code_of(buffer).strip():
                     self.finish(buffer)  # reports what is missing
                 break
+            if first and line.startswith("\ufeff"):  # a session saved with a BOM (Notepad): its
+                line = line[1:]                         # first command was not recognised
+            first = False
             shown = not_utf8(line.rstrip("\n"))
             if shown is not None:
                 self.report(f"error: this line is not valid UTF-8 text, so it was skipped: {shown}")
@@ -227,6 +235,7 @@ class Repl:
         """Act on ``text`` (the lines read since the last statement) as far as it is whole: returns
         what still needs more lines (as the original reads on), "" when all was used up.  ``run``
         runs the statements (default: at the prompt)."""
+        at_prompt = run is None
         run = run or self.run_statements
         code = code_of(text)
         if not code.strip():
@@ -242,8 +251,14 @@ class Repl:
             self.set_example(m.group(1), expression, state)
             # `set example "ab"; x = indices;`: the statements sharing its line run too
             return self.feed(after, run) if after.strip() else ""
-        if self.incomplete(text):
+        meant = near_command(code) if at_prompt else None
+        if meant is None and self.incomplete(text):
             return text
+        if meant is not None and not self.parses(text):  # a mistyped command, not a statement
+            self.count += 1
+            self.report(f"error: '{' '.join(code.split())}' is neither a RASP statement nor a REPL command"
+                        f"\n  hint: did you mean '{meant}'? ('help' lists the commands)")
+            return ""
         run(text)
         return ""
 
@@ -303,6 +318,16 @@ class Repl:
             else:
                 self.print_named(*item)
 
+    @staticmethod
+    def parses(text: str) -> bool:
+        from rasp_compiler.lang.parser import grammar
+
+        try:
+            grammar().parse(text)
+        except (UnexpectedToken, UnexpectedCharacters):
+            return False
+        return True
+
     def incomplete(self, text: str) -> bool:
         """True when ``text`` is a prefix of a statement (more lines will complete it)."""
         from rasp_compiler.lang.parser import grammar
@@ -356,6 +381,10 @@ class Repl:
         try:
             value = self.session.eval_expression(expression, f"<repl:{self.count}>", usage=SET_EXAMPLE_USAGE)
         except UserError as err:
+            if re.fullmatch(r"[A-Za-z_]\w*", expression) and err.message.startswith("unknown name"):
+                # `set example abc`: the original's example is a value, so a string needs its quotes
+                quoted = f'the text itself, quote it: set example "{expression}"'
+                err.hint = f"{err.hint} For {quoted}" if err.hint else f"for {quoted}"
             self.report(err.render())
             return
         if not (isinstance(value, (str, list)) and value and all(is_atom(v) for v in value)):

@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from rasp_compiler.errors import InputError
+from rasp_compiler.errors import InputError, UserError
 
 EPILOG = """examples:
   rasp run programs/reverse.rasp --input hello
@@ -82,12 +82,41 @@ def fixed_length(path: str) -> int | None:
     """The input length a program file states with a ``# fixed-length: N`` line (matmul's shape:
     r*k + k*c entries), or None.  ``rasp run`` refuses other lengths, as the compiled model does."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
+        with open(path, encoding="utf-8-sig", errors="replace") as fh:  # a BOM hid a first line
             head = fh.read(1 << 16)  # the line is among the file's leading comments
     except OSError:
         return None
-    m = FIXED_LENGTH.search(head)
-    return int(m.group(1)) if m else None
+    digits = [m.group(1) for m in FIXED_LENGTH.finditer(head)]
+    huge = next((d for d in digits if len(d.lstrip("0")) > 12), None)
+    if huge is not None:  # int() of over 4,300 digits raised ValueError: a traceback
+        raise UserError(f"{path}'s '# fixed-length' line states a number of {len(huge):,} digits, "
+                        "past any input length",
+                        hint="state the one input length, e.g. '# fixed-length: 4'")
+    stated = {int(d) for d in digits}
+    if len(stated) > 1:  # the first one won without a word
+        raise UserError(f"{path} states {len(stated)} input lengths: "
+                        + " and ".join(f"'# fixed-length: {n}'" for n in sorted(stated)),
+                        hint="keep one '# fixed-length: N' line")
+    if stated == {0}:  # "takes inputs of exactly 0 tokens", and no input has none
+        raise UserError(f"{path}'s '# fixed-length: 0' line states no input length: an input has "
+                        "at least one token", hint="state the one input length, e.g. '# fixed-length: 4'")
+    return stated.pop() if stated else None
+
+
+COMMENTED_EXAMPLE = re.compile(r"^# example(-json)?:\s*(.+?)\s*->", re.M)
+
+
+def _commented_example(text: str, path: str) -> str | None:
+    """The command that runs the first ``# example: hello -> olleh`` (or ``# example-json:``) of a
+    file's comments, as every shipped program states its examples; ``rasp run`` does not read
+    them as its input, so it says how."""
+    import shlex
+
+    m = COMMENTED_EXAMPLE.search(text)
+    if m is None:
+        return None
+    option = "--input-json" if m.group(1) else "--input"
+    return f"its comments show one: rasp run {shlex.quote(path)} {option} {shlex.quote(m.group(2))}"
 
 
 def file_example_input(path: str) -> list[Any]:
@@ -102,7 +131,8 @@ def file_example_input(path: str) -> list[Any]:
     example = file_example(text)
     if example is None:
         raise InputError("no input: give --input TEXT or --input-json JSON",
-                         hint='a file written for the original REPL may set one: set example "hello"')
+                         hint=_commented_example(text, path)
+                         or 'a file written for the original REPL may set one: set example "hello"')
     # the example may name the file's own values (`set example example2`), as in the original REPL
     session = Session()
     session.exec_source(text, path, directory=Path(path).resolve().parent)

@@ -72,12 +72,11 @@ def picture_format(path: str, fmt: str | None) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from rasp_compiler.commands.options import check_not_empty
+    from rasp_compiler.viz.common import check_directory_of
 
     check_not_empty(args, "out", "output", "vocab")
     fmt = picture_format(args.out, args.format)
-    parent = os.path.dirname(os.path.abspath(args.out))
-    if not os.path.isdir(parent):
-        raise UserError(f"cannot write {args.out}: {parent} is not a directory")
+    check_directory_of(args.out)
     if not os.path.exists(args.target):
         raise UserError(f"{args.target}: no such file or directory",
                         hint="give a .rasp program or a directory written by 'rasp compile'")

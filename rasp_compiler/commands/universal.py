@@ -78,7 +78,11 @@ def register(subparsers) -> None:
     p.add_argument("action", nargs="?", choices=["lower-bound"], metavar="lower-bound",
                    help="compute the rank of the path-product span (d = 1) instead of building a UT")
     g = p.add_argument_group("class and construction")
-    g.add_argument("--construction", choices=["sparse", "looped", "multihead", "paths", "random"])
+    g.add_argument("--construction", choices=["sparse", "looped", "multihead", "paths", "random"],
+                   help="sparse: 0/1 blocks, 1 head, no residual; looped: the same, one shared layer "
+                        "applied L times; multihead: H heads, no values; paths: H heads with values "
+                        "(0/1 value masks, residual allowed); random: Gaussian R_Q, R_K, R_V "
+                        "(docs/universal.md; required to build, paths with --program)")
     g.add_argument("--layers", "-L", type=int, help="target layers L")
     g.add_argument("--heads", "-H", type=int, help="heads per layer H (default 1 when building)")
     g.add_argument("--dim", "-d", type=int, help="target width d")

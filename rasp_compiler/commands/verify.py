@@ -132,9 +132,11 @@ def main(args: argparse.Namespace) -> int:
     if found:
         shown = "\n".join(f"  {line}" for line in found[:10])
         more = f"\n  ... and {len(found) - 10} more" if len(found) > 10 else ""
+        hint = _output_hint(args, model.config, fresh_config) or (
+            "the model was edited, or compiled from another program or with other options "
+            "(--output NAME, as given to rasp compile)")
         print(f"error: {args.dir} is not what {args.file} compiles to with the options it records:\n"
-              f"{shown}{more}\n  hint: the model was edited, or compiled from another program or "
-              "with other options (--output NAME, as given to rasp compile)", file=sys.stderr)
+              f"{shown}{more}\n  hint: {hint}", file=sys.stderr)
         return 1
     n = sum(t.numel() for t in model.tensors.values())
     used = ", ".join(f"{k}={v!r}" for k, v in {"vocab": vocab, "max_len": max_len, **options}.items()
@@ -142,3 +144,21 @@ def main(args: argparse.Namespace) -> int:
     print(f"{args.dir} matches {args.file}: {len(model.tensors)} tensors ({n:,} values) byte for byte, "
           f"and the config\n  compiled with: {used}")
     return 0
+
+
+def _output_hint(args: argparse.Namespace, saved: dict, fresh: dict) -> str | None:
+    """When no --output was given and the model's output is another s-op of the program (it was
+    compiled with --output NAME): say which, rather than list every tensor as different."""
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.lang import load_program
+
+    node = (saved.get("output") or {}).get("node")
+    compiled = (fresh.get("output") or {}).get("node")
+    if args.output is not None or not isinstance(node, str) or node == compiled:
+        return None
+    try:
+        load_program(args.file, output=node)
+    except UserError:  # not a name of the program: nothing to suggest
+        return None
+    return (f"the model outputs '{node}', not the program's result: add --output {node} if it was "
+            "compiled with it")

@@ -149,7 +149,8 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
             vocab, input_range = ints, None
     vocab = vocab_list(vocab) if input_range is None else ["<number>"]
     if not vocab:
-        raise UserError("the vocabulary is empty", hint="give --vocab abc or --vocab '[\"a\",\"b\"]'")
+        raise UserError("the vocabulary (--vocab) is empty",
+                        hint='give the tokens: vocab="abc" or ["a", "b"] (--vocab abc on the command line)')
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r}", hint="use float32 or float64")
     if max_len < 1:

@@ -158,9 +158,13 @@ class Session(Expressions):
                         hint += f", or choose one with --output NAME (this file defines {shown})"
                     raise RaspError("the program has no result: no statement binds 'out'",
                                     file, hint=hint)
-                hint = self.user.suggest(output)
-                raise RaspError(f"no s-op or selector named '{output}' in the program", file,
-                                hint=f"did you mean '{hint}'?" if hint else None)
+                close = self.user.suggest(output)
+                public = sorted(n for n, v in names.items() if not n.startswith("_") and n != "out")
+                shown = ", ".join(public[:8]) + (", …" if len(public) > 8 else "")
+                # with no close name, say which there are rather than leave the user guessing
+                hint = f"did you mean '{close}'?" if close else \
+                    f"this file defines {shown}" if public else None
+                raise RaspError(f"no s-op or selector named '{output}' in the program", file, hint=hint)
             if not isinstance(value, (SOp, Selector)):
                 message = f"'{output}' is {a_kind(value)}, not an s-op or selector"
                 site = getattr(self, "_out_site", None) if output == "out" else None
@@ -386,7 +390,8 @@ class Session(Expressions):
             raise self.error(f"'{name}' loads itself (through {' → '.join(p.stem for p in self._loading)})",
                              token, ctx)
         try:
-            text = path.read_text(encoding="utf-8")
+            # a byte-order mark hid the REPL's load a first-line command (`set example`)
+            text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
         except (OSError, UnicodeDecodeError) as err:
             raise self.error(f"cannot read {path}: {err}", token, ctx) from None
         return path, text, Env(parent=self.library, label=name.removesuffix(".rasp"))

@@ -17,6 +17,7 @@ is legal wherever a statement is, and in a program file it draws nothing.
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Iterator
 
@@ -31,6 +32,43 @@ EXIT = re.compile(r"^\s*(exit|quit)(\s*\(\s*\))?\s*;?\s*$")
 _ONE_LINE = (SHOW_EXAMPLE, EXAMPLES_SWITCH, SEQ_DISPLAY)
 
 MISSING, OPEN, DONE = "missing", "open", "done"
+
+# the commands' words, for near_command
+_FIXED = ("show example", "show s-op example", "show selector example", "exit", "quit", "help")
+_SWITCHES = ("examples", "s-op examples", "selector examples", "full seq display")
+
+
+def _near(word: str, target: str, cutoff: float = 0.6) -> bool:
+    return difflib.SequenceMatcher(None, word.lower(), target).ratio() >= cutoff
+
+
+def near_command(code: str) -> str | None:
+    """The REPL command ``code`` (a line that is no statement) likely meant, or None: a typo of
+    one (`shwo example`, `set exmple "abc"`, `exampels off`), or a switch given neither on nor off
+    (`full seq display yes`).  The parser alone reads such a line as a statement missing a ';'."""
+    words = code.split()
+    if not words or len(words) > 5:
+        return None
+    m = re.match(r"\s*(\S+)\s+(?:(s-op|selector)\s+)?(\S+?)(?=[\s\"\[(]|$)(.*)$", code, re.S)
+    if m and _near(m.group(1), "set") and _near(m.group(3), "example", 0.7):
+        subset = f"{m.group(2)} " if m.group(2) else ""
+        return f"set {subset}example {m.group(4).strip()}".rstrip()
+    for command in _FIXED:
+        wanted = command.split()
+        # one word (`exitt`, `hlep`) must be closer: a name typed alone may go on over the next line
+        cutoff = 0.75 if len(wanted) == 1 else 0.6
+        if len(wanted) == 1 and not words[0].isalpha():  # `help(x` is a call going on
+            continue
+        if len(words) == len(wanted) and all(_near(w, c, cutoff) for w, c in zip(words, wanted, strict=True)):
+            return command
+    for switch in _SWITCHES:
+        wanted = switch.split()
+        if len(words) == len(wanted) + 1 and \
+                all(_near(w, c) for w, c in zip(words[:-1], wanted, strict=True)):
+            value = words[-1].lower()
+            state = "on" if _near(value, "on", 0.8) else "off" if _near(value, "off", 0.8) else "on | off"
+            return f"{switch} {state}"
+    return None
 
 
 def example_state(rest: str) -> tuple[str, str]:

@@ -248,6 +248,8 @@ def _misspelled_keyword(err: UnexpectedToken, text: str, file: str) -> RaspError
             continue
         for kw in difflib.get_close_matches(name, reserved, n=3, cutoff=0.5):
             shift = len(kw) - len(name)
+            if abs(shift) > 2:  # no typo: `bogus command` is not `bogus and` ('and' is in 'command')
+                continue
             fixed = text[:at] + kw + text[at + len(name):]
             reach = _parse_reach(fixed)
             # past the failing token and the one after it (or to the end of the input)

@@ -46,9 +46,17 @@ def check_picture_path(path: Any, fmt: str | None) -> None:
         where = f"fmt={fmt!r}" if fmt else f"the suffix of {path}"
         raise UserError(f"cannot draw {path}: unknown image format {chosen!r} ({where})",
                         hint=f"use one of: {', '.join(supported)}")
+    check_directory_of(path)
+
+
+def check_directory_of(path: str) -> None:
+    """Refuse a picture whose directory is missing, or is a file, saying which of the two."""
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
-        raise UserError(f"cannot write {path}: {parent} is not a directory")
+        if os.path.exists(parent):
+            raise UserError(f"cannot write {path}: {parent} is not a directory")
+        raise UserError(f"cannot write {path}: the directory {parent} does not exist",
+                        hint="create it first, or write the picture elsewhere")
 
 
 # Largest picture drawn, in pixels at 100 dpi: a 512-token trace of sort asked matplotlib for a
