@@ -65,6 +65,10 @@ def convert_input(values: Iterable[Any], type_name: str) -> list[Any]:
             raise InputError(f"tokens_{type_name} cannot read input position {i} "
                              f"({'true' if v else 'false'}) as {type_name}: a boolean is not a number",
                              hint="give numbers, e.g. 1 and 0")
+        if type_name == "int" and isinstance(v, float) and not v.is_integer():
+            # int() would truncate 1.5 to 1: a silent answer for another input
+            raise InputError(f"tokens_int cannot read input position {i} ({v!r}) as int: it is not a "
+                             "whole number", hint="give integers, or read the input with tokens_float")
         try:
             out.append(convert(v))
         except (TypeError, ValueError, OverflowError):

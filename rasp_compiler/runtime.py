@@ -850,6 +850,8 @@ class RaspModel:
                         i = self._ids.get(_token_key(str(tok)))
                     except ValueError:  # an int too long for str()
                         i = None
+                if i is None and isinstance(tok, float) and tok.is_integer() and not as_given:
+                    i = self._ids.get(_token_key(int(tok)))  # 1.0 is the token 1, as `rasp run` reads it
                 number = _number(tok) if isinstance(tok, str) else None
                 if i is None and number is not None and not as_given:
                     # `rasp eval --input 123` on a vocabulary of numbers, as `rasp run` reads tokens_int

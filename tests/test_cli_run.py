@@ -119,6 +119,24 @@ def test_run_input_conversion_error(tmp_path):
     assert "tokens_int cannot read input position 2 ('x') as int" in r.stderr
 
 
+def test_tokens_int_refuses_a_fraction_and_the_model_reads_a_whole_float(tmp_path):
+    """`rasp run` read 1.5 as int(1.5) == 1 (the answer for another input), while the compiled
+    model refused it; and the model refused 1.0, which `rasp run` reads as 1."""
+    prog = tmp_path / "ints.rasp"
+    prog.write_text("tokens = tokens_int;\nx = tokens * 2;\n")
+    r = rasp("run", str(prog), "--input-json", "[1.5, 2]")
+    assert r.returncode == 1 and "(1.5) as int: it is not a whole number" in r.stderr
+    assert "Traceback" not in r.stderr
+    model = str(tmp_path / "m")
+    assert rasp("compile", str(prog), "--vocab", "[1, 2, 3]", "--max-len", "5", "-o", model).returncode == 0
+    ran = rasp("run", str(prog), "--input-json", "[1.0, 2]")
+    evaluated = rasp("eval", model, "--input-json", "[1.0, 2]")
+    assert ran.returncode == evaluated.returncode == 0, evaluated.stderr
+    assert ran.stdout == evaluated.stdout == "[2, 4] (ints)\n"
+    r = rasp("eval", model, "--input-json", "[1.5, 2]")
+    assert r.returncode == 1 and "token 1.5 at position 0 of input 0 is not in the vocabulary" in r.stderr
+
+
 def test_run_help_has_an_example():
     r = rasp("run", "--help")
     assert r.returncode == 0
