@@ -474,3 +474,12 @@ def test_the_note_on_outputs_past_the_exact_integers_does_not_promise_the_tolera
     note = next(n for n in model.config["notes"] if "stops holding every integer" in n)
     assert "may differ from the interpreter by more than the numerical tolerance" in note
     assert "rasp check" in note
+
+
+def test_an_operator_that_fails_on_some_tokens_is_noted_in_the_languages_words() -> None:
+    """The note named the compiler's internal exception class ("x raises OperatorError: …");
+    an operator's own failure reads as the language's message, a user function's as Python's."""
+    program = program_from_source("tokens = tokens_int;\nx = 1 / (tokens - 1);\nx;\n")
+    notes = compile_program(program, [1, 2, 3], 3).config["notes"]
+    assert any(n.startswith("x fails (division by zero (1 / 0)) for 0:") for n in notes), notes
+    assert not any("OperatorError" in n for n in notes), notes

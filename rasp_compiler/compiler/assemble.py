@@ -19,6 +19,7 @@ from rasp_compiler.compiler.lowering import EmbedOp, Feature, HeadOp, Lowering, 
 from rasp_compiler.compiler.schedule import Schedule
 from rasp_compiler.compiler.values import json_value
 from rasp_compiler.graph.nodes import Aggregate, Map, SequenceMap, Tokens
+from rasp_compiler.graph.semantics import OperatorError
 
 # Score gap (in nats) between an attended and a not-attended key: exp(-gap) underflows to exactly
 # 0 in the dtype (smallest float32 subnormal ≈ exp(-103.3), float64 ≈ exp(-744.4)), so hard
@@ -384,7 +385,9 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
             shown_args = f"key {args[0]!r} and query {args[1]!r}"
         else:
             shown_args = repr(args[0]) if len(args) == 1 else "(" + ", ".join(map(repr, args)) + ")"
-        notes.append(f"{sid} raises {type(err).__name__}: {err} for {shown_args}: inputs that reach "
+        # an operator's own error is the language's message; a user function's, Python's exception
+        what = f"fails ({err})" if isinstance(err, OperatorError) else f"raises {type(err).__name__}: {err}"
+        notes.append(f"{sid} {what} for {shown_args}: inputs that reach "
                      "such values have no answer (the interpreter raises; the model's output there "
                      "is not checked)")
     if len(raising) > 3:
