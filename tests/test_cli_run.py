@@ -71,7 +71,7 @@ def test_run_json(reverse_file, tmp_path):
                     "tokens_float); x;\n")
     r = rasp("run", str(prog), "--input-json", "[1, 2.5, -3]", "--json")
     assert json.loads(r.stdout) == {"output": [2.0, 5.0, -6.0]}
-    r = rasp("run", str(prog), "--input-json", "[1, 2.5, -3]", "--json", "--output", "y")
+    r = rasp("run", str(prog), "--input-json", "[1, 2.0, -3]", "--json", "--output", "y")
     assert json.loads(r.stdout) == {"output": [True, True, False]}
     r = rasp("run", str(prog), "--input-json", "[1, 2, 3]", "--json", "--output", "z")
     assert json.loads(r.stdout) == {"output": [1.0, 1.5, 2.0]}
