@@ -281,3 +281,19 @@ def test_the_ray_grid_writes_the_local_grids_files(tmp_path):
     assert _comparable(remote) == _comparable(local)
     assert any("with Ray" in line for line in lines)
     assert grid.run_grid(configs, remote, ray=True, log=lines.append) == []   # not redone
+
+
+def test_write_atomic_gives_safetensors_the_umask_mode(tmp_path):
+    # safetensors' save_file creates its file 0600; the weights were unreadable to the group
+    # while config.json beside them was 0644
+    import torch
+    from safetensors.torch import save_file
+
+    old = os.umask(0o022)
+    try:
+        runfiles.write_atomic(tmp_path / "w.safetensors", lambda tmp: save_file({"x": torch.zeros(1)}, tmp))
+        runfiles.write_atomic(tmp_path / "c.json", "{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "w.safetensors").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "c.json").stat().st_mode & 0o777 == 0o644

@@ -36,7 +36,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from rasp_compiler.atomic_dir import fsync_path, process_alive
+from rasp_compiler.atomic_dir import file_mode, fsync_path, process_alive
 from rasp_compiler.errors import ArtifactError, UserError
 from rasp_compiler.experiments.data import task_spec
 from rasp_compiler.experiments.models import EmbeddingProgrammedTransformer, ModelConfig
@@ -92,6 +92,7 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], None] | str) ->
             tmp.write_text(write, encoding="utf-8")
         else:
             write(str(tmp))
+        os.chmod(tmp, file_mode())  # safetensors' save_file creates 0600 whatever the umask
         fd = os.open(tmp, os.O_RDONLY)
         try:
             os.fsync(fd)
