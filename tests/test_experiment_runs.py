@@ -297,3 +297,25 @@ def test_write_atomic_gives_safetensors_the_umask_mode(tmp_path):
         os.umask(old)
     assert (tmp_path / "w.safetensors").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "c.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_run_refuses_an_out_that_holds_a_compiled_model_and_keeps_its_files(tmp_path):
+    # `rasp experiment dyck1 --out DIR` on a `rasp compile -o DIR` replaced the compiled model's
+    # config.json and model.safetensors without a word
+    from rasp_compiler.runtime import FORMAT as MODEL_FORMAT
+
+    model, other = tmp_path / "model", tmp_path / "other"
+    for d, config in ((model, {"format": MODEL_FORMAT}), (other, ["not", "a", "run"])):
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps(config))
+        (d / "model.safetensors").write_bytes(b"weights")
+    with pytest.raises(UserError, match="holds a compiled model .rasp compile.: the run would replace"):
+        train(tiny(), out=model, progress=False)
+    with pytest.raises(UserError, match="holds files that are not an experiment run's"):
+        train(tiny(), out=other, progress=False)
+    for d in (model, other):
+        assert sorted(p.name for p in d.iterdir()) == ["config.json", "model.safetensors"]
+        assert (d / "model.safetensors").read_bytes() == b"weights"
+    done = tmp_path / "done"
+    train(tiny(), out=done, progress=False)
+    train(tiny(), out=done, progress=False)     # an earlier run's directory is still fine

@@ -156,6 +156,26 @@ MIXED_HINT = ("a run killed while it saved, or a file copied from another run: r
               "again (it resumes from its last checkpoint where one is left)")
 
 
+def refuse_foreign_config(out: str | os.PathLike, flag: str = "--out") -> None:
+    """Refuse to train into ``out`` when its ``config.json`` is not a run's (a compiled model's,
+    say): a run writes ``config.json`` and ``model.safetensors`` there and would replace them."""
+    config = Path(out) / CONFIG_FILE
+    if not config.is_file():
+        return
+    try:
+        meta = read_json(config)
+    except (OSError, ValueError):
+        meta = None
+    if isinstance(meta, dict) and (meta.get("format") == RUN_FORMAT or ("run" in meta and "model" in meta)):
+        return
+    from rasp_compiler.runtime import FORMAT as MODEL_FORMAT
+
+    what = ("a compiled model (rasp compile)" if isinstance(meta, dict) and meta.get("format") == MODEL_FORMAT
+            else "files that are not an experiment run's")
+    raise UserError(f"{flag} {out} holds {what}: the run would replace its {CONFIG_FILE} and "
+                    f"{WEIGHTS_FILE}", f"choose another {flag}: an empty directory or an earlier run's")
+
+
 def load_checkpoint(path: str | os.PathLike) -> tuple[EmbeddingProgrammedTransformer, dict]:
     """Rebuild a saved model (no pickle): the config from JSON, the weights from safetensors,
     after checking that the files are one run's (the digests in ``config.json``)."""
