@@ -853,3 +853,22 @@ def test_the_accuracy_plot_of_one_result_fits_its_legend_and_labels(tmp_path):
         warnings.simplefilter("error")
         report.write_report(res, tmp_path / "e.md", tmp_path / "img", quick=True)
     assert (tmp_path / "img" / "experiments_quick_accuracy.png").is_file()
+
+
+@pytest.mark.parametrize("quick,expected", [(True, "runs/experiments-quick/checkpoints"),
+                                            (False, "runs/experiments")])
+def test_table_keeps_the_quick_grids_checkpoints_with_its_other_files(quick, expected, tmp_path,
+                                                                      monkeypatch):
+    # --quick's help says its grid is written to runs/experiments-quick/, but the checkpoints went
+    # to runs/experiments/NAME beside the full grid's
+    from rasp_compiler.experiments import grid
+
+    seen = []
+    monkeypatch.setattr(grid, "run_grid", lambda *a, **k: seen.append(k["checkpoints"]) or [])
+    monkeypatch.setattr("rasp_compiler.experiments.report.write_report", lambda *a, **k: None)
+    monkeypatch.chdir(tmp_path)
+    args = ["experiment", "table", "--only", "dyck1_random", "--results", "r", "--doc", "e.md",
+            "--img", "img"]
+    assert cli_main(args + (["--quick"] if quick else [])) == 0
+    assert cli_main(args + ["--checkpoints", "mine"]) == 0
+    assert seen == [expected, "mine"]
