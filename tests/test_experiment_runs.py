@@ -281,3 +281,41 @@ def test_the_ray_grid_writes_the_local_grids_files(tmp_path):
     assert _comparable(remote) == _comparable(local)
     assert any("with Ray" in line for line in lines)
     assert grid.run_grid(configs, remote, ray=True, log=lines.append) == []   # not redone
+
+
+def test_write_atomic_gives_safetensors_the_umask_mode(tmp_path):
+    # safetensors' save_file creates its file 0600; the weights were unreadable to the group
+    # while config.json beside them was 0644
+    import torch
+    from safetensors.torch import save_file
+
+    old = os.umask(0o022)
+    try:
+        runfiles.write_atomic(tmp_path / "w.safetensors", lambda tmp: save_file({"x": torch.zeros(1)}, tmp))
+        runfiles.write_atomic(tmp_path / "c.json", "{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "w.safetensors").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "c.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_run_refuses_an_out_that_holds_a_compiled_model_and_keeps_its_files(tmp_path):
+    # `rasp experiment dyck1 --out DIR` on a `rasp compile -o DIR` replaced the compiled model's
+    # config.json and model.safetensors without a word
+    from rasp_compiler.runtime import FORMAT as MODEL_FORMAT
+
+    model, other = tmp_path / "model", tmp_path / "other"
+    for d, config in ((model, {"format": MODEL_FORMAT}), (other, ["not", "a", "run"])):
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps(config))
+        (d / "model.safetensors").write_bytes(b"weights")
+    with pytest.raises(UserError, match="holds a compiled model .rasp compile.: the run would replace"):
+        train(tiny(), out=model, progress=False)
+    with pytest.raises(UserError, match="holds files that are not an experiment run's"):
+        train(tiny(), out=other, progress=False)
+    for d in (model, other):
+        assert sorted(p.name for p in d.iterdir()) == ["config.json", "model.safetensors"]
+        assert (d / "model.safetensors").read_bytes() == b"weights"
+    done = tmp_path / "done"
+    train(tiny(), out=done, progress=False)
+    train(tiny(), out=done, progress=False)     # an earlier run's directory is still fine

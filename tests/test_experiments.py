@@ -834,3 +834,41 @@ def test_a_run_larger_than_the_free_memory_is_refused_up_front(monkeypatch) -> N
         validate(cfg)
     monkeypatch.setattr(train_module, "available_memory", lambda: need + 1)
     validate(cfg)
+
+
+def test_the_accuracy_plot_of_one_result_fits_its_legend_and_labels(tmp_path):
+    # `rasp experiment table --quick --only dyck1_random` drew a 2.8-inch figure: matplotlib warned
+    # "Tight layout not applied" on stderr and the saved image lost its legend and x label
+    import warnings
+
+    from rasp_compiler.experiments import report
+
+    res = tmp_path / "results"
+    res.mkdir()
+    result = {"task": "dyck1", "k": None, "backbone": "random", "arch": "attn", "seed": 0,
+              "width": 32, "steps": 400, "test_accuracy": 0.806641, "majority_baseline": 0.541992,
+              "trainable_params": 2146, "frozen_params": 8192, "seconds": 8.41}
+    (res / "dyck1_random_attn_w32_L2_H4_s400_b64_lr0.01_seed0.json").write_text(json.dumps(result))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report.write_report(res, tmp_path / "e.md", tmp_path / "img", quick=True)
+    assert (tmp_path / "img" / "experiments_quick_accuracy.png").is_file()
+
+
+@pytest.mark.parametrize("quick,expected", [(True, "runs/experiments-quick/checkpoints"),
+                                            (False, "runs/experiments")])
+def test_table_keeps_the_quick_grids_checkpoints_with_its_other_files(quick, expected, tmp_path,
+                                                                      monkeypatch):
+    # --quick's help says its grid is written to runs/experiments-quick/, but the checkpoints went
+    # to runs/experiments/NAME beside the full grid's
+    from rasp_compiler.experiments import grid
+
+    seen = []
+    monkeypatch.setattr(grid, "run_grid", lambda *a, **k: seen.append(k["checkpoints"]) or [])
+    monkeypatch.setattr("rasp_compiler.experiments.report.write_report", lambda *a, **k: None)
+    monkeypatch.chdir(tmp_path)
+    args = ["experiment", "table", "--only", "dyck1_random", "--results", "r", "--doc", "e.md",
+            "--img", "img"]
+    assert cli_main(args + (["--quick"] if quick else [])) == 0
+    assert cli_main(args + ["--checkpoints", "mine"]) == 0
+    assert seen == [expected, "mine"]

@@ -521,6 +521,24 @@ def test_builder_mistakes_are_user_errors_and_tracr_builtins(case: str) -> None:
     assert isinstance(err.value, builtin) and str(err.value)
 
 
+def test_a_selector_argument_given_an_s_op_names_the_argument_and_how_to_build_one() -> None:
+    """It said only "expected a selector, got SOp": not which argument, nor what to do."""
+    from rasp_compiler import pyapi as rasp
+
+    t = rasp.tokens
+    sel = rasp.Select(t, t, "==")
+    cases = {"Aggregate's selector (its first argument)": lambda: rasp.Aggregate(t, t),
+             "SelectorWidth's input": lambda: rasp.SelectorWidth(t),
+             "each side of a selector &": lambda: sel & t,
+             "each side of a selector |": lambda: sel | t,
+             "selector_not's input": lambda: rasp.SelectorNot(t)}
+    for what, make in cases.items():
+        with pytest.raises(rasp.PyApiTypeError) as err:
+            make()
+        assert err.value.message == f"{what} must be a selector, got an s-op (tokens)"
+        assert "Select(keys, queries, predicate)" in err.value.hint
+
+
 def test_compile_program_names_its_options_and_refuses_a_causal_that_is_no_bool() -> None:
     """Audit: the options hid behind **options (a typo read as a plain TypeError, help() showed
     nothing), and causal="no" compiled causally, a non-empty string being truthy."""

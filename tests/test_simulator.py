@@ -44,6 +44,15 @@ def test_layout_places_every_entry() -> None:
         lay.check_sequence(np.zeros(21))
 
 
+def test_read_output_of_the_wrong_length_is_a_user_error() -> None:
+    """It was numpy's "cannot reshape array of size 2 into shape (2,2)"."""
+    lay = SequenceLayout(2, 2, 1)
+    assert lay.read_output(np.zeros((3, lay.length))).shape == (3, 2, 2)
+    for out in ([1.0, 2.0], np.zeros(lay.length + 1), 5.0):
+        with pytest.raises(UserError, match=f"U for n=2, d=2, H=1 writes exactly {lay.length}"):
+            lay.read_output(out)
+
+
 def test_generated_source_means_the_attention_layer() -> None:
     """U's RASP program, run by the interpreter, is T(X) (independent of the compiler)."""
     lay = SequenceLayout(3, 2, 2)

@@ -242,3 +242,14 @@ def test_failed_check_ends_with_one_error_line(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: max |UT(X,E) - T(X)| = ")
     assert err[0].endswith("is above the tolerance 1e-08")
+
+
+
+def test_failed_check_with_json_says_why_on_stderr(capsys):
+    """With --json it exited 1 with no word: the JSON has no tolerance and stderr was empty."""
+    assert main(["universal", "--construction", "sparse", "--layers", "1", "--dim", "2", "--check",
+                 "--trials", "1", "--lengths", "2", "--tolerance", "0", "--json"]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["max_abs_error"] > 0
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("is above the tolerance 0")

@@ -184,10 +184,11 @@ def register(subparsers) -> None:
     t.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
                    help="start no run after this many seconds, a positive number (runs in flight "
                         "finish; the rest stay missing for the next invocation)")
-    t.add_argument("--checkpoints", default="runs/experiments", metavar="DIR",
+    t.add_argument("--checkpoints", default=None, metavar="DIR",
                    help="where each run keeps its checkpoint and resume state, DIR/NAME (default "
-                        "runs/experiments; with --ray, a directory every node can write, shared for "
-                        "a killed run to resume on another node)")
+                        "runs/experiments, with --quick runs/experiments-quick/checkpoints; with "
+                        "--ray, a directory every node can write, shared for a killed run to resume "
+                        "on another node)")
     _add_checkpoint_options(t)
     t.add_argument("--report-only", action="store_true", help="run nothing; rewrite the report")
     t.add_argument("--dry-run", action="store_true", help="list the missing runs and stop")
@@ -307,11 +308,14 @@ def _table(args) -> int:
         results = args.results or "runs/experiments-quick/results"
         doc = args.doc or "runs/experiments-quick/experiments.md"
         img = args.img or "runs/experiments-quick/img"
+        # beside the quick grid's other files, as --quick's help says (they went to runs/experiments)
+        checkpoints = args.checkpoints or "runs/experiments-quick/checkpoints"
     else:
         configs = grid.full_grid(device=args.device)
         results = args.results or "docs/results/experiments"
         doc = args.doc or "docs/experiments.md"
         img = args.img or "docs/img"
+        checkpoints = args.checkpoints or "runs/experiments"
     if args.only:
         import re
         try:
@@ -353,7 +357,7 @@ def _table(args) -> int:
         grid.run_grid(configs, results, jobs=args.jobs or (None if args.ray is not None else 1),
                       progress=sys.stderr.isatty(), ray=args.ray is not None,
                       ray_address=args.ray or None,
-                      time_budget=args.time_budget, checkpoints=args.checkpoints,
+                      time_budget=args.time_budget, checkpoints=checkpoints,
                       checkpoint_every=args.checkpoint_every,
                       checkpoint_minutes=args.checkpoint_minutes)
     report.write_report(results, doc, img, quick=args.quick)

@@ -319,7 +319,7 @@ def _build(args: argparse.Namespace) -> int:
         raise UserError(f"the UT's output is not finite (NaN or inf) on {what}",
                         hint="its weights or E overflow " + args.dtype
                              + (": try --dtype float64" if args.dtype == "float32" else ""))
-    if not ok and not args.json:
+    if not ok:   # with --json too: on stderr, beside the JSON, or exit 1 came without a reason
         print(f"error: max |UT(X,E) - T(X)| = {report.max_abs_error:.3e} is above the tolerance {tol:g}",
               file=sys.stderr)
     return 0 if ok else 1

@@ -36,7 +36,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from rasp_compiler.atomic_dir import fsync_path, process_alive
+from rasp_compiler.atomic_dir import file_mode, fsync_path, process_alive
 from rasp_compiler.errors import ArtifactError, UserError
 from rasp_compiler.experiments.data import task_spec
 from rasp_compiler.experiments.models import EmbeddingProgrammedTransformer, ModelConfig
@@ -92,6 +92,7 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], None] | str) ->
             tmp.write_text(write, encoding="utf-8")
         else:
             write(str(tmp))
+        os.chmod(tmp, file_mode())  # safetensors' save_file creates 0600 whatever the umask
         fd = os.open(tmp, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -153,6 +154,26 @@ def save_checkpoint(model: EmbeddingProgrammedTransformer, run: dict, result: di
 
 MIXED_HINT = ("a run killed while it saved, or a file copied from another run: run the experiment "
               "again (it resumes from its last checkpoint where one is left)")
+
+
+def refuse_foreign_config(out: str | os.PathLike, flag: str = "--out") -> None:
+    """Refuse to train into ``out`` when its ``config.json`` is not a run's (a compiled model's,
+    say): a run writes ``config.json`` and ``model.safetensors`` there and would replace them."""
+    config = Path(out) / CONFIG_FILE
+    if not config.is_file():
+        return
+    try:
+        meta = read_json(config)
+    except (OSError, ValueError):
+        meta = None
+    if isinstance(meta, dict) and (meta.get("format") == RUN_FORMAT or ("run" in meta and "model" in meta)):
+        return
+    from rasp_compiler.runtime import FORMAT as MODEL_FORMAT
+
+    what = ("a compiled model (rasp compile)" if isinstance(meta, dict) and meta.get("format") == MODEL_FORMAT
+            else "files that are not an experiment run's")
+    raise UserError(f"{flag} {out} holds {what}: the run would replace its {CONFIG_FILE} and "
+                    f"{WEIGHTS_FILE}", f"choose another {flag}: an empty directory or an earlier run's")
 
 
 def load_checkpoint(path: str | os.PathLike) -> tuple[EmbeddingProgrammedTransformer, dict]:

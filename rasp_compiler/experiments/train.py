@@ -47,6 +47,7 @@ from rasp_compiler.experiments.runfiles import (
     ResumeState,
     load_checkpoint,  # noqa: F401  (read from here by users of the Python API)
     load_resume,
+    refuse_foreign_config,
     remove_resume,
     remove_stale_temporaries,
     restore_rng,
@@ -247,6 +248,7 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
     validate(cfg)
     if out is not None:
         prepare_out(out)       # before training: an unwritable --out must not cost the whole run
+        refuse_foreign_config(out)
         remove_stale_temporaries(out)
     t0, c0 = time.time(), time.process_time()
     torch.set_num_threads(max(1, cfg.threads))    # on cuda too: parallel runs share the host's cores

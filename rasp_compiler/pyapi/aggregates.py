@@ -16,7 +16,7 @@ class SelectorWidth(SOp):
     """How many keys each query selects."""
 
     def __init__(self, selector: Selector) -> None:
-        super().__init__(WidthNode, (_selector(selector),))
+        super().__init__(WidthNode, (_selector(selector, "SelectorWidth's input"),))
 
     @property
     def selector(self) -> Selector:
@@ -35,7 +35,8 @@ class Aggregate(SOp):
         if default is None:
             default = False if sop.boolean else 0
         default = _atom(default, "aggregate's default")
-        super().__init__(AggregateNode, (_selector(selector), sop), default=default)
+        selector = _selector(selector, "Aggregate's selector (its first argument)")
+        super().__init__(AggregateNode, (selector, sop), default=default)
         self.boolean = sop.boolean and isinstance(default, bool)
 
     selector = property(lambda self: self.inputs[0])

@@ -305,9 +305,13 @@ class Selector(RASPExpr):
         return SelectorNot(self)
 
 
-def _selector(value: Any) -> Selector:
+def _selector(value: Any, what: str) -> Selector:
+    """``value`` if it is a selector; else an error naming the argument (``what``), since
+    ``Aggregate(tokens, tokens)`` (the arguments swapped or the select left out) is common."""
     if not isinstance(value, Selector):
-        raise PyApiTypeError(f"expected a selector, got {type(value).__name__}")
+        got = f"an s-op ({value.label})" if isinstance(value, SOp) else type(value).__name__
+        raise PyApiTypeError(f"{what} must be a selector, got {got}",
+                             hint="build one with Select(keys, queries, predicate)")
     return value
 
 

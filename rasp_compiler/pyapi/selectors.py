@@ -123,7 +123,7 @@ class ConstantSelector(Selector):
 
 class SelectorAnd(Selector):
     def __init__(self, fst: Selector, snd: Selector) -> None:
-        super().__init__(AndNode, (_selector(fst), _selector(snd)))
+        super().__init__(AndNode, tuple(_selector(x, "each side of a selector &") for x in (fst, snd)))
 
     fst = property(lambda self: self.inputs[0])
     snd = property(lambda self: self.inputs[1])
@@ -131,7 +131,7 @@ class SelectorAnd(Selector):
 
 class SelectorOr(Selector):
     def __init__(self, fst: Selector, snd: Selector) -> None:
-        super().__init__(OrNode, (_selector(fst), _selector(snd)))
+        super().__init__(OrNode, tuple(_selector(x, "each side of a selector |") for x in (fst, snd)))
 
     fst = property(lambda self: self.inputs[0])
     snd = property(lambda self: self.inputs[1])
@@ -139,7 +139,7 @@ class SelectorOr(Selector):
 
 class SelectorNot(Selector):
     def __init__(self, inner: Selector) -> None:
-        super().__init__(NotNode, (_selector(inner),))
+        super().__init__(NotNode, (_selector(inner, "selector_not's input"),))
 
     inner = property(lambda self: self.inputs[0])
 

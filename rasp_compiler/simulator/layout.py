@@ -93,6 +93,10 @@ class SequenceLayout:
         """T(X) [n, H*d] from U's output sequence [L] (or a batch [B, L] -> [B, n, H*d])."""
         out = np.asarray(out)
         k = self.n * self.output_width
+        if out.ndim == 0 or out.shape[-1] != self.length:   # numpy's reshape error names no sizes
+            raise InputError(f"U's output has {out.shape[-1] if out.ndim else 0} values per sequence, but U "
+                             f"for n={self.n}, d={self.d}, H={self.heads} writes exactly {self.length}",
+                             hint="pass the whole output of U's run (one value per input position)")
         return out[..., :k].reshape(*out.shape[:-1], self.n, self.output_width)
 
 

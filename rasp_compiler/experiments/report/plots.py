@@ -77,7 +77,10 @@ def _accuracy(plt, main: MainCells, got: Got):
         m = statistics.median(accs)
         return m, (m - min(accs), max(accs) - m)
 
-    fig, ax = plt.subplots(figsize=(8.5, 0.42 * len(rows) + 2.4))
+    # at least 4 rows' height: a shorter figure has no room for the legend below the axes
+    # (a partial grid, `table --only ...`, lost its legend and x label)
+    shown = max(len(rows), 4)
+    fig, ax = plt.subplots(figsize=(8.5, 0.42 * shown + 2.4))
     h = 0.38
     for i, (_, rs, best, floor, colour) in enumerate(rows):
         m, e = spread(rs)
@@ -89,6 +92,8 @@ def _accuracy(plt, main: MainCells, got: Got):
                     hatch="//", edgecolor="black", linewidth=0.4)
             ax.plot([floor, floor], [i - 0.45, i + 0.45], color="black", lw=1.4)
     ax.set_yticks(range(len(rows)), [f"{r[0]} ({len(r[1])} seeds)" for r in rows], fontsize=7)
+    if len(rows) < shown:
+        ax.set_ylim(-0.5, shown - 0.5)   # bars of the usual thickness, from the top
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.set_xlabel("test accuracy (median over seeds; whiskers: min–max)")
@@ -103,7 +108,7 @@ def _accuracy(plt, main: MainCells, got: Got):
                 Line2D([0], [0], color="black", lw=1.4, label="the floor for that cell")]
     # below the axes: inside, it would cover the last rows
     ax.legend(handles=handles, fontsize=7, loc="upper center", ncol=3, framealpha=0.9,
-              bbox_to_anchor=(0.5, -0.6 / (0.42 * len(rows))))
+              bbox_to_anchor=(0.5, -0.6 / (0.42 * shown)))
     ax.set_title("Embedding-only training: the base grid and the best setting per cell", fontsize=9)
     fig.tight_layout()
     return fig
