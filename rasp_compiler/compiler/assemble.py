@@ -385,7 +385,7 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
             shown_args = f"key {args[0]!r} and query {args[1]!r}"
         else:
             shown_args = repr(args[0]) if len(args) == 1 else "(" + ", ".join(map(repr, args)) + ")"
-        # an operator's own error is the language's message; a user function's, Python's exception
+        # an operator's own failure in the language's words; a user function's as Python raised it
         what = f"fails ({err})" if isinstance(err, OperatorError) else f"raises {type(err).__name__}: {err}"
         notes.append(f"{sid} {what} for {shown_args}: inputs that reach "
                      "such values have no answer (the interpreter raises; the model's output there "

@@ -24,6 +24,7 @@ from rasp_compiler.compiler.analysis.domains import (
     _lookup,
     lookup_columns,
 )
+from rasp_compiler.compiler.analysis.selector_formulas import failure_reason
 from rasp_compiler.compiler.analysis.sinfo import SInfo
 from rasp_compiler.compiler.forms import linear_form
 from rasp_compiler.compiler.values import sorted_values
@@ -86,6 +87,14 @@ class MapTables:
         if posaff is not None:
             info.posaff = posaff
         self._check_deterministic(node, samples)
+        if not samples and node.id in self.failures:  # called, and never answered
+            args, err = self.failures[node.id]
+            shown = repr(args[0]) if len(args) == 1 else "(" + ", ".join(map(repr, args)) + ")"
+            raise self.error(node.id, f"the function of {self.describe(node.id)} fails on every value "
+                             f"it may receive, so no input has an answer: on {shown}, "
+                             f"{failure_reason(err)}",
+                             hint="a map's function takes one value (a sequence map's, one per "
+                                  "input s-op) and returns one")
         if node.id in self.non_atoms:
             args, value = self.non_atoms[node.id]
             shown = repr(args[0]) if len(args) == 1 else "(" + ", ".join(map(repr, args)) + ")"

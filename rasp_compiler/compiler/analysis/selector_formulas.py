@@ -55,7 +55,7 @@ class SelectorFormulas:
                         "(to numbers, or to strings)")
                 raise self.error(atom.select, f"the {what} of {self.describe(atom.select)} fails on "
                                  f"every pair of values it may compare, so no input has an answer: "
-                                 f"on key {key!r} and query {query!r}, {_reason(err)}", hint=hint)
+                                 f"on key {key!r} and query {query!r}, {failure_reason(err)}", hint=hint)
             self.failures.setdefault(atom.select, ((key, query), err))
 
     def _absorbed(self, f: sl.Formula) -> sl.Formula:
@@ -207,6 +207,6 @@ def _pair_truth(f: sl.Formula, known: dict[sl.Atom, np.ndarray]) -> tuple[bool, 
     return any(t for t, _ in parts), all(fl for _, fl in parts)
 
 
-def _reason(err: Exception) -> str:
-    """The interpreter's words for a failed comparison; a Python error with its type."""
+def failure_reason(err: Exception) -> str:
+    """The interpreter's words for a failed operation; a Python error with its type."""
     return str(err) if isinstance(err, (UserError, OperatorError)) else f"{type(err).__name__}: {err}"
