@@ -762,7 +762,12 @@ class RaspModel:
         except (OSError, ValueError, RecursionError) as err:  # RecursionError: absurdly deep nesting
             raise ModelArtifactError(f"{cpath} is not valid JSON ({err})") from None
         if not isinstance(config, dict) or config.get("format") != FORMAT:
-            raise ModelArtifactError(f"{cpath} is not a rasp-compiler model config (format {FORMAT})")
+            hint = None
+            if isinstance(config, dict) and str(config.get("format", "")).startswith("rasp-experiment"):
+                # a trained run's directory (rasp experiment): its own files, not a compiled model
+                hint = ("this is a `rasp experiment` run; `rasp experiment probe DIR` reads it, and "
+                        "`rasp compile` writes the models that `rasp eval` and `rasp export` load")
+            raise ModelArtifactError(f"{cpath} is not a rasp-compiler model config (format {FORMAT})", hint=hint)
         if metadata.get("config_sha256") != config_digest(config):
             raise ModelArtifactError(f"{cpath} does not match {wpath}: the config was edited or belongs to "
                                      "another model", hint="compile the model again")

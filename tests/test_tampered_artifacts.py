@@ -457,3 +457,14 @@ def test_a_model_path_of_the_wrong_kind_is_named_as_such(categorical: Path, tmp_
     with pytest.raises(ModelArtifactError, match=r"plain/sub: cannot write the model there: .*plain is a "
                        r"file, not a directory"):
         model.save(str(tmp_path / "plain" / "sub"))
+
+
+def test_a_trained_runs_directory_is_named_as_such(tmp_path: Path) -> None:
+    """`rasp export RUN` on a `rasp experiment` run said only "not a rasp-compiler model config"."""
+    run = tmp_path / "run1"
+    run.mkdir()
+    save_file({"w": torch.zeros(2)}, str(run / "model.safetensors"))
+    (run / "config.json").write_text(json.dumps({"format": "rasp-experiment-run/1", "run": {}, "model": {}}))
+    with pytest.raises(ModelArtifactError, match="not a rasp-compiler model config") as err:
+        RaspModel.load(str(run))
+    assert "`rasp experiment` run" in str(err.value) and "rasp experiment probe" in str(err.value)
