@@ -767,7 +767,8 @@ class RaspModel:
                 # a trained run's directory (rasp experiment): its own files, not a compiled model
                 hint = ("this is a `rasp experiment` run; `rasp experiment probe DIR` reads it, and "
                         "`rasp compile` writes the models that `rasp eval` and `rasp export` load")
-            raise ModelArtifactError(f"{cpath} is not a rasp-compiler model config (format {FORMAT})", hint=hint)
+            raise ModelArtifactError(f"{cpath} is not a rasp-compiler model config (format {FORMAT})",
+                                     hint=hint)
         if metadata.get("config_sha256") != config_digest(config):
             raise ModelArtifactError(f"{cpath} does not match {wpath}: the config was edited or belongs to "
                                      "another model", hint="compile the model again")
