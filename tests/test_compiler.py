@@ -413,7 +413,8 @@ def test_a_function_that_answers_differently_each_time_is_refused() -> None:
     with pytest.raises(CompileError, match=r"gave \d+ and then \d+ for 'a'.*same result every time"):
         rasp.compile_program(rasp.Map(lambda x: next(counter), rasp.tokens), "ab", 4)
     nan_map = rasp.Map(lambda x: float("nan") if x == "a" else 1.0, rasp.tokens)
-    assert rasp.compile_program(nan_map, "ab", 4).n_layers == 0  # NaN is NaN every time
+    with pytest.raises(CompileError, match="gives nan"):  # refused as NaN, not as changing: NaN is NaN
+        rasp.compile_program(nan_map, "ab", 4)
 
 
 SHUFFLE_DYCK2_BOOLS = """
@@ -502,3 +503,14 @@ def test_a_map_that_fails_on_every_value_is_refused_as_a_select_is() -> None:
     program, model = compile_src("tokens = tokens_int;\nx = 1 / (tokens - 1);\nx;", vocab=[1, 2, 3],
                                  max_len=3)
     assert model.run([[2, 3]]) == [[1.0, 0.5]]
+
+
+def test_a_map_that_gives_nan_is_refused_at_compile_time() -> None:
+    """A numerical map giving NaN compiled, and the model's NaN output was then blamed on damaged
+    weights ("please report"); a categorical NaN cannot be looked up at all (NaN != NaN)."""
+    from rasp_compiler import pyapi as rasp
+
+    for sop in (rasp.numerical(rasp.Map(lambda x: float("nan"), rasp.tokens)),
+                rasp.Map(lambda x: float("nan") if x == "a" else 1.0, rasp.tokens)):
+        with pytest.raises(CompileError, match="gives nan for 'a': a compiled model cannot carry NaN"):
+            rasp.compile_program(sop, vocab="ab", max_len=3)

@@ -64,7 +64,7 @@ class MapTables:
                 raise
             if isinstance(value, np.generic):  # a NumPy scalar from a Python function: its number
                 value = value.item()
-            if not _is_value(value):
+            if not _is_value(value) or (isinstance(value, float) and math.isnan(value)):
                 self.non_atoms.setdefault(_id, (args, value))
                 raise _NotAnAtom
             if isinstance(value, tuple) or (isinstance(value, (int, float)) and value in (0, 1)):
@@ -98,6 +98,10 @@ class MapTables:
         if node.id in self.non_atoms:
             args, value = self.non_atoms[node.id]
             shown = repr(args[0]) if len(args) == 1 else "(" + ", ".join(map(repr, args)) + ")"
+            if isinstance(value, float):  # NaN: it equals nothing, so no one-hot or table holds it
+                raise self.error(node.id, f"{self.describe(node.id)} gives nan for {shown}: a compiled "
+                                 "model cannot carry NaN (it equals no value, and any sum with it is "
+                                 "NaN)", hint="return a number, or test for that case first")
             raise self.error(node.id, f"{self.describe(node.id)} gives {value!r} for {shown}: the "
                              "value of an s-op at a position is a string, a number or a boolean "
                              "(or a tuple of them)",
