@@ -423,10 +423,9 @@ class _Attention:
             both = _nonzero_along(wq, 2) & _nonzero_along(wk, 2)
             if int(both.sum()) <= COLUMNS_MAX_SHARE * e:
                 wq, wk = wq.index_select(2, _index(both)), wk.index_select(2, _index(both))
-        # The value dimensions stay whole: attn @ v adds one term per key, and MKL's float64
-        # matrix product adds a column's terms in an order that depends on how many columns
-        # the product has (on an AMD EPYC with AVX-512: attn @ v[..., :1] differs in the last bit
-        # from (attn @ v)[..., :1]), so dropping v's unused columns changed tracr/sort's logits.
+        # The value dimensions stay whole: attn @ v sums one term per key, and a BLAS may add a
+        # column's terms in an order that depends on how many columns the product has, so fewer
+        # columns than the dense path's would change the logits' last bits (DEVELOPERS.md).
         qk, ov = wq.shape[2], wv.shape[2]
         # [h, d, e] as one [d, h * e] product: every head's columns side by side
         def side_by_side(w: torch.Tensor) -> torch.Tensor:

@@ -196,9 +196,10 @@ def weights_from_args(args: argparse.Namespace) -> CompiledWeights:
                         hint="the longest input the model accepts, e.g. --max-len 16")
     if args.max_len < 1:
         raise UserError(f"--max-len must be at least 1, got {args.max_len}")
-    fixed = _fixed_length(args)
+    fixed, from_file = _fixed_length(args)
+    args.fixed_length = fixed
     if fixed is not None and not 1 <= fixed <= args.max_len:  # compile_program names its keywords
-        stated = "" if args.fixed_length_given else f" ({args.file}'s '# fixed-length' line)"
+        stated = f" ({args.file}'s '# fixed-length' line)" if from_file else ""
         raise UserError(f"--fixed-length {fixed}{stated} is not between 1 and {longest} ({args.max_len})",
                         hint="the one input length the model takes, 1 to the longest"
                              + ("" if longest == "--max-len" else "; give --max-len for longer inputs"))
@@ -220,21 +221,19 @@ def weights_from_args(args: argparse.Namespace) -> CompiledWeights:
         status.close()
 
 
-def _fixed_length(args: argparse.Namespace) -> int | None:
-    """The one input length to compile for: --fixed-length, else the file's ``# fixed-length: N``
-    line (a matrix program's shape; ``rasp run`` refuses other lengths, so the model must too).
-    A --fixed-length that contradicts the line is refused."""
+def _fixed_length(args: argparse.Namespace) -> tuple[int | None, bool]:
+    """The one input length to compile for, and whether it comes from the file: --fixed-length,
+    else the file's ``# fixed-length: N`` line (a matrix program's shape; ``rasp run`` refuses
+    other lengths, so the model must too).  A --fixed-length that contradicts the line is refused."""
     from rasp_compiler.commands.run import fixed_length
 
     given = getattr(args, "fixed_length", None)
     stated = fixed_length(args.file)
-    args.fixed_length_given = given is not None
     if stated is not None and given is not None and given != stated:
         raise UserError(f"--fixed-length {given} contradicts {args.file}'s '# fixed-length: {stated}' line",
                         hint="the program's shape fixes its input length: change the shape and that "
                              "line in the file, or drop --fixed-length")
-    args.fixed_length = stated if given is None else given
-    return args.fixed_length
+    return (stated, True) if given is None else (given, False)
 
 
 def main(args: argparse.Namespace) -> int:

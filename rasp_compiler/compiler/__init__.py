@@ -200,9 +200,8 @@ _blas: Any = None  # threadpoolctl's controller of NumPy's BLAS, found on the fi
 @contextlib.contextmanager
 def _one_blas_thread() -> Iterator[None]:
     """NumPy's BLAS on one thread while the weights are built.  OpenBLAS splits a large product
-    among its threads, which changes the order its sums are added in, so the weights depended
-    on the machine's core count: paper/sort_by_most_freq at max_len 24 and 40 had other bytes
-    with OPENBLAS_NUM_THREADS=1 than with 2 threads (bench/weights_fingerprint.py --paper)."""
+    among its threads, which changes the order its sums are added in, so the weights would
+    depend on the machine's core count (DEVELOPERS.md, "byte-identical weights")."""
     global _blas
     if _blas is None:
         from threadpoolctl import ThreadpoolController
