@@ -305,8 +305,13 @@ def pause_for_tests() -> None:
 def write_file(path: str | os.PathLike, write: Callable[[str], None]) -> None:
     """Write one artifact file atomically: ``write(tmp)`` writes a temporary file beside ``path``
     (``.NAME.tmp-PID-XXXX``), which gets the umask's mode, is fsynced and renamed over ``path`` (a
-    link there is replaced, not followed).  OSError on failure, ``path`` untouched."""
-    path = os.path.abspath(os.fspath(path))
+    link there is replaced, not followed).  ArtifactError where ``path`` is a directory, OSError on
+    other failures; ``path`` untouched."""
+    shown = os.fspath(path)
+    path = os.path.abspath(shown)
+    if os.path.isdir(path) and not os.path.islink(path):  # the rename would fail with IsADirectoryError
+        raise ArtifactError(f"{shown} is a directory, not a file",
+                            hint=f"give the file's name, e.g. {os.path.join(shown, 'NAME.safetensors')}")
     parent, name = os.path.split(path)
     os.makedirs(parent, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.tmp-{os.getpid()}-", dir=parent)

@@ -435,3 +435,14 @@ def test_a_selector_table_too_large_is_refused_before_it_is_built(tmp_path: Path
                  "-o", str(tmp_path / "mf")]) == 1
     err = capsys.readouterr().err
     assert "most_frequent.rasp:" in err and "values) in one attention score" in err and "too large" in err
+
+
+def test_a_single_file_artifact_written_to_a_directory_is_one_clear_error(tmp_path) -> None:
+    """Target.save('/tmp') raised IsADirectoryError from the final rename."""
+    from rasp_compiler.errors import ArtifactError
+    from rasp_compiler.universal.target import Target
+
+    with pytest.raises(ArtifactError, match="is a directory, not a file") as err:
+        Target.random(1, 1, 1).save(tmp_path)
+    assert "NAME.safetensors" in str(err.value)
+    assert list(tmp_path.iterdir()) == []  # nothing written beside it
