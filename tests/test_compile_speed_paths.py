@@ -16,7 +16,7 @@ import pytest
 
 from rasp_compiler.compiler import tables
 from rasp_compiler.compiler.analysis.domains import _key_getter, _lookup, lookup_columns
-from rasp_compiler.compiler.numeric import changes, matvec, projection, sorted_by_projection, steps_along
+from rasp_compiler.compiler.numeric import changes, projection, sorted_by_projection, steps_along
 from rasp_compiler.compiler.values import value_key
 
 MIXED = [0, 1, 2, 0.5, True, False, "a", (1, 2), 1.0, 3, None]
@@ -117,15 +117,3 @@ def test_steps_along_matches_a_dot_per_point(k):
         assert np.array_equal(z0, z[at]) and np.array_equal(z1, z[at + 1])
         checked += 1
     assert checked > 20
-
-
-def test_matvec_in_blocks_gives_the_whole_product():
-    """Bit for bit, at row counts around every block boundary (a product of one row, as a last
-    block of one row would be, rounds differently: its tail joins the block before)."""
-    rng = np.random.default_rng(53)
-    near_boundaries = (b + d for b in range(1024, 20001, 1024) for d in range(-2, 67, 3))
-    counts = sorted({*range(1, 20001, 97), *near_boundaries})
-    for k in (2, 3, 4, 5):
-        for n in counts:
-            xs, coef = rng.uniform(-3, 3, (n, k)) / 7, rng.uniform(-50, 50, k)
-            assert np.array_equal(matvec(xs, coef), xs @ coef), (n, k)

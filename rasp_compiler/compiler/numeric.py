@@ -24,30 +24,6 @@ def _same(a: Any, b: Any) -> bool:
     return a == b and type(a) is type(b)
 
 
-# OpenBLAS runs a matrix-vector product of fewer than 9,216 entries on one thread; a larger one
-# wakes its other threads, which afterwards spin waiting for more work (0.05 to 0.14 CPU s of
-# system time per compile of tracr's shuffle-Dyck-2 at max_len 20 on a 2-core machine)
-_MATVEC_ENTRIES = 8192
-_MATVEC_TAIL = 64  # a last block of at most this many rows joins the one before
-
-
-def matvec(xs: np.ndarray, coef: np.ndarray) -> np.ndarray:
-    """``xs @ coef``, in blocks of rows small enough for one thread.  Each row's entry is the same
-    either way where the blocks start at multiples of 1,024 rows (the kernel steps through the
-    rows in groups of a few, and a product of one or a few rows takes another path: a short last
-    block joins the one before).  Checked against the whole product for every row count to 20,000
-    (tests/test_compile_speed_paths.py) and on every fingerprinted model."""
-    rows = max(1024, _MATVEC_ENTRIES // max(1, xs.shape[1]) // 1024 * 1024)
-    n = len(xs)
-    if n <= rows + _MATVEC_TAIL:
-        return xs @ coef
-    starts = list(range(0, n, rows))
-    if n - starts[-1] <= _MATVEC_TAIL:
-        starts.pop()
-    ends = starts[1:] + [n]
-    return np.concatenate([xs[a:b] @ coef for a, b in zip(starts, ends, strict=True)])
-
-
 def output_codes(pts: list[tuple[tuple[float, ...], Any]]) -> np.ndarray | None:
     """An id per point, equal where the outputs are the same (``_same``), or None where an output
     is a float NaN (``_same`` tells it from itself, a dict key would not)."""
@@ -81,7 +57,7 @@ def _separates(coef: np.ndarray, pts: list[tuple[tuple[float, ...], Any]], mags:
         if len(coef) == 1:
             z = xs[:, 0] * float(coef[0])
         else:
-            z = matvec(xs, coef)
+            z = xs @ coef
         order = np.argsort(z, kind="stable")
         zs_ = z[order]
         close = np.nonzero(np.diff(zs_) <= noise)[0]
@@ -211,7 +187,7 @@ def _relative_projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[fl
     eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)
     ranked = []
     for rank, coef in enumerate(candidates):
-        z = matvec(xs, coef)
+        z = xs @ coef
         order = np.argsort(z, kind="stable")
         cost = int(np.count_nonzero(ys[order][1:] != ys[order][:-1]))
         ranked.append((cost, rank, coef, z, order))
@@ -252,7 +228,7 @@ def _order_cost(coef: np.ndarray, xs: np.ndarray, ys: np.ndarray, mags: list[flo
     the exact check runs once, on the ordering chosen)."""
     eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)
     noise = 64.0 * eps * float(np.sum(np.abs(coef) * np.asarray(mags, dtype=np.float64))) + 1e-300
-    z = matvec(xs, coef)
+    z = xs @ coef
     order = np.argsort(z, kind="stable")
     differ = ys[order][1:] != ys[order][:-1]
     if np.any(differ & (np.diff(z[order]) <= noise)):
@@ -268,7 +244,7 @@ def _lexicographic(xs: np.ndarray, forms: list[np.ndarray]) -> np.ndarray | None
     steps, spans = [], []
     for f in forms:
         unit = np.count_nonzero(f) == 1 and float(np.max(f)) == 1.0
-        vals = np.unique(xs[:, int(np.argmax(f))] if unit else matvec(xs, f))
+        vals = np.unique(xs[:, int(np.argmax(f))] if unit else xs @ f)
         # a form of several coordinates gives one value as floats a few ulps apart (5/22 - 20/22
         # and 0 - 15/22): those are one key, left to the forms after it to order
         gaps = np.diff(vals)
@@ -528,7 +504,7 @@ def shared_projected_steps(groups: dict[tuple, Points], mags: list[float], dtype
         for c, coef in enumerate(coefs):
             # ``_separates`` on the group, with its points' array built once for both projections
             noise = 64.0 * eps * float(np.sum(np.abs(coef) * np.asarray(mags, dtype=np.float64))) + 1e-300
-            z = matvec(xs, coef)
+            z = xs @ coef
             order = np.argsort(z, kind="stable")
             close = np.nonzero(np.diff(z[order]) <= noise)[0].tolist()
             if all(_same(pts[order[i]][1], pts[order[i + 1]][1]) for i in close):

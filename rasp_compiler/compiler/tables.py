@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from rasp_compiler.compiler.numeric import matvec
 from rasp_compiler.compiler.values import value_key
 
 
@@ -62,7 +61,7 @@ def affine(rows: list[tuple[tuple, Any]]) -> tuple[np.ndarray, float] | None:
     design = np.hstack([x, np.ones((len(rows), 1))])
     sol, *_ = np.linalg.lstsq(design, y, rcond=None)
     # (in blocks: a product of 10,000 rows wakes OpenBLAS's other threads, which then spin)
-    if np.max(np.abs(matvec(design, sol) - y), initial=0.0) > 1e-9 * (1 + np.max(np.abs(y), initial=0.0)):
+    if np.max(np.abs(design @ sol - y), initial=0.0) > 1e-9 * (1 + np.max(np.abs(y), initial=0.0)):
         return None
     w = sol[:-1]
     w[np.abs(w) < 1e-12] = 0.0
