@@ -13,9 +13,10 @@ import importlib
 import os
 import re
 import sys
+import warnings
 
 from rasp_compiler import __version__
-from rasp_compiler.errors import UserError, not_utf8
+from rasp_compiler.errors import CompileWarning, UserError, not_utf8
 
 COMMANDS = ("run", "repl", "compile", "verify", "eval", "check", "show", "export", "simulate", "universal",
             "experiment")
@@ -73,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        code = int(args.func(args) or 0)
+        with warnings.catch_warnings():  # the summary prints every note where a command shows them
+            warnings.simplefilter("ignore", CompileWarning)
+            code = int(args.func(args) or 0)
         if sys.stdout is not None:
             sys.stdout.flush()  # a failed write of buffered output surfaces here, not at exit
         return code

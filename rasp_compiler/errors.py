@@ -32,6 +32,14 @@ class UserError(Exception):
         return text
 
 
+class CompileWarning(UserWarning):
+    """A compile note that concerns the answers (``warnings.warn`` by ``compile_program``): a
+    numerical output past the integers its dtype holds, inputs that have no answer (the
+    interpreter raises there).  The note is also in ``config["notes"]`` and ``summary()``.
+    Silence it with ``warnings.filterwarnings("ignore", category=CompileWarning)``, or turn it
+    into an error with ``"error"``."""
+
+
 class RaspError(UserError):
     """An error in a RASP program, located at FILE:LINE:COL (1-based)."""
 

@@ -97,6 +97,13 @@ class ModelOutputError(_ArtifactBase):
 # A categorical output whose best logit beats the runner-up by less than this share of the logit
 # scale is refused instead of decoded: a wrong answer then fails loudly, never silently.
 CLEAN_MARGIN = 0.5
+# The compile note of a categorical aggregate that may select several keys (compiler/notes.py's
+# SEVERAL_KEYS, written out here so that this file runs without the compiler): the interpreter
+# raises ("mean of non-numbers") on an input where it does, and the model must not answer it.
+SEVERAL_KEYS_NOTE = "the interpreter rejects such inputs"
+# Such a head's query has read several keys where its largest attention weight is below this: one
+# selected key takes ~1 of it (and BOS ~1 when none is), w >= 2 keys take 1/w <= 1/2 each.
+SEVERAL_KEYS_BELOW = 0.75
 
 
 def _number(text: str) -> int | float | None:
@@ -661,6 +668,7 @@ class RaspModel:
         self.bos_id = len(self.vocab)
         self.pad_id = len(self.vocab) + 1
         self.device = torch.device("cpu")
+        self.several_keys_heads = several_keys_heads(config)
 
     def to(self, device: str | torch.device) -> "RaspModel":
         """Run the network on ``device`` (e.g. ``"cuda"``); inputs are encoded on the CPU and
@@ -1030,7 +1038,7 @@ class RaspModel:
                 # missing dict key): the compile notes say so, and such an input is no
                 # compiler bug
                 undefined_by = [n for n in self.config.get("notes", [])
-                                if "the interpreter rejects such inputs" in n or "have no answer" in n]
+                                if SEVERAL_KEYS_NOTE in n or "have no answer" in n]
                 seen = (f"its two best logits are {top[0]:.4g} and {top[1]:.4g}, where a compiled "
                         f"model gives {out_cfg.get('logit_scale')} and 0" if logits.shape[-1] >= 2 else
                         f"its one logit is {top[0]:.4g}, where a compiled model gives "
@@ -1076,9 +1084,58 @@ class RaspModel:
         return out
 
     def flags(self, batch: list[Any]) -> list[str | None]:
-        """Per input, why the model flags it (see ``excluded``), or None where it answers."""
+        """Per input, why the model flags it (see ``excluded`` and ``several_keys``), or None where
+        it answers."""
         batch = self.batch_list(batch)
-        return self.excluded(self.forward(batch), [len(x) for x in batch])
+        lengths = [len(x) for x in batch]
+        if not self.several_keys_heads:
+            return self.excluded(self.forward(batch), lengths)
+        logits, several = self._forward_watching(batch)
+        return [e or w for e, w in zip(self.excluded(logits, lengths), several, strict=True)]
+
+    def several_keys(self, attention: list[torch.Tensor], lengths: list[int]) -> list[str | None]:
+        """Per input, where a categorical aggregate that the compile noted may select several keys
+        (``several_keys_heads``) did select several, or None.  The interpreter raises there (a
+        mean of non-numbers: docs/known-bugs.md #22), so such an input has no answer; when the
+        keys' values agree the output is a clean one-hot, so the logits alone cannot tell.
+        ``attention`` is each layer's pattern [batch, heads, 1 + positions, 1 + positions], as
+        ``trace`` and ``Transformer.forward(trace=True)`` give them."""
+        out: list[str | None] = [None] * len(lengths)
+        for li, heads in self.several_keys_heads.items():
+            pattern = attention[li]
+            if pattern.shape[1] == 0:  # a layer left out of the trace: nothing to tell from
+                raise ModelInputError(f"the attention of layer {li} is needed to tell whether an input "
+                                      "has an answer, and the trace left it out")
+            for hi, entry in heads:
+                several = pattern[:, hi, 1:, :].amax(dim=-1) < SEVERAL_KEYS_BELOW  # [batch, query]
+                for r in several.any(dim=1).nonzero().flatten().tolist():
+                    at = several[r, :lengths[r]].nonzero().flatten().tolist()
+                    if at and out[r] is None:
+                        where = f" ({entry['source']}: {entry['text']})" if entry.get("source") else ""
+                        out[r] = (f"at position {at[0]}, {entry['node']!r}{where} averages the values of "
+                                  "several keys, and they are not numbers (the interpreter raises: a mean "
+                                  "of non-numbers)")
+        return out
+
+    def _forward_watching(self, batch: list[Any]) -> tuple[torch.Tensor, list[str | None]]:
+        """``forward``'s logits and ``several_keys``'s reasons from one traced pass, in slices of
+        inputs small enough that the trace (every residual, the watched layers' patterns) stays
+        within the module's chunk budget."""
+        ids, lengths, values = self.encode_inputs(batch)
+        t = ids.shape[1]
+        watched = set(self.several_keys_heads)
+        per_input = ((2 * len(self.module.layers_cfg) + 1) * t * int(self.config["d_model"])
+                     + sum(int(self.module.layers_cfg[li]["n_heads"]) for li in watched) * t * t)
+        step = max(1, self.module.chunk_elements // max(1, per_input))
+        parts, reasons = [], []
+        for s in range(0, len(batch), step):
+            sl = slice(s, s + step)
+            i, n, v = self.inputs_on_device(ids[sl], lengths[sl], None if values is None else values[sl])
+            with torch.no_grad():
+                logits, _, patterns = self.module(i, n, trace=True, values=v, trace_layers=watched)
+            parts.append(logits[:, 1:].cpu())
+            reasons += self.several_keys(patterns, n.tolist())
+        return torch.cat(parts, dim=0), reasons
 
     def _check_logits(self, logits: Any, lengths: Any) -> list[int]:
         """Refuse logits and lengths that are not what ``forward`` gives for a batch (a clean
@@ -1102,10 +1159,22 @@ class RaspModel:
 
     def run(self, batch: list[Any], strict: bool = True) -> list[list[Any]]:
         """The decoded output of every input (a string is read as its characters).  With
-        ``strict`` (the default) an ambiguous output raises ModelOutputError (see ``decode``)."""
+        ``strict`` (the default) an ambiguous output raises ModelOutputError (see ``decode``), and
+        so does an input without an answer that the model flags (``several_keys``); without it a
+        flagged input's output is None."""
         batch = self.batch_list(batch)
-        logits = self.forward(batch)
-        return self.decode(logits, [len(x) for x in batch], strict=strict)
+        lengths = [len(x) for x in batch]
+        if not self.several_keys_heads:
+            return self.decode(self.forward(batch), lengths, strict=strict)
+        logits, several = self._forward_watching(batch)
+        if strict:
+            for r, why in enumerate(several):
+                if why:
+                    raise ModelOutputError(f"input {r} has no answer: {why}",
+                                           hint="the program has no answer on this input (the interpreter "
+                                                "raises); see the note in the compile summary")
+        return [None if why else out
+                for out, why in zip(self.decode(logits, lengths, strict=strict), several, strict=True)]
 
     def trace(self, batch: list[Any], positions: int | None = None) -> dict[str, Any]:
         """Logits, the residual stream after the embedding and after every sublayer
@@ -1150,6 +1219,25 @@ class RaspModel:
             for j, lab in enumerate(sub["labels"]):
                 out[sub["start"] + j] = lab
         return out
+
+
+def several_keys_heads(config: dict) -> dict[int, list[tuple[int, dict]]]:
+    """{layer: [(head, its plan entry)]} of the heads computing a categorical aggregate that the
+    compile noted may select several keys (``SEVERAL_KEYS_NOTE``: the note is ``NODE: ...``);
+    empty for most models."""
+    notes, plan = config.get("notes"), config.get("plan")
+    out: dict[int, list[tuple[int, dict]]] = {}
+    if not isinstance(notes, list) or not isinstance(plan, list):  # check_config names what is wrong
+        return out
+    noted = {n.split(": ", 1)[0] for n in notes if isinstance(n, str) and SEVERAL_KEYS_NOTE in n}
+    if not noted:
+        return out
+    for li, lp in enumerate(plan):
+        for hi, h in enumerate(lp.get("heads") or [] if isinstance(lp, dict) else []):
+            nodes = h.get("nodes") or [h.get("node")] if isinstance(h, dict) else []
+            if isinstance(h, dict) and h.get("kind") == "aggregate" and noted.intersection(map(str, nodes)):
+                out.setdefault(li, []).append((hi, h))
+    return out
 
 
 def _check_on_grid(value: float, spec: dict, where: str) -> None:

@@ -215,6 +215,28 @@ def test_cli_export_verify_json(tmp_path, capsys) -> None:
     assert [doc["output"]["values"][i] for i in logits[0, 1:].argmax(-1).tolist()] == list("abc")
 
 
+@requires_tl
+def test_the_exported_recipe_runs_as_written_on_the_installed_transformer_lens(tmp_path, monkeypatch) -> None:
+    """The JSON's ``how_to_load`` lines, run in order: they mixed TransformerLens 2.x and 4.x
+    (the 4.x imports fail on 2.x, the 2.x ones on 4.x), so the recipe ran on no version."""
+    from rasp_compiler.export.transformer_lens import save_transformer_lens, transformer_lens_version
+
+    model = compile_program(load_program(str(ROOT / "programs/sort.rasp")), "abc", 6, dtype="float64")
+    save_transformer_lens(model, str(tmp_path / "model_tl.pt"))
+    doc = json.loads((tmp_path / "model_tl.json").read_text())
+    stated = doc["how_to_load"][0]
+    assert stated.startswith("# TransformerLens 2.x") and "4.x" not in " ".join(doc["how_to_load"])
+    assert transformer_lens_version().startswith("2."), "the recipe states 2.x: update it with the extra"
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec("\n".join(line for line in doc["how_to_load"] if not line.startswith("#")), scope)
+    text = "cab"
+    ids = [doc["bos_id"]] + [doc["token_ids"][t] for t in text]  # as the recipe's comment says
+    logits = scope["model"](torch.tensor([ids]))
+    assert logits.dtype == torch.float64
+    assert [doc["output"]["values"][i] for i in logits[0, 1:].argmax(-1).tolist()] == model.run([text])[0]
+
+
 def test_cli_export_errors(tmp_path, capsys) -> None:
     assert cli(["export", str(ROOT / "programs/sort.rasp"), "-o", str(tmp_path / "x.pt")]) == 1
     assert "compile it first" in capsys.readouterr().err

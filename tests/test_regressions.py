@@ -632,3 +632,68 @@ def test_a_linear_map_of_categorical_aggregates_of_numbers(name: str) -> None:
               "b = aggregate(select(indices, length - 1, ==), indices, 1);\n"
               + LINEAR_MAP_OF_CATEGORICAL_AGGREGATES[name])
     _agrees_exhaustively(source, 5)
+
+
+# Found 7 Dec by a user (known-bugs #22): tracr's make_sort_unique(tokens, tokens) on "aba" puts
+# both a's at place 0, so its categorical aggregate averages two strings; the language says a mean
+# is of numbers only (design/rasp-language.md), and the interpreter raises "mean of non-numbers".
+# The two keys' values agree, so the head wrote a clean one-hot and the model answered
+# ['a', 0, 'b'].  The runtime now watches the heads of aggregates the compile noted may select
+# several keys, and refuses (run), flags (flags, run(strict=False) -> None) or, in tracr's apply,
+# refuses an input where one did.
+SEVERAL_KEYS = {
+    "sort_unique": None,  # built with the Python API below
+    "equal_tokens": "aggregate(select(tokens, tokens, ==), tokens);",
+    "prefix": "aggregate(select(indices, indices, <=), tokens);",
+    "booleans": 'aggregate(select(tokens, tokens, ==), tokens == "a", False);',
+}
+
+
+def _several_keys_program(name: str):
+    if SEVERAL_KEYS[name] is None:
+        from rasp_compiler import pyapi as rasp
+        from rasp_compiler.pyapi.lib import make_sort_unique
+
+        return make_sort_unique(rasp.tokens, rasp.tokens).program()
+    return program_from_source(SEVERAL_KEYS[name])
+
+
+@pytest.mark.filterwarnings("ignore::rasp_compiler.errors.CompileWarning")
+@pytest.mark.parametrize("name", sorted(SEVERAL_KEYS))
+def test_a_mean_of_several_non_numbers_is_refused_exactly_where_the_interpreter_raises(name: str) -> None:
+    from rasp_compiler.runtime import ModelOutputError
+
+    program = _several_keys_program(name)
+    model = compile_program(program, list("ab"), 4)
+    undefined = answered = 0
+    for x in exhaustive_inputs(list("ab"), 4):
+        try:
+            want = run(program, x)
+        except Exception:  # noqa: BLE001 - the interpreter's refusal, whatever its class
+            want = None
+        if want is None:
+            undefined += 1
+            with pytest.raises(ModelOutputError, match="has no answer: at position .* averages the values"):
+                model.run([x])
+            assert model.run([x], strict=False) == [None] and model.flags([x])[0] is not None
+        else:
+            answered += 1
+            assert model.run([x]) == [want] and model.flags([x]) == [None]
+    assert undefined and answered
+    # rasp check's comparison counts a refused defined input as a failure, so it must pass
+    res = check_model(model, program, exhaustive_inputs(list("ab"), 4))
+    assert res.ok and res.inputs_checked == answered and res.inputs_undefined == undefined
+
+
+@pytest.mark.filterwarnings("ignore::rasp_compiler.errors.CompileWarning")
+def test_tracr_apply_refuses_sort_unique_of_equal_keys() -> None:
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi.compiling import compile_rasp_to_model
+    from rasp_compiler.pyapi.lib import make_sort_unique
+    from rasp_compiler.runtime import ModelOutputError
+
+    model = compile_rasp_to_model(make_sort_unique(rasp.tokens, rasp.tokens), {"a", "b"}, 4,
+                                  compiler_bos="BOS")
+    assert model.apply(["BOS", "b", "a"]).decoded == ["BOS", "a", "b"]
+    with pytest.raises(ModelOutputError, match="'sort'.* averages the values of several keys"):
+        model.apply(["BOS", "a", "b", "a"])

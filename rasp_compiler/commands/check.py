@@ -201,7 +201,25 @@ def main(args: argparse.Namespace) -> int:
                  if mode == "random" else ""))
         for f in res.failures:
             print(f"  disagree on {f['input']!r}: model {f['model']!r}, interpreter {f['interpreter']!r}")
-    return 0 if res.ok and res.inputs_checked > 0 else 1
+    failed = check_failure(res.inputs_checked, res.inputs_checked - res.inputs_agreeing, res.inputs_undefined)
+    if failed:  # in text and --json mode: exit 1 never comes without a word on stderr
+        print(failed.render(), file=sys.stderr)
+        return 1
+    return 0
+
+
+def check_failure(checked: int, disagreeing: int, undefined: int, flagged: int = 0) -> UserError | None:
+    """Why a check fails, as the one error line ``rasp check`` prints on stderr (beside its report,
+    also with --json); None when it passes.  A check of no input fails: it showed nothing."""
+    if disagreeing:
+        return UserError(f"the model disagrees with the interpreter on {disagreeing:,} of {checked:,} inputs")
+    if checked == 0:
+        why = [f"the interpreter raises on {undefined:,}" if undefined else "",
+               f"the model flagged {flagged:,} (outside its stated guarantee)" if flagged else ""]
+        return UserError("no input was checked" + (": " + ", ".join(filter(None, why)) if any(why) else ""),
+                         hint="the program is undefined on every input tried (its compile notes say "
+                              "where); other inputs: --seed, --samples or --max-len" if undefined else None)
+    return None
 
 
 def _refuse_exhaustive(total: int) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 
 from rasp_compiler.errors import UserError
 
@@ -45,7 +46,7 @@ def main_check(args: argparse.Namespace) -> int:
     """``rasp check`` with ``--input-range``: the model against the interpreter on sampled inputs."""
     import torch
 
-    from rasp_compiler.commands.check import CheckProgress
+    from rasp_compiler.commands.check import CheckProgress, check_failure
     from rasp_compiler.commands.compile import compile_from_args
     from rasp_compiler.compiler.real_check import (
         check_real,
@@ -106,4 +107,12 @@ def main_check(args: argparse.Namespace) -> int:
                 print(f"  answered {f['input']!r}, where the program is undefined (the model should flag it)")
             else:
                 print(f"  disagree on {f['input']!r}: error {f['error']:.3g}")
-    return 0 if res["ok"] else 1
+    failed = check_failure(res["inputs_checked"], res["inputs_failing"], res["inputs_undefined"],
+                           res["inputs_flagged"])
+    if failed is None and not res["ok"]:  # an answer where the program is undefined
+        failed = UserError(f"the model answered {res['inputs_answered_undefined']:,} inputs where the "
+                           "interpreter raises (it should flag them)")
+    if failed:  # in text and --json mode: exit 1 never comes without a word on stderr
+        print(failed.render(), file=sys.stderr)
+        return 1
+    return 0

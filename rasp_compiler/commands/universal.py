@@ -448,13 +448,13 @@ def _program(args: argparse.Namespace) -> int:
                   f"to the interpreter's: {res.interpreter_agree}/{res.inputs}")
     if res.decoded_agree is None:  # one sublayer: its stream is the result
         ok = res.max_logit_error <= SUBLAYER_TOL
-        if not ok and not args.json:
+        if not ok:  # with --json too (beside the JSON)
             print(f"error: the UT's stream after attention sublayer {args.attention_layer} differs from "
                   f"the compiled model's by {res.max_logit_error:.3e} (more than {SUBLAYER_TOL:g})",
                   file=sys.stderr)
         return 0 if ok else 1
     ok = res.decoded_agree == res.inputs and (res.interpreter_agree in (None, res.inputs))
-    if not ok and not args.json:
+    if not ok:  # with --json too (beside the JSON)
         agree = [n for n in (res.decoded_agree, res.interpreter_agree) if n is not None]
         wrong = res.inputs - min(agree)
         print(f"error: the UT's decoded outputs are wrong on {wrong} of {res.inputs} inputs",

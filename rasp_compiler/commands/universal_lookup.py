@@ -64,9 +64,23 @@ def run_lookup(args: argparse.Namespace, refuse: Callable, single_thread: Callab
             print(json.dumps({"total": report.total()}))
     else:
         _print_text(report, args)
-    if not args.check:
-        return 0 if all(r.refused is None for r in report.programs) else 1
-    return 0 if report.ok else 1
+    failed = _failed(report, args.check)
+    if failed:  # in text and --json mode: exit 1 never comes without a word on stderr
+        print(f"error: {failed}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _failed(report, checked: bool) -> str | None:
+    """What failed, in one line: the programs refused and (with --check) those the lookup UT ran
+    but not exactly; None when none did."""
+    refused = [r.program for r in report.programs if r.refused is not None]
+    inexact = [r.program for r in report.programs if checked and r.refused is None and not r.exact]
+    total = len(report.programs)
+    parts = [f"{len(names)} of {total} program{'s' if total > 1 else ''} {what} ({', '.join(names)})"
+             for names, what in ((refused, "refused"), (inexact, "not exact through the lookup UT"))
+             if names]
+    return "; ".join(parts) or None
 
 
 def _print_text(report, args) -> None:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from rasp_compiler.compiler.analysis import Analysis
 from rasp_compiler.compiler.artifact import CompiledWeights, config_digest, weights_digest
 from rasp_compiler.compiler.assemble import DTYPES
+from rasp_compiler.compiler.notes import warn_about_answers
 from rasp_compiler.compiler.plans import IntegerTokens, choose
 from rasp_compiler.compiler.rewrites import rewritten
 from rasp_compiler.compiler.values import vocab_list
@@ -112,10 +113,16 @@ def compile_program(program: Program, vocab: list[Any] | str, max_len: int, *, o
     every input is a multiple of it (comparisons of values on that grid then compile exactly);
     ``min_denominator`` compiles a division whose denominator's range holds 0 on |denominator| >=
     it, and the model flags the inputs it excludes.  ``progress`` is called with the name of each
-    stage as it starts."""
-    return compile_weights(program, vocab, max_len, output=output, dtype=dtype, causal=causal,
-                           fixed_length=fixed_length, input_range=input_range, input_grid=input_grid,
-                           min_denominator=min_denominator, progress=progress).model()
+    stage as it starts.
+
+    A compile note that concerns the answers (a float32 output past 2^24, inputs with no answer)
+    is also raised as a ``rasp_compiler.errors.CompileWarning`` (``compiler/notes.py``); every
+    note is in ``model.config["notes"]`` and ``model.summary()``."""
+    weights = compile_weights(program, vocab, max_len, output=output, dtype=dtype, causal=causal,
+                              fixed_length=fixed_length, input_range=input_range, input_grid=input_grid,
+                              min_denominator=min_denominator, progress=progress)
+    warn_about_answers(weights.config.get("notes", []))
+    return weights.model()
 
 
 def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, output: str | None = None,

@@ -16,6 +16,7 @@ from rasp_compiler.compiler.analysis import Analysis, convert_token
 from rasp_compiler.compiler.artifact import FORMAT, as_arrays
 from rasp_compiler.compiler.blocks import Layout, MLPWeights, mlp_weights, shared_head_weights
 from rasp_compiler.compiler.lowering import EmbedOp, Feature, HeadOp, Lowering, MLPOp
+from rasp_compiler.compiler.notes import MORE_RAISING, NO_ANSWER, PAST_EXACT_INTEGERS
 from rasp_compiler.compiler.schedule import Schedule
 from rasp_compiler.compiler.values import json_value
 from rasp_compiler.graph.nodes import Aggregate, Map, SequenceMap, Tokens
@@ -371,7 +372,7 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
             # not "exact to the tolerance": a mean over such values leaks their rounding into the
             # small outputs of other positions (10 ^ indices averaged: 1.00089 for 1 in float32)
             notes.append(f"the numerical output reaches {largest:.6g}, past {exact:,} where {dtype} "
-                         "stops holding every integer: outputs may differ from the interpreter by more "
+                         f"{PAST_EXACT_INTEGERS}: outputs may differ from the interpreter by more "
                          "than the numerical tolerance, small ones too where a mean takes in large "
                          "values (rasp check measures it; compile with --dtype float64, or keep the "
                          "output categorical)")
@@ -388,15 +389,15 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
         # an operator's own failure in the language's words; a user function's as Python raised it
         what = f"fails ({err})" if isinstance(err, OperatorError) else f"raises {type(err).__name__}: {err}"
         notes.append(f"{sid} {what} for {shown_args}: inputs that reach "
-                     "such values have no answer (the interpreter raises; the model's output there "
+                     f"such values {NO_ANSWER} (the interpreter raises; the model's output there "
                      "is not checked)")
     if len(raising) > 3:
-        notes.append(f"… and {len(raising) - 3} more maps or selects that raise on some values")
+        notes.append(f"… and {len(raising) - 3} {MORE_RAISING}")
     if undefined:
         lengths = list(undefined)
         sid, i = undefined[lengths[0]]
         shown = ", ".join(map(str, lengths[:8])) + (", …" if len(lengths) > 8 else "")
-        notes.append(f"inputs of length {shown} have no answer: {sid} has no value at position {i} "
+        notes.append(f"inputs of length {shown} {NO_ANSWER}: {sid} has no value at position {i} "
                      f"of length {lengths[0]} (the interpreter raises there; so does the model)")
     config = {
         "format": FORMAT,

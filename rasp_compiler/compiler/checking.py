@@ -125,9 +125,12 @@ def check_model(model: RaspModel, program: Program, inputs: Iterable[list[Any]],
             logits = model.forward(keep)
             gots = model.decode(logits, lengths, strict=False)
             unclean = model.unclean(logits, lengths)
-            for x, g, w, vague in zip(keep, gots, wants, unclean, strict=False):
+            # a model that flags inputs where the program may be undefined (several_keys) must
+            # answer every input where it is defined: a flag there is a refusal, not an agreement
+            flagged = model.flags(keep) if getattr(model, "several_keys_heads", None) else [None] * len(keep)
+            for x, g, w, vague, flag in zip(keep, gots, wants, unclean, flagged, strict=False):
                 ok, err = agree(g, w, numerical, tol)
-                ok = ok and not vague  # `run` would refuse an ambiguous output: not an agreement
+                ok = ok and not vague and not flag  # `run` would refuse these: not an agreement
                 res.inputs_checked += 1
                 res.inputs_agreeing += ok
                 if numerical and err != float("inf"):

@@ -88,6 +88,7 @@ def check_real(model: Any, program: Any, inputs: list[list[float]],
         # so the check measures the compiled computation (a transpose is then exactly 0)
         inputs = [_float32_within(x, model.config["input"].get("range")) for x in inputs]
     worst, worst_input, checked, undefined, failures, flagged = 0.0, None, 0, 0, [], 0
+    failing = answered_undefined = 0  # every one counted; ``failures`` keeps the first five
     done, began = 0, time.monotonic()
     while done < len(inputs):
         chunk = inputs[done:done + next_batch_size(done, time.monotonic() - began, 256)]
@@ -98,6 +99,7 @@ def check_real(model: Any, program: Any, inputs: list[list[float]],
                 ref = run(program, x)
             except RaspError:
                 undefined += 1
+                answered_undefined += guarded and got is not None
                 if guarded and got is not None and len(failures) < 5:
                     # the program divides by 0 there: a model with excluded denominators must flag it
                     failures.append({"input": x, "model": list(got), "interpreter": None,
@@ -123,6 +125,7 @@ def check_real(model: Any, program: Any, inputs: list[list[float]],
             checked += 1
             if err > worst:
                 worst, worst_input = err, x
+            failing += not within
             if not within and len(failures) < 5:
                 failures.append({"input": x, "model": got_a.tolist(), "interpreter": ref_a.tolist(),
                                  "error": err})
@@ -132,6 +135,7 @@ def check_real(model: Any, program: Any, inputs: list[list[float]],
     return {"inputs_checked": checked, "inputs_undefined": undefined, "inputs_flagged": flagged,
             "max_abs_error": worst, "relative_bound": relative,
             "error_bound": bound, "worst_input": worst_input, "failures": failures,
+            "inputs_failing": failing, "inputs_answered_undefined": answered_undefined,
             "ok": not failures and checked > 0}
 
 

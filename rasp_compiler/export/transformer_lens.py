@@ -341,26 +341,24 @@ def save_transformer_lens(model: RaspModel | str | os.PathLike, path: str) -> tu
     return path, json_path
 
 
+# The recipe written into the export's JSON, for TransformerLens 2.x alone: the version the `lens`
+# extra installs and `verify` checks.  It mixed in 4.x lines (TransformerBridge, boot_native), whose
+# imports fail on 2.x, so the recipe as written ran on no version; tests/test_export.py runs it.
 LOAD_HOWTO = [
+    "# TransformerLens 2.x (2.16 or later; checked with 2.18.0). For another version, "
+    "rasp_compiler.export.transformer_lens.load_transformer_lens('model_tl.pt') builds the model.",
     "import json, torch",
-    "doc = json.load(open('model_tl.json')); sd = torch.load('model_tl.pt', weights_only=True)",
-    "dtype = getattr(torch, doc['dtype'])",
-    "# TransformerLens 2.x / 3.x:",
     "from transformer_lens import HookedTransformer, HookedTransformerConfig",
-    "model = HookedTransformer(HookedTransformerConfig(**doc['cfg'], dtype=dtype))",
+    "doc = json.load(open('model_tl.json')); sd = torch.load('model_tl.pt', weights_only=True)",
+    "model = HookedTransformer(HookedTransformerConfig(**doc['cfg'], dtype=getattr(torch, doc['dtype'])))",
     "model.load_state_dict(sd)",
-    "# TransformerLens >= 4 (HookedTransformer was removed; boot_native is its replacement):",
-    "from transformer_lens.config import TransformerBridgeConfig",
-    "from transformer_lens.model_bridge.sources.native import boot",
-    "from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint",
-    "cfg = TransformerBridgeConfig(**doc['cfg'], dtype=dtype); model = boot(cfg, dtype=dtype)",
-    "model.load_state_dict({**convert_tl_checkpoint(sd, cfg), 'unembed.bias': torch.zeros(cfg.d_vocab_out, "
-    "dtype=dtype)})",
-    "# inputs: ids = [bos_id] + [token_ids[t] for t in text], PAD = pad_id; "
-    "attention_mask = 1 on BOS and tokens, 0 on PAD",
-    "# padded batches of a bidirectional model: TransformerLens 2.x/3.x ignores attention_mask there; "
-    "run rasp_compiler.export.transformer_lens.run_padded(model, ids, attention_mask) (it masks PAD keys "
-    "with hooks on blocks.L.attn.hook_attn_scores) or one length per batch",
+    "# inputs: ids = [doc['bos_id']] + [doc['token_ids'][t] for t in text], PAD = doc['pad_id']; "
+    "logits = model(torch.tensor([ids])); output position i is logits[0, i + 1], "
+    "doc['output']['values'][argmax] for a categorical output",
+    "# a padded batch of a bidirectional model: HookedTransformer applies attention_mask only in causal "
+    "models, so run rasp_compiler.export.transformer_lens.run_padded(model, ids, attention_mask) "
+    "(attention_mask = 1 on BOS and tokens, 0 on PAD; it masks PAD keys with hooks on "
+    "blocks.L.attn.hook_attn_scores), or one length per batch",
 ]
 
 

@@ -242,6 +242,13 @@ class AssembledModel:
             trace = self.model.trace([body[:n]], positions=len(body))
         except InputError as err:
             raise _in_tracr_terms(err) from None
+        why = self.model.several_keys(trace["attention"], [n])[0]
+        if why:  # a clean one-hot where the interpreter raises: refused, as model.run refuses it
+            from rasp_compiler.runtime import ModelOutputError
+
+            raise ModelOutputError(f"the input has no answer: {why}",
+                                   hint="the program has no answer on this input (the interpreter "
+                                        "raises); see the note in the compile summary")
         out = self.model.decode(trace["logits"], [n])[0]
         return ModelOutput([self.compiler_bos, *out] + [self.compiler_pad] * (len(body) - n), trace,
                            self._unembed(trace))

@@ -15,6 +15,7 @@ import numpy as np
 
 from rasp_compiler.compiler.analysis import limits
 from rasp_compiler.compiler.analysis.sinfo import SInfo, _preview, is_numeric
+from rasp_compiler.compiler.notes import SEVERAL_KEYS
 from rasp_compiler.compiler.values import MAX_VALUES, means, sorted_values
 from rasp_compiler.graph.nodes import Aggregate, SelectorWidth
 from rasp_compiler.graph.semantics import exact_means
@@ -77,8 +78,7 @@ class AttentionOutputs:
                 info.values = sorted_values(v for vs in info.cond.values() for v in vs)
                 info.table = {(v,): v for v in info.values}
             if not unique and not (agreeing and numeric):
-                info.notes.append("several keys may be selected: the interpreter rejects such inputs "
-                                  "(a mean of non-numbers)")
+                info.notes.append(f"several keys may be selected: {SEVERAL_KEYS} (a mean of non-numbers)")
             return info
         if widths is not None and self.positional(src):
             exact = self._positional_means(sel_id, src, default)
