@@ -140,7 +140,8 @@ def test_probe_command_errors(tmp_path, capsys):
     assert "does not match its config.json" in err and "Traceback" not in err
     (tmp_path / "ck" / "model.safetensors").write_bytes(b"\x00" * 10)    # truncated
     assert cli_main(["experiment", "probe", str(tmp_path / "ck")]) == 1
-    assert "cannot read checkpoint" in capsys.readouterr().err
+    err = capsys.readouterr().err   # safetensors' "incomplete metadata" named no file
+    assert "cannot read checkpoint" in err and "model.safetensors is truncated or corrupt" in err
     assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", "0"]) == 1
 
 
