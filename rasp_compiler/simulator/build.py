@@ -118,13 +118,15 @@ def build_simulator(n: int, d: int, heads: int, *, causal: bool = False, dtype: 
 
 def load_simulator(directory: str) -> Simulator:
     """A U saved by ``rasp simulate -o DIR``."""
+    from rasp_compiler.artifact_kinds import describe
     from rasp_compiler.errors import ArtifactError
     from rasp_compiler.runtime import RaspModel
 
     for name in ("config.json", "model.safetensors"):  # the runtime's own hint names rasp compile
         if not os.path.isfile(os.path.join(directory, name)):
             raise ArtifactError(f"{os.path.join(directory, name)} does not exist",
-                                hint="generate U with rasp simulate --n N --d D --heads H -o DIR")
+                                hint=describe(directory)
+                                or "generate U with rasp simulate --n N --d D --heads H -o DIR")
     model = RaspModel.load(directory)
     spec = model.config.get("simulator")
     if not isinstance(spec, dict):
