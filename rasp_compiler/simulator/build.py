@@ -46,9 +46,12 @@ class Simulator:
         lo, hi = self.model.config["input"]["range"]
         for b, s in enumerate(seqs):
             self.layout.check_sequence(s)
-            if s.min() < lo or s.max() > hi:
-                raise InputError(f"sequence {b} holds values outside the input range [{lo}, {hi}] this U "
-                                 "was generated for (its attention margins are sized for that range)",
+            if s.min() < lo or s.max() > hi:  # the position and entry, as a non-finite value's error gives
+                bad = int(np.nonzero((s < lo) | (s > hi))[0][0])
+                which = "the input sequence" if len(seqs) == 1 else f"sequence {b}"
+                raise InputError(f"{which} holds {s[bad]:g} at position {bad} ({self.layout.entry_at(bad)}), "
+                                 f"outside the input range [{lo:g}, {hi:g}] this U was generated for (its "
+                                 "attention margins are sized for that range)",
                                  hint="generate U with a wider --input-range")
         B, L = seqs.shape
         ids = torch.zeros((B, L + 1), dtype=torch.long)
