@@ -308,3 +308,19 @@ def test_too_many_trials_are_refused_before_building(capsys) -> None:
     assert cli(["simulate", "--n", "2", "--d", "2", "--check", "--trials", "100000000000"]) == 1
     err = capsys.readouterr().err
     assert "--trials 100,000,000,000 draws" in err and "fewer --trials" in err
+
+
+def test_verify_accepts_a_saved_u_against_its_emitted_source(tmp_path, capsys) -> None:
+    """`rasp verify U/ u.rasp` of the very source --emit-rasp wrote said "config.json's 'simulator'
+    differs" and blamed an edit: the block is added after compiling.  It is now checked against the
+    source rasp simulate generates for it, so a source that is not U's still fails."""
+    u, rasp = tmp_path / "U", tmp_path / "u.rasp"
+    assert cli(["simulate", "--n", "2", "--d", "1", "--emit-rasp", str(rasp), "-o", str(u)]) == 0
+    capsys.readouterr()
+    assert cli(["verify", str(u), str(rasp)]) == 0
+    assert "matches" in capsys.readouterr().out
+    edited = tmp_path / "edited.rasp"
+    edited.write_text(rasp.read_text().replace("n = 2;", "n = 2;  # edited"))
+    assert cli(["verify", str(u), str(edited)]) == 1
+    err = capsys.readouterr().err
+    assert "config.json's 'simulator' differs" in err and "rasp simulate's U (n=2, d=1, H=1)" in err
