@@ -50,6 +50,11 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 FORMAT = "rasp-compiler-model/1"
+try:  # names the other artifacts (a UT, a backbone) given as a model; absent from a standalone copy
+    from rasp_compiler.artifact_kinds import describe as _describe_artifact
+except ImportError:
+    def _describe_artifact(directory: str) -> str | None:  # type: ignore[misc]
+        return None
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 # Peak-memory bound of a forward pass: see Transformer.forward.
@@ -754,7 +759,8 @@ class RaspModel:
         for p in (cpath, wpath):
             if not os.path.isfile(p):
                 what = "is not a file" if os.path.exists(p) else "does not exist"
-                raise ModelArtifactError(f"{p} {what}", hint="run 'rasp compile' to create the model")
+                raise ModelArtifactError(f"{p} {what}", hint=_describe_artifact(directory)
+                                         or "run 'rasp compile' to create the model")
         # Sizes first, from the files' lengths and the weights' header alone: nothing is read whole,
         # and nothing is allocated from a number in the config, before it is known to be plausible.
         size = os.path.getsize(cpath)

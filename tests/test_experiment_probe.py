@@ -140,7 +140,8 @@ def test_probe_command_errors(tmp_path, capsys):
     assert "does not match its config.json" in err and "Traceback" not in err
     (tmp_path / "ck" / "model.safetensors").write_bytes(b"\x00" * 10)    # truncated
     assert cli_main(["experiment", "probe", str(tmp_path / "ck")]) == 1
-    assert "cannot read checkpoint" in capsys.readouterr().err
+    err = capsys.readouterr().err   # safetensors' "incomplete metadata" named no file
+    assert "cannot read checkpoint" in err and "model.safetensors is truncated or corrupt" in err
     assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", "0"]) == 1
 
 
@@ -214,3 +215,14 @@ def test_probe_refuses_more_samples_than_memory_holds(tmp_path, capsys):
     assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", str(10 ** 12)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: --samples 1,000,000,000,000 needs about") and "use --samples" in err
+
+
+def test_probe_of_an_unfinished_run_says_to_finish_it(tmp_path, capsys):
+    """A killed run's --out holds only resume.safetensors: "not a run checkpoint" sent the user to
+    look for another directory, where running the same command again finishes this one."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "resume.safetensors").write_bytes(b"\x00" * 16)
+    assert cli_main(["experiment", "probe", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'run'} holds an unfinished run" in err and "run the same" in err
+    assert err.count("error:") == 1

@@ -872,3 +872,25 @@ def test_table_keeps_the_quick_grids_checkpoints_with_its_other_files(quick, exp
     assert cli_main(args + (["--quick"] if quick else [])) == 0
     assert cli_main(args + ["--checkpoints", "mine"]) == 0
     assert seen == [expected, "mine"]
+
+
+def test_the_quick_grids_page_gives_the_quick_settings_and_commands(tmp_path):
+    # `rasp experiment table --quick` wrote "dyck1: width 64, ..., steps 6000" under Settings and the
+    # full grid's commands (no --quick, hours-long runs) for runs of width 32 and 400 steps
+    from rasp_compiler.experiments import grid, report
+
+    res = tmp_path / "results"
+    quick = [c for c in grid.quick_grid() if c.backbone == "random"]
+    _write_results(res, [(c, 0.8) for c in quick])
+    report.write_report(res, tmp_path / "e.md", tmp_path / "img", quick=True)
+    text = (tmp_path / "e.md").read_text()
+    dyck = next(c for c in quick if c.task == "dyck1")
+    assert (f"* `dyck1`: width {dyck.width}, layers {dyck.layers}, heads {dyck.heads}, "
+            f"steps {dyck.steps}, batch {dyck.batch}") in text
+    assert f"--width {dyck.width} --layers {dyck.layers} --heads {dyck.heads} --steps {dyck.steps} " in text
+    commands = text.split("## Commands")[1].split("## Every run")[0]
+    assert all("--quick" in line for line in commands.splitlines() if "experiment table" in line)
+    assert "--construction paths" not in commands and "nice 10" not in text
+    report.write_report(res, tmp_path / "full.md", tmp_path / "img")  # the full grid's page is as it was
+    full = (tmp_path / "full.md").read_text()
+    assert "* `dyck1`: width 64, layers 2, heads 4, steps 6000" in full and "--quick" not in full

@@ -111,6 +111,28 @@ def test_bad_input_is_refused(tmp_path, capsys) -> None:
     assert sim.layout.n == 2
 
 
+def test_a_refused_entry_is_named_by_its_position_and_matrix_entry(tmp_path, capsys) -> None:
+    """An entry out of range said only "sequence 0 holds values outside the input range", and the
+    length error's hint was Python (SequenceLayout(...).build) for a command-line user."""
+    assert cli(["simulate", "--n", "4", "--d", "1", "--heads", "3", "-o", str(tmp_path)]) == 0
+    capsys.readouterr()                           # L = 12: A 0..2, V 3..5, X 6..9, padding 10..11
+
+    def error(seq: list) -> str:
+        assert cli(["simulate", "--model", str(tmp_path), "--input-json", json.dumps(seq)]) == 1
+        err = capsys.readouterr().err
+        assert err.count("error:") == 1
+        return err
+    seq = [0.0] * 12
+    assert "holds 2 at position 4 (V_2[0][0]), outside the input range [-1, 1]" in error(
+        seq[:4] + [2.0] + seq[5:])
+    assert "holds -3 at position 8 (X[2][0])" in error(seq[:8] + [-3.0] + seq[9:])
+    assert "position 11 holds 0.5" in error(seq[:11] + [0.5])
+    assert "(rasp simulate --help)" in error(seq[:3])
+    layout = load_simulator(str(tmp_path)).layout
+    assert [layout.entry_at(p) for p in (0, 2, 3, 6, 9, 10)] == \
+        ["A_1[0][0]", "A_3[0][0]", "V_1[0][0]", "X[0][0]", "X[3][0]", "padding"]
+
+
 def test_cli_check_json_fields(tmp_path, capsys) -> None:
     rasp = tmp_path / "u.rasp"
     rc = cli(["simulate", "--n", "3", "--d", "2", "--heads", "2", "--check", "--trials", "10",
@@ -286,3 +308,19 @@ def test_too_many_trials_are_refused_before_building(capsys) -> None:
     assert cli(["simulate", "--n", "2", "--d", "2", "--check", "--trials", "100000000000"]) == 1
     err = capsys.readouterr().err
     assert "--trials 100,000,000,000 draws" in err and "fewer --trials" in err
+
+
+def test_verify_accepts_a_saved_u_against_its_emitted_source(tmp_path, capsys) -> None:
+    """`rasp verify U/ u.rasp` of the very source --emit-rasp wrote said "config.json's 'simulator'
+    differs" and blamed an edit: the block is added after compiling.  It is now checked against the
+    source rasp simulate generates for it, so a source that is not U's still fails."""
+    u, rasp = tmp_path / "U", tmp_path / "u.rasp"
+    assert cli(["simulate", "--n", "2", "--d", "1", "--emit-rasp", str(rasp), "-o", str(u)]) == 0
+    capsys.readouterr()
+    assert cli(["verify", str(u), str(rasp)]) == 0
+    assert "matches" in capsys.readouterr().out
+    edited = tmp_path / "edited.rasp"
+    edited.write_text(rasp.read_text().replace("n = 2;", "n = 2;  # edited"))
+    assert cli(["verify", str(u), str(edited)]) == 1
+    err = capsys.readouterr().err
+    assert "config.json's 'simulator' differs" in err and "rasp simulate's U (n=2, d=1, H=1)" in err

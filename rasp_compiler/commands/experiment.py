@@ -367,12 +367,17 @@ def _table(args) -> int:
 
 def _probe(args) -> int:
     from rasp_compiler.experiments.probe import format_probe, probe_checkpoint, save_probe
+    from rasp_compiler.experiments.runfiles import RESUME_FILE
 
     check_at_least(args, 1, "samples")
     check_seed(args)
     check_not_empty(args, "save")
     run = Path(args.run)
     if not (run / "config.json").is_file() or not (run / "model.safetensors").is_file():
+        if (run / RESUME_FILE).is_file():  # a killed run: "not a run checkpoint" sent users elsewhere
+            raise UserError(f"{run} holds an unfinished run (its {RESUME_FILE}, no final weights yet)",
+                            "run the same `rasp experiment dyck1|khop` command again: it continues "
+                            "from that state and writes the weights the probe reads")
         raise UserError(f"{run} is not a run checkpoint (no config.json and model.safetensors)",
                         "pass the directory a `rasp experiment dyck1|khop` run wrote (its --out)")
     result = probe_checkpoint(run, samples=args.samples, seed=args.seed)

@@ -128,11 +128,14 @@ def main(args: argparse.Namespace) -> int:
     fresh = compile_weights(program, vocab, max_len, **options)
     # the config as save() writes it, less the digest it adds
     fresh_config = dict(fresh.config)
+    simulator = _simulator_block(model.config, args.file)
+    if simulator is not None:
+        fresh_config["simulator"] = simulator
     found = differences(model.config, fresh_config, model.tensors, fresh)
     if found:
         shown = "\n".join(f"  {line}" for line in found[:10])
         more = f"\n  ... and {len(found) - 10} more" if len(found) > 10 else ""
-        hint = _output_hint(args, model.config, fresh_config) or (
+        hint = _output_hint(args, model.config, fresh_config) or _simulator_hint(model.config) or (
             "the model was edited, or compiled from another program or with other options "
             "(--output NAME, as given to rasp compile)")
         print(f"error: {args.dir} is not what {args.file} compiles to with the options it records:\n"
@@ -162,3 +165,34 @@ def _output_hint(args: argparse.Namespace, saved: dict, fresh: dict) -> str | No
         return None
     return (f"the model outputs '{node}', not the program's result: add --output {node} if it was "
             "compiled with it")
+
+
+def _simulator_block(saved: dict, path: str) -> dict | None:
+    """The 'simulator' block of a U saved by ``rasp simulate -o`` (how ``rasp simulate --model``
+    reads it) when PROGRAM is the source ``rasp simulate`` generates for that block; None otherwise.
+    The block is added after compiling, so `rasp verify U/ u.rasp` of the very --emit-rasp file
+    reported "config.json's 'simulator' differs" and blamed an edit."""
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.simulator.source import generate_source
+
+    spec = saved.get("simulator")
+    if not isinstance(spec, dict):
+        return None
+    try:
+        source = generate_source(spec["n"], spec["d"], spec["heads"], spec["causal"], spec["plan"],
+                                 dtype=saved["dtype"], input_range=tuple(spec["input_range"]))
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (KeyError, TypeError, ValueError, OSError, UserError):  # an edited block: reported as differing
+        return None
+    return dict(spec) if text == source else None
+
+
+def _simulator_hint(saved: dict) -> str | None:
+    spec = saved.get("simulator")
+    if not isinstance(spec, dict):
+        return None
+    sizes = " ".join(f"--{key} {spec.get(key)}" for key in ("n", "d", "heads"))
+    return (f"the model is rasp simulate's U (n={spec.get('n')}, d={spec.get('d')}, H={spec.get('heads')}); "
+            f"its simulator block is checked against the source rasp simulate generates for it: "
+            f"rasp simulate {sizes} --emit-rasp FILE writes that source")

@@ -187,9 +187,13 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[EmbeddingProgrammedTransfo
     path = Path(path)
     try:
         meta = read_json(path / CONFIG_FILE)
-        tensors = load_file(str(path / WEIGHTS_FILE))
-    except (SafetensorError, OSError, ValueError) as err:
+    except (OSError, ValueError) as err:
         raise ArtifactError(f"cannot read checkpoint {path}: {err}") from None
+    try:
+        tensors = load_file(str(path / WEIGHTS_FILE))
+    except (SafetensorError, OSError, ValueError) as err:  # safetensors' own words named no file
+        raise ArtifactError(f"cannot read checkpoint {path}: {path / WEIGHTS_FILE} is truncated or "
+                            f"corrupt ({err})", "re-run the experiment to rewrite it") from None
     # a compiled model directory also holds these two files; read as a run it failed on KeyError 'run'
     if isinstance(meta, dict) and meta.get("format") == MODEL_FORMAT:
         raise ArtifactError(f"{path} is a compiled model (rasp compile), not an experiment checkpoint",

@@ -46,9 +46,12 @@ class Simulator:
         lo, hi = self.model.config["input"]["range"]
         for b, s in enumerate(seqs):
             self.layout.check_sequence(s)
-            if s.min() < lo or s.max() > hi:
-                raise InputError(f"sequence {b} holds values outside the input range [{lo}, {hi}] this U "
-                                 "was generated for (its attention margins are sized for that range)",
+            if s.min() < lo or s.max() > hi:  # the position and entry, as a non-finite value's error gives
+                bad = int(np.nonzero((s < lo) | (s > hi))[0][0])
+                which = "the input sequence" if len(seqs) == 1 else f"sequence {b}"
+                raise InputError(f"{which} holds {s[bad]:g} at position {bad} ({self.layout.entry_at(bad)}), "
+                                 f"outside the input range [{lo:g}, {hi:g}] this U was generated for (its "
+                                 "attention margins are sized for that range)",
                                  hint="generate U with a wider --input-range")
         B, L = seqs.shape
         ids = torch.zeros((B, L + 1), dtype=torch.long)
@@ -118,13 +121,15 @@ def build_simulator(n: int, d: int, heads: int, *, causal: bool = False, dtype: 
 
 def load_simulator(directory: str) -> Simulator:
     """A U saved by ``rasp simulate -o DIR``."""
+    from rasp_compiler.artifact_kinds import describe
     from rasp_compiler.errors import ArtifactError
     from rasp_compiler.runtime import RaspModel
 
     for name in ("config.json", "model.safetensors"):  # the runtime's own hint names rasp compile
         if not os.path.isfile(os.path.join(directory, name)):
             raise ArtifactError(f"{os.path.join(directory, name)} does not exist",
-                                hint="generate U with rasp simulate --n N --d D --heads H -o DIR")
+                                hint=describe(directory)
+                                or "generate U with rasp simulate --n N --d D --heads H -o DIR")
     model = RaspModel.load(directory)
     spec = model.config.get("simulator")
     if not isinstance(spec, dict):

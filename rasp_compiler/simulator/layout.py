@@ -73,6 +73,21 @@ class SequenceLayout:
         seq[self.x_offset: self.input_length] = X.reshape(-1)
         return seq
 
+    def entry_at(self, position: int) -> str:
+        """What the input sequence holds at ``position``: 'A_1[0][1]', 'V_2[1][0]', 'X[3][0]' or
+        'padding' (heads counted from 1, as in the layout)."""
+        d, dd = self.d, self.d * self.d
+        if position < self.v_offset:
+            h, rc = divmod(position, dd)
+            return f"A_{h + 1}[{rc // d}][{rc % d}]"
+        if position < self.x_offset:
+            h, rc = divmod(position - self.v_offset, dd)
+            return f"V_{h + 1}[{rc // d}][{rc % d}]"
+        if position < self.input_length:
+            i, c = divmod(position - self.x_offset, d)
+            return f"X[{i}][{c}]"
+        return "padding"
+
     def check_sequence(self, seq: np.ndarray | list) -> np.ndarray:
         """The sequence as floats, or an InputError saying how it does not fit this layout."""
         arr = np.asarray(seq, dtype=np.float64).reshape(-1) if len(np.shape(seq)) else np.zeros(0)
@@ -81,12 +96,16 @@ class SequenceLayout:
                 f"the input sequence has {arr.shape[0]} values, but U for n={self.n}, d={self.d}, "
                 f"H={self.heads} reads exactly {self.length} (A: {self.v_offset}, V: {self.v_offset}, "
                 f"X: {self.n * self.d}, padding: {self.length - self.input_length})",
-                hint="build it with SequenceLayout(n, d, heads).build(A, V, X)")
+                hint="U's input is A_1..A_H, V_1..V_H, X, row-major, then zeros (rasp simulate --help); "
+                     "in Python, SequenceLayout(n, d, heads).build(A, V, X) makes it")
         if not np.all(np.isfinite(arr)):
             bad = int(np.nonzero(~np.isfinite(arr))[0][0])
-            raise InputError(f"the input sequence holds a non-finite value at position {bad}")
+            raise InputError(f"the input sequence holds a non-finite value at position {bad} "
+                             f"({self.entry_at(bad)})")
         if np.any(arr[self.input_length:] != 0):
-            raise InputError("the padding after X must hold zeros")
+            bad = self.input_length + int(np.nonzero(arr[self.input_length:])[0][0])
+            raise InputError(f"the padding after X must hold zeros: position {bad} holds {arr[bad]:g}",
+                             hint=f"positions {self.input_length} to {self.length - 1} are padding")
         return arr
 
     def read_output(self, out: np.ndarray) -> np.ndarray:

@@ -21,6 +21,7 @@ from safetensors import SafetensorError
 from safetensors.torch import save_file
 from torch import nn
 
+from rasp_compiler.artifact_kinds import describe
 from rasp_compiler.errors import ArtifactError, UserError
 from rasp_compiler.universal.artifact import read_artifact
 from rasp_compiler.universal.attention import attention_weights, run_steps
@@ -153,7 +154,9 @@ class UniversalTransformer(nn.Module):
         directory = Path(directory)
         weights = directory / "ut.safetensors" if directory.is_dir() else directory
         if not weights.is_file():
-            raise ArtifactError(f"no universal transformer at {directory} (expected ut.safetensors)")
+            raise ArtifactError(f"no universal transformer at {directory} (expected ut.safetensors)",
+                                hint=describe(directory) or "save one with rasp universal --construction "
+                                     "C --layers L --dim d --save DIR")
         tensors, header = read_artifact(weights, UT_FORMAT, "universal transformer")
         try:
             config = UTConfig(**header)

@@ -70,9 +70,9 @@ def render(cells: Cells, got: Got, runs: Runs, figures: list[tuple[str, str]], r
         L += scale_section(cells, got, results)
         L += probe_section(results)
     L += _tuning_section(results)
-    L += _settings_section(cells, runs, results)
-    L += _commands_section()
-    L += _every_run_section(runs, cpu)
+    L += _settings_section(cells, runs, results, quick)
+    L += _commands_section(cells, quick)
+    L += _every_run_section(runs, cpu, quick)
     L += _not_run_section(cells, got, runs, cpu)
     return L
 
@@ -158,9 +158,22 @@ def _tuning_section(results: str | Path | None) -> list[str]:
     return L
 
 
-def _settings_section(cells: Cells, runs: Runs, results: str | Path | None) -> list[str]:
+def _grid_settings(cells: Cells, quick: bool) -> dict[str, dict]:
+    """Each task's settings as the grid runs its frozen backbones: DEFAULTS for the full grid, the
+    quick grid's own (narrower, fewer steps) read from its cells, where the page listed DEFAULTS."""
+    if not quick:
+        return DEFAULTS
+    found: dict[str, dict] = {}
+    for cfgs in cells.values():
+        c = cfgs[0]
+        if c.backbone != "trained":
+            found.setdefault(c.task, {key: getattr(c, key) for key in DEFAULTS[c.task]})
+    return found
+
+
+def _settings_section(cells: Cells, runs: Runs, results: str | Path | None, quick: bool = False) -> list[str]:
     L = ["## Settings", ""]
-    for task, s in DEFAULTS.items():
+    for task, s in _grid_settings(cells, quick).items():
         L.append(f"* `{task}`: " + ", ".join(f"{k} {v}" for k, v in s.items()) +
                  f" (lr {TRAINED_LR:g} for the trained backbone)")
     L += ["* AdamW (weight decay 1e-3), linear warm-up over the first 5 % of the steps, cosine decay "
@@ -249,22 +262,27 @@ def _lr(x: float) -> str:
     return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
-def _commands_section() -> list[str]:
-    """The commands that rerun the grid and single runs, with the grid's own settings filled in."""
+def _commands_section(cells: Cells | None = None, quick: bool = False) -> list[str]:
+    """The commands that rerun the grid and single runs, with the grid's own settings filled in
+    (the quick grid's page gives --quick and the quick settings: it gave the full grid's)."""
+    table = "rasp experiment table" + (" --quick" if quick else "")
     L = ["## Commands", "",
          "```",
-         "rasp experiment table --jobs 2          # run every missing grid entry, then this report",
-         "rasp experiment table --only dyck1_     # only the grid entries whose name contains dyck1_",
-         "rasp experiment table --report-only     # rewrite this report from the result files",
-         "rasp experiment table --dry-run         # list the missing runs",
+         f"{table} --jobs 2          # run every missing grid entry, then this report",
+         f"{table} --only dyck1_     # only the grid entries whose name contains dyck1_",
+         f"{table} --report-only     # rewrite this report from the result files",
+         f"{table} --dry-run         # list the missing runs",
          "```", "", "One run (each result file's name gives its settings):", "", "```"]
+    settings = _grid_settings(cells or {}, quick)
     for task, k in _TASKS[:2]:
-        s = DEFAULTS[task]
+        s = settings[task]
         kk = f" --k {k}" if k else ""
         arch = "attn" if task == "dyck1" else "attn-res-ln"
         L.append(f"rasp experiment {task}{kk} --backbone random --arch {arch} --width {s['width']} "
                  f"--layers {s['layers']} --heads {s['heads']} --steps {s['steps']} --batch {s['batch']} "
                  f"--lr {s['lr']} --seed 0 --json")
+    if quick:  # the runs below are the full grid's, hours each
+        return L + ["```", ""]
     L += ["# the sparse UT with value masks (the paths construction), as the grid runs it:",
           f"rasp experiment dyck1 --backbone sparse --construction paths --heads 2 --layers 2 "
           f"--width {paths_width('dyck1', 2, 2)} --seed 0",
@@ -286,13 +304,15 @@ def _commands_section() -> list[str]:
     return L
 
 
-def _every_run_section(runs: Runs, cpu: dict[str, float]) -> list[str]:
+def _every_run_section(runs: Runs, cpu: dict[str, float], quick: bool = False) -> list[str]:
     """Every result file, the grid's or not, with its size and its wall-clock and CPU time."""
+    # how the committed grid's runs were made; the quick grid runs wherever the user runs it
+    load_note = ("" if quick else " These runs shared 2 cores with up to a dozen other processes at "
+                 "`nice 10`, so wall clock is many times the CPU time.")
     L = ["## Every run", "",
          "`seconds` is the wall clock of the run (the JSON's `seconds`); `CPU s` is the CPU time of "
-         "the training process, from the curve file (recorded by runs made after it was added). "
-         "These runs shared 2 cores with up to a dozen other processes at `nice 10`, so wall clock "
-         "is many times the CPU time.", "",
+         "the training process, from the curve file (recorded by runs made after it was added)."
+         + load_note, "",
          "| run | test accuracy | majority | trainable | frozen | seconds | CPU s |",
          "|---|---|---|---|---|---|---|"]
     for name, r in sorted(runs.items()):

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from rasp_compiler.artifact_kinds import describe
 from rasp_compiler.errors import ArtifactError, UserError
 from rasp_compiler.runtime import weights_digest
 from rasp_compiler.universal.artifact import read_artifact, write_deterministic
@@ -154,7 +155,9 @@ class LookupBackbone(nn.Module):
         directory = Path(directory)
         path = directory / BACKBONE_FILE if directory.is_dir() else directory
         if not path.is_file():
-            raise ArtifactError(f"no lookup UT backbone at {directory} (expected {BACKBONE_FILE})")
+            raise ArtifactError(f"no lookup UT backbone at {directory} (expected {BACKBONE_FILE})",
+                                hint=describe(directory) or "save one with rasp universal --with-mlps "
+                                     "--program FILE --vocab V --save-backbone DIR")
         tensors, header = read_artifact(path, BACKBONE_FORMAT, "lookup UT backbone")
         try:
             size = SizeClass.from_json(header.get("class"))
