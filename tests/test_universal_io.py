@@ -117,6 +117,22 @@ def test_target_save_load_round_trip(tmp_path):
                  "--json"]) == 0
 
 
+def test_ut_and_target_files_are_byte_identical_across_saves(tmp_path):
+    """safetensors' save_file orders a metadata of two keys (format, config) differently from one
+    save to the next: `rasp universal --save` of the same UT twice gave files that differed."""
+    ut = build_universal("multihead", 2, 2, 2, residual=True)
+    target = Target.random(2, 2, 2, seed=1, residual=True)
+    uts, targets = set(), set()
+    for i in range(8):
+        ut.save(tmp_path / f"ut{i}")
+        target.save(tmp_path / f"t{i}.safetensors")
+        uts.add((tmp_path / f"ut{i}" / "ut.safetensors").read_bytes())
+        targets.add((tmp_path / f"t{i}.safetensors").read_bytes())
+    assert len(uts) == 1 and len(targets) == 1
+    assert UniversalTransformer.load(tmp_path / "ut0").config == ut.config
+    assert torch.equal(Target.load(tmp_path / "t0.safetensors").W, target.W)
+
+
 def test_training_backbone_refuses_encoding():
     ut = fixed_backbone("sparse", 2, 1, 3, residual=True)
     assert ut.config.residual and ut.config.m == 15

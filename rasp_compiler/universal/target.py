@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
 from rasp_compiler.errors import ArtifactError, UserError
 from rasp_compiler.universal.artifact import read_artifact
@@ -152,10 +151,11 @@ class Target:
         meta = {"format": TARGET_FORMAT,
                 "config": json.dumps({"layers": self.layers, "heads": self.heads, "dim": self.dim,
                                       "residual": self.residual, "causal": self.causal})}
-        from rasp_compiler.atomic_dir import write_file
+        from rasp_compiler.universal.artifact import write_deterministic
 
-        # beside it, renamed over it: never half-written, never written through a link
-        write_file(path, lambda tmp: save_file(tensors, tmp, metadata=meta))
+        # beside it, renamed over it: never half-written, never written through a link; not
+        # safetensors' save_file, whose header order of two metadata keys changed between saves
+        write_deterministic(Path(path), tensors, meta)
 
     @classmethod
     def load(cls, path: str | Path) -> Target:
