@@ -216,8 +216,9 @@ def test_cli_refuses_a_class_too_small_and_a_tampered_encoding(tmp_path):
                           "4", "--with-mlps", "--encoding", str(enc), "--check")
     assert code == 1 and "SHA-256" in err and out == ""
     good = tmp_path / "good.safetensors"
-    assert _cli("universal", "--program", "programs/reverse.rasp", "--vocab", "abc", "--max-len", "4",
-                "--with-mlps", "--save-encoding", str(good))[0] == 0
+    code, out, _ = _cli("universal", "--program", "programs/reverse.rasp", "--vocab", "abc", "--max-len", "4",
+                        "--with-mlps", "--save-encoding", str(good))
+    assert code == 0 and f"  saved      {good}\n" in out   # it said where the backbone went, not this
     code, _, err = _cli("universal", "--program", "programs/tracr/reverse.rasp", "--vocab", "abc",
                         "--max-len", "4", "--with-mlps", "--encoding", str(good), "--check")
     assert code == 1 and "the saved encoding is of another program" in err

@@ -86,6 +86,8 @@ def _print_text(report, args) -> None:
               f"UT width {info['width_ratio']:.2f}x (fitted class {info['fitted_width_ratio']:.2f}x), depth "
               f"{info['depth_ratio']:.1f}x; {info['program_tokens']} program tokens, "
               f"{info['program_params']:,} encoding entries")
+        if args.save_encoding:  # as --save-backbone's line says where the backbone went
+            print(f"  saved      {args.save_encoding}")
         if rep.run is None:
             continue
         r = rep.run
