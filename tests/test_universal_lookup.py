@@ -312,3 +312,27 @@ def test_the_documented_lookup_commands_print_what_the_docs_show():
             assert masked(line) in got, line
         ran += 1
     assert ran >= 3
+
+
+def test_a_program_stating_its_input_length_runs_at_that_length_only():
+    """matmul.rasp states '# fixed-length: 10' (rasp run refuses other lengths, rasp compile builds
+    a model of that length); the UT commands compiled a model for every length and counted inputs
+    of 1 to 10 tokens as agreeing, and at the default --max-len 5 checked no input of length 10."""
+    from rasp_compiler.universal.lookup.batch import check_programs
+    from rasp_compiler.universal.lookup.run import inputs_for
+
+    report = check_programs([str(ROOT / "programs/matmul.rasp")], [1, 2], 10, max_inputs=20,
+                            keep_going=False)
+    rep = report.programs[0]
+    assert rep.model.config["fixed_length"] == 10
+    assert rep.run.inputs_checked == rep.run.inputs_agreeing == 20
+    inputs, exhaustive = inputs_for([1, 2], 10, 20, 0, fixed_length=10)
+    assert not exhaustive and {len(x) for x in inputs} == {10}
+    assert inputs_for([1, 2], 10, 5000, 0, fixed_length=10) == (
+        [list(t) for t in itertools.product([1, 2], repeat=10)], True)
+    for extra in ([], ["--with-mlps", "--check"]):
+        code, _, err = _cli("universal", "--program", "programs/matmul.rasp", "--vocab", "[1,2]", *extra)
+        assert code == 1 and "states '# fixed-length: 10'" in err and "--max-len 10" in err, err
+    code, out, _ = _cli("universal", "--program", "programs/matmul.rasp", "--vocab", "[1,2]",
+                        "--max-len", "10", "--attention-layer", "0", "--max-inputs", "8")
+    assert code == 0 and "8 inputs (random of length 10)" in out

@@ -93,7 +93,9 @@ def _print_text(report, args) -> None:
         r = rep.run
         what = f"all {r.inputs_checked} inputs" if rep.exhaustive else f"{r.inputs_checked} random inputs"
         spi = r.seconds_per_input
-        print(f"  {what} up to length {args.max_len}: decoded outputs equal to the "
+        fixed = rep.model.config.get("fixed_length")
+        span = f"of length {fixed}" if fixed is not None else f"up to length {args.max_len}"
+        print(f"  {what} {span}: decoded outputs equal to the "
               f"compiled model's {r.agree_compiled}, to the interpreter's {r.agree_interpreter}; "
               f"max |logit error| {r.max_abs_logit_error:.3e}; {1e3 * spi['ut']:.3f} ms an input "
               f"(compiled model {1e3 * spi['compiled']:.3f} ms)")
