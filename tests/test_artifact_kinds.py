@@ -36,6 +36,7 @@ LOADERS = [
     (["universal", "--load", "DIR", "--check"], ("model", "simulator", "backbone")),
     (["universal", "--program", REVERSE, "--vocab", "ab", "--max-len", "4", "--with-mlps",
       "--backbone", "DIR"], ("model", "simulator", "ut")),
+    (["experiment", "probe", "DIR"], ("ut", "backbone")),
 ]
 NAMED = {"model": "holds a compiled model (rasp compile)",
          "simulator": "holds the universal simulator U (rasp simulate -o)",
