@@ -184,6 +184,31 @@ def test_a_target_that_is_a_directory_is_named_as_one(tmp_path, capsys):
         assert then in err and "not found" not in err and err.count("error:") == 1
 
 
+@pytest.mark.parametrize("edit, words", [
+    ({"residual": "false"}, "residual = 'false'"),     # bool("false") is True: a silent class change
+    ({"dim": "4"}, "dim = '4'"),                        # was "header says d=4 but W has shape (.., 4, 4)"
+    ({"causal": 0}, "causal = 0"),
+])
+def test_an_edited_target_header_is_named(tmp_path, capsys, edit, words):
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    Target.random(2, 1, 4, seed=0).save(tmp_path / "t.safetensors")
+    with safe_open(str(tmp_path / "t.safetensors"), "pt") as f:
+        meta = f.metadata()
+    save_file(load_file(str(tmp_path / "t.safetensors")), str(tmp_path / "e.safetensors"),
+              metadata={**meta, "config": json.dumps({**json.loads(meta["config"]), **edit})})
+    with pytest.raises(ArtifactError, match=re.escape(f"damaged target header ({words}")):
+        Target.load(tmp_path / "e.safetensors")
+    assert Target.load(tmp_path / "t.safetensors").residual is False
+
+
+def test_a_missing_target_says_how_one_is_made(capsys):
+    assert main(["universal", "--construction", "sparse", "--layers", "1", "--dim", "2",
+                 "--target", "/nonexistent.safetensors"]) == 1
+    assert "Target.random(L, H, d).save(FILE)" in capsys.readouterr().err
+
+
 def _resave(src, dst, config=None, tensors=None):
     """Copy a saved UT with its header config and/or tensors changed (a hand-edited artifact)."""
     from safetensors import safe_open
