@@ -294,3 +294,20 @@ def test_failed_check_with_json_says_why_on_stderr(capsys):
     assert json.loads(captured.out)["max_abs_error"] > 0
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and err[0].endswith("is above the tolerance 0")
+
+
+def test_the_helps_saved_target_example_runs_as_written(tmp_path, monkeypatch, capsys):
+    """`rasp universal --help` showed `--load ut/mh --target my_target.safetensors --check` with no
+    word on where a target comes from (no command writes one); the Target.random(...) it names
+    now makes a target of ut/mh's class, and the two lines run as written."""
+    from rasp_compiler.commands.universal import EXAMPLES
+
+    lines = EXAMPLES.splitlines()
+    save = next(line for line in lines if "--save ut/mh" in line).split("#")[0].split()
+    load = next(line for line in lines if "--target my_target" in line).split()
+    made = next(line for line in lines if ".save(\"my_target.safetensors\")" in line).split("#", 1)[1]
+    monkeypatch.chdir(tmp_path)
+    assert main(save[1:]) == 0
+    eval(made.strip(), {"Target": Target})
+    assert main(load[1:]) == 0
+    assert "ok (tolerance" in capsys.readouterr().out

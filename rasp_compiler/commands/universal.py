@@ -22,6 +22,8 @@ examples:
   rasp universal --construction paths --layers 2 --heads 3 --dim 2 --residual --causal --check --json
   rasp universal --construction multihead --layers 4 --heads 2 --dim 8 --residual --save ut/mh
   rasp universal --load ut/mh --target my_target.safetensors --check
+      # a target of ut/mh's class, saved in Python (no command writes one):
+      #   Target.random(4, 2, 8, residual=True, values=False).save("my_target.safetensors")
   rasp universal --construction random --layers 4 --dim 8 --check --trials 20
   rasp universal --construction random --layers 2 --dim 4 --width 8 --head-dim 4 --check
       # below the width formula: a gradient fit, not exact; it reports the residual and exits 1
