@@ -11,6 +11,7 @@ import hashlib
 import io
 import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -336,3 +337,15 @@ def test_a_program_stating_its_input_length_runs_at_that_length_only():
     code, out, _ = _cli("universal", "--program", "programs/matmul.rasp", "--vocab", "[1,2]",
                         "--max-len", "10", "--attention-layer", "0", "--max-inputs", "8")
     assert code == 0 and "8 inputs (random of length 10)" in out
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("L=0,H=1,T=1,k=16,o=9,c=1,vocab=8,len=8,rows=64", ": L=0 is below the least size"),
+    ("L=1,H=0,T=0,k=0,o=9,c=1,vocab=8,len=8,rows=64", ": H=0, k=0 are below the least size"),
+])
+def test_a_class_size_below_its_least_is_named_as_written(spec, words):
+    """L=0 was reported as "size class field layers = 0 is not valid": a name the option never uses."""
+    with pytest.raises(UserError, match=re.escape(f"--class {spec!r}{words}")) as err:
+        parse_class(spec)
+    assert "T may be 0" in err.value.hint
+    assert parse_class("L=1,H=1,T=0,k=1,o=1,c=1,vocab=1,len=1,rows=1").tables == 0
