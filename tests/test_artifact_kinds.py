@@ -36,6 +36,7 @@ LOADERS = [
     (["universal", "--load", "DIR", "--check"], ("model", "simulator", "backbone")),
     (["universal", "--program", REVERSE, "--vocab", "ab", "--max-len", "4", "--with-mlps",
       "--backbone", "DIR"], ("model", "simulator", "ut")),
+    (["experiment", "probe", "DIR"], ("ut", "backbone")),
 ]
 NAMED = {"model": "holds a compiled model (rasp compile)",
          "simulator": "holds the universal simulator U (rasp simulate -o)",
@@ -57,3 +58,15 @@ def test_a_directory_of_another_kind_is_named(artifacts, capsys, line, kinds) ->
 def test_an_empty_directory_keeps_the_loaders_own_hint(tmp_path, capsys) -> None:
     assert cli_main(["eval", str(tmp_path), "--input", "ab"]) == 1
     assert "run 'rasp compile' to create the model" in capsys.readouterr().err
+
+
+def test_a_run_is_not_written_into_another_commands_directory(artifacts, capsys) -> None:
+    """`rasp experiment dyck1 --out UT_DIR` wrote the run's config.json and model.safetensors beside
+    the UT's files (only a compiled model's config.json was refused)."""
+    for kind in ("ut", "backbone"):
+        before = sorted(p.name for p in artifacts[kind].iterdir())
+        assert cli_main(["experiment", "dyck1", "--settings", "base", "--steps", "1", "--width", "8",
+                         "--heads", "2", "--no-progress", "--out", str(artifacts[kind])]) == 1
+        err = capsys.readouterr().err
+        assert "holds another command's files" in err and NAMED[kind] in err, err
+        assert sorted(p.name for p in artifacts[kind].iterdir()) == before

@@ -894,3 +894,28 @@ def test_the_quick_grids_page_gives_the_quick_settings_and_commands(tmp_path):
     report.write_report(res, tmp_path / "full.md", tmp_path / "img")  # the full grid's page is as it was
     full = (tmp_path / "full.md").read_text()
     assert "* `dyck1`: width 64, layers 2, heads 4, steps 6000" in full and "--quick" not in full
+
+
+def test_the_quick_grids_accuracy_plot_shows_only_what_it_draws():
+    # the quick grid's plot was titled "the base grid and the best setting per cell" and its legend
+    # listed best settings and floors it never drew; its rows read "(1 seeds)"
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rasp_compiler.experiments import grid
+    from rasp_compiler.experiments.report import plots
+    from rasp_compiler.experiments.report.results import cell_of, main_cells
+
+    quick = grid.quick_grid()
+    cells: dict = {}
+    for c in quick:
+        cells.setdefault(cell_of(c.name()), []).append(c)
+    got = {cell: [{"test_accuracy": 0.8}] for cell in cells}
+    fig = plots._accuracy(plt, main_cells(cells, True), got, quick=True)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert ax.get_title() == "Embedding-only training: the quick grid"
+    assert not any("floor" in t or "best" in t for t in labels) and len(labels) == 3
+    assert all(t.get_text().endswith("(1 seed)") for t in ax.get_yticklabels())
+    plt.close(fig)

@@ -501,3 +501,23 @@ def test_verify_batch_follows_free_memory(tmp_path, capsys, monkeypatch) -> None
     assert err.startswith("error: verifying this model (max length 6, residual width")
     assert "hint: export without --verify" in err and "Traceback" not in err
     assert not (tmp_path / "tl.pt").exists()  # refused before anything was written
+
+
+@requires_tl
+def test_a_fixed_length_export_says_its_one_length(tmp_path, capsys) -> None:
+    """A --fixed-length model exported to TransformerLens answers other lengths wrongly (reverse
+    compiled for 4 tokens read "abc" as "acb") and the JSON said only max_len 6: nothing told a
+    TransformerLens user that 4 is the one length."""
+    fixed, free = tmp_path / "fixed", tmp_path / "free"
+    rev = str(ROOT / "programs/reverse.rasp")
+    assert cli(["compile", rev, "--vocab", "abc", "--max-len", "6", "--fixed-length", "4",
+                "-o", str(fixed)]) == 0
+    assert cli(["compile", rev, "--vocab", "abc", "--max-len", "6", "-o", str(free)]) == 0
+    capsys.readouterr()
+    assert cli(["export", str(fixed), "-o", str(tmp_path / "f.pt"), "--verify", "--inputs", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "inputs of exactly 4 tokens" in out and "4 random inputs of length 4" in out
+    assert json.loads((tmp_path / "f.json").read_text())["fixed_length"] == 4
+    assert cli(["export", str(free), "-o", str(tmp_path / "g.pt")]) == 0
+    assert "exactly" not in capsys.readouterr().out
+    assert json.loads((tmp_path / "g.json").read_text())["fixed_length"] is None

@@ -117,6 +117,22 @@ def test_target_save_load_round_trip(tmp_path):
                  "--json"]) == 0
 
 
+def test_ut_and_target_files_are_byte_identical_across_saves(tmp_path):
+    """safetensors' save_file orders a metadata of two keys (format, config) differently from one
+    save to the next: `rasp universal --save` of the same UT twice gave files that differed."""
+    ut = build_universal("multihead", 2, 2, 2, residual=True)
+    target = Target.random(2, 2, 2, seed=1, residual=True)
+    uts, targets = set(), set()
+    for i in range(8):
+        ut.save(tmp_path / f"ut{i}")
+        target.save(tmp_path / f"t{i}.safetensors")
+        uts.add((tmp_path / f"ut{i}" / "ut.safetensors").read_bytes())
+        targets.add((tmp_path / f"t{i}.safetensors").read_bytes())
+    assert len(uts) == 1 and len(targets) == 1
+    assert UniversalTransformer.load(tmp_path / "ut0").config == ut.config
+    assert torch.equal(Target.load(tmp_path / "t0.safetensors").W, target.W)
+
+
 def test_training_backbone_refuses_encoding():
     ut = fixed_backbone("sparse", 2, 1, 3, residual=True)
     assert ut.config.residual and ut.config.m == 15
@@ -166,6 +182,31 @@ def test_a_target_that_is_a_directory_is_named_as_one(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith(f"error: {target} is {what}, not a target file"), err
         assert then in err and "not found" not in err and err.count("error:") == 1
+
+
+@pytest.mark.parametrize("edit, words", [
+    ({"residual": "false"}, "residual = 'false'"),     # bool("false") is True: a silent class change
+    ({"dim": "4"}, "dim = '4'"),                        # was "header says d=4 but W has shape (.., 4, 4)"
+    ({"causal": 0}, "causal = 0"),
+])
+def test_an_edited_target_header_is_named(tmp_path, capsys, edit, words):
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    Target.random(2, 1, 4, seed=0).save(tmp_path / "t.safetensors")
+    with safe_open(str(tmp_path / "t.safetensors"), "pt") as f:
+        meta = f.metadata()
+    save_file(load_file(str(tmp_path / "t.safetensors")), str(tmp_path / "e.safetensors"),
+              metadata={**meta, "config": json.dumps({**json.loads(meta["config"]), **edit})})
+    with pytest.raises(ArtifactError, match=re.escape(f"damaged target header ({words}")):
+        Target.load(tmp_path / "e.safetensors")
+    assert Target.load(tmp_path / "t.safetensors").residual is False
+
+
+def test_a_missing_target_says_how_one_is_made(capsys):
+    assert main(["universal", "--construction", "sparse", "--layers", "1", "--dim", "2",
+                 "--target", "/nonexistent.safetensors"]) == 1
+    assert "Target.random(L, H, d).save(FILE)" in capsys.readouterr().err
 
 
 def _resave(src, dst, config=None, tensors=None):
@@ -253,3 +294,20 @@ def test_failed_check_with_json_says_why_on_stderr(capsys):
     assert json.loads(captured.out)["max_abs_error"] > 0
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and err[0].endswith("is above the tolerance 0")
+
+
+def test_the_helps_saved_target_example_runs_as_written(tmp_path, monkeypatch, capsys):
+    """`rasp universal --help` showed `--load ut/mh --target my_target.safetensors --check` with no
+    word on where a target comes from (no command writes one); the Target.random(...) it names
+    now makes a target of ut/mh's class, and the two lines run as written."""
+    from rasp_compiler.commands.universal import EXAMPLES
+
+    lines = EXAMPLES.splitlines()
+    save = next(line for line in lines if "--save ut/mh" in line).split("#")[0].split()
+    load = next(line for line in lines if "--target my_target" in line).split()
+    made = next(line for line in lines if ".save(\"my_target.safetensors\")" in line).split("#", 1)[1]
+    monkeypatch.chdir(tmp_path)
+    assert main(save[1:]) == 0
+    eval(made.strip(), {"Target": Target})
+    assert main(load[1:]) == 0
+    assert "ok (tolerance" in capsys.readouterr().out

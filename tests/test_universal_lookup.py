@@ -11,6 +11,7 @@ import hashlib
 import io
 import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -216,8 +217,9 @@ def test_cli_refuses_a_class_too_small_and_a_tampered_encoding(tmp_path):
                           "4", "--with-mlps", "--encoding", str(enc), "--check")
     assert code == 1 and "SHA-256" in err and out == ""
     good = tmp_path / "good.safetensors"
-    assert _cli("universal", "--program", "programs/reverse.rasp", "--vocab", "abc", "--max-len", "4",
-                "--with-mlps", "--save-encoding", str(good))[0] == 0
+    code, out, _ = _cli("universal", "--program", "programs/reverse.rasp", "--vocab", "abc", "--max-len", "4",
+                        "--with-mlps", "--save-encoding", str(good))
+    assert code == 0 and f"  saved      {good}\n" in out   # it said where the backbone went, not this
     code, _, err = _cli("universal", "--program", "programs/tracr/reverse.rasp", "--vocab", "abc",
                         "--max-len", "4", "--with-mlps", "--encoding", str(good), "--check")
     assert code == 1 and "the saved encoding is of another program" in err
@@ -311,3 +313,39 @@ def test_the_documented_lookup_commands_print_what_the_docs_show():
             assert masked(line) in got, line
         ran += 1
     assert ran >= 3
+
+
+def test_a_program_stating_its_input_length_runs_at_that_length_only():
+    """matmul.rasp states '# fixed-length: 10' (rasp run refuses other lengths, rasp compile builds
+    a model of that length); the UT commands compiled a model for every length and counted inputs
+    of 1 to 10 tokens as agreeing, and at the default --max-len 5 checked no input of length 10."""
+    from rasp_compiler.universal.lookup.batch import check_programs
+    from rasp_compiler.universal.lookup.run import inputs_for
+
+    report = check_programs([str(ROOT / "programs/matmul.rasp")], [1, 2], 10, max_inputs=20,
+                            keep_going=False)
+    rep = report.programs[0]
+    assert rep.model.config["fixed_length"] == 10
+    assert rep.run.inputs_checked == rep.run.inputs_agreeing == 20
+    inputs, exhaustive = inputs_for([1, 2], 10, 20, 0, fixed_length=10)
+    assert not exhaustive and {len(x) for x in inputs} == {10}
+    assert inputs_for([1, 2], 10, 5000, 0, fixed_length=10) == (
+        [list(t) for t in itertools.product([1, 2], repeat=10)], True)
+    for extra in ([], ["--with-mlps", "--check"]):
+        code, _, err = _cli("universal", "--program", "programs/matmul.rasp", "--vocab", "[1,2]", *extra)
+        assert code == 1 and "states '# fixed-length: 10'" in err and "--max-len 10" in err, err
+    code, out, _ = _cli("universal", "--program", "programs/matmul.rasp", "--vocab", "[1,2]",
+                        "--max-len", "10", "--attention-layer", "0", "--max-inputs", "8")
+    assert code == 0 and "8 inputs (random of length 10)" in out
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("L=0,H=1,T=1,k=16,o=9,c=1,vocab=8,len=8,rows=64", ": L=0 is below the least size"),
+    ("L=1,H=0,T=0,k=0,o=9,c=1,vocab=8,len=8,rows=64", ": H=0, k=0 are below the least size"),
+])
+def test_a_class_size_below_its_least_is_named_as_written(spec, words):
+    """L=0 was reported as "size class field layers = 0 is not valid": a name the option never uses."""
+    with pytest.raises(UserError, match=re.escape(f"--class {spec!r}{words}")) as err:
+        parse_class(spec)
+    assert "T may be 0" in err.value.hint
+    assert parse_class("L=1,H=1,T=0,k=1,o=1,c=1,vocab=1,len=1,rows=1").tables == 0

@@ -378,8 +378,12 @@ def _probe(args) -> int:
             raise UserError(f"{run} holds an unfinished run (its {RESUME_FILE}, no final weights yet)",
                             "run the same `rasp experiment dyck1|khop` command again: it continues "
                             "from that state and writes the weights the probe reads")
+        from rasp_compiler.artifact_kinds import describe
+
+        held = describe(run)  # a UT or a backbone directory: say which, as the other loaders do
         raise UserError(f"{run} is not a run checkpoint (no config.json and model.safetensors)",
-                        "pass the directory a `rasp experiment dyck1|khop` run wrote (its --out)")
+                        (f"{held}; " if held else "")
+                        + "pass the directory a `rasp experiment dyck1|khop` run wrote (its --out)")
     result = probe_checkpoint(run, samples=args.samples, seed=args.seed)
     if args.save:
         save_probe(result, args.save)

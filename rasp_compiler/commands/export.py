@@ -16,7 +16,8 @@ EPILOG = """examples:
 
 Writes model_tl.pt (TransformerLens's HookedTransformer state dict: plain tensors, load it with
 torch.load(..., weights_only=True)) and model_tl.json (the config under "cfg", token ids, output
-values, residual labels, the layer plan and how to load it in TransformerLens 2.x/3.x and 4.x).
+values, residual labels, the layer plan, the one input length of a --fixed-length model
+("fixed_length", null otherwise) and how to load it in TransformerLens 2.x/3.x and 4.x).
 --verify runs the compiled model and the TransformerLens model on K random inputs and reports the
 largest difference of the logits, of every residual hook point (blocks.L.hook_resid_pre/mid/post)
 and of every attention pattern (blocks.L.attn.hook_pattern); it exits 1 when one exceeds --tolerance.
@@ -104,8 +105,15 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=1))
         return _verdict(result)
     print(f"wrote {pt_path} and {json_path}")
+    fixed = model.config.get("fixed_length")
+    if fixed is not None:
+        print(f"note: the model was compiled for inputs of exactly {fixed} tokens (--fixed-length); the "
+              f"TransformerLens model does not refuse other lengths, it answers them wrongly "
+              f"({json_path} records fixed_length)")
     if args.verify:
-        print(f"verified on {result['inputs']} random inputs (TransformerLens {result['transformer_lens']}, "
+        of = f" of length {fixed}" if fixed is not None else ""
+        print(f"verified on {result['inputs']} random inputs{of} (TransformerLens "
+              f"{result['transformer_lens']}, "
               f"{result['dtype']}): max |Δ logits| = {result['max_abs_diff_logits']:.3g}, "
               f"max |Δ residual| = {result['max_abs_diff_residual']:.3g}, "
               f"max |Δ attention pattern| = {result['max_abs_diff_pattern']:.3g}; relative to "

@@ -22,6 +22,8 @@ examples:
   rasp universal --construction paths --layers 2 --heads 3 --dim 2 --residual --causal --check --json
   rasp universal --construction multihead --layers 4 --heads 2 --dim 8 --residual --save ut/mh
   rasp universal --load ut/mh --target my_target.safetensors --check
+      # a target of ut/mh's class, saved in Python (no command writes one):
+      #   Target.random(4, 2, 8, residual=True, values=False).save("my_target.safetensors")
   rasp universal --construction random --layers 4 --dim 8 --check --trials 20
   rasp universal --construction random --layers 2 --dim 4 --width 8 --head-dim 4 --check
       # below the width formula: a gradient fit, not exact; it reports the residual and exits 1
@@ -386,7 +388,7 @@ def _program(args: argparse.Namespace) -> int:
         run_sublayer_through_ut,
         run_through_ut,
     )
-    from rasp_compiler.universal.lookup.run import inputs_for
+    from rasp_compiler.universal.lookup.run import inputs_for, stated_length
 
     _refuse(args, CHECK_FLAGS + ("--layers", "--heads", "--dim", "--residual", "--no-values"),
             "with --program (its class comes from the compiled model, and it checks every input up "
@@ -394,11 +396,12 @@ def _program(args: argparse.Namespace) -> int:
     if not args.vocab:
         raise UserError("--program needs --vocab (the tokens the model is compiled for)")
     single_thread()
+    fixed = stated_length(args.program, args.max_len)  # as rasp compile takes the file's line
     program = load_program(args.program, output=args.output or "out")
     status = CompileStatus()
     try:
         model = compile_program(program, parse_vocab(args.vocab), args.max_len, dtype="float64",
-                                causal=args.causal, progress=status)
+                                causal=args.causal, fixed_length=fixed, progress=status)
     finally:
         status.close()
     layers = None if args.attention_layer is None else [args.attention_layer]
@@ -415,7 +418,7 @@ def _program(args: argparse.Namespace) -> int:
     ut = build_universal(construction, target.layers, target.heads, target.dim, residual=True,
                          causal=target.causal, values=True, m=args.width, head_dim=args.head_dim,
                          seed=args.seed)
-    inputs, exhaustive = inputs_for(model.vocab, args.max_len, args.max_inputs, args.seed)
+    inputs, exhaustive = inputs_for(model.vocab, args.max_len, args.max_inputs, args.seed, fixed)
     with CheckProgress(len(inputs), "checking") as bar:     # stderr, a terminal only
         if layers is None:
             res = run_through_ut(model, ut, inputs, program, progress=bar)
@@ -438,8 +441,8 @@ def _program(args: argparse.Namespace) -> int:
               f"residual width {model.residual_width}")
         print(f"  target ({what}): L={target.layers} H={target.heads} d={target.dim}, residual, values")
         print(f"  UT: {construction}, m = {cfg.m} (formula {out['m_formula']})")
-        print(f"  {res.inputs} inputs ({'all' if exhaustive else 'random'} up to length "
-              f"{args.max_len})")
+        span = f"of length {fixed}" if fixed is not None else f"up to length {args.max_len}"
+        print(f"  {res.inputs} inputs ({'all' if exhaustive else 'random'} {span})")
         quantity = "logits" if layers is None else "stream after the sublayer"
         print(f"  max |UT - compiled model| ({quantity})  {res.max_logit_error:.3e}")
         print(f"  max attention difference  {res.attention_max_diff:.3e}")

@@ -100,12 +100,16 @@ def _print_text(report, args) -> None:
               f"UT width {info['width_ratio']:.2f}x (fitted class {info['fitted_width_ratio']:.2f}x), depth "
               f"{info['depth_ratio']:.1f}x; {info['program_tokens']} program tokens, "
               f"{info['program_params']:,} encoding entries")
+        if args.save_encoding:  # as --save-backbone's line says where the backbone went
+            print(f"  saved      {args.save_encoding}")
         if rep.run is None:
             continue
         r = rep.run
         what = f"all {r.inputs_checked} inputs" if rep.exhaustive else f"{r.inputs_checked} random inputs"
         spi = r.seconds_per_input
-        print(f"  {what} up to length {args.max_len}: decoded outputs equal to the "
+        fixed = rep.model.config.get("fixed_length")
+        span = f"of length {fixed}" if fixed is not None else f"up to length {args.max_len}"
+        print(f"  {what} {span}: decoded outputs equal to the "
               f"compiled model's {r.agree_compiled}, to the interpreter's {r.agree_interpreter}; "
               f"max |logit error| {r.max_abs_logit_error:.3e}; {1e3 * spi['ut']:.3f} ms an input "
               f"(compiled model {1e3 * spi['compiled']:.3f} ms)")

@@ -161,6 +161,12 @@ def refuse_foreign_config(out: str | os.PathLike, flag: str = "--out") -> None:
     say): a run writes ``config.json`` and ``model.safetensors`` there and would replace them."""
     config = Path(out) / CONFIG_FILE
     if not config.is_file():
+        from rasp_compiler.artifact_kinds import describe
+
+        held = describe(out)  # a UT's or a backbone's directory: the run's files went in beside them
+        if held is not None and "rasp experiment" not in held:
+            raise UserError(f"{flag} {out} holds another command's files: the run would write its "
+                            f"{CONFIG_FILE} and {WEIGHTS_FILE} beside them", f"{held}; choose another {flag}")
         return
     try:
         meta = read_json(config)

@@ -252,7 +252,11 @@ def metadata(model: RaspModel | str | os.PathLike) -> dict[str, Any]:
         "vocab": cfg["vocab"], "bos_id": v, "pad_id": v + 1,
         # JSON keys are strings: a token that prints like another ("1" and 1) is keyed by its repr
         "token_ids": {key: i for i, key in enumerate(distinct_labels(cfg["vocab"]))},
-        "max_len": cfg["max_len"], "causal": bool(cfg.get("causal")), "dtype": cfg.get("dtype", "float32"),
+        "max_len": cfg["max_len"],
+        # a model compiled for one length (--fixed-length) answers other lengths wrongly, and the
+        # TransformerLens model cannot refuse them as the runtime does: the JSON must say so
+        "fixed_length": cfg.get("fixed_length"),
+        "causal": bool(cfg.get("causal")), "dtype": cfg.get("dtype", "float32"),
         "output": cfg["output"], "residual_labels": m.labels(), "plan": cfg.get("plan", []),
         "program": cfg.get("program"),
     }

@@ -11,19 +11,16 @@ A looped UT stores one layer and applies it ``layers`` times.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Generator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import save_file
 from torch import nn
 
 from rasp_compiler.artifact_kinds import describe
 from rasp_compiler.errors import ArtifactError, UserError
-from rasp_compiler.universal.artifact import read_artifact
+from rasp_compiler.universal.artifact import read_artifact, write_deterministic
 from rasp_compiler.universal.attention import attention_weights, run_steps
 
 UT_FORMAT = "rasp-universal-transformer/1"
@@ -135,12 +132,10 @@ class UniversalTransformer(nn.Module):
         files = ("ut.safetensors", "ut.json")
 
         def write(tmp: str) -> None:
-            try:
-                save_file(tensors, str(Path(tmp) / "ut.safetensors"),
-                          metadata={"format": UT_FORMAT, "config": config_json})
-            except SafetensorError as err:  # safetensors reports a failed write as its own error
-                m = re.search(r"I/O error: (.*?) \(os error", str(err))
-                raise OSError(m.group(1) if m else str(err)) from None
+            # not safetensors' save_file: it orders a metadata of two keys differently from one
+            # save to the next, so the same UT saved twice differed in its header
+            write_deterministic(Path(tmp) / "ut.safetensors", tensors,
+                                {"format": UT_FORMAT, "config": config_json})
             readable = json.dumps(asdict(self.config), indent=2, sort_keys=True) + "\n"
             (Path(tmp) / "ut.json").write_text(readable)
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
 from rasp_compiler.errors import ArtifactError, UserError
 from rasp_compiler.universal.artifact import read_artifact
@@ -152,10 +151,11 @@ class Target:
         meta = {"format": TARGET_FORMAT,
                 "config": json.dumps({"layers": self.layers, "heads": self.heads, "dim": self.dim,
                                       "residual": self.residual, "causal": self.causal})}
-        from rasp_compiler.atomic_dir import write_file
+        from rasp_compiler.universal.artifact import write_deterministic
 
-        # beside it, renamed over it: never half-written, never written through a link
-        write_file(path, lambda tmp: save_file(tensors, tmp, metadata=meta))
+        # beside it, renamed over it: never half-written, never written through a link; not
+        # safetensors' save_file, whose header order of two metadata keys changed between saves
+        write_deterministic(Path(path), tensors, meta)
 
     @classmethod
     def load(cls, path: str | Path) -> Target:
@@ -169,12 +169,22 @@ class Target:
             raise ArtifactError(f"{path} is {what}, not a target file",
                                 hint="--target takes the one .safetensors file Target.save wrote" + hint)
         if not path.is_file():
-            raise ArtifactError(f"target file not found: {path}")
+            raise ArtifactError(f"target file not found: {path}",
+                                hint="a target is written in Python: Target.random(L, H, d).save(FILE), "
+                                     "or Target(W=..., V=..., U=...).save(FILE) (docs/universal.md)")
         tensors, config = read_artifact(path, TARGET_FORMAT, "universal-transformer target")
         try:
-            residual, causal = bool(config["residual"]), bool(config["causal"])
+            residual, causal = config["residual"], config["causal"]
         except KeyError as err:
             raise ArtifactError(f"{path}: damaged target header ({err})") from None
+        # an edited header's "false" read as True (bool of a string), and its "8" printed as 8 in
+        # "header says d=8 but W has shape (..., 8, 8)"
+        wrong = [f"{key} = {config.get(key)!r}" for key, kind in
+                 (("residual", bool), ("causal", bool), ("layers", int), ("heads", int), ("dim", int))
+                 if type(config.get(key)) is not kind]
+        if wrong:
+            raise ArtifactError(f"{path}: damaged target header ({', '.join(wrong)}: residual and causal "
+                                "are true or false, layers, heads and dim whole numbers)")
         if "W" not in tensors:
             raise ArtifactError(f"{path}: no W tensor")
         target = cls(W=tensors["W"], V=tensors.get("V"), U=tensors.get("U"), residual=residual, causal=causal)

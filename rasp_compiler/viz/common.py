@@ -75,8 +75,18 @@ def write_figure(fig: Any, path: Any, fmt: str | None, **options: Any) -> None:
         raise UserError(f"cannot draw {path}: the picture would be {width:,} x {height:,} pixels, more "
                         f"than the {MAX_PIXELS // 1_000_000} million drawn at once",
                         hint="draw a shorter input, or a smaller program")
+    import matplotlib
+
+    chosen = str(fmt or (os.path.splitext(os.fspath(path))[1][1:] if isinstance(path, (str, os.PathLike))
+                         else "") or matplotlib.rcParams["savefig.format"]).lower()
+    # the same picture twice gives the same bytes: an SVG carried the time it was drawn and random
+    # ids (svg.hashsalt unset), a PDF its creation date
+    undated = {"svg": {"Date": None}, "svgz": {"Date": None}, "pdf": {"CreationDate": None}}
+    if chosen in undated and "metadata" not in options:
+        options["metadata"] = undated[chosen]
     try:
-        fig.savefig(path, format=fmt, dpi=100, **options)
+        with matplotlib.rc_context({"svg.hashsalt": "rasp-compiler"}):
+            fig.savefig(path, format=fmt, dpi=100, **options)
     except OSError as err:
         raise UserError(f"cannot write {path}: {err.strerror or err}") from None
     finally:

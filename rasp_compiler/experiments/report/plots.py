@@ -35,7 +35,7 @@ def draw(results: Path, cells: Cells, got: Got, img: Path, stem: str,
 
     main = main_cells(cells, quick)
     # built only when its turn comes: pyplot holds every figure until it is closed
-    drawings = (("Accuracy by configuration", "accuracy", lambda: _accuracy(plt, main, got)),
+    drawings = (("Accuracy by configuration", "accuracy", lambda: _accuracy(plt, main, got, quick)),
                 ("Training curves", "curves", lambda: _curves(plt, main, cells, results)),
                 ("Accuracy against width, random backbone", "width",
                  lambda: _width(plt, cells, got, results)))
@@ -51,7 +51,7 @@ def draw(results: Path, cells: Cells, got: Got, img: Path, stem: str,
     return out
 
 
-def _accuracy(plt, main: MainCells, got: Got):
+def _accuracy(plt, main: MainCells, got: Got, quick: bool = False):
     """Median accuracy of each base cell as a bar (min to max over its seeds as the error bar),
     and beside it, where the paper states a floor, the best measured setting (``FLOOR_SETTINGS``,
     the cell `rasp experiment` runs by default) with the floor as a black tick."""
@@ -91,7 +91,8 @@ def _accuracy(plt, main: MainCells, got: Got):
             ax.barh(i + h / 2, mb, height=h, color=colour, xerr=[[eb[0]], [eb[1]]], capsize=2,
                     hatch="//", edgecolor="black", linewidth=0.4)
             ax.plot([floor, floor], [i - 0.45, i + 0.45], color="black", lw=1.4)
-    ax.set_yticks(range(len(rows)), [f"{r[0]} ({len(r[1])} seeds)" for r in rows], fontsize=7)
+    ax.set_yticks(range(len(rows)), [f"{r[0]} ({len(r[1])} seed{'s' if len(r[1]) != 1 else ''})"
+                                     for r in rows], fontsize=7)
     if len(rows) < shown:
         ax.set_ylim(-0.5, shown - 0.5)   # bars of the usual thickness, from the top
     ax.invert_yaxis()
@@ -102,14 +103,18 @@ def _accuracy(plt, main: MainCells, got: Got):
     from matplotlib.patches import Patch
     handles = [Patch(color=c, label=f"{b} UT" if b != "trained" else "trained (all weights)")
                for b, c in _PALETTE.items()]
-    handles += [Patch(facecolor="white", edgecolor="gray", alpha=0.45, label="base grid (pale)"),
-                Patch(facecolor="white", edgecolor="black", hatch="//",
-                      label="best measured setting (docs: floor settings)"),
-                Line2D([0], [0], color="black", lw=1.4, label="the floor for that cell")]
+    with_best = any(r[2] for r in rows)
+    if with_best:  # the quick grid has no best settings nor floors: its legend listed them anyway
+        handles += [Patch(facecolor="white", edgecolor="gray", alpha=0.45, label="base grid (pale)"),
+                    Patch(facecolor="white", edgecolor="black", hatch="//",
+                          label="best measured setting (docs: floor settings)"),
+                    Line2D([0], [0], color="black", lw=1.4, label="the floor for that cell")]
     # below the axes: inside, it would cover the last rows
     ax.legend(handles=handles, fontsize=7, loc="upper center", ncol=3, framealpha=0.9,
               bbox_to_anchor=(0.5, -0.6 / (0.42 * shown)))
-    ax.set_title("Embedding-only training: the base grid and the best setting per cell", fontsize=9)
+    grid = "the quick grid" if quick else "the base grid"
+    ax.set_title(f"Embedding-only training: {grid}" + (" and the best setting per cell" if with_best else ""),
+                 fontsize=9)
     fig.tight_layout()
     return fig
 

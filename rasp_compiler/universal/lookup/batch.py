@@ -17,7 +17,7 @@ import torch
 from rasp_compiler.errors import UserError
 from rasp_compiler.universal.lookup.backbone import LookupBackbone, build_backbone
 from rasp_compiler.universal.lookup.encoding import Analysed, ProgramEncoding, analyse, encode_program
-from rasp_compiler.universal.lookup.run import ProgramRun, inputs_for, run_program
+from rasp_compiler.universal.lookup.run import ProgramRun, inputs_for, run_program, stated_length
 from rasp_compiler.universal.lookup.size_class import SizeClass, parse_class, smallest_holding
 
 
@@ -87,12 +87,15 @@ class BatchReport:
 
 def compile_for_lookup(path: str, vocab: Any, max_len: int, output: str | None, causal: bool
                        ) -> tuple[Any, Any]:
-    """(program, model compiled in float64) for the lookup UT."""
+    """(program, model compiled in float64) for the lookup UT; a program that states its input
+    length (``# fixed-length: N``) is compiled for that length, as `rasp compile` compiles it."""
     from rasp_compiler.compiler import compile_program
     from rasp_compiler.lang import load_program
 
+    fixed = stated_length(path, max_len)
     program = load_program(path, output=output or "out")
-    return program, compile_program(program, vocab, max_len, dtype="float64", causal=causal)
+    return program, compile_program(program, vocab, max_len, dtype="float64", causal=causal,
+                                    fixed_length=fixed)
 
 
 def check_programs(paths: list[str], vocab: Any, max_len: int, *, output: str | None = None,
@@ -143,7 +146,8 @@ def check_programs(paths: list[str], vocab: Any, max_len: int, *, output: str | 
             if save_encodings and rep.program in save_encodings:
                 rep.encoding.save(save_encodings[rep.program])
             if check:
-                inputs, rep.exhaustive = inputs_for(rep.model.vocab, max_len, max_inputs, seed)
+                inputs, rep.exhaustive = inputs_for(rep.model.vocab, max_len, max_inputs, seed,
+                                                    rep.model.config.get("fixed_length"))
                 stage(f"checking {rep.program}")
                 hear = progress(len(inputs), index) if progress else None
                 rep.run = run_program(backbone, rep.encoding, rep.model, inputs, rep.source, progress=hear)

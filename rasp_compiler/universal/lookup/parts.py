@@ -206,8 +206,10 @@ def _bos_trace(model: RaspModel) -> tuple[list[torch.Tensor], list[torch.Tensor]
     """BOS's stream after the embedding and every sublayer, and each layer's attention pattern of
     BOS, from two different inputs; the compiler makes BOS attend only to itself, so they agree."""
     vocab = model.vocab
+    fixed = model.config.get("fixed_length")  # a model of one input length refuses any other
+    short, longest = (fixed, fixed) if fixed else (1, model.max_len)
     runs = []
-    for tokens in ([vocab[0]], [vocab[-1]] * model.max_len):
+    for tokens in ([vocab[0]] * short, [vocab[-1]] * longest):
         ids, lengths = model.encode([tokens])
         with torch.no_grad():
             _, residuals, patterns = model.module(ids, lengths, trace=True)

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from rasp_compiler.errors import UserError
 from rasp_compiler.runtime import ModelOutputError
 from rasp_compiler.universal.compiled import same_output
 from rasp_compiler.universal.lookup.backbone import LookupBackbone
@@ -25,14 +26,31 @@ from rasp_compiler.universal.lookup.encoding import ProgramEncoding
 BATCH = 256
 
 
-def inputs_for(vocab: list, max_len: int, limit: int, seed: int) -> tuple[list[list], bool]:
-    """Every input up to ``max_len`` when there are at most ``limit``, else ``limit`` random ones
-    (lengths uniform in 1..max_len); and whether they are all of them."""
-    total = sum(len(vocab) ** n for n in range(1, max_len + 1))
+def inputs_for(vocab: list, max_len: int, limit: int, seed: int,
+               fixed_length: int | None = None) -> tuple[list[list], bool]:
+    """Every input up to ``max_len`` (of exactly ``fixed_length`` tokens, when given) when there are
+    at most ``limit``, else ``limit`` random ones (lengths uniform in 1..max_len); and whether they
+    are all of them."""
+    lengths = [fixed_length] if fixed_length is not None else list(range(1, max_len + 1))
+    total = sum(len(vocab) ** n for n in lengths)
     if total <= limit:
-        return [list(t) for n in range(1, max_len + 1) for t in itertools.product(vocab, repeat=n)], True
+        return [list(t) for n in lengths for t in itertools.product(vocab, repeat=n)], True
     rng = random.Random(seed)
-    return [[rng.choice(vocab) for _ in range(rng.randint(1, max_len))] for _ in range(limit)], False
+    return [[rng.choice(vocab) for _ in range(rng.choice(lengths))] for _ in range(limit)], False
+
+
+def stated_length(path: str, max_len: int) -> int | None:
+    """The input length ``path`` states with a ``# fixed-length: N`` line (matmul's shape), or None;
+    one longer than ``max_len`` is a UserError.  `rasp compile` takes the line as its
+    --fixed-length; the UT commands ignored it, compiled a model for every length and counted
+    inputs the program does not take as agreeing."""
+    from rasp_compiler.commands.run import fixed_length
+
+    stated = fixed_length(path)
+    if stated is not None and stated > max_len:
+        raise UserError(f"{path} states '# fixed-length: {stated}': its inputs hold exactly {stated} "
+                        f"tokens, more than --max-len {max_len}", hint=f"give --max-len {stated}")
+    return stated
 
 
 @dataclass

@@ -170,8 +170,13 @@ def parse_class(text: str, causal: bool = False) -> SizeClass:
     if missing:
         raise UserError(f"--class {text!r} does not give {', '.join(missing)}",
                         hint="give all of L, H, T, k, o, c, vocab, len, rows (or a class name)")
+    # in the option's own names: validate() said "size class field layers = 0" for L=0
+    low = [f"{key}={values[name]}" for key, name in _SPEC_KEYS.items()
+           if values[name] < (0 if name == "tables" else 1)]
+    if low:
+        raise UserError(f"--class {text!r}: {', '.join(low)} {'is' if len(low) == 1 else 'are'} below "
+                        "the least size",
+                        hint="T may be 0; every other size is at least 1")
     out = SizeClass(**values)
     out.validate()
-    if out.layers < 1 or out.heads < 1:
-        raise UserError(f"--class {text!r}: a class has at least one layer and one head")
     return out
