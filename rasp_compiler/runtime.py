@@ -674,6 +674,7 @@ class RaspModel:
         self.pad_id = len(self.vocab) + 1
         self.device = torch.device("cpu")
         self.several_keys_heads = several_keys_heads(config)
+        self.output_head = output_mean_head(config)
 
     def to(self, device: str | torch.device) -> "RaspModel":
         """Run the network on ``device`` (e.g. ``"cuda"``); inputs are encoded on the CPU and
@@ -1096,7 +1097,7 @@ class RaspModel:
         lengths = [len(x) for x in batch]
         if not self.several_keys_heads:
             return self.excluded(self.forward(batch), lengths)
-        logits, several = self._forward_watching(batch)
+        logits, several, _ = self._forward_watching(batch)
         return [e or w for e, w in zip(self.excluded(logits, lengths), several, strict=True)]
 
     def several_keys(self, attention: list[torch.Tensor], lengths: list[int]) -> list[str | None]:
@@ -1123,17 +1124,48 @@ class RaspModel:
                                   "of non-numbers)")
         return out
 
-    def _forward_watching(self, batch: list[Any]) -> tuple[torch.Tensor, list[str | None]]:
-        """``forward``'s logits and ``several_keys``'s reasons from one traced pass, in slices of
-        inputs small enough that the trace (every residual, the watched layers' patterns) stays
-        within the module's chunk budget."""
+    def output_reads_several(self, attention: list[torch.Tensor]) -> torch.Tensor | None:
+        """[batch, positions]: where the head of an ``integer_single_key`` output (``output_head``)
+        read several keys, so that the output there is a mean (a float in the interpreter) and
+        elsewhere one key's value or the default (an int); None for other models."""
+        if self.output_head is None:
+            return None
+        li, hi = self.output_head
+        if attention[li].shape[1] == 0:
+            raise ModelInputError(f"the attention of layer {li} is needed to type the output, and the "
+                                  "trace left it out")
+        return attention[li][:, hi, 1:, :].amax(dim=-1) < SEVERAL_KEYS_BELOW
+
+    def typed(self, outputs: list[Any], several: torch.Tensor | None) -> list[Any]:
+        """``decode``'s numerical outputs typed as the interpreter types them (known-bugs #19):
+        where the output head read at most one key, that key's value or the default, both ints;
+        where it read several, their mean, a float (3.0 for a mean of 3s).  A value farther than
+        ``integer_tolerance`` from an int stays as ``decode`` gave it."""
+        if several is None:
+            return outputs
+        tol = float(self.config["output"].get("integer_tolerance", 1e-3))
+        out = []
+        for r, row in enumerate(outputs):
+            if row is not None:
+                mean_at = several[r, :len(row)].tolist()
+                row = [float(v) if mean_at[p] else
+                       int(round(v)) if isinstance(v, float) and abs(v - round(v)) < tol else v
+                       for p, v in enumerate(row)]
+            out.append(row)
+        return out
+
+    def _forward_watching(self, batch: list[Any]
+                          ) -> tuple[torch.Tensor, list[str | None], torch.Tensor | None]:
+        """``forward``'s logits, ``several_keys``'s reasons and ``output_reads_several``'s mask
+        from one traced pass, in slices of inputs small enough that the trace (every residual,
+        the watched layers' patterns) stays within the module's chunk budget."""
         ids, lengths, values = self.encode_inputs(batch)
         t = ids.shape[1]
-        watched = set(self.several_keys_heads)
+        watched = set(self.several_keys_heads) | ({self.output_head[0]} if self.output_head else set())
         per_input = ((2 * len(self.module.layers_cfg) + 1) * t * int(self.config["d_model"])
                      + sum(int(self.module.layers_cfg[li]["n_heads"]) for li in watched) * t * t)
         step = max(1, self.module.chunk_elements // max(1, per_input))
-        parts, reasons = [], []
+        parts, reasons, masks = [], [], []
         for s in range(0, len(batch), step):
             sl = slice(s, s + step)
             i, n, v = self.inputs_on_device(ids[sl], lengths[sl], None if values is None else values[sl])
@@ -1141,7 +1173,10 @@ class RaspModel:
                 logits, _, patterns = self.module(i, n, trace=True, values=v, trace_layers=watched)
             parts.append(logits[:, 1:].cpu())
             reasons += self.several_keys(patterns, n.tolist())
-        return torch.cat(parts, dim=0), reasons
+            mask = self.output_reads_several(patterns)
+            if mask is not None:
+                masks.append(mask.cpu())
+        return torch.cat(parts, dim=0), reasons, torch.cat(masks, dim=0) if masks else None
 
     def _check_logits(self, logits: Any, lengths: Any) -> list[int]:
         """Refuse logits and lengths that are not what ``forward`` gives for a batch (a clean
@@ -1170,17 +1205,17 @@ class RaspModel:
         flagged input's output is None."""
         batch = self.batch_list(batch)
         lengths = [len(x) for x in batch]
-        if not self.several_keys_heads:
+        if not self.several_keys_heads and self.output_head is None:
             return self.decode(self.forward(batch), lengths, strict=strict)
-        logits, several = self._forward_watching(batch)
+        logits, several, mean_at = self._forward_watching(batch)
         if strict:
             for r, why in enumerate(several):
                 if why:
                     raise ModelOutputError(f"input {r} has no answer: {why}",
                                            hint="the program has no answer on this input (the interpreter "
                                                 "raises); see the note in the compile summary")
-        return [None if why else out
-                for out, why in zip(self.decode(logits, lengths, strict=strict), several, strict=True)]
+        outputs = self.typed(self.decode(logits, lengths, strict=strict), mean_at)
+        return [None if why else out for out, why in zip(outputs, several, strict=True)]
 
     def trace(self, batch: list[Any], positions: int | None = None) -> dict[str, Any]:
         """Logits, the residual stream after the embedding and after every sublayer
@@ -1225,6 +1260,20 @@ class RaspModel:
             for j, lab in enumerate(sub["labels"]):
                 out[sub["start"] + j] = lab
         return out
+
+
+def output_mean_head(config: dict) -> tuple[int, int] | None:
+    """(layer, head) of the head computing an ``integer_single_key`` output (a numerical aggregate
+    of ints: see ``RaspModel.typed``), or None."""
+    out, plan = config.get("output"), config.get("plan")
+    if not isinstance(out, dict) or out.get("integer_single_key") is not True or not isinstance(plan, list):
+        return None
+    for li, lp in enumerate(plan):
+        for hi, h in enumerate(lp.get("heads") or [] if isinstance(lp, dict) else []):
+            if isinstance(h, dict) and h.get("kind") == "aggregate" \
+                    and out.get("node") in (h.get("nodes") or [h.get("node")]):
+                return li, hi
+    return None
 
 
 def several_keys_heads(config: dict) -> dict[int, list[tuple[int, dict]]]:
@@ -1347,7 +1396,8 @@ _OPTIONAL_KEYS = ("fixed_length", "input", "program", "attention_scale", "score_
                   "critical_path", "notes", "numeric", "simulator", "tokens_as_given", "guards")
 _LAYER_KEYS = ("n_heads", "d_head", "d_mlp")
 _OUTPUT_KEYS = {"categorical": {"encoding", "values", "logit_scale", "node", "feature", "undefined"},
-                "numerical": {"encoding", "integer", "integer_tolerance", "node", "feature", "undefined"}}
+                "numerical": {"encoding", "integer", "integer_single_key", "integer_tolerance", "node",
+                              "feature", "undefined"}}
 _GUARD_KEYS = ("column", "min_abs", "node", "feature", "source", "text", "eps")
 
 
@@ -1530,6 +1580,8 @@ def check_config(config: dict, cpath: str) -> None:
     elif "integer_tolerance" in out and not (_is_number(out["integer_tolerance"])
                                              and 0 < out["integer_tolerance"] < 0.5):
         fail(f"output.integer_tolerance must be a number in (0, 0.5), not {_show(out['integer_tolerance'])}")
+    elif "integer_single_key" in out and out["integer_single_key"] is not True:
+        fail(f"output.integer_single_key must be true where present, not {_show(out['integer_single_key'])}")
     _check_guards(config.get("guards"), enc, fail)
     undefined = out.get("undefined")
     if undefined is not None:

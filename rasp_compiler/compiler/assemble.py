@@ -107,6 +107,22 @@ def _head_plan(an: Analysis, ops: list[HeadOp], h: int) -> dict[str, Any]:
     return entry
 
 
+def _single_key_is_integer(an: Analysis, plan: list[dict[str, Any]]) -> bool:
+    """Whether the output is a numerical aggregate, computed by a head of its own, whose value
+    s-op and default are ints: where it selects at most one key the interpreter's answer is an int
+    (that key's value, or the default), and a mean of several keys is a float, even one of equal
+    ints (docs/known-bugs.md #19).  The runtime then types each position by the keys the head
+    read, whether or not every value of the output's set is an int (``integer``)."""
+    node = an.node(an.program.output)
+    if not isinstance(node, Aggregate) or type(node.default) is not int:
+        return False
+    values = an.info[node.inputs[1]].values if node.inputs[1] in an.info else None
+    if not values or not all(type(v) is int for v in values):
+        return False
+    return any(h["kind"] == "aggregate" and node.id in (h.get("nodes") or [h["node"]])
+               for lp in plan for h in lp["heads"])
+
+
 # The most dense weights one model may have (about 2 GiB while it is built in float64): beyond it
 # compilation stops with the s-ops to blame instead of exhausting the machine's memory.
 MAX_PARAMS = 1 << 28
@@ -346,6 +362,8 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
         w_u[layout.dim(out_f.id), 0] = 1.0
         integer = bool(out_f.values) and all(isinstance(v, int) for v in out_f.values)
         out_cfg = {"encoding": "numerical", "integer": integer}
+        if _single_key_is_integer(an, plan):
+            out_cfg["integer_single_key"] = True
     out_cfg.update({"node": an.program.output, "feature": out_f.id})
     tensors["unembed.W_U"], tensors["unembed.b_U"] = w_u, np.zeros(w_u.shape[1])
 

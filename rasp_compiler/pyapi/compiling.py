@@ -249,7 +249,9 @@ class AssembledModel:
             raise ModelOutputError(f"the input has no answer: {why}",
                                    hint="the program has no answer on this input (the interpreter "
                                         "raises); see the note in the compile summary")
-        out = self.model.decode(trace["logits"], [n])[0]
+        # typed as the interpreter types it: one key's int, a mean's float (known-bugs #19)
+        out = self.model.typed(self.model.decode(trace["logits"], [n]),
+                               self.model.output_reads_several(trace["attention"]))[0]
         return ModelOutput([self.compiler_bos, *out] + [self.compiler_pad] * (len(body) - n), trace,
                            self._unembed(trace))
 
