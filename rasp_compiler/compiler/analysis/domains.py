@@ -8,6 +8,7 @@ assignments through their tables, and ``ctx_values`` the values of one s-op in o
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import operator
@@ -267,21 +268,26 @@ def _through_memos(info: dict, sids: list[str], extra: str) -> Callable[[dict], 
             return None
         todo.extend(xi.inputs)
 
-    def value(x: str, at: dict) -> Any:
-        if x in at:
-            return at[x]
-        xi = info[x]
-        if xi.base_kind == "const":
-            return xi.values[0]
-        args = tuple(value(u, at) for u in xi.inputs)
-        if any(a is FAILED for a in args):
-            return FAILED
-        got = xi.memo.get((*args, *map(type, args)), _NoEntry)
-        if got is _NoEntry:
-            raise _NoEntry
-        return got
+    return functools.partial(_value_through_memos, info, extra)
 
-    return lambda at: value(extra, at)
+
+def _value_through_memos(info: dict, x: str, at: dict) -> Any:
+    """``_through_memos``'s function: ``x``'s value given the values ``at`` of the s-ops it is
+    read through.  (A module function, not a recursive closure: a closure that calls itself is a
+    reference cycle, and this one would hold the analysis's tables until the cyclic collector
+    ran.)"""
+    if x in at:
+        return at[x]
+    xi = info[x]
+    if xi.base_kind == "const":
+        return xi.values[0]
+    args = tuple(_value_through_memos(info, u, at) for u in xi.inputs)
+    if any(a is FAILED for a in args):
+        return FAILED
+    got = xi.memo.get((*args, *map(type, args)), _NoEntry)
+    if got is _NoEntry:
+        raise _NoEntry
+    return got
 
 
 def _rows_by_coordinates(info: dict, sids: list[str], coords: list[int | None], choices: list[list[Any]],

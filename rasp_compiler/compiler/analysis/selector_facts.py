@@ -104,18 +104,22 @@ class SelectorFacts:
         if w is not None:
             return min(w.values(), default=0) > 0
 
-        def covered(f: sl.Formula) -> bool:
-            if isinstance(f, sl.Any_):
-                return any(covered(p) for p in f.parts)
-            if not isinstance(f, sl.Atom) or f.op != "==" or f.negated \
-                    or self.info[f.key].base_kind != "index":
-                return False
-            for ctx in self.ctx_all:
-                for v in self.ctx_values(f.query, ctx):
-                    if not (isinstance(v, (int, float)) and float(v).is_integer() and 0 <= v < ctx[1]):
-                        return False
-            return True
-        return covered(self.formula(sel_id))
+        return self._covered(self.formula(sel_id))
+
+    def _covered(self, f: sl.Formula) -> bool:
+        """``_never_empty`` of a formula: an ``==`` of the index against a valid index, or a
+        disjunction with such a part.  (A method, not a recursive closure: a closure that calls
+        itself is a reference cycle, which would hold the analysis until the cyclic collector ran.)"""
+        if isinstance(f, sl.Any_):
+            return any(self._covered(p) for p in f.parts)
+        if not isinstance(f, sl.Atom) or f.op != "==" or f.negated \
+                or self.info[f.key].base_kind != "index":
+            return False
+        for ctx in self.ctx_all:
+            for v in self.ctx_values(f.query, ctx):
+                if not (isinstance(v, (int, float)) and float(v).is_integer() and 0 <= v < ctx[1]):
+                    return False
+        return True
 
     def at_most_one(self, sel_id: str) -> bool:
         """Whether the selector provably selects at most one key for every query: some conjunct
