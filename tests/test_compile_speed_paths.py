@@ -117,3 +117,54 @@ def test_steps_along_matches_a_dot_per_point(k):
         assert np.array_equal(z0, z[at]) and np.array_equal(z1, z[at + 1])
         checked += 1
     assert checked > 20
+
+
+def _large_table(rng: random.Random, kind: str) -> tuple[list[tuple[tuple, float]], int]:
+    """A table of 2,100 to 6,000 rows over 2 or 3 inputs, rows grouped by the first input as the
+    analysis's contexts group them: affine, separable, either up to a little noise on a few rows,
+    or a threshold of the inputs (as ``indicator(balance_a < 0 or balance_b < 0)``)."""
+    n_in = rng.choice([2, 3])
+    sizes = [rng.randint(70, 100) if n_in == 2 else rng.randint(18, 25) for _ in range(n_in)]
+    domains = [sorted({rng.randint(-400, 400) / rng.randint(1, 8) for _ in range(s)}) for s in sizes]
+    w = [rng.choice([0.0, 1.0, -2.0, 0.5]) for _ in range(n_in)]
+    parts = [{v: rng.choice([0.0, 1.0, 3.0]) for v in d} for d in domains]
+    rows: list[tuple[tuple, float]] = []
+    for args in itertools.product(*domains):
+        if rng.random() < 0.2:
+            continue
+        if kind == "affine":
+            y = sum(wj * a for wj, a in zip(w, args, strict=True)) + 1.0
+        elif kind == "separable":
+            y = sum(p[a] for p, a in zip(parts, args, strict=True)) + 2.0
+        else:
+            y = 1.0 if any(a < 0 for a in args) else 0.0
+        rows.append((args, y))
+        if len(rows) >= 6000:
+            break
+    if kind != "threshold" and rng.random() < 0.5:  # a few rows off, anywhere in the table
+        for _ in range(rng.randint(1, 3)):
+            k = rng.randrange(len(rows))
+            rows[k] = (rows[k][0], rows[k][1] + rng.choice([1e-3, 0.5, 1e-12]))
+    return rows, n_in
+
+
+def test_affine_and_separable_probes_give_what_the_whole_table_gives(monkeypatch):
+    """``tables._probe`` only ever turns down a table the whole check turns down: the answers
+    with it and without it (``PROBE_ROWS`` past every table) are the same, fit for fit."""
+    rng = random.Random(53)
+    outcomes = {"affine": set(), "separable": set()}
+    for trial in range(36):
+        rows, n_in = _large_table(rng, ("affine", "separable", "threshold")[trial % 3])
+        assert len(rows) > 4 * tables.PROBE_ROWS
+        got_affine, got_sep = tables.affine(rows), tables.separable(rows, n_in)
+        with monkeypatch.context() as m:
+            m.setattr(tables, "PROBE_ROWS", 10**9)
+            assert tables._probe(len(rows)) is None
+            want_affine, want_sep = tables.affine(rows), tables.separable(rows, n_in)
+        assert (got_affine is None) == (want_affine is None)
+        if got_affine is not None:
+            assert np.array_equal(got_affine[0], want_affine[0]) and got_affine[1] == want_affine[1]
+        assert got_sep == want_sep
+        outcomes["affine"].add(got_affine is None)
+        outcomes["separable"].add(got_sep is None)
+    assert outcomes == {"affine": {True, False}, "separable": {True, False}}  # both answers occur

@@ -123,7 +123,25 @@ class Domains:
     def _contexts(self, bases: tuple[str, ...]) -> Iterator[tuple[tuple, list[list[Any]], tuple | None]]:
         """(context, each base's choices, the earlier context with the same choices or None), in
         ``_ctx_list``'s order.  Choices are the same when each base's list is the same
-        object (or the same index / length): then so are the context's assignments."""
+        object (or the same index / length): then so are the context's assignments.
+
+        Kept per set of bases (and their records, which hold the choices) where there are at
+        most ``_CONTEXTS_KEPT`` contexts: a map's table, its domain's size and the joint rows of
+        its inputs each enumerate them (tracr's shuffle-Dyck-2 at max_len 40: about 20
+        enumerations of 820 contexts per compile, over 8 sets of bases)."""
+        if len(self.ctx_all) > _CONTEXTS_KEPT:
+            return self._enumerate_contexts(bases)
+        infos = tuple(self.info[b] for b in bases)
+        key = (bases, tuple(map(id, infos)))
+        kept = self.__dict__.setdefault("_contexts_kept", {})
+        got = kept.get(key)
+        if got is None:  # (holding the records keeps their ids unique)
+            got = kept[key] = (infos, list(self._enumerate_contexts(bases)))
+        return iter(got[1])
+
+    def _enumerate_contexts(self, bases: tuple[str, ...]
+                            ) -> Iterator[tuple[tuple, list[list[Any]], tuple | None]]:
+        """``_contexts``, enumerated."""
         kinds = {self.info[b].base_kind for b in bases}
         by_value = [self.info[b].base_kind in ("index", "length") for b in bases]
         seen: dict[tuple, tuple] = {}
@@ -172,6 +190,9 @@ class Domains:
 
 
 _MISSING = object()
+# the most contexts (index, length pairs: N(N+1)/2 at max_len N) whose enumeration ``_contexts``
+# keeps per set of bases: 50,403 at max_len 317, a few MB of tuples at most
+_CONTEXTS_KEPT = 50_000
 # a context with at most this many assignments is enumerated one assignment at a time
 # (``_lookup``): the lookups by columns and by combinations cost more to set up than they save
 # (tracr's reverse reads index and length: 820 contexts of one assignment each at max_len 40)
