@@ -38,6 +38,10 @@ def _resumed_matches_fresh(program, vocab: list, n: int, first: int | None, then
     source = Analysis(program, vocab, n, defer_from=first)
     if source.resume_point is None:
         return False
+    # the state kept is the one before the first deferred map, which it does not hold yet
+    k, state = source.resume_point
+    assert list(source.info)[k] == source.deferred[0][0]
+    assert list(state["info"]) == list(source.info)[:k] and not state["deferred"]
     fresh = Analysis(program, vocab, n, defer_from=then)
     resumed = Analysis(program, vocab, n, defer_from=then, resume=source)
     assert _state(resumed) == _state(fresh)
@@ -69,7 +73,7 @@ def test_random_programs_with_a_low_threshold() -> None:
     """Random programs with maps deferred from 50 assignments on (as the fingerprints'
     ``--set DEFER_FROM=50`` run): the plain analysis and a higher threshold, each resumed."""
     resumed = 0
-    for seed in range(12_200_000, 12_200_060):
+    for seed in range(12_200_000, 12_200_040):
         gen = random_source.generate(seed, max_len=8)
         program = program_from_source(gen.source, f"<random {seed}>")
         try:
@@ -77,4 +81,4 @@ def test_random_programs_with_a_low_threshold() -> None:
                 resumed += _resumed_matches_fresh(program, list(gen.vocab), 8, 50, then)
         except UserError:
             continue
-    assert resumed >= 10  # the path is taken, not skipped
+    assert resumed >= 6  # the path is taken, not skipped (8 of these 80 analyses)

@@ -110,6 +110,7 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         # (k, state): this analysis's state before it analysed its k-th s-op, the first map it
         # deferred (``_snapshot``); None where it deferred none
         self.resume_point: tuple[int, dict[str, Any]] | None = None
+        self._analysing: int | None = None
         wanted = None
         if not whole_program and program.output in self.graph:
             wanted = nx.ancestors(self.graph, program.output) | {program.output}
@@ -120,14 +121,9 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
             start, state = resume.resume_point
             self._restore(state)
         for k in range(start, len(nodes)):
-            node = nodes[k]
-            # the state before each map until one is deferred: a plan that defers fewer maps, or
-            # none, analyses the s-ops before that one alike, and starts from there (``resume``)
-            before = self._snapshot() if self.defer_from is not None and not self.deferred \
-                and isinstance(node, (Map, SequenceMap)) else None
-            self.info[node.id] = self._analyse(node)
-            if before is not None and self.deferred:
-                self.resume_point = (k, before)
+            self._analysing = k  # where the first deferred map is (``MapTables.map_info``)
+            self.info[nodes[k].id] = self._analyse(nodes[k])
+        self._analysing = None  # (the lowering tabulates maps of its own)
         self._propagate_bool_number()
         if program.output in self.info:
             self._check_bool_number_output(program.output)
@@ -135,7 +131,7 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
     # what ``_snapshot`` leaves out: the options and inputs, which ``_may_resume`` compares
     _OPTIONS = frozenset({"program", "tabulate_up_to", "domain_cap", "defer_from", "dtype", "graph",
                           "vocab", "max_len", "fixed_length", "causal", "lengths", "ctx_all",
-                          "whole_program", "resume_point"})
+                          "whole_program", "resume_point", "_analysing"})
 
     def _may_resume(self, other: Analysis) -> bool:
         """Whether this analysis analyses the s-ops before ``other``'s first deferred map as
@@ -150,6 +146,20 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
                 and other.tabulate_up_to == self.tabulate_up_to and other.domain_cap == self.domain_cap
                 and other.defer_from is not None
                 and (self.defer_from is None or self.defer_from >= other.defer_from))
+
+    def _keep_resume_point(self, sid: str) -> None:
+        """Called by ``map_info`` as it defers ``sid``, the first map it defers, while the pass
+        over the s-ops is at it: this analysis's state before that s-op (``resume_point``).  What
+        its analysis did so far is kept out: the calls of its function, recorded under its name
+        (its ``SInfo`` is not in ``info`` yet, nor in the lists of deferred, capped or large
+        tables); the caches it filled hold what any analysis would compute alike."""
+        if self._analysing is None or self.resume_point is not None:
+            return
+        state = self._snapshot()
+        state["partial"].discard(sid)
+        for name in ("failures", "non_atoms", "_zero_one", "_own_clash"):
+            state[name].pop(sid, None)
+        self.resume_point = (self._analysing, state)
 
     def _snapshot(self) -> dict[str, Any]:
         """This analysis's state (every attribute but the options): its records and caches

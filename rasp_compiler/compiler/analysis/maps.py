@@ -239,6 +239,7 @@ class MapTables:
                                         most_evaluations=size // 4 if deferring else None)
             if got is not None:
                 if deferring:
+                    self._keep_resume_point(sid)  # type: ignore[attr-defined]
                     self.deferred.append((sid, size))
                 return got
         if not opaque and encoding != "numerical" and size > limits.LARGE_TABLE \
