@@ -168,3 +168,95 @@ def test_affine_and_separable_probes_give_what_the_whole_table_gives(monkeypatch
         outcomes["affine"].add(got_affine is None)
         outcomes["separable"].add(got_sep is None)
     assert outcomes == {"affine": {True, False}, "separable": {True, False}}  # both answers occur
+
+
+def _by_coordinates_per_combination(an, fn, memo, inputs, coords, choices, table, failed):
+    """``maps._by_coordinates`` as it was first written: a dict of outcomes by combination of
+    ranks, each assignment's value looked up by its tuple of ranks."""
+    reader = {c: i for i, c in zip(inputs, coords, strict=True) if c is not None}
+    kept, typed, firsts = [], [], []
+    assignments = combinations = 1
+    missing = object()
+    for j, options in enumerate(choices):
+        held = an.info[reader[j]].table
+        vals = [held.get((x,), missing) for x in options]
+        options = [x for x, v in zip(options, vals, strict=True) if v is not missing]
+        vals = [v for v in vals if v is not missing]
+        keys = list(zip(vals, map(type, vals), strict=True))
+        ranks = {k: r for r, k in enumerate(dict.fromkeys(keys))}
+        kept.append(options)
+        typed.append(keys)
+        firsts.append(ranks)
+        assignments *= len(options)
+        combinations *= len(ranks)
+    if 2 * combinations > assignments and assignments > 64:
+        return None
+    codes = [[ranks[k] for k in keys] for ranks, keys in zip(firsts, typed, strict=True)]
+    distinct = [[v for v, _ in ranks] for ranks in firsts]
+    outcome = {}
+    for combo in itertools.product(*(range(len(d)) for d in distinct)):
+        args = tuple(an.info[i].values[0] if c is None else distinct[c][combo[c]]
+                     for i, c in zip(inputs, coords, strict=True))
+        key = (*args, *map(type, args))
+        if key not in memo:
+            try:
+                memo[key] = fn(*args)
+            except Exception:
+                memo[key] = failed
+        outcome[combo] = memo[key]
+    values = [outcome[c] for c in itertools.product(*codes)]
+    rows = [(a, v) for a, v in zip(itertools.product(*kept), values, strict=True) if v is not failed]
+    table.update(rows)
+    return [v for _, v in rows]
+
+
+def test_by_coordinates_matches_the_lookup_per_combination():
+    """Rows, their order, the values returned, the memo and the order of the function's calls."""
+    from types import SimpleNamespace
+
+    from rasp_compiler.compiler.analysis.maps import _by_coordinates
+
+    rng = random.Random(54)
+    compared = 0
+    for _ in range(300):
+        n_in = rng.randint(1, 3)
+        bases = list(range(rng.randint(1, n_in)))  # coordinates; the other inputs are constants
+        coords = bases + [None] * (n_in - len(bases))
+        rng.shuffle(coords)
+        info, inputs = {}, []
+        for k, c in enumerate(coords):
+            name = f"x{k}"
+            inputs.append(name)
+            if c is None:
+                info[name] = SimpleNamespace(values=[rng.choice(MIXED[:-1])], table={(): None})
+            else:  # a table from each choice to a value, some choices missing
+                domain = [rng.choice(MIXED[:-1]) for _ in range(rng.randint(1, 6))]
+                info[name] = SimpleNamespace(values=domain, table={(v,): rng.choice(MIXED[:-1])
+                                                                   for v in domain if rng.random() < 0.9})
+        choices = [None] * len(bases)
+        for name, c in zip(inputs, coords, strict=True):
+            if c is not None:
+                choices[c] = [rng.choice(info[name].values) for _ in range(rng.randint(0, 12))]
+        an = SimpleNamespace(info=info)
+        failed = object()
+
+        def make_fn(calls):
+            def fn(*args):
+                calls.append(args)
+                if len(repr(args)) % 7 == 0:
+                    raise ValueError("undefined here")
+                return repr(args)[:3]
+            return fn
+        got_calls, want_calls = [], []
+        got_memo, want_memo, got_table, want_table = {}, {}, {}, {}
+        got = _by_coordinates(an, make_fn(got_calls), got_memo, tuple(inputs), coords, choices,
+                              got_table, failed)
+        want = _by_coordinates_per_combination(an, make_fn(want_calls), want_memo, tuple(inputs),
+                                               coords, choices, want_table, failed)
+        assert got == want
+        assert list(got_table.items()) == list(want_table.items())
+        assert [(k, v) for k, v in got_memo.items() if v is not failed] == \
+            [(k, v) for k, v in want_memo.items() if v is not failed]
+        assert got_calls == want_calls
+        compared += got is not None
+    assert compared > 100

@@ -479,10 +479,23 @@ def _by_coordinates(an: Any, fn: Callable[..., Any], memo: dict[tuple, Any], inp
         return None
     codes = [list(map(ranks.__getitem__, keys)) for ranks, keys in zip(firsts, typed, strict=True)]
     distinct = [[v for v, _ in ranks] for ranks in firsts]  # the first object of each value
-    outcome: dict[tuple, Any] = {}
-    for combo in itertools.product(*(range(len(d)) for d in distinct)):
-        args = tuple(an.info[i].values[0] if c is None else distinct[c][combo[c]]
-                     for i, c in zip(inputs, coords, strict=True))
+    # a combination (in coordinate order) as the function's arguments (in input order): itself
+    # where each input reads the coordinate of its place; else picked from it and the constants
+    arrange = None
+    if coords != list(range(len(coords))):
+        constants = tuple(an.info[i].values[0] for i, c in zip(inputs, coords, strict=True) if c is None)
+        picks, k = [], len(distinct)
+        for c in coords:
+            picks.append(k if c is None else c)
+            k += c is None
+        arrange = (constants, picks)
+    outcome: list[Any] = []  # per combination, in product order
+    for combo in itertools.product(*distinct):
+        if arrange is None:
+            args = combo
+        else:
+            full = combo + arrange[0]
+            args = tuple([full[p] for p in arrange[1]])
         key = (*args, *map(type, args))
         value = memo.get(key, _UNSEEN)
         if value is _UNSEEN:
@@ -491,9 +504,13 @@ def _by_coordinates(an: Any, fn: Callable[..., Any], memo: dict[tuple, Any], inp
             except Exception:  # the interpreter raises here, if this occurs
                 value = failed
             memo[key] = value
-        outcome[combo] = value
-    values = list(map(outcome.__getitem__, itertools.product(*codes)))
-    if failed in outcome.values():
+        outcome.append(value)
+    # each assignment's combination as its place in product order (the last coordinate fastest)
+    place = np.zeros(1, dtype=np.int64)
+    for code, d in zip(codes, distinct, strict=True):
+        place = (place[:, None] * len(d) + np.asarray(code, dtype=np.int64)[None, :]).reshape(-1)
+    values = list(map(outcome.__getitem__, place.tolist()))
+    if failed in outcome:
         rows = [(a, v) for a, v in zip(itertools.product(*kept), values, strict=True) if v is not failed]
         table.update(rows)
         return [v for _, v in rows]
