@@ -113,11 +113,18 @@ class Domains:
             if si.base_kind in (None, "const") or tuple(si.bases) != (s,):
                 return None
             tables.append(si.table)
-        for _ctx, choices, first in self._contexts(tuple(sids)):
-            if first is None and not all(_same_atom(table.get((x,), _MISSING), x)
-                                         for table, options in zip(tables, choices, strict=True)
-                                         for x in options):
-                return None
+        # whether each base gives its choices back holds of the bases, not of ``extra``: asked once
+        # per set of bases (and their records, held to keep their ids unique)
+        infos = tuple(self.info[s] for s in sids)
+        checked = self.__dict__.setdefault("_choices_given_back", {})
+        key = (tuple(sids), tuple(map(id, infos)))
+        if key not in checked:
+            checked[key] = (infos, all(
+                all(_same_atom(table.get((x,), _MISSING), x)
+                    for table, options in zip(tables, choices, strict=True) for x in options)
+                for _ctx, choices, first in self._contexts(tuple(sids)) if first is None))
+        if not checked[key][1]:
+            return None
         return list(info.table.items())
 
     def _contexts(self, bases: tuple[str, ...]) -> Iterator[tuple[tuple, list[list[Any]], tuple | None]]:
