@@ -66,6 +66,7 @@ def test_resume_is_refused_for_another_threshold_or_program() -> None:
     assert not lower._may_resume(source)  # a lower threshold may defer an earlier map
     other = Analysis(program, list("(){}ab"), 16, defer_from=None)
     assert not other._may_resume(source)
+    assert not Analysis(program, list("(){}a"), 16, defer_from=None, fixed_length=16)._may_resume(source)
     assert Analysis(program, list("(){}a"), 16, defer_from=None)._may_resume(source)
 
 

@@ -139,7 +139,8 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         nothing deferred).  Those s-ops were not deferred there, so with a higher threshold they
         are not deferred here either, and every other path of ``map_info`` reads the options
         compared here alike."""
-        return (other.program is self.program and other.vocab == self.vocab
+        return (other.program is self.program
+                and [(type(v), v) for v in other.vocab] == [(type(v), v) for v in self.vocab]
                 and other.max_len == self.max_len and other.fixed_length == self.fixed_length
                 and other.causal == self.causal and other.dtype == self.dtype
                 and other.whole_program == self.whole_program
