@@ -57,7 +57,7 @@ def affine(rows: list[tuple[tuple, Any]]) -> tuple[np.ndarray, float] | None:
     least-squares sense, and the probe's own least-squares fit does no worse.  Where the probe's
     fit misses by more (a thousand times that, for the solver's rounding), no fit of every row
     exists, and the table is not read whole (tracr's shuffle-Dyck-2 at max_len 20:
-    ``indicator(any_negative)`` over its two balances, 10,017 rows, misses by about 0.5)."""
+    ``indicator(any_negative)`` over its two balances, 10,017 rows, a step of each)."""
     if not rows:
         return np.zeros(0), 0.0
     y = np.array([float(v) for _, v in rows], dtype=np.float64)
