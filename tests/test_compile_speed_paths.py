@@ -117,3 +117,146 @@ def test_steps_along_matches_a_dot_per_point(k):
         assert np.array_equal(z0, z[at]) and np.array_equal(z1, z[at + 1])
         checked += 1
     assert checked > 20
+
+
+def _large_table(rng: random.Random, kind: str) -> tuple[list[tuple[tuple, float]], int]:
+    """A table of 2,100 to 6,000 rows over 2 or 3 inputs, rows grouped by the first input as the
+    analysis's contexts group them: affine, separable, either up to a little noise on a few rows,
+    or a threshold of the inputs (as ``indicator(balance_a < 0 or balance_b < 0)``)."""
+    n_in = rng.choice([2, 3])
+    sizes = [rng.randint(70, 100) if n_in == 2 else rng.randint(18, 25) for _ in range(n_in)]
+    domains = [sorted({rng.randint(-400, 400) / rng.randint(1, 8) for _ in range(s)}) for s in sizes]
+    w = [rng.choice([0.0, 1.0, -2.0, 0.5]) for _ in range(n_in)]
+    parts = [{v: rng.choice([0.0, 1.0, 3.0]) for v in d} for d in domains]
+    rows: list[tuple[tuple, float]] = []
+    for args in itertools.product(*domains):
+        if rng.random() < 0.2:
+            continue
+        if kind == "affine":
+            y = sum(wj * a for wj, a in zip(w, args, strict=True)) + 1.0
+        elif kind == "separable":
+            y = sum(p[a] for p, a in zip(parts, args, strict=True)) + 2.0
+        else:
+            y = 1.0 if any(a < 0 for a in args) else 0.0
+        rows.append((args, y))
+        if len(rows) >= 6000:
+            break
+    if kind != "threshold" and rng.random() < 0.5:  # a few rows off, anywhere in the table
+        for _ in range(rng.randint(1, 3)):
+            k = rng.randrange(len(rows))
+            rows[k] = (rows[k][0], rows[k][1] + rng.choice([1e-3, 0.5, 1e-12]))
+    return rows, n_in
+
+
+def test_affine_and_separable_probes_give_what_the_whole_table_gives(monkeypatch):
+    """``tables._probe`` only ever turns down a table the whole check turns down: the answers
+    with it and without it (``PROBE_ROWS`` past every table) are the same, fit for fit."""
+    rng = random.Random(53)
+    outcomes = {"affine": set(), "separable": set()}
+    for trial in range(36):
+        rows, n_in = _large_table(rng, ("affine", "separable", "threshold")[trial % 3])
+        assert len(rows) > 4 * tables.PROBE_ROWS
+        got_affine, got_sep = tables.affine(rows), tables.separable(rows, n_in)
+        with monkeypatch.context() as m:
+            m.setattr(tables, "PROBE_ROWS", 10**9)
+            assert tables._probe(len(rows)) is None
+            want_affine, want_sep = tables.affine(rows), tables.separable(rows, n_in)
+        assert (got_affine is None) == (want_affine is None)
+        if got_affine is not None:
+            assert np.array_equal(got_affine[0], want_affine[0]) and got_affine[1] == want_affine[1]
+        assert got_sep == want_sep
+        outcomes["affine"].add(got_affine is None)
+        outcomes["separable"].add(got_sep is None)
+    assert outcomes == {"affine": {True, False}, "separable": {True, False}}  # both answers occur
+
+
+def _by_coordinates_per_combination(an, fn, memo, inputs, coords, choices, table, failed):
+    """``maps._by_coordinates`` as it was first written: a dict of outcomes by combination of
+    ranks, each assignment's value looked up by its tuple of ranks."""
+    reader = {c: i for i, c in zip(inputs, coords, strict=True) if c is not None}
+    kept, typed, firsts = [], [], []
+    assignments = combinations = 1
+    missing = object()
+    for j, options in enumerate(choices):
+        held = an.info[reader[j]].table
+        vals = [held.get((x,), missing) for x in options]
+        options = [x for x, v in zip(options, vals, strict=True) if v is not missing]
+        vals = [v for v in vals if v is not missing]
+        keys = list(zip(vals, map(type, vals), strict=True))
+        ranks = {k: r for r, k in enumerate(dict.fromkeys(keys))}
+        kept.append(options)
+        typed.append(keys)
+        firsts.append(ranks)
+        assignments *= len(options)
+        combinations *= len(ranks)
+    if 2 * combinations > assignments and assignments > 64:
+        return None
+    codes = [[ranks[k] for k in keys] for ranks, keys in zip(firsts, typed, strict=True)]
+    distinct = [[v for v, _ in ranks] for ranks in firsts]
+    outcome = {}
+    for combo in itertools.product(*(range(len(d)) for d in distinct)):
+        args = tuple(an.info[i].values[0] if c is None else distinct[c][combo[c]]
+                     for i, c in zip(inputs, coords, strict=True))
+        key = (*args, *map(type, args))
+        if key not in memo:
+            try:
+                memo[key] = fn(*args)
+            except Exception:
+                memo[key] = failed
+        outcome[combo] = memo[key]
+    values = [outcome[c] for c in itertools.product(*codes)]
+    rows = [(a, v) for a, v in zip(itertools.product(*kept), values, strict=True) if v is not failed]
+    table.update(rows)
+    return [v for _, v in rows]
+
+
+def test_by_coordinates_matches_the_lookup_per_combination():
+    """Rows, their order, the values returned, the memo and the order of the function's calls."""
+    from types import SimpleNamespace
+
+    from rasp_compiler.compiler.analysis.maps import _by_coordinates
+
+    rng = random.Random(54)
+    compared = 0
+    for _ in range(300):
+        n_in = rng.randint(1, 3)
+        bases = list(range(rng.randint(1, n_in)))  # coordinates; the other inputs are constants
+        coords = bases + [None] * (n_in - len(bases))
+        rng.shuffle(coords)
+        info, inputs = {}, []
+        for k, c in enumerate(coords):
+            name = f"x{k}"
+            inputs.append(name)
+            if c is None:
+                info[name] = SimpleNamespace(values=[rng.choice(MIXED[:-1])], table={(): None})
+            else:  # a table from each choice to a value, some choices missing
+                domain = [rng.choice(MIXED[:-1]) for _ in range(rng.randint(1, 6))]
+                info[name] = SimpleNamespace(values=domain, table={(v,): rng.choice(MIXED[:-1])
+                                                                   for v in domain if rng.random() < 0.9})
+        choices = [None] * len(bases)
+        for name, c in zip(inputs, coords, strict=True):
+            if c is not None:
+                choices[c] = [rng.choice(info[name].values) for _ in range(rng.randint(0, 12))]
+        an = SimpleNamespace(info=info)
+        failed = object()
+
+        def make_fn(calls):
+            def fn(*args):
+                calls.append(args)
+                if len(repr(args)) % 7 == 0:
+                    raise ValueError("undefined here")
+                return repr(args)[:3]
+            return fn
+        got_calls, want_calls = [], []
+        got_memo, want_memo, got_table, want_table = {}, {}, {}, {}
+        got = _by_coordinates(an, make_fn(got_calls), got_memo, tuple(inputs), coords, choices,
+                              got_table, failed)
+        want = _by_coordinates_per_combination(an, make_fn(want_calls), want_memo, tuple(inputs),
+                                               coords, choices, want_table, failed)
+        assert got == want
+        assert list(got_table.items()) == list(want_table.items())
+        assert [(k, v) for k, v in got_memo.items() if v is not failed] == \
+            [(k, v) for k, v in want_memo.items() if v is not failed]
+        assert got_calls == want_calls
+        compared += got is not None
+    assert compared > 100

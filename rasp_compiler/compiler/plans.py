@@ -207,7 +207,7 @@ class PlanSearch:
             cand.analysis = Analysis(strategy.program, self.vocab, self.max_len,
                                      fixed_length=self.fixed_length, causal=self.causal, dtype=self.dtype,
                                      tabulate_up_to=strategy.tabulate_up_to, domain_cap=strategy.domain_cap,
-                                     defer_from=strategy.defer_from)
+                                     defer_from=strategy.defer_from, resume=self._resumable(strategy))
             if strategy.defer_from is not None and not cand.analysis.deferred:
                 cand.tried.strategy = strategy.labelled(f"plain (none past {strategy.defer_from:,} to defer)")
             self._stage(strategy, "heads and MLPs")
@@ -222,6 +222,22 @@ class PlanSearch:
             cand.tried.outcome = f"refused: {err.message}"
         cand.tried.add_time(start, cpu)
         return cand
+
+    def _resumable(self, strategy: Strategy) -> Analysis | None:
+        """An analysis built before that ``strategy``'s may start from (``Analysis.resume_point``):
+        of the same program with the same caps, deferring from a threshold no higher, so that
+        the s-ops before the first map it deferred are analysed alike (the plain plan after the
+        deferred one: tracr's shuffle-Dyck-2 then analyses 22 of its 30 s-ops once, not twice).
+        Of several, the one that got furthest."""
+        if strategy.integers is not None:
+            return None
+        held = [c.analysis for c in self.candidates.values()
+                if c.analysis is not None and c.analysis.resume_point is not None
+                and c.strategy.program is strategy.program and c.strategy.domain_cap == strategy.domain_cap
+                and c.strategy.tabulate_up_to == strategy.tabulate_up_to
+                and c.strategy.defer_from is not None
+                and (strategy.defer_from is None or strategy.defer_from >= c.strategy.defer_from)]
+        return max(held, key=lambda an: an.resume_point[0], default=None)  # type: ignore[index]
 
     def build(self, strategy: Strategy, fewer_layers_than: int | None = None) -> Candidate | None:
         """``strategy``'s plan, assembled, if it can be built with fewer layers than

@@ -124,7 +124,9 @@ class AttentionOutputs:
                 if listed > limits.MAX_CONDITIONAL_VALUES:
                     raise _Unbounded()
             cond = {ctx: by_width[w] for ctx, w in widths.items()}
-            allv = sorted_values(v for vs in cond.values() for v in vs)
+            # every context's list, each width's once, in the order the contexts first hold it:
+            # the same first value of each group of equal ones (1, 1.0) as reading every context
+            allv = sorted_values(v for w in dict.fromkeys(widths.values()) for v in by_width[w])
             info = self._base(node, "cond", allv, enc, cond=cond)
         else:
             allv = [default]

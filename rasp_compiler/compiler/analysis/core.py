@@ -7,6 +7,7 @@ attention outputs (``aggregates``), and what they read (``domains``, ``selector_
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import networkx as nx
@@ -44,7 +45,8 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
     def __init__(self, program: Program, vocab: list[Any], max_len: int, *,
                  fixed_length: int | None = None, causal: bool = False, dtype: str = "float32",
                  whole_program: bool = False, tabulate_up_to: int | None = None,
-                 domain_cap: int | None = None, defer_from: int | None = None) -> None:
+                 domain_cap: int | None = None, defer_from: int | None = None,
+                 resume: Analysis | None = None) -> None:
         """Analyses the s-ops the output depends on (a file may define several programs: the
         others are not compiled, so their value sets, size limits and notes do not matter), or
         every s-op with ``whole_program``.  ``tabulate_up_to`` (default DOMAIN_CAP) is the largest
@@ -52,7 +54,9 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         fusable) rather than kept opaque (see ``map_info``).  ``domain_cap`` (default
         limits.DOMAIN_CAP) is the largest joint domain any map is tabulated over.  A map of
         independent inputs past ``defer_from`` joint assignments (and within the caps) is kept
-        opaque too, and listed in ``deferred``."""
+        opaque too, and listed in ``deferred``.  ``resume``: an analysis of the same program and
+        options but a ``defer_from`` no larger, whose ``resume_point`` this one starts from (its
+        s-ops before the first one it deferred, which this one would analyse alike)."""
         self.program = program
         self.tabulate_up_to = tabulate_up_to
         self.domain_cap = domain_cap
@@ -102,15 +106,92 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         # equal number at another (``_propagate_bool_number``, docs/known-bugs.md #13)
         self.marked: dict[str, str] = {}
         self._length_like: dict[str, bool] = {}  # cache of ``length_like``
+        self.whole_program = whole_program
+        # (k, state): this analysis's state before it analysed its k-th s-op, the first map it
+        # deferred (``_snapshot``); None where it deferred none
+        self.resume_point: tuple[int, dict[str, Any]] | None = None
+        self._analysing: int | None = None
         wanted = None
         if not whole_program and program.output in self.graph:
             wanted = nx.ancestors(self.graph, program.output) | {program.output}
-        for node in program.nodes():
-            if not node.is_selector and (wanted is None or node.id in wanted):
-                self.info[node.id] = self._analyse(node)
+        nodes = [node for node in program.nodes()
+                 if not node.is_selector and (wanted is None or node.id in wanted)]
+        start = 0
+        if resume is not None and resume.resume_point is not None and self._may_resume(resume):
+            start, state = resume.resume_point
+            self._restore(state)
+        for k in range(start, len(nodes)):
+            self._analysing = k  # where the first deferred map is (``MapTables.map_info``)
+            self.info[nodes[k].id] = self._analyse(nodes[k])
+        self._analysing = None  # (the lowering tabulates maps of its own)
         self._propagate_bool_number()
         if program.output in self.info:
             self._check_bool_number_output(program.output)
+
+    # what ``_snapshot`` leaves out: the options and inputs, which ``_may_resume`` compares
+    _OPTIONS = frozenset({"program", "tabulate_up_to", "domain_cap", "defer_from", "dtype", "graph",
+                          "vocab", "max_len", "fixed_length", "causal", "lengths", "ctx_all",
+                          "whole_program", "resume_point", "_analysing"})
+
+    def _may_resume(self, other: Analysis) -> bool:
+        """Whether this analysis analyses the s-ops before ``other``'s first deferred map as
+        ``other`` did: the same program and options, and a ``defer_from`` no smaller (None:
+        nothing deferred).  Those s-ops were not deferred there, so with a higher threshold they
+        are not deferred here either, and every other path of ``map_info`` reads the options
+        compared here alike."""
+        return (other.program is self.program
+                and [(type(v), v) for v in other.vocab] == [(type(v), v) for v in self.vocab]
+                and other.max_len == self.max_len and other.fixed_length == self.fixed_length
+                and other.causal == self.causal and other.dtype == self.dtype
+                and other.whole_program == self.whole_program
+                and other.tabulate_up_to == self.tabulate_up_to and other.domain_cap == self.domain_cap
+                and other.defer_from is not None
+                and (self.defer_from is None or self.defer_from >= other.defer_from))
+
+    def _keep_resume_point(self, sid: str) -> None:
+        """Called by ``map_info`` as it defers ``sid``, the first map it defers, while the pass
+        over the s-ops is at it: this analysis's state before that s-op (``resume_point``).  What
+        its analysis did so far is kept out: the calls of its function, recorded under its name
+        (its ``SInfo`` is not in ``info`` yet, nor in the lists of deferred, capped or large
+        tables); the caches it filled hold what any analysis would compute alike."""
+        if self._analysing is None or self.resume_point is not None:
+            return
+        state = self._snapshot()
+        state["partial"].discard(sid)
+        for name in ("failures", "non_atoms", "_zero_one", "_own_clash"):
+            state[name].pop(sid, None)
+        self.resume_point = (self._analysing, state)
+
+    def _snapshot(self) -> dict[str, Any]:
+        """This analysis's state (every attribute but the options): its records and caches
+        copied one level deep, where the analysis adds to them (``_zero_one`` two levels: a map's
+        entry grows with each call).  The value sets, tables and caches' entries are shared:
+        none is changed once made."""
+        state: dict[str, Any] = {}
+        for name, value in self.__dict__.items():
+            if name in self._OPTIONS:
+                continue
+            if isinstance(value, (dict, list, set)):
+                value = value.copy()
+            state[name] = value
+        state["_zero_one"] = {k: dict(v) for k, v in state["_zero_one"].items()}
+        return state
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        """Take over ``state`` (another analysis's ``_snapshot``), copied again so that it stays as
+        it was; each map's function then records its calls here (``MapTables._recorder``), as
+        it would have had this analysis called it first."""
+        for name, value in state.items():
+            if isinstance(value, (dict, list, set)):
+                value = value.copy()
+            setattr(self, name, value)
+        self._zero_one = {k: dict(v) for k, v in self._zero_one.items()}
+        for sid, info in self.info.items():
+            node = getattr(info.fn, "recorded_node", None)
+            if node is not None:
+                info = copy.copy(info)
+                info.fn = self._recorder(node)
+                self.info[sid] = info
 
     def node(self, node_id: str) -> Node:
         return self.graph.nodes[node_id]["node"]

@@ -8,6 +8,7 @@ assignments through their tables, and ``ctx_values`` the values of one s-op in o
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import operator
@@ -112,17 +113,42 @@ class Domains:
             if si.base_kind in (None, "const") or tuple(si.bases) != (s,):
                 return None
             tables.append(si.table)
-        for _ctx, choices, first in self._contexts(tuple(sids)):
-            if first is None and not all(_same_atom(table.get((x,), _MISSING), x)
-                                         for table, options in zip(tables, choices, strict=True)
-                                         for x in options):
-                return None
+        # whether each base gives its choices back holds of the bases, not of ``extra``: asked once
+        # per set of bases (and their records, held to keep their ids unique)
+        infos = tuple(self.info[s] for s in sids)
+        checked = self.__dict__.setdefault("_choices_given_back", {})
+        key = (tuple(sids), tuple(map(id, infos)))
+        if key not in checked:
+            checked[key] = (infos, all(
+                all(_same_atom(table.get((x,), _MISSING), x)
+                    for table, options in zip(tables, choices, strict=True) for x in options)
+                for _ctx, choices, first in self._contexts(tuple(sids)) if first is None))
+        if not checked[key][1]:
+            return None
         return list(info.table.items())
 
     def _contexts(self, bases: tuple[str, ...]) -> Iterator[tuple[tuple, list[list[Any]], tuple | None]]:
         """(context, each base's choices, the earlier context with the same choices or None), in
         ``_ctx_list``'s order.  Choices are the same when each base's list is the same
-        object (or the same index / length): then so are the context's assignments."""
+        object (or the same index / length): then so are the context's assignments.
+
+        Kept per set of bases (and their records, which hold the choices) where there are at
+        most ``_CONTEXTS_KEPT`` contexts: a map's table, its domain's size and the joint rows of
+        its inputs each enumerate them (tracr's shuffle-Dyck-2 at max_len 40: about 20
+        enumerations of 820 contexts per compile, over 8 sets of bases)."""
+        if len(self.ctx_all) > _CONTEXTS_KEPT:
+            return self._enumerate_contexts(bases)
+        infos = tuple(self.info[b] for b in bases)
+        key = (bases, tuple(map(id, infos)))
+        kept = self.__dict__.setdefault("_contexts_kept", {})
+        got = kept.get(key)
+        if got is None:  # (holding the records keeps their ids unique)
+            got = kept[key] = (infos, list(self._enumerate_contexts(bases)))
+        return iter(got[1])
+
+    def _enumerate_contexts(self, bases: tuple[str, ...]
+                            ) -> Iterator[tuple[tuple, list[list[Any]], tuple | None]]:
+        """``_contexts``, enumerated."""
         kinds = {self.info[b].base_kind for b in bases}
         by_value = [self.info[b].base_kind in ("index", "length") for b in bases]
         seen: dict[tuple, tuple] = {}
@@ -171,6 +197,9 @@ class Domains:
 
 
 _MISSING = object()
+# the most contexts (index, length pairs: N(N+1)/2 at max_len N) whose enumeration ``_contexts``
+# keeps per set of bases: 50,403 at max_len 317, a few MB of tuples at most
+_CONTEXTS_KEPT = 50_000
 # a context with at most this many assignments is enumerated one assignment at a time
 # (``_lookup``): the lookups by columns and by combinations cost more to set up than they save
 # (tracr's reverse reads index and length: 820 contexts of one assignment each at max_len 40)
@@ -267,21 +296,26 @@ def _through_memos(info: dict, sids: list[str], extra: str) -> Callable[[dict], 
             return None
         todo.extend(xi.inputs)
 
-    def value(x: str, at: dict) -> Any:
-        if x in at:
-            return at[x]
-        xi = info[x]
-        if xi.base_kind == "const":
-            return xi.values[0]
-        args = tuple(value(u, at) for u in xi.inputs)
-        if any(a is FAILED for a in args):
-            return FAILED
-        got = xi.memo.get((*args, *map(type, args)), _NoEntry)
-        if got is _NoEntry:
-            raise _NoEntry
-        return got
+    return functools.partial(_value_through_memos, info, extra)
 
-    return lambda at: value(extra, at)
+
+def _value_through_memos(info: dict, x: str, at: dict) -> Any:
+    """``_through_memos``'s function: ``x``'s value given the values ``at`` of the s-ops it is
+    read through.  (A module function, not a recursive closure: a closure that calls itself is a
+    reference cycle, and this one would hold the analysis's tables until the cyclic collector
+    ran.)"""
+    if x in at:
+        return at[x]
+    xi = info[x]
+    if xi.base_kind == "const":
+        return xi.values[0]
+    args = tuple(_value_through_memos(info, u, at) for u in xi.inputs)
+    if any(a is FAILED for a in args):
+        return FAILED
+    got = xi.memo.get((*args, *map(type, args)), _NoEntry)
+    if got is _NoEntry:
+        raise _NoEntry
+    return got
 
 
 def _rows_by_coordinates(info: dict, sids: list[str], coords: list[int | None], choices: list[list[Any]],

@@ -30,14 +30,32 @@ class SelectorFacts:
             return self._width_cache[sel_id]
         f = self.formula(sel_id)
         result: dict[tuple[int, int], int] | None = None
-        if all(self.positional(a.key) and self.positional(a.query) for a in sl.atoms(f)):
-            result = {}
-            for n in self.lengths:
-                sel = self._selection(f, n)
-                for i, w in enumerate(sel.sum(axis=1).tolist()):
-                    result[(i, n)] = int(w)
+        atoms = sl.atoms(f)
+        if all(self.positional(a.key) and self.positional(a.query) for a in atoms):
+            if all(self.info[b].base_kind == "index" for a in atoms for sid in (a.key, a.query)
+                   for b in self.info[sid].bases):
+                result = self._index_widths(f)
+            else:
+                result = {}
+                for n in self.lengths:
+                    sel = self._selection(f, n)
+                    for i, w in enumerate(sel.sum(axis=1).tolist()):
+                        result[(i, n)] = int(w)
         self._width_cache[sel_id] = result
         return result
+
+    def _index_widths(self, f: sl.Formula) -> dict[tuple[int, int], int]:
+        """``widths`` of a selector whose atoms read functions of the index alone: its selection
+        at length n is then the top-left n x n block of its selection at the longest length, so
+        the width at (i, n) is the count of the first n keys of row i of that one matrix (a
+        running sum), not a selection built per length: the sum of n^2 over the lengths, 2.9G
+        entries for dyck2's ``select(indices, indices, <=)`` at max_len 2,048 (30 s of CPU before
+        its mean was refused)."""
+        top = max(self.lengths)
+        counts = np.cumsum(self._selection(f, top), axis=1, dtype=np.int64)
+        # (i, n) in ``ctx_all``'s order: each length's queries in turn
+        column = np.concatenate([counts[:n, n - 1] for n in self.lengths])
+        return dict(zip(self.ctx_all, column.tolist(), strict=True))
 
     def _selection(self, f: sl.Formula, n: int) -> np.ndarray:
         """The selection matrix [query, key] at length ``n`` of a selector whose atoms read
@@ -104,18 +122,22 @@ class SelectorFacts:
         if w is not None:
             return min(w.values(), default=0) > 0
 
-        def covered(f: sl.Formula) -> bool:
-            if isinstance(f, sl.Any_):
-                return any(covered(p) for p in f.parts)
-            if not isinstance(f, sl.Atom) or f.op != "==" or f.negated \
-                    or self.info[f.key].base_kind != "index":
-                return False
-            for ctx in self.ctx_all:
-                for v in self.ctx_values(f.query, ctx):
-                    if not (isinstance(v, (int, float)) and float(v).is_integer() and 0 <= v < ctx[1]):
-                        return False
-            return True
-        return covered(self.formula(sel_id))
+        return self._covered(self.formula(sel_id))
+
+    def _covered(self, f: sl.Formula) -> bool:
+        """``_never_empty`` of a formula: an ``==`` of the index against a valid index, or a
+        disjunction with such a part.  (A method, not a recursive closure: a closure that calls
+        itself is a reference cycle, which would hold the analysis until the cyclic collector ran.)"""
+        if isinstance(f, sl.Any_):
+            return any(self._covered(p) for p in f.parts)
+        if not isinstance(f, sl.Atom) or f.op != "==" or f.negated \
+                or self.info[f.key].base_kind != "index":
+            return False
+        for ctx in self.ctx_all:
+            for v in self.ctx_values(f.query, ctx):
+                if not (isinstance(v, (int, float)) and float(v).is_integer() and 0 <= v < ctx[1]):
+                    return False
+        return True
 
     def at_most_one(self, sel_id: str) -> bool:
         """Whether the selector provably selects at most one key for every query: some conjunct

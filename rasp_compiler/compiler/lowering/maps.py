@@ -189,21 +189,12 @@ class Maps:
             return None
         order = sorted(leaves)
 
-        def value(x: str, held: dict[str, Any]) -> Any:
-            if x in held:
-                return held[x]
-            xi = an.info[x]
-            if xi.base_kind == "const":
-                return xi.values[0]
-            held[x] = xi.fn(*(value(u, held) for u in xi.inputs))  # type: ignore[misc]
-            return held[x]
-
         import itertools
         possible = {value_key(v) for v in info.values}
         rows = []
         for combo in itertools.product(*(an.info[u].values for u in order)):
             try:
-                y = value(sid, dict(zip(order, combo, strict=True)))
+                y = _value_given(an.info, sid, dict(zip(order, combo, strict=True)))
             except Exception:  # the interpreter raises on this combination, so it cannot occur
                 continue
             # a value outside the analysed (over-approximated) value set: the combination cannot
@@ -293,6 +284,19 @@ class Maps:
                             _differ(ya, yb) if out_numeric else (ya, type(ya)) != (yb, type(yb))):
                         return u, a, b
         return None
+
+
+def _value_given(info: dict[str, SInfo], x: str, held: dict[str, Any]) -> Any:
+    """``x``'s value given the values ``held`` of the s-ops it is computed from (filled in as
+    they are computed).  (A module function, not a recursive closure: a closure that calls itself
+    is a reference cycle, which would hold the analysis until the cyclic collector ran.)"""
+    if x in held:
+        return held[x]
+    xi = info[x]
+    if xi.base_kind == "const":
+        return xi.values[0]
+    held[x] = xi.fn(*(_value_given(info, u, held) for u in xi.inputs))  # type: ignore[misc]
+    return held[x]
 
 
 def _differ(a: Any, b: Any) -> bool:
