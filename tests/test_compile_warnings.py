@@ -58,3 +58,11 @@ def test_the_command_line_prints_the_note_in_its_summary_not_as_a_python_warning
     out = capsys.readouterr()
     assert "note: the numerical output reaches 1e+09" in out.out
     assert "CompileWarning" not in out.err and caught == []
+
+
+def test_the_runtime_reads_the_several_keys_note_by_the_phrase_the_compiler_writes() -> None:
+    """runtime.py runs without the compiler, so it spells the phrase out (known-bugs #22)."""
+    from rasp_compiler.compiler.notes import SEVERAL_KEYS
+    from rasp_compiler.runtime import SEVERAL_KEYS_NOTE
+
+    assert SEVERAL_KEYS == SEVERAL_KEYS_NOTE
