@@ -367,7 +367,7 @@ def test_categorical_mean_of_strings_has_no_answer() -> None:
     model = rasp.compile_program(program, set("abc"), 3)
     assert any("several keys may be selected" in note for note in model.config["notes"])
     for x in (list("ab"), list("abb"), list("abc")):
-        with pytest.raises(UserError, match="ambiguous"):
+        with pytest.raises(UserError, match="no answer.*mean of non-numbers"):
             model.run([x])
     assert model.run([["c"]]) == [["c"]]
     assert _agrees_everywhere(program, set("abc"), 3) == 3  # one-token inputs; the rest have no answer
