@@ -293,13 +293,35 @@ def _unexpected_character(err: UnexpectedCharacters, text: str, file: str) -> Ra
     if c == "'":
         return RaspError("strings use double quotes in RASP", file, line, col, text,
                          hint="write \"...\" instead of '...'")
+    if c == "~":  # tracr's selector/boolean negation
+        return RaspError("'~' is not a RASP operator", file, line, col, text, hint="write 'not'")
     shown = repr(c) if not c.isprintable() or c == " " else f"'{c}'"
     hint = None
-    if c.isidentifier():  # e.g. `café`: the original's names are ASCII too (grammar: [a-zA-Z_])
+    before = text[:err.pos_in_stream].rstrip()
+    if c == "." and before[-1:].isidentifier():  # `Comparison.EQ`, `rasp.tokens`: tracr's Python
+        hint = _attribute_hint(before, text[err.pos_in_stream + 1:])
+    elif c.isidentifier():  # e.g. `café`: the original's names are ASCII too (grammar: [a-zA-Z_])
         hint = "names use only ASCII letters, digits and '_'; other characters may go in \"strings\""
     elif c == "\ufeff":
         hint = "a byte-order mark in the middle of the text: delete it"
     return RaspError(f"unexpected character {shown}", file, line, col, text, hint=hint)
+
+
+# tracr's Comparison members, as select's bare operator
+_COMPARISONS = {"EQ": "==", "NEQ": "!=", "LT": "<", "LEQ": "<=", "GT": ">", "GEQ": ">=",
+                "TRUE": "TRUE", "FALSE": "FALSE"}
+
+
+def _attribute_hint(before: str, after: str) -> str:
+    """What to write instead of a Python attribute (`Comparison.LT`, `rasp.tokens`)."""
+    owner = before.split()[-1].split("(")[-1].split(",")[-1]
+    member = after.split("(")[0].split(",")[0].split(")")[0].split(";")[0].strip()
+    if owner == "Comparison" and member in _COMPARISONS:
+        op = _COMPARISONS[member]
+        return (f"RASP has no attributes: tracr's Comparison.{member} is select's bare {op}: "
+                f"select(keys, queries, {op})")
+    return ("RASP has no attributes ('.' only starts a number such as .5); tracr-style Python "
+            "is built with rasp_compiler.pyapi (docs/python-api.md)")
 
 
 def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
