@@ -334,3 +334,13 @@ def test_tracr_and_paper_notation_gets_a_hint_in_rasp_words(src: str, words: str
 
 def test_a_user_function_named_map_is_still_called() -> None:
     assert run(program_from_source("def map(x) { return x + 1; }\nmap(indices);\n"), "abc") == [1, 2, 3]
+
+
+@pytest.mark.parametrize("word", ["round", "indicator", "select", "aggregate", "def", "return", "for", "load",
+                                  "not"])
+def test_assigning_a_keyword_says_it_is_a_keyword(word: str) -> None:
+    """`round = 3;` said "assignment is a statement of its own", which it is."""
+    err = error_of(f"x = 1;\n{word} = 3;\n")
+    assert err.message == f"'{word}' is a RASP keyword, so it cannot be assigned"
+    assert (err.line, err.col) == (2, 1)
+    assert err.hint == f"choose another name, e.g. '{word}_'"

@@ -307,6 +307,10 @@ def _unexpected_character(err: UnexpectedCharacters, text: str, file: str) -> Ra
     return RaspError(f"unexpected character {shown}", file, line, col, text, hint=hint)
 
 
+# keywords that read as names (`round = 3;`); `and`, `or`, `in`, … fail before the '='
+_ASSIGNABLE_LOOKING_KEYWORDS = {"round", "indicator", "select", "aggregate", "def", "return", "for", "load",
+                                "not"}
+
 # tracr's Comparison members, as select's bare operator
 _COMPARISONS = {"EQ": "==", "NEQ": "!=", "LT": "<", "LEQ": "<=", "GT": ">", "GEQ": ">=",
                 "TRUE": "TRUE", "FALSE": "FALSE"}
@@ -409,6 +413,10 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
             return RaspError(f"unexpected '=' here: RASP has no keyword arguments (`{word}=`)", file, line,
                              col, text, hint="give the arguments in order, e.g. the default as "
                                              "aggregate's third: aggregate(sel, sop, \"-\")")
+        if word in _ASSIGNABLE_LOOKING_KEYWORDS:  # `round = 3;`: not an assignment in the wrong place
+            line, col = _position(text, start)
+            return RaspError(f"'{word}' is a RASP keyword, so it cannot be assigned", file, line, col, text,
+                             width=len(word), hint=f"choose another name, e.g. '{word}_'")
         return RaspError("unexpected '=' here: assignment is a statement of its own (`name = value;`)",
                          file, line, col, text, hint="to compare, write '=='")
     if tok.type == "SEMICOLON" and stack:
