@@ -373,7 +373,7 @@ def test_booleans_from_a_never_empty_selector_compile(source: str) -> None:
 # The same for the library sort of booleans: its select(target_position, indices, ==) is never
 # empty because the sort's target positions number the positions 0..n-1 (a strict total order's
 # widths); with keys that may tie and no tie-break, it may be empty, and stays refused.
-@pytest.mark.parametrize("key", ["indices", "tokens", "-indices"])
+@pytest.mark.parametrize("key", ["indices", "tokens", "-indices", "length", "1"])
 def test_the_library_sort_of_booleans_compiles(key: str) -> None:
     _agrees_exhaustively(f'b = tokens == "a";\nsort(b, {key});\n', 5, "abc")
 

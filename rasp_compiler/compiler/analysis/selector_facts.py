@@ -229,7 +229,14 @@ class SelectorFacts:
             return (isinstance(a, sl.Atom) and not a.negated and a.fn is None and a.op in ("<", ">")
                     and a.key == a.query)
 
+        def always(a: sl.Formula) -> bool:  # `select(length, length, ==)`: one value per input
+            return (isinstance(a, sl.Atom) and not a.negated and a.fn is None and a.op in ("==", "<=", ">=")
+                    and a.key == a.query and self.uniform(a.key))
+
         f = self.formula(node.inputs[0])
+        if isinstance(f, sl.All):  # the sort by a uniform key: `select(K, K, <)` was simplified away
+            rest = [p for p in sl.conjuncts(f) if not always(p)]
+            f = rest[0] if len(rest) == 1 else f
         if strict(f):
             return self.injective(f.key)  # type: ignore[union-attr]
         if not isinstance(f, sl.Any_) or len(f.parts) != 2:
