@@ -310,3 +310,37 @@ def test_an_error_about_no_place_in_a_program_is_not_put_in_a_file_called_input(
     assert err.startswith("error: vocabulary entry 'a' cannot be read as int"), err
     assert RaspError("m").render() == "error: m"
     assert RaspError("m", line=2, col=3).render().startswith("<input>:2:3: error: m")
+
+
+@pytest.mark.parametrize("src, words, hint", [
+    ("x = ~select(tokens, tokens, ==);\n", "'~' is not a RASP operator", "write 'not'"),
+    ("x = select(tokens, tokens, Comparison.LT);\n", "unexpected character '.'",
+     "tracr's Comparison.LT is select's bare <: select(keys, queries, <)"),
+    ("x = rasp.tokens;\n", "unexpected character '.'", "RASP has no attributes"),
+    ("x = select(tokens, tokens, LEQ);\n", "not the name 'LEQ'",
+     "tracr's Comparison.LEQ is the bare operator <= here"),
+    ("x = select(tokens, tokens, true);\n", "not the name 'true'",
+     "written in capitals: select(keys, queries, TRUE)"),
+    ("x = map(indices, indices);\n", "unknown name 'map'", "RASP has no map function"),
+    ("x = zipmap(indices, indices);\n", "unknown name 'zipmap'", "RASP has no map function"),
+    ("x = SequenceMap(indices, indices);\n", "unknown name 'SequenceMap'", "RASP has no map function"),
+])
+def test_tracr_and_paper_notation_gets_a_hint_in_rasp_words(src: str, words: str, hint: str) -> None:
+    """What a tracr user or a reader of the paper types first: `~`, `Comparison.LT`, `map`/`zipmap`
+    (whose nearest name was 'max', whose '.' had no hint at all)."""
+    err = error_of(src)
+    assert words in err.message and hint in (err.hint or ""), (err.message, err.hint)
+
+
+def test_a_user_function_named_map_is_still_called() -> None:
+    assert run(program_from_source("def map(x) { return x + 1; }\nmap(indices);\n"), "abc") == [1, 2, 3]
+
+
+@pytest.mark.parametrize("word", ["round", "indicator", "select", "aggregate", "def", "return", "for", "load",
+                                  "not"])
+def test_assigning_a_keyword_says_it_is_a_keyword(word: str) -> None:
+    """`round = 3;` said "assignment is a statement of its own", which it is."""
+    err = error_of(f"x = 1;\n{word} = 3;\n")
+    assert err.message == f"'{word}' is a RASP keyword, so it cannot be assigned"
+    assert (err.line, err.col) == (2, 1)
+    assert err.hint == f"choose another name, e.g. '{word}_'"

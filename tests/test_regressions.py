@@ -360,6 +360,33 @@ def test_an_output_that_may_be_false_or_zero_is_refused(source: str) -> None:
     _agrees_exhaustively(fixed, 4, "ab")
 
 
+# docs/known-bugs.md #21: an aggregate of booleans whose selector is never empty never takes its
+# default 0, but the output check added the default anyway and refused it (the library's
+# load_from_location(b, 0), the original REPL's idiom for "the first value").
+@pytest.mark.parametrize("source", ['b = tokens == "a";\nload_from_location(b, 0);\n',
+                                    'b = tokens == "a";\nload_from_location(b, length - 1);\n',
+                                    'aggregate(select(indices, 0, ==), tokens == "a");\n'])
+def test_booleans_from_a_never_empty_selector_compile(source: str) -> None:
+    _agrees_exhaustively(source, 5, "abc")
+
+
+# The same for the library sort of booleans: its select(target_position, indices, ==) is never
+# empty because the sort's target positions number the positions 0..n-1 (a strict total order's
+# widths); with keys that may tie and no tie-break, it may be empty, and stays refused.
+@pytest.mark.parametrize("key", ["indices", "tokens", "-indices", "length", "1"])
+def test_the_library_sort_of_booleans_compiles(key: str) -> None:
+    _agrees_exhaustively(f'b = tokens == "a";\nsort(b, {key});\n', 5, "abc")
+
+
+def test_a_rank_that_may_tie_still_leaves_the_default() -> None:
+    from rasp_compiler.errors import CompileError
+
+    source = ('b = tokens == "a";\nt = selector_width(select(tokens, tokens, <));\n'
+              "aggregate(select(t, indices, ==), b);\n")
+    with pytest.raises(CompileError, match="equal in Python"):
+        compile_program(program_from_source(source), list("abc"), 5)
+
+
 def test_the_checker_tells_false_from_zero() -> None:
     from rasp_compiler.compiler.checking import agree
 

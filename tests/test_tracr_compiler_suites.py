@@ -239,6 +239,47 @@ def test_tracr_causal_compile_computes_causal_evaluation(name: str) -> None:
         assert agree(got, causal_eval.evaluate(program, x), numerical, 1e-4)[0], x
 
 
+# tracr's library programs that look ahead: compile_rasp_to_model(..., causal=True) masks them, as
+# tracr does, and the model must compute their causal evaluation
+LOOK_AHEAD_LIBRARY = {
+    "shuffle_dyck": (lambda: lib.make_shuffle_dyck(["()"]), {"(", ")", "a"}, 6),
+    "shuffle_dyck2": (lambda: lib.make_shuffle_dyck2(), {"(", ")", "{", "}"}, 5),
+    "reverse_bools": (lambda: lib.make_reverse(rasp.tokens == "a"), {"a", "b"}, 6),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOOK_AHEAD_LIBRARY))
+def test_tracr_causal_compile_of_library_programs_that_look_ahead(name: str) -> None:
+    """shuffle_dyck's last_zero aggregates booleans with tracr's default (None: False); written with
+    RASP's 0, the masked program may mix 0 into a boolean output where the analysis cannot prove
+    select_last non-empty (masked, `length - 1` is no longer the last index), and the causal
+    compile was refused ("may be a boolean at one position and an equal number at another")."""
+    build, vocab, max_len = LOOK_AHEAD_LIBRARY[name]
+    program = build()
+    model = compiling.compile_rasp_to_model(program, vocab, max_len, causal=True,
+                                            compiler_bos=BOS, compiler_pad=PAD)
+    inputs = _inputs(vocab, max_len)
+    for x, got in zip(inputs, model.model.run(inputs), strict=True):
+        want = causal_eval.evaluate(program, x)
+        assert got == want and [type(g) for g in got] == [type(w) for w in want], x
+
+
+def test_library_aggregates_keep_tracr_defaults() -> None:
+    """tracr's lib writes these Aggregates without a default (None): for booleans that is False."""
+    assert lib.make_reverse(rasp.tokens == "a").default is False
+    last_zero = next(e for e in _exprs(lib.make_shuffle_dyck2()) if e.name == "last_zero")
+    assert last_zero.default is False
+
+
+def _exprs(root) -> list:
+    seen, todo = {}, [root]
+    while todo:
+        e = todo.pop()
+        if e.unique_id not in seen:
+            seen[e.unique_id] = e
+            todo.extend(e.children)
+    return list(seen.values())
+
 # ------------------------------------------------------------------------------ basis_inference_test
 def _values(program, vocab, max_len: int, node: str | None = None) -> set:
     graph = program.program()

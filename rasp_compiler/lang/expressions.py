@@ -121,6 +121,10 @@ class Expressions:
         except KeyError:
             close = env.suggest(name)
             hint = f"did you mean '{close}'?" if close else None
+            if name in _MAP_NAMES:  # the paper's map/zipmap, tracr's Map ('map' was close to 'max')
+                hint = ("RASP has no map function: write the elementwise expression on the s-ops "
+                        "themselves (indices + 1, tokens == \"a\", {\"a\": 1, \"b\": 2}[tokens]); a "
+                        "Python function is a map in rasp_compiler.pyapi (docs/python-api.md)")
             if name.startswith("_") and close is None:
                 hint = "names starting with '_' stay private to the file that defines them"
             raise self.error(f"unknown name '{name}'", tree, ctx, hint=hint) from None
@@ -409,7 +413,7 @@ class Expressions:
         if op_tok.type == "NAME" and op not in ("TRUE", "FALSE"):  # the grammar takes any name here
             raise self.error(f"select needs a comparison operator (==, !=, <, >, <=, >=, or TRUE / FALSE "
                              f"to select every key / none) as its 3rd argument, not the name '{op}'",
-                             op_tok, ctx, hint="write it bare, e.g. select(indices, indices, <=)")
+                             op_tok, ctx, hint=_comparison_hint(op))
         if op in ("TRUE", "FALSE"):
             # The paper's constant predicates no longer read the s-ops: the select of two equal
             # constants (the library's full_s), which compiles to no head of its own
@@ -442,3 +446,19 @@ class Expressions:
                 raise self.error(f"aggregate's default must be an atom, got {a_kind(default)}",
                                  default_tree, ctx)
         return SOp(self.builder.add(Aggregate, (sel.node, sop), self.pos(tree, ctx), default=default))
+
+
+# tracr's Comparison members and the bare operator each is in RASP text
+_TRACR_COMPARISONS = {"EQ": "==", "NEQ": "!=", "LT": "<", "LEQ": "<=", "GT": ">", "GEQ": ">="}
+
+
+_MAP_NAMES = {"map", "zipmap", "Map", "SequenceMap", "sequence_map", "numerical_map"}
+
+
+def _comparison_hint(name: str) -> str:
+    if name.upper() in ("TRUE", "FALSE"):
+        return f"the constant predicates are written in capitals: select(keys, queries, {name.upper()})"
+    op = _TRACR_COMPARISONS.get(name.upper())
+    if op is None:
+        return "write it bare, e.g. select(indices, indices, <=)"
+    return f"tracr's Comparison.{name.upper()} is the bare operator {op} here: select(keys, queries, {op})"

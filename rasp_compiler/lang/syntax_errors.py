@@ -293,13 +293,39 @@ def _unexpected_character(err: UnexpectedCharacters, text: str, file: str) -> Ra
     if c == "'":
         return RaspError("strings use double quotes in RASP", file, line, col, text,
                          hint="write \"...\" instead of '...'")
+    if c == "~":  # tracr's selector/boolean negation
+        return RaspError("'~' is not a RASP operator", file, line, col, text, hint="write 'not'")
     shown = repr(c) if not c.isprintable() or c == " " else f"'{c}'"
     hint = None
-    if c.isidentifier():  # e.g. `café`: the original's names are ASCII too (grammar: [a-zA-Z_])
+    before = text[:err.pos_in_stream].rstrip()
+    if c == "." and before[-1:].isidentifier():  # `Comparison.EQ`, `rasp.tokens`: tracr's Python
+        hint = _attribute_hint(before, text[err.pos_in_stream + 1:])
+    elif c.isidentifier():  # e.g. `café`: the original's names are ASCII too (grammar: [a-zA-Z_])
         hint = "names use only ASCII letters, digits and '_'; other characters may go in \"strings\""
     elif c == "\ufeff":
         hint = "a byte-order mark in the middle of the text: delete it"
     return RaspError(f"unexpected character {shown}", file, line, col, text, hint=hint)
+
+
+# keywords that read as names (`round = 3;`); `and`, `or`, `in`, … fail before the '='
+_ASSIGNABLE_LOOKING_KEYWORDS = {"round", "indicator", "select", "aggregate", "def", "return", "for", "load",
+                                "not"}
+
+# tracr's Comparison members, as select's bare operator
+_COMPARISONS = {"EQ": "==", "NEQ": "!=", "LT": "<", "LEQ": "<=", "GT": ">", "GEQ": ">=",
+                "TRUE": "TRUE", "FALSE": "FALSE"}
+
+
+def _attribute_hint(before: str, after: str) -> str:
+    """What to write instead of a Python attribute (`Comparison.LT`, `rasp.tokens`)."""
+    owner = before.split()[-1].split("(")[-1].split(",")[-1]
+    member = after.split("(")[0].split(",")[0].split(")")[0].split(";")[0].strip()
+    if owner == "Comparison" and member in _COMPARISONS:
+        op = _COMPARISONS[member]
+        return (f"RASP has no attributes: tracr's Comparison.{member} is select's bare {op}: "
+                f"select(keys, queries, {op})")
+    return ("RASP has no attributes ('.' only starts a number such as .5); tracr-style Python "
+            "is built with rasp_compiler.pyapi (docs/python-api.md)")
 
 
 def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
@@ -387,6 +413,10 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
             return RaspError(f"unexpected '=' here: RASP has no keyword arguments (`{word}=`)", file, line,
                              col, text, hint="give the arguments in order, e.g. the default as "
                                              "aggregate's third: aggregate(sel, sop, \"-\")")
+        if word in _ASSIGNABLE_LOOKING_KEYWORDS:  # `round = 3;`: not an assignment in the wrong place
+            line, col = _position(text, start)
+            return RaspError(f"'{word}' is a RASP keyword, so it cannot be assigned", file, line, col, text,
+                             width=len(word), hint=f"choose another name, e.g. '{word}_'")
         return RaspError("unexpected '=' here: assignment is a statement of its own (`name = value;`)",
                          file, line, col, text, hint="to compare, write '=='")
     if tok.type == "SEMICOLON" and stack:

@@ -28,7 +28,8 @@ def make_reverse(sop: SOp) -> SOp:
     opp_idx = (length - indices).named("opp_idx")
     opp_idx = (opp_idx - 1).named("opp_idx_1")
     reverse_selector = select(indices, opp_idx, Comparison.EQ).named("reverse_selector")
-    return aggregate(reverse_selector, sop).named("reverse")
+    # tracr's Aggregate default (None: False for a boolean s-op, else 0), as in its lib.py
+    return aggregate(reverse_selector, sop, default=None).named("reverse")
 
 
 def make_hist() -> SOp:
@@ -95,7 +96,10 @@ def make_shuffle_dyck(pairs: list[str]) -> SOp:
     for balance in balances[1:]:
         all_zero = all_zero & (balance == 0)
     select_last = select(indices, length - 1, Comparison.EQ).named("select_last")
-    last_zero = aggregate(select_last, all_zero).named("last_zero")
+    # tracr's default (None: False here, all_zero being boolean). RASP's 0 mixed a number into a
+    # boolean output where the analysis cannot prove select_last non-empty: the causal model
+    # (compile_rasp_to_model(..., causal=True)) was refused
+    last_zero = aggregate(select_last, all_zero, default=None).named("last_zero")
     not_has_neg = (~has_neg).named("not_has_neg")
     return (last_zero & not_has_neg).named("shuffle_dyck")
 

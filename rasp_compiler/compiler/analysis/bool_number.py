@@ -66,7 +66,11 @@ class BoolNumberChecks:
         node = self.node(out)
         values = list(info.values) + list(info.table.values())
         if isinstance(node, Aggregate):
-            values += list(self.info[node.inputs[1]].values) + [node.default]
+            values += list(self.info[node.inputs[1]].values)
+            # the default only where the selector may select nothing, as _propagate_bool_number
+            # reads it (load_from_location(b, 0) over booleans never takes its default 0)
+            if not self._never_empty(node.inputs[0]):
+                values.append(node.default)
         bools = {v for v in values if isinstance(v, bool)}
         for v in values:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v in bools:

@@ -117,7 +117,9 @@ class SelectorFacts:
         """Whether the selector provably selects some key for every query: its widths (a
         positional selector) are never 0, or it is ``select(indices, q, ==)`` with q a valid index
         at every position (tracr's ``select(indices, length - 1, ==)``), or a disjunction with
-        such a part.  Otherwise an aggregate's default is taken to occur."""
+        such a part, or ``select(R, indices, ==)`` with R numbering the positions
+        (``numbers_positions``: the library sort).  Otherwise an aggregate's default is taken to
+        occur."""
         w = self.widths(sel_id)
         if w is not None:
             return min(w.values(), default=0) > 0
@@ -130,6 +132,9 @@ class SelectorFacts:
         itself is a reference cycle, which would hold the analysis until the cyclic collector ran.)"""
         if isinstance(f, sl.Any_):
             return any(self._covered(p) for p in f.parts)
+        if isinstance(f, sl.Atom) and f.op == "==" and not f.negated and f.fn is None \
+                and self.info[f.query].base_kind == "index" and self.numbers_positions(f.key):
+            return True  # the library sort's select(target_position, indices, ==)
         if not isinstance(f, sl.Atom) or f.op != "==" or f.negated \
                 or self.info[f.key].base_kind != "index":
             return False
@@ -231,6 +236,42 @@ class SelectorFacts:
             result = False
         cache[sid] = result
         return result
+
+    def numbers_positions(self, sid: str) -> bool:
+        """Whether ``sid`` numbers the positions 0..n-1, each once, in every input: the width of a
+        strict total order on the positions, ``select(K, K, <)`` (or ``>``) with K injective, or
+        the library sort's ``select(K, K, <) or (select(K, K, ==) and select(indices, indices, <))``,
+        which orders the positions by (K, index).  At a query, the width counts the positions
+        before it in that order: its rank."""
+        node = self.node(sid) if sid in self.graph else None
+        if not isinstance(node, SelectorWidth):
+            return False
+
+        def strict(a: sl.Formula) -> bool:
+            return (isinstance(a, sl.Atom) and not a.negated and a.fn is None and a.op in ("<", ">")
+                    and a.key == a.query)
+
+        def always(a: sl.Formula) -> bool:  # `select(length, length, ==)`: one value per input
+            return (isinstance(a, sl.Atom) and not a.negated and a.fn is None and a.op in ("==", "<=", ">=")
+                    and a.key == a.query and self.uniform(a.key))
+
+        f = self.formula(node.inputs[0])
+        if isinstance(f, sl.All):  # the sort by a uniform key: `select(K, K, <)` was simplified away
+            rest = [p for p in sl.conjuncts(f) if not always(p)]
+            f = rest[0] if len(rest) == 1 else f
+        if strict(f):
+            return self.injective(f.key)  # type: ignore[union-attr]
+        if not isinstance(f, sl.Any_) or len(f.parts) != 2:
+            return False
+        for order, ties in (f.parts, f.parts[::-1]):
+            parts = sl.conjuncts(ties)
+            if not strict(order) or len(parts) != 2:
+                continue
+            same = any(isinstance(p, sl.Atom) and not p.negated and p.fn is None and p.op == "=="
+                       and p.key == p.query == order.key for p in parts)
+            if same and any(strict(p) and self.injective(p.key) for p in parts):
+                return True
+        return False
 
     def rank_of(self, sid: str) -> str | None:
         """X when ``sid`` is ``selector_width(select(X, X, ==) and select(indices, indices, op))``
