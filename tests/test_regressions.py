@@ -360,7 +360,7 @@ def test_an_output_that_may_be_false_or_zero_is_refused(source: str) -> None:
     _agrees_exhaustively(fixed, 4, "ab")
 
 
-# docs/known-bugs.md #21: an aggregate of booleans whose selector is never empty never takes its
+# docs/known-bugs.md #24: an aggregate of booleans whose selector is never empty never takes its
 # default 0, but the output check added the default anyway and refused it (the library's
 # load_from_location(b, 0), the original REPL's idiom for "the first value").
 @pytest.mark.parametrize("source", ['b = tokens == "a";\nload_from_location(b, 0);\n',
