@@ -269,6 +269,8 @@ def test_library_aggregates_keep_tracr_defaults() -> None:
     assert lib.make_reverse(rasp.tokens == "a").default is False
     last_zero = next(e for e in _exprs(lib.make_shuffle_dyck2()) if e.name == "last_zero")
     assert last_zero.default is False
+    assert lib.make_sort_unique(rasp.tokens == "a", rasp.indices).default is False
+    assert lib.make_sort_unique(rasp.tokens, rasp.indices).default == 0
 
 
 def _exprs(root) -> list:

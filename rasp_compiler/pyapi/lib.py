@@ -43,7 +43,7 @@ def make_sort_unique(vals: SOp, keys: SOp) -> SOp:
     smaller = select(keys, keys, Comparison.LT).named("smaller")
     target_pos = selector_width(smaller).named("target_pos")
     sel_new = select(target_pos, indices, Comparison.EQ)
-    return aggregate(sel_new, vals).named("sort")
+    return aggregate(sel_new, vals, default=None).named("sort")
 
 
 def make_sort(vals: SOp, keys: SOp, *, max_seq_len: int, min_key: float) -> SOp:
