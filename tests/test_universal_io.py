@@ -311,3 +311,15 @@ def test_the_helps_saved_target_example_runs_as_written(tmp_path, monkeypatch, c
     eval(made.strip(), {"Target": Target})
     assert main(load[1:]) == 0
     assert "ok (tolerance" in capsys.readouterr().out
+
+
+def test_a_lower_bound_too_slow_to_compute_is_refused_with_the_layers_that_fit(capsys):
+    """--heads 8 --layers 4 (4,096 paths) was accepted under the old 5,000 cap and ran past 10
+    minutes without a word (the elimination is cubic: 1,024 paths take about 20 s); the error named
+    no option, though the table's default layers 1..5 may be what is too many."""
+    assert main(["universal", "lower-bound", "--heads", "8", "--layers", "4"]) == 1
+    err = capsys.readouterr().err
+    assert "4,096 paths is too many" in err and "give --layers 3 or fewer" in err
+    from rasp_compiler.universal.lower_bound import MAX_PATHS
+
+    assert MAX_PATHS == 4 ** 5   # `rasp universal lower-bound --residual` (docs/universal.md) still fits
