@@ -28,6 +28,17 @@ def test_sparse_rejects_targets_outside_its_class(target_kwargs, words):
         encode(ut, Target.random(seed=0, **target_kwargs))
 
 
+def test_too_shallow_names_what_the_ut_lacks():
+    """"without residual and values a layer cannot be the identity" was said of a UT with a
+    residual (multihead), as if it lacked both."""
+    ut = build_universal("multihead", 3, 1, 2, residual=True)
+    with pytest.raises(UserError, match=r"\(the UT has no value matrices, so a padding layer") as err:
+        encode(ut, Target.random(2, 1, 2, residual=True, values=False))
+    assert "residual" not in str(err.value).split("too shallow")[1].split(")")[0]
+    with pytest.raises(UserError, match=r"\(the UT has no residual stream, so a padding layer"):
+        encode(build_universal("sparse", 2, 1, 2), Target.random(1, 1, 2, seed=0))
+
+
 def test_multihead_rejects_values():
     ut = build_universal("multihead", 2, 2, 2, residual=True)
     with pytest.raises(UserError, match="has value matrices but the multihead construction has none"):
