@@ -919,3 +919,12 @@ def test_the_quick_grids_accuracy_plot_shows_only_what_it_draws():
     assert not any("floor" in t or "best" in t for t in labels) and len(labels) == 3
     assert all(t.get_text().endswith("(1 seed)") for t in ax.get_yticklabels())
     plt.close(fig)
+
+
+def test_dry_run_of_a_results_path_that_is_a_file_says_so(tmp_path, capsys):
+    # `table --dry-run --results FILE` listed every run as missing ("6 of 6 runs missing")
+    (tmp_path / "afile").write_text("")
+    assert cli_main(["experiment", "table", "--quick", "--dry-run", "--results",
+                     str(tmp_path / "afile")]) == 1
+    captured = capsys.readouterr()
+    assert f"--results {tmp_path / 'afile'} is a file" in captured.err and captured.out == ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import numpy as np
@@ -324,3 +325,20 @@ def test_verify_accepts_a_saved_u_against_its_emitted_source(tmp_path, capsys) -
     assert cli(["verify", str(u), str(edited)]) == 1
     err = capsys.readouterr().err
     assert "config.json's 'simulator' differs" in err and "rasp simulate's U (n=2, d=1, H=1)" in err
+
+
+def test_emit_rasp_replaces_a_link_and_names_a_directory(tmp_path, capsys) -> None:
+    """--emit-rasp wrote with open(): through a symbolic link (truncating the file it points at),
+    and in place (a killed run left half a program); a directory gave "(Is a directory)"."""
+    kept = tmp_path / "kept.txt"
+    kept.write_text("the user's file\n")
+    link = tmp_path / "u.rasp"
+    link.symlink_to(kept)
+    assert cli(["simulate", "--n", "1", "--d", "1", "--emit-rasp", str(link)]) == 0
+    assert kept.read_text() == "the user's file\n" and not link.is_symlink()
+    assert link.read_text().startswith("# U, the universal simulator")
+    capsys.readouterr()
+    assert cli(["simulate", "--n", "1", "--d", "1", "--emit-rasp", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path} is a directory, not a file" in err and os.path.join(str(tmp_path), "u.rasp") in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.txt", "u.rasp"]   # no temporary left

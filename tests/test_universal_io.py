@@ -28,6 +28,17 @@ def test_sparse_rejects_targets_outside_its_class(target_kwargs, words):
         encode(ut, Target.random(seed=0, **target_kwargs))
 
 
+def test_too_shallow_names_what_the_ut_lacks():
+    """"without residual and values a layer cannot be the identity" was said of a UT with a
+    residual (multihead), as if it lacked both."""
+    ut = build_universal("multihead", 3, 1, 2, residual=True)
+    with pytest.raises(UserError, match=r"\(the UT has no value matrices, so a padding layer") as err:
+        encode(ut, Target.random(2, 1, 2, residual=True, values=False))
+    assert "residual" not in str(err.value).split("too shallow")[1].split(")")[0]
+    with pytest.raises(UserError, match=r"\(the UT has no residual stream, so a padding layer"):
+        encode(build_universal("sparse", 2, 1, 2), Target.random(1, 1, 2, seed=0))
+
+
 def test_multihead_rejects_values():
     ut = build_universal("multihead", 2, 2, 2, residual=True)
     with pytest.raises(UserError, match="has value matrices but the multihead construction has none"):
@@ -311,3 +322,15 @@ def test_the_helps_saved_target_example_runs_as_written(tmp_path, monkeypatch, c
     eval(made.strip(), {"Target": Target})
     assert main(load[1:]) == 0
     assert "ok (tolerance" in capsys.readouterr().out
+
+
+def test_a_lower_bound_too_slow_to_compute_is_refused_with_the_layers_that_fit(capsys):
+    """--heads 8 --layers 4 (4,096 paths) was accepted under the old 5,000 cap and ran past 10
+    minutes without a word (the elimination is cubic: 1,024 paths take about 20 s); the error named
+    no option, though the table's default layers 1..5 may be what is too many."""
+    assert main(["universal", "lower-bound", "--heads", "8", "--layers", "4"]) == 1
+    err = capsys.readouterr().err
+    assert "4,096 paths is too many" in err and "give --layers 3 or fewer" in err
+    from rasp_compiler.universal.lower_bound import MAX_PATHS
+
+    assert MAX_PATHS == 4 ** 5   # `rasp universal lower-bound --residual` (docs/universal.md) still fits

@@ -349,3 +349,14 @@ def test_a_class_size_below_its_least_is_named_as_written(spec, words):
         parse_class(spec)
     assert "T may be 0" in err.value.hint
     assert parse_class("L=1,H=1,T=0,k=1,o=1,c=1,vocab=1,len=1,rows=1").tables == 0
+
+
+def test_without_check_the_lookup_ut_says_nothing_was_run():
+    """Without --check the lookup UT printed the encoding and stopped, as if it were the result; the
+    fixed UT says "(add --check ...)" in that case."""
+    args = ("universal", "--program", "programs/reverse.rasp", "--vocab", "ab", "--max-len", "3",
+            "--with-mlps")
+    code, out, _ = _cli(*args)
+    assert code == 0 and "(add --check to run the inputs through the backbone and compare)" in out
+    code, out, _ = _cli(*args, "--check")
+    assert code == 0 and "add --check" not in out and "decoded outputs equal" in out

@@ -337,6 +337,10 @@ def _table(args) -> int:
         verb = "select" if args.only and args.seeds else "selects"
         raise UserError(f"{chosen} {verb} no run of the {'quick ' if args.quick else ''}grid",
                         hint="--dry-run without --only and --seeds lists the runs still missing")
+    # --dry-run counted every run missing (the other modes check it as a place to write, below)
+    if (args.dry_run or args.report_only) and Path(results).exists() and not Path(results).is_dir():
+        raise UserError(f"--results {results} is a file, not the directory of the grid's result files",
+                        hint="give the directory the grid writes its result files to")
     if args.report_only and not Path(results).is_dir():  # a typo would rewrite the report from 0 runs
         raise UserError(f"--results {results}: no such directory, so there is nothing to report",
                         hint="give the directory the grid wrote its result files to")

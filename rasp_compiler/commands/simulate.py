@@ -166,10 +166,25 @@ def main(args: argparse.Namespace) -> int:
     input_range = range_from_args(args)
     _refuse_too_many_trials(args, check_size(args.n, args.d, args.heads))  # before any file is written
     if args.emit_rasp:
-        try:
-            with open(args.emit_rasp, "w", encoding="utf-8") as fh:
-                fh.write(generate_source(args.n, args.d, args.heads, args.causal, dtype=args.dtype,
-                                         input_range=input_range))
+        from rasp_compiler.atomic_dir import write_file
+        from rasp_compiler.errors import file_in_the_way
+
+        if os.path.isdir(args.emit_rasp):
+            raise UserError(f"--emit-rasp {args.emit_rasp} is a directory, not a file",
+                            hint=f"give the file's name, e.g. {os.path.join(args.emit_rasp, 'u.rasp')}")
+        blocker = file_in_the_way(os.path.dirname(os.path.abspath(args.emit_rasp)))
+        if blocker is not None:  # makedirs would say only "File exists"
+            raise UserError(f"{args.emit_rasp}: cannot write U's RASP source: {blocker} is a file, "
+                            "not a directory")
+
+        source = generate_source(args.n, args.d, args.heads, args.causal, dtype=args.dtype,
+                                 input_range=input_range)
+
+        def write(tmp: str) -> None:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(source)
+        try:  # beside it, renamed over it, as every single-file artifact: never half-written, never
+            write_file(args.emit_rasp, write)  # through a link (open() followed one, truncating its target)
         except OSError as err:
             raise UserError(f"{args.emit_rasp}: cannot write U's RASP source "
                             f"({err.strerror or err})") from None

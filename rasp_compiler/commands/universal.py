@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
 
 # ----- lower bound -----------------------------------------------------------------------------
 def _lower_bound(args: argparse.Namespace) -> int:
-    from rasp_compiler.universal.lower_bound import lower_bound_table
+    from rasp_compiler.universal.lower_bound import MAX_PATHS, lower_bound_table
 
     for name in ("heads", "layers"):
         v = getattr(args, name)
@@ -185,9 +185,16 @@ def _lower_bound(args: argparse.Namespace) -> int:
                         f"--json, not {', '.join(ignored)}")
     heads = (args.heads,) if args.heads else (1, 2, 3)
     layers = (args.layers,) if args.layers else (1, 2, 3, 4, 5)
-    paths = (max(heads) + int(args.residual)) ** max(layers)
-    if paths > 5000:
-        raise UserError(f"{paths} paths is too many for the exact rank computation (at most 5000)")
+    base = max(heads) + int(args.residual)
+    paths = base ** max(layers)
+    if paths > MAX_PATHS:  # it named no option, though the table's default layers 1..5 may be the cause
+        fit = max((n for n in range(1, 9) if base ** n <= MAX_PATHS), default=0)
+        a = f"H+1 = {base}" if args.residual else f"H = {base}"
+        raise UserError(f"{paths:,} paths is too many for the exact rank computation (at most "
+                        f"{MAX_PATHS:,}, about 20 s; the time grows as the cube): "
+                        f"({a}) ^ (L = {max(layers)})",
+                        hint=f"with --heads {max(heads)}, give --layers {fit} or fewer" if fit
+                        else "fewer --heads")
     rows = lower_bound_table(heads, layers, args.residual)
     if args.json:
         print(json.dumps(rows[0] if len(rows) == 1 else rows))

@@ -115,6 +115,9 @@ def _print_text(report, args) -> None:
               f"(compiled model {1e3 * spi['compiled']:.3f} ms)")
         if not rep.exact:
             print(f"  NOT EXACT: first disagreement {r.first_disagreement}", file=sys.stderr)
+    if not args.check and any(r.refused is None for r in report.programs):
+        # as the fixed UT says it: without --check nothing ran, and the output did not say so
+        print("  (add --check to run the inputs through the backbone and compare)")
     if len(report.programs) > 1:
         t = report.total()
         err = "n/a" if t["max_abs_logit_error"] is None else f"{t['max_abs_logit_error']:.3e}"

@@ -71,8 +71,12 @@ def fit_target(config: UTConfig, target: Target) -> Target:
     if target.layers > config.layers:
         problems.append(f"too deep: target has {target.layers} layers, the UT simulates {config.layers}")
     elif target.layers < config.layers and not (config.residual and config.values):
+        # name what the UT lacks: "without residual and values" read as if it lacked both
+        lacks = " and no ".join(what for what, has in (("residual stream", config.residual),
+                                                        ("value matrices", config.values)) if not has)
         problems.append(f"too shallow: target has {target.layers} layers, the UT simulates exactly "
-                        f"{config.layers} (without residual and values a layer cannot be the identity)")
+                        f"{config.layers} (the UT has no {lacks}, so a padding layer cannot be the "
+                        "identity)")
     if target.heads > config.heads:
         problems.append(f"too many heads: target has {target.heads}, the UT has {config.heads}")
     elif target.heads < config.heads and not config.values:
