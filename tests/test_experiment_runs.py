@@ -189,6 +189,32 @@ def test_the_resume_state_of_another_run_is_refused(tmp_path, monkeypatch, capsy
     assert not (tmp_path / runfiles.RESUME_FILE).exists()
 
 
+def test_a_finished_run_is_not_trained_again(tmp_path, monkeypatch, capsys):
+    """The same run into the same --out gives its saved result (training is deterministic); it
+    trained again from step 0 without a word.  Another run's settings, --no-resume, or a damaged
+    checkpoint train."""
+    args = ["experiment", "dyck1", "--backbone", "random", "--width", "8", "--layers", "1",
+            "--heads", "2", "--steps", "20", "--batch", "4", "--no-progress", "--json",
+            "--out", str(tmp_path)]
+    assert cli_main(args) == 0
+    first = json.loads(capsys.readouterr().out)
+    weights = (tmp_path / "model.safetensors").read_bytes()
+    seen = _stop_after(monkeypatch, 10 ** 9)
+    assert cli_main(args) == 0
+    assert seen == [] and json.loads(capsys.readouterr().out) == first
+    assert cli_main([a for a in args if a != "--no-progress"]) == 0
+    assert "already finished" in capsys.readouterr().err
+    assert cli_main(args + ["--no-resume"]) == 0
+    assert len(seen) == 20 and (tmp_path / "model.safetensors").read_bytes() == weights
+    seen.clear()
+    (tmp_path / "curve.json").write_text("{}")
+    assert cli_main(args) == 0
+    assert len(seen) == 20 and "damaged" in capsys.readouterr().err
+    seen.clear()
+    assert cli_main([a if a != "20" else "25" for a in args]) == 0
+    assert len(seen) == 25
+
+
 def test_a_damaged_resume_state_is_refused(tmp_path):
     tmp_path.joinpath(runfiles.RESUME_FILE).write_bytes(b"\x10\x00\x00\x00garbage")
     with pytest.raises(UserError, match="cannot be read"):

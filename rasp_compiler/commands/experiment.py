@@ -111,9 +111,9 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
                    help="checkpoint directory (default runs/experiments/NAME)")
     _add_checkpoint_options(p)
     p.add_argument("--no-resume", action="store_true",
-                   help="start from step 0 even if --out holds the resume state of an unfinished "
-                        "run (it is overwritten); by default such a run continues where it stopped, "
-                        "bit-exactly")
+                   help="start from step 0 even if --out holds this run, finished or unfinished "
+                        "(it is overwritten); by default an unfinished run continues where it "
+                        "stopped, bit-exactly, and a finished one gives its saved result")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress on stderr (a bar on a terminal, otherwise a line per tenth of "

@@ -233,6 +233,30 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[EmbeddingProgrammedTransfo
     return model, meta
 
 
+def finished_run(out: str | os.PathLike, run: dict) -> tuple[dict, dict] | None:
+    """The result and curve of ``run`` where ``out`` holds it finished (its settings, every file
+    whole and bound by the digests, no resume state left); None otherwise.  Training is
+    deterministic, so a run found finished need not be trained again.  A damaged checkpoint of
+    this run counts as unfinished (a note says so): training again rewrites it."""
+    out = Path(out)
+    if (out / RESUME_FILE).is_file() or not (out / CONFIG_FILE).is_file():
+        return None
+    try:
+        meta = read_json(out / CONFIG_FILE)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or not isinstance(meta.get("run"), dict) \
+            or run_settings(meta["run"]) != run_settings(run) or "weights_sha256" not in meta:
+        return None
+    try:
+        load_checkpoint(out)
+        return read_json(out / RESULT_FILE), read_json(out / CURVE_FILE)
+    except (UserError, OSError, ValueError) as err:
+        print(f"note: {out} holds this run, damaged ({str(err).splitlines()[0]}): training it again",
+              file=sys.stderr)
+        return None
+
+
 def _check_bound_file(path: Path, name: str, want: object) -> None:
     try:
         got = digest(read_json(path / name))

@@ -45,6 +45,7 @@ from rasp_compiler.experiments.names import (
 )
 from rasp_compiler.experiments.runfiles import (
     ResumeState,
+    finished_run,
     load_checkpoint,  # noqa: F401  (read from here by users of the Python API)
     load_resume,
     refuse_foreign_config,
@@ -250,6 +251,12 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
         prepare_out(out)       # before training: an unwritable --out must not cost the whole run
         refuse_foreign_config(out)
         remove_stale_temporaries(out)
+        finished = finished_run(out, asdict(cfg)) if resume else None
+        if finished is not None:
+            if progress:
+                print(f"{cfg.name()}: already finished in {out}: its saved result (pass --no-resume "
+                      "to train it again)", file=sys.stderr, flush=True)
+            return finished
     t0, c0 = time.time(), time.process_time()
     torch.set_num_threads(max(1, cfg.threads))    # on cuda too: parallel runs share the host's cores
     device = torch.device(cfg.device)
