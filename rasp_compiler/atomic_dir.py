@@ -302,16 +302,17 @@ def pause_for_tests() -> None:
         time.sleep(float(pause))
 
 
-def write_file(path: str | os.PathLike, write: Callable[[str], None]) -> None:
+def write_file(path: str | os.PathLike, write: Callable[[str], None],
+               example_name: str = "NAME.safetensors") -> None:
     """Write one artifact file atomically: ``write(tmp)`` writes a temporary file beside ``path``
     (``.NAME.tmp-PID-XXXX``), which gets the umask's mode, is fsynced and renamed over ``path`` (a
     link there is replaced, not followed).  ArtifactError where ``path`` is a directory, OSError on
-    other failures; ``path`` untouched."""
+    other failures; ``path`` untouched.  ``example_name`` is the file name the hint suggests."""
     shown = os.fspath(path)
     path = os.path.abspath(shown)
     if os.path.isdir(path) and not os.path.islink(path):  # the rename would fail with IsADirectoryError
         raise ArtifactError(f"{shown} is a directory, not a file",
-                            hint=f"give the file's name, e.g. {os.path.join(shown, 'NAME.safetensors')}")
+                            hint=f"give the file's name, e.g. {os.path.join(shown, example_name)}")
     parent, name = os.path.split(path)
     os.makedirs(parent, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.tmp-{os.getpid()}-", dir=parent)

@@ -172,6 +172,19 @@ def test_probe_save_into_a_file_says_it_is_a_file(tmp_path, capsys):
         assert err.count("error:") == 1
 
 
+def test_probe_save_into_a_directory_names_it(tmp_path, capsys):
+    """--save DIR said only "DIR: Is a directory"."""
+    cfg = RunConfig(task="dyck1", backbone="random", width=8, layers=1, heads=2, steps=2, batch=4,
+                    test_size=8, curve_points=1)
+    train(cfg, out=tmp_path / "ck", progress=False)
+    (tmp_path / "d").mkdir()
+    assert cli_main(["experiment", "probe", str(tmp_path / "ck"), "--samples", "4",
+                     "--save", str(tmp_path / "d")]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'd'} is a directory, not a file" in err and "probe.json" in err, err
+    assert err.count("error:") == 1 and list((tmp_path / "d").iterdir()) == []
+
+
 @pytest.mark.parametrize("edit, words", [
     (lambda meta: meta["run"].update(k=3), "k is 3 in config.json but 1 in result.json"),
     (lambda meta: meta["run"].update(k=None), "k-hop run with k = None"),

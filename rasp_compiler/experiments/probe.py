@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from rasp_compiler.atomic_dir import write_file
 from rasp_compiler.errors import UserError, file_in_the_way
 from rasp_compiler.experiments.data import IGNORE, dyck_batch, khop_batch, khop_pointers
 from rasp_compiler.experiments.runfiles import load_checkpoint
@@ -163,5 +164,6 @@ def save_probe(p: dict, path: str | os.PathLike) -> None:
     if blocker is not None:
         raise UserError(f"{path}: cannot write the probe: {blocker} is a file, not a directory",
                         "write it inside a directory")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(p, indent=1) + "\n")
+    text = json.dumps(p, indent=1) + "\n"
+    # atomic, a directory named with a hint, a link replaced rather than written through
+    write_file(path, lambda tmp: Path(tmp).write_text(text), example_name="probe.json")
