@@ -342,3 +342,14 @@ def test_emit_rasp_replaces_a_link_and_names_a_directory(tmp_path, capsys) -> No
     err = capsys.readouterr().err
     assert f"{tmp_path} is a directory, not a file" in err and os.path.join(str(tmp_path), "u.rasp") in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.txt", "u.rasp"]   # no temporary left
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_range_too_wide_for_the_scores_gets_a_hint_for_simulate(dtype, capsys) -> None:
+    """The compiler's hint spoke to a program's author ("smaller query/key s-ops"), which a user of
+    rasp simulate cannot change: it names the options that can."""
+    assert cli(["simulate", "--n", "3", "--d", "3", "--input-range", "-1e6", "1e6", "--check",
+                "--dtype", dtype]) == 1
+    err = capsys.readouterr().err
+    assert "attention scores reach" in err and "s-ops" not in err and "--input-range" in err
+    assert ("--dtype float64" in err) == (dtype == "float32")

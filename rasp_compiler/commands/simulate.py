@@ -16,7 +16,7 @@ from rasp_compiler.commands.options import (
     check_seed,
     refuse_unless,
 )
-from rasp_compiler.errors import UserError
+from rasp_compiler.errors import CompileError, UserError
 
 EPILOG = """examples:
   rasp simulate --n 4 --d 4 --heads 2 -o U/                    generate U (float64) and save it
@@ -193,6 +193,10 @@ def main(args: argparse.Namespace) -> int:
     try:
         sim = build_simulator(args.n, args.d, args.heads, causal=args.causal, dtype=args.dtype,
                               input_range=input_range, progress=status)
+    except CompileError as err:  # the compiler's hint speaks to a program's author (its s-ops)
+        err.hint = "a narrower --input-range" + (" or --dtype float64" if args.dtype == "float32" else "") \
+            + " (--emit-rasp FILE writes U's source, where the line shown is)"
+        raise
     finally:
         status.close()
     seconds = time.perf_counter() - start
