@@ -581,3 +581,22 @@ def test_apply_errors_are_value_errors_with_tracrs_positions_and_the_api_has_doc
             model.apply(given)
     for fn in (AssembledModel.apply, pyapi.get_encoding, pyapi.is_numerical, pyapi.is_categorical):
         assert fn.__doc__ and len(fn.__doc__.split()) >= 5, fn
+
+
+@pytest.mark.parametrize(("kwargs", "hint"), [
+    ({"max_seq_len": 4}, "max_len="),
+    ({"max_len": 4, "compiler_bos": "BOS"}, "compile_rasp_to_model"),
+    ({"max_len": 4, "compiler_pad": "PAD"}, "compile_rasp_to_model"),
+    ({"max_len": 4, "mlp_exactness": 100}, "exact"),
+])
+def test_compile_program_names_a_tracr_argument(kwargs: dict, hint: str) -> None:
+    """First use: compile_program(p, vocab, max_seq_len=8) or (..., compiler_bos="BOS") raised
+    Python's bare "unexpected keyword argument", which said nothing of where tracr's argument went."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+
+    name = next(k for k in kwargs if k != "max_len")
+    with pytest.raises(UserError, match=f"has no argument {name}=") as err:
+        rasp.compile_program(rasp.tokens, "ab", **kwargs)
+    assert isinstance(err.value, TypeError)
+    assert hint in err.value.hint

@@ -75,11 +75,26 @@ def as_program(program_or_sop: Any) -> Program:
     return program_or_sop
 
 
-def compile_program(program_or_sop: Any, vocab: Any, max_len: int, *, output: str | None = None,
+# tracr's compile_rasp_to_model arguments, which a tracr user passes here by habit
+_TRACR_ARGUMENTS = {
+    "max_seq_len": "compile_program's length is max_len=",
+    "compiler_bos": "BOS and padding are built in here; for tracr's apply([BOS, ...]) layout use "
+                    "rasp_compiler.pyapi.compiling.compile_rasp_to_model(p, vocab, max_seq_len, "
+                    "compiler_bos=...)",
+    "compiler_pad": "BOS and padding are built in here; for tracr's apply([BOS, ...]) layout use "
+                    "rasp_compiler.pyapi.compiling.compile_rasp_to_model(p, vocab, max_seq_len, "
+                    "compiler_pad=...)",
+    "mlp_exactness": "every MLP here is exact on the values the compiler derives; drop the argument",
+}
+
+
+def compile_program(program_or_sop: Any, vocab: Any, max_len: int | None = None, *,
+                    output: str | None = None,
                     dtype: str = "float32", causal: bool = False, fixed_length: int | None = None,
                     input_range: tuple[float, float] | None = None,
                     input_grid: Any = None, min_denominator: float | None = None,
-                    progress: Callable[[str], None] | None = None) -> "CompiledModel":
+                    progress: Callable[[str], None] | None = None,
+                    **unknown: Any) -> "CompiledModel":
     """Compile a Python-API s-op (or a Program) for inputs over ``vocab`` of length 1..``max_len``.
 
     The options are ``rasp_compiler.compiler.compile_program``'s: ``output`` (another named s-op),
@@ -90,6 +105,12 @@ def compile_program(program_or_sop: Any, vocab: Any, max_len: int, *, output: st
     inputs there flagged) and ``progress`` (called with each stage's name)."""
     from rasp_compiler.compiler import compile_program as compile_graph
 
+    if unknown:  # Python's own "unexpected keyword argument" says nothing of where tracr's went
+        name = sorted(unknown)[0]
+        raise PyApiTypeError(f"compile_program() has no argument {name}=",
+                             hint=_TRACR_ARGUMENTS.get(name, "its options are output, dtype, causal, "
+                                                             "fixed_length, input_range, input_grid, "
+                                                             "min_denominator and progress"))
     return compile_graph(as_program(program_or_sop), vocab, max_len, output=output, dtype=dtype,
                          causal=causal, fixed_length=fixed_length, input_range=input_range,
                          input_grid=input_grid, min_denominator=min_denominator, progress=progress)
