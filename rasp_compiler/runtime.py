@@ -676,6 +676,21 @@ class RaspModel:
         self.several_keys_heads = several_keys_heads(config)
         self.output_head = output_mean_head(config)
 
+    def __repr__(self) -> str:
+        # what the model is, not where it lives: a long vocabulary is cut after 8 tokens
+        c = self.config
+        given = c.get("input") or {}
+        if given.get("kind") == "numerical":  # real-valued tokens: the vocabulary is a placeholder
+            inputs = f"input_range={tuple(given.get('range', ()))!r}"
+        else:
+            inputs = "vocab=[" + ", ".join(repr(t) for t in self.vocab[:8]) + (
+                f", … ({len(self.vocab)} tokens)" if len(self.vocab) > 8 else "") + "]"
+        out = c.get("output", {})
+        extra = f", fixed_length={c['fixed_length']}" if c.get("fixed_length") is not None else ""
+        return (f"{type(self).__name__}(output={out.get('node')!r} ({out.get('encoding')}), {inputs}, "
+                f"max_len={self.max_len}{extra}, causal={bool(c.get('causal'))}, layers={c.get('n_layers')}, "
+                f"d_model={c.get('d_model')}, dtype={c.get('dtype')})")
+
     def to(self, device: str | torch.device) -> "RaspModel":
         """Run the network on ``device`` (e.g. ``"cuda"``); inputs are encoded on the CPU and
         moved there, logits come back to the CPU.  Returns the model itself.  ``self.tensors``

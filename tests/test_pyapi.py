@@ -600,3 +600,34 @@ def test_compile_program_names_a_tracr_argument(kwargs: dict, hint: str) -> None
         rasp.compile_program(rasp.tokens, "ab", **kwargs)
     assert isinstance(err.value, TypeError)
     assert hint in err.value.hint
+
+
+def test_models_and_encoders_say_what_they_are(tmp_path: Path) -> None:
+    """First use: print(model) gave '<rasp_compiler.compiler.model.CompiledModel object at 0x...>'
+    (and the same for a loaded model, tracr's AssembledModel and its encoders)."""
+    import warnings
+
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import compiling, lib
+    from rasp_compiler.runtime import RaspModel
+
+    reverse = lib.make_reverse(rasp.tokens)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = rasp.compile_program(reverse, vocab="ab", max_len=4)
+        assembled = compiling.compile_rasp_to_model(reverse, {"a", "b"}, 4, compiler_bos="BOS")
+        reals = rasp.compile_program(rasp.numerical(rasp.tokens_float * 2), "", 4, input_range=(0, 1))
+        wide = rasp.compile_program(rasp.tokens, list(range(20)), 4, fixed_length=4)
+    shown = ("output='reverse' (categorical), vocab=['a', 'b'], max_len=4, causal=False, layers=2, "
+             "d_model=13, dtype=float32)")
+    assert repr(model) == "CompiledModel(" + shown
+    model.save(str(tmp_path / "m"))
+    assert repr(RaspModel.load(str(tmp_path / "m"))) == "RaspModel(" + shown
+    assert "input_range=(0.0, 1.0)" in repr(reals) and "vocab" not in repr(reals)
+    assert "vocab=[0, 1, 2, 3, 4, 5, 6, 7, … (20 tokens)], max_len=4, fixed_length=4" in repr(wide)
+    assert repr(assembled).startswith("AssembledModel(compiler_bos='BOS', compiler_pad='compiler_pad', "
+                                      "model=CompiledModel(output='reverse'")
+    assert repr(assembled.input_encoder) == ("CategoricalEncoder(encoding_map={'a': 0, 'b': 1, 'BOS': 2, "
+                                             "'compiler_pad': 3})")
+    assert repr(assembled.output_encoder) == "CategoricalEncoder(encoding_map={0: 0, 'a': 1, 'b': 2})"
+    assert repr(compiling.NumericalEncoder()) == "NumericalEncoder()"

@@ -112,6 +112,9 @@ class CategoricalEncoder:
                                   f"{self._max_seq_len}")
         return [self.encoding_map[x] for x in inputs]
 
+    def __repr__(self) -> str:
+        return f"CategoricalEncoder(encoding_map={self.encoding_map!r})"
+
     def decode(self, encodings: list[int]) -> list[Any]:
         missing = [x for x in encodings if x not in self.decoding_map]
         if missing:
@@ -145,6 +148,9 @@ class NumericalEncoder:
 
     bos_token = pad_token = bos_encoding = pad_encoding = None
 
+    def __repr__(self) -> str:
+        return "NumericalEncoder()"
+
     def encode(self, inputs: list[Any]) -> list[Any]:
         return inputs
 
@@ -175,6 +181,10 @@ class AssembledModel:
         self.output_encoder: CategoricalEncoder | NumericalEncoder = (
             CategoricalEncoder([_from_json(v) for v in out["values"]]) if out["encoding"] == "categorical"
             else NumericalEncoder())
+
+    def __repr__(self) -> str:
+        return (f"AssembledModel(compiler_bos={self.compiler_bos!r}, compiler_pad={self.compiler_pad!r}, "
+                f"model={self.model!r})")
 
     @cached_property
     def params(self) -> dict[str, dict[str, np.ndarray]]:
