@@ -901,6 +901,13 @@ class RaspModel:
                     elif as_given and number is not None and _token_key(number) in self._ids:
                         hint = (f"the program reads the input as given, and the vocabulary holds the "
                                 f"number {number!r}: pass numbers (--input-json '[{number!r}]')")
+                    elif (as_given and (isinstance(tok, bool)
+                                        or (isinstance(tok, float) and tok.is_integer()))
+                          and _token_key(int(tok)) in self._ids):
+                        # Python's 2.0 == 2 (and True == 1): "compile again with it" misled here
+                        hint = (f"the program reads the input as given, and {tok!r} is a "
+                                f"{type(tok).__name__}, not the int {int(tok)} the vocabulary holds "
+                                f"(a map may tell them apart): pass {int(tok)}")
                     raise ModelInputError(f"token {_show(tok, False)} at position {p} of input {b} is not "
                                           f"in the vocabulary ({shown})", hint=hint)
                 ids.append(i)

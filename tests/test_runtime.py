@@ -381,6 +381,23 @@ def test_a_program_reading_the_input_as_given_refuses_numbers_for_a_string_vocab
     assert plain.run([[1, 2]]) == [run(program_from_source('tokens == "1";'), [1, 2])] == [[True, False]]
 
 
+def test_a_whole_float_or_a_bool_for_an_int_token_read_as_given_says_to_pass_the_int() -> None:
+    """First use: tracr's make_hist over {1, 2, 3} given [1, 2.0] (or True) was refused with the
+    hint "compile again with a --vocab that includes it", though the vocabulary holds 2 (== 2.0)."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import lib
+
+    model = rasp.compile_program(lib.make_hist(), [1, 2, 3], 4)
+    for given, shown in (([1, 2.0], "2.0 is a float, not the int 2"),
+                         ([True], "True is a bool, not the int 1")):
+        with pytest.raises(InputError, match="is not in the vocabulary") as err:
+            model.run([given])
+        assert shown in err.value.hint and "compile again" not in err.value.hint
+    with pytest.raises(InputError) as err:  # a number the vocabulary lacks keeps the old hint
+        model.run([[4.0]])
+    assert "compile again" in err.value.hint
+
+
 def test_decode_refuses_logits_and_lengths_that_forward_does_not_give() -> None:
     model = compile_program(load_program(REVERSE), list("ab"), 4)
     logits = model.forward(["ab", "abb"])
