@@ -631,3 +631,21 @@ def test_models_and_encoders_say_what_they_are(tmp_path: Path) -> None:
                                              "'compiler_pad': 3})")
     assert repr(assembled.output_encoder) == "CategoricalEncoder(encoding_map={0: 0, 'a': 1, 'b': 2})"
     assert repr(compiling.NumericalEncoder()) == "NumericalEncoder()"
+
+
+def test_compile_program_output_given_an_s_op_says_to_pass_its_name() -> None:
+    """First use: compile_program(reverse, ..., output=length_sop) said "no s-op named
+    '<selector_width length>' in the program": the s-op was looked up by its repr."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.pyapi import lib
+
+    reverse = lib.make_reverse(rasp.tokens)
+    with pytest.raises(UserError, match=r"output= takes the name of an s-op in the program \(a str\), got "
+                                        r"the s-op <selector_width length>") as err:
+        rasp.compile_program(reverse, "ab", 4, output=lib.make_length())
+    assert isinstance(err.value, TypeError) and "output='length'" in err.value.hint
+    with pytest.raises(UserError, match="got the s-op <map #") as err:
+        rasp.compile_program(reverse, "ab", 4, output=rasp.Map(lambda x: x, rasp.tokens))
+    assert ".named('x')" in err.value.hint
+    assert rasp.compile_program(reverse, "ab", 4, output="length").run(["ab"]) == [[2, 2]]

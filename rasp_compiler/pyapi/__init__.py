@@ -111,6 +111,13 @@ def compile_program(program_or_sop: Any, vocab: Any, max_len: int | None = None,
                              hint=_TRACR_ARGUMENTS.get(name, "its options are output, dtype, causal, "
                                                              "fixed_length, input_range, input_grid, "
                                                              "min_denominator and progress"))
+    if isinstance(output, RASPExpr):  # it was looked up by its repr, "no s-op named '<map #9>'"
+        named = (f"pass output={output.ident!r}, the name it was given" if output.ident
+                 else "name it (.named('x')) and pass output='x'")
+        raise PyApiTypeError(f"output= takes the name of an s-op in the program (a str), got the "
+                             f"{'selector' if isinstance(output, Selector) else 's-op'} {output!r}",
+                             hint=f"compile that s-op itself: compile_program(sop, vocab, max_len); or "
+                                  f"{named}")
     return compile_graph(as_program(program_or_sop), vocab, max_len, output=output, dtype=dtype,
                          causal=causal, fixed_length=fixed_length, input_range=input_range,
                          input_grid=input_grid, min_denominator=min_denominator, progress=progress)
