@@ -649,3 +649,15 @@ def test_compile_program_output_given_an_s_op_says_to_pass_its_name() -> None:
         rasp.compile_program(reverse, "ab", 4, output=rasp.Map(lambda x: x, rasp.tokens))
     assert ".named('x')" in err.value.hint
     assert rasp.compile_program(reverse, "ab", 4, output="length").run(["ab"]) == [[2, 2]]
+
+
+@pytest.mark.parametrize("bad", [0, -2, "5", 5.0, None, True])
+def test_compile_rasp_to_model_names_max_seq_len(bad: object) -> None:
+    """First use: compile_rasp_to_model(p, vocab, 0) said "max_len (--max-len) must be a positive
+    integer": neither the name the tracr user passed nor a flag of this call."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.pyapi import compiling, lib
+
+    with pytest.raises(UserError, match=r"^max_seq_len must be a positive integer, got "):
+        compiling.compile_rasp_to_model(lib.make_reverse(rasp.tokens), {"a"}, bad, compiler_bos="BOS")

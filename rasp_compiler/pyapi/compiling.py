@@ -317,6 +317,11 @@ def compile_rasp_to_model(program: Any, vocab: Any, max_seq_len: int, causal: bo
         clash = False
     if clash:
         raise UserError("the BOS and padding tokens must not be in the vocabulary")
+    from rasp_compiler.compiler import _whole_number
+
+    # named as tracr's argument: compile_program's own check says "max_len (--max-len)"
+    if _whole_number(max_seq_len, "max_seq_len") < 1:
+        raise UserError(f"max_seq_len must be a positive integer, got {max_seq_len!r}")
     if causal and isinstance(program, RASPExpr):
         program = masked_program(program)
     model = compile_program(program, vocab, max_seq_len, causal=causal)
