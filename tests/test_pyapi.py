@@ -661,3 +661,16 @@ def test_compile_rasp_to_model_names_max_seq_len(bad: object) -> None:
 
     with pytest.raises(UserError, match=r"^max_seq_len must be a positive integer, got "):
         compiling.compile_rasp_to_model(lib.make_reverse(rasp.tokens), {"a"}, bad, compiler_bos="BOS")
+
+
+def test_output_by_a_name_given_twice_is_the_node_with_that_id() -> None:
+    """First use: two s-ops named "x" get ids x and x_2, yet output="x" compiled x_2 (the name was
+    bound to the last node given it): a silent wrong answer."""
+    from rasp_compiler import pyapi as rasp
+
+    first = rasp.Map(lambda v: v + 1, rasp.indices).named("x")
+    second = rasp.Map(lambda v: v * 2, rasp.indices).named("x")
+    both = rasp.SequenceMap(lambda a, b: a * 10 + b, first, second)
+    assert both.program().names["x"] == "x"
+    assert rasp.compile_program(both, "a", 3, output="x").run(["aaa"]) == [first("aaa")] == [[1, 2, 3]]
+    assert rasp.compile_program(both, "a", 3, output="x_2").run(["aaa"]) == [second("aaa")] == [[0, 2, 4]]
