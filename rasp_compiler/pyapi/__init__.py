@@ -102,7 +102,9 @@ def compile_program(program_or_sop: Any, vocab: Any, max_len: int | None = None,
     is refused), ``fixed_length`` (inputs of exactly that length), ``input_range`` ((lo, hi):
     real-valued tokens, ``vocab`` unused), ``input_grid`` (every input a multiple of it:
     comparisons of reals compile exactly), ``min_denominator`` (a division near 0 excluded, the
-    inputs there flagged) and ``progress`` (called with each stage's name)."""
+    inputs there flagged) and ``progress`` (called with each stage's name).  tracr's arguments
+    (``max_seq_len=``, ``compiler_bos=``, …) are refused with a ``PyApiTypeError`` that says where
+    they went; ``output=`` takes a name, not an s-op."""
     from rasp_compiler.compiler import compile_program as compile_graph
 
     if unknown:  # Python's own "unexpected keyword argument" says nothing of where tracr's went
