@@ -4,6 +4,7 @@ round-trips through the parser; sizes are at most tracr's."""
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import networkx as nx
@@ -674,3 +675,21 @@ def test_output_by_a_name_given_twice_is_the_node_with_that_id() -> None:
     assert both.program().names["x"] == "x"
     assert rasp.compile_program(both, "a", 3, output="x").run(["aaa"]) == [first("aaa")] == [[1, 2, 3]]
     assert rasp.compile_program(both, "a", 3, output="x_2").run(["aaa"]) == [second("aaa")] == [[0, 2, 4]]
+
+
+@pytest.mark.parametrize(("vocab", "max_len", "says"), [
+    ("ab", 0, "max_len must be a positive integer, got 0"),
+    ("ab", -1, "max_len must be a positive integer, got -1"),
+    ("ab", "3", "max_len must be a positive integer, got '3'"),
+    ("ab", 2.5, "max_len must be a positive integer, got 2.5"),
+    ("", 3, "vocab is empty"),
+])
+def test_to_source_refuses_a_bad_max_len_or_an_empty_vocab(vocab: str, max_len: object, says: str) -> None:
+    """First use: to_source(Map(f, indices), vocab="ab", max_len=0) raised ValueError "max() arg is
+    an empty sequence" from inside the analysis, "3" and 2.5 a TypeError; an empty vocab wrote
+    tables without the tokens' rows."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+
+    with pytest.raises(UserError, match=f"^to_source's {re.escape(says)}"):
+        rasp.to_source(rasp.Map(lambda x: x + 1, rasp.indices), vocab=vocab, max_len=max_len)
