@@ -693,3 +693,15 @@ def test_to_source_refuses_a_bad_max_len_or_an_empty_vocab(vocab: str, max_len: 
 
     with pytest.raises(UserError, match=f"^to_source's {re.escape(says)}"):
         rasp.to_source(rasp.Map(lambda x: x + 1, rasp.indices), vocab=vocab, max_len=max_len)
+
+
+def test_apply_on_a_compile_program_model_says_run_or_compile_rasp_to_model() -> None:
+    """First use: rasp.compile_program(...).apply(["BOS", "a"]) (tracr's habit) was Python's
+    AttributeError, which said nothing of run([...]) or of compile_rasp_to_model."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+
+    model = rasp.compile_program(rasp.tokens, "ab", 3)
+    with pytest.raises(UserError, match=r"has no apply: it runs a batch, model\.run\(\[tokens\]\)") as err:
+        model.apply(["BOS", "a"])
+    assert "compile_rasp_to_model" in err.value.hint
