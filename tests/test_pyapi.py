@@ -705,3 +705,16 @@ def test_apply_on_a_compile_program_model_says_run_or_compile_rasp_to_model() ->
     with pytest.raises(UserError, match=r"has no apply: it runs a batch, model\.run\(\[tokens\]\)") as err:
         model.apply(["BOS", "a"])
     assert "compile_rasp_to_model" in err.value.hint
+
+
+def test_compile_rasp_to_model_refuses_one_token_for_bos_and_pad() -> None:
+    """First use: compiler_bos="X", compiler_pad="X" compiled; input_encoder.encode gave a pad
+    BOS's id (the model's pad id is another) and pad_encoding said 2 where the runtime's is 3."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.pyapi import compiling, lib
+
+    with pytest.raises(UserError, match="compiler_bos and compiler_pad must differ, got 'X' for both") as err:
+        compiling.compile_rasp_to_model(lib.make_reverse(rasp.tokens), {"a", "b"}, 4, compiler_bos="X",
+                                        compiler_pad="X")
+    assert isinstance(err.value, ValueError)

@@ -310,6 +310,9 @@ def compile_rasp_to_model(program: Any, vocab: Any, max_seq_len: int, causal: bo
         except TypeError:
             raise PyApiTypeError(f"compiler_bos and compiler_pad must be tokens (a string or a number), "
                                  f"got {token!r}", hint='compiler_bos="BOS", compiler_pad="PAD"') from None
+    if compiler_bos == compiler_pad:  # one token for both: encode gave pads BOS's id, pad_encoding lied
+        raise PyApiValueError(f"compiler_bos and compiler_pad must differ, got {compiler_bos!r} for both",
+                              hint='compiler_bos="BOS", compiler_pad="PAD"')
     given = list(vocab) if isinstance(vocab, str) else vocab  # `"ab" in "abc"` tests a substring
     try:
         clash = compiler_bos in given or compiler_pad in given
