@@ -718,3 +718,26 @@ def test_compile_rasp_to_model_refuses_one_token_for_bos_and_pad() -> None:
         compiling.compile_rasp_to_model(lib.make_reverse(rasp.tokens), {"a", "b"}, 4, compiler_bos="X",
                                         compiler_pad="X")
     assert isinstance(err.value, ValueError)
+
+
+@pytest.mark.parametrize("module", ["rasp_compiler.pyapi", "rasp_compiler.pyapi.base",
+                                    "rasp_compiler.pyapi.compiling"])
+def test_the_module_docstrings_examples_run(module: str) -> None:
+    """First use: help(rasp_compiler.pyapi)'s example ended in print(to_source(...)) without
+    importing to_source (a NameError)."""
+    import importlib
+    import textwrap
+    import warnings
+
+    doc = importlib.import_module(module).__doc__
+    block = []
+    for line in doc.splitlines()[1:]:
+        if line.startswith("    ") or (block and not line.strip()):
+            block.append(line)
+        elif block:
+            break
+    code = textwrap.dedent("\n".join(block))
+    assert "import" in code
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(code, f"<{module} docstring>", "exec"), {})  # noqa: S102

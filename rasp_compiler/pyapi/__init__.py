@@ -1,6 +1,7 @@
 """Write RASP programs in Python, with the names tracr users know.
 
-    from rasp_compiler.pyapi import tokens, indices, length, select, aggregate, Comparison, compile_program
+    from rasp_compiler.pyapi import (Comparison, aggregate, compile_program, indices, length, select,
+                                     to_source, tokens)
     flip = select(indices, length - indices - 1, Comparison.EQ)
     reverse = aggregate(flip, tokens).named("reverse")
     model = compile_program(reverse, vocab="abc", max_len=8)
