@@ -741,3 +741,20 @@ def test_the_module_docstrings_examples_run(module: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         exec(compile(code, f"<{module} docstring>", "exec"), {})  # noqa: S102
+
+
+def test_apply_hints_name_no_command_line_flag() -> None:
+    """First use: apply(["BOS", "1"]) on a model over {1, 2, 3} hinted "pass numbers
+    (--input-json '[1]')", a flag of the command line, to a Python caller."""
+    import warnings
+
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.pyapi import compiling, lib
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = compiling.compile_rasp_to_model(lib.make_hist(), {1, 2, 3}, 4, compiler_bos="BOS")
+    for given in (["BOS", "1"], ["BOS", 1, 9], ["BOS", 2.0]):
+        with pytest.raises(UserError, match="is not in the vocabulary") as err:
+            model.apply(given)
+        assert "--" not in err.value.hint, err.value.hint

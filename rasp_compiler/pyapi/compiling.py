@@ -286,6 +286,8 @@ def _in_tracr_terms(err: InputError) -> ApplyInputError:
     hint = err.hint
     if hint and "--vocab" in hint:
         hint = "compile again with a vocab that includes it"
+    elif hint:  # the command line's way of passing numbers means nothing to apply's caller
+        hint = re.sub(r" \(--input-json [^)]*\)", "", hint)
     return ApplyInputError(message, hint=hint)
 
 
