@@ -643,10 +643,10 @@ def test_compile_program_output_given_an_s_op_says_to_pass_its_name() -> None:
 
     reverse = lib.make_reverse(rasp.tokens)
     with pytest.raises(UserError, match=r"output= takes the name of an s-op in the program \(a str\), got "
-                                        r"the s-op <selector_width length>") as err:
+                                        r"the s-op <selector_width length\(all_true_selector\)>") as err:
         rasp.compile_program(reverse, "ab", 4, output=lib.make_length())
     assert isinstance(err.value, TypeError) and "output='length'" in err.value.hint
-    with pytest.raises(UserError, match="got the s-op <map #") as err:
+    with pytest.raises(UserError, match=r"got the s-op <map map_\d+\(<lambda>, tokens\)>") as err:
         rasp.compile_program(reverse, "ab", 4, output=rasp.Map(lambda x: x, rasp.tokens))
     assert ".named('x')" in err.value.hint
     assert rasp.compile_program(reverse, "ab", 4, output="length").run(["ab"]) == [[2, 2]]
@@ -758,3 +758,19 @@ def test_apply_hints_name_no_command_line_flag() -> None:
         with pytest.raises(UserError, match="is not in the vocabulary") as err:
             model.apply(given)
         assert "--" not in err.value.hint, err.value.hint
+
+
+def test_an_expressions_repr_says_what_it_computes_from_what() -> None:
+    """First use: repr(select) was "<select #8>" (its .label select_8 nowhere), an aggregate
+    "<aggregate #10>": neither said what it reads."""
+    from rasp_compiler import pyapi as rasp
+
+    t, i = rasp.tokens, rasp.indices
+    sel = rasp.select(t, t, "<")
+    assert repr(sel) == f"<select {sel.label}(tokens, tokens, <)>"
+    agg = rasp.aggregate(sel, t).named("sorted")
+    assert repr(agg) == f"<aggregate sorted({sel.label}, tokens, default=0)>"
+    assert repr(rasp.Select(t, i, lambda k, q: k == q)).endswith("(tokens, indices, <lambda>)>")
+    m = rasp.Map(lambda x: x, t)
+    assert repr(m) == f"<map {m.label}(<lambda>, tokens)>"
+    assert repr(rasp.Full(3)).endswith("(3)>") and repr(t) == "<tokens>" and repr(rasp.length) == "<length>"
