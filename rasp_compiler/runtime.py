@@ -1337,6 +1337,9 @@ def _directory(path: Any) -> str:
     if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
         raise ModelArtifactError(f"a model directory is a path, not {type(path).__name__}",
                                  hint='e.g. model.save("out/") or load("out/")')
+    if not os.fspath(path):  # "" is the working directory to os, and the error then named no path
+        raise ModelArtifactError("a model directory is a path, not the empty string",
+                                 hint='e.g. model.save("out/") or load("out/")')
     return os.fspath(path)
 
 

@@ -426,6 +426,22 @@ def test_an_output_with_one_value_is_refused_where_the_program_wrote_none() -> N
     assert model.unclean(model.forward(["ab", "ba"]), [2, 2]) == [[1], [0]]
 
 
+def test_save_to_the_empty_path_or_a_foreign_directory_says_what_from_python(tmp_path: Path,
+                                                                              monkeypatch) -> None:
+    """First use: model.save("") said ": cannot write the model there: the directory is not empty"
+    (the working directory, named as nothing), and the hint for a foreign directory named only the
+    command line's --force."""
+    model = compile_program(load_program(REVERSE), list("ab"), 4)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("x")
+    for call in (lambda: model.save(""), lambda: RaspModel.load("")):
+        with pytest.raises(ArtifactError, match="^a model directory is a path, not the empty string"):
+            call()
+    with pytest.raises(ArtifactError, match="the directory is not empty") as err:
+        model.save(str(tmp_path))
+    assert "force=True" in err.value.hint
+
+
 def test_paths_and_devices_that_are_not_paths_or_devices(tmp_path: Path) -> None:
     model = compile_program(load_program(REVERSE), list("ab"), 4)
     for bad in (None, 123, b"out"):
