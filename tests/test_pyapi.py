@@ -774,3 +774,21 @@ def test_an_expressions_repr_says_what_it_computes_from_what() -> None:
     m = rasp.Map(lambda x: x, t)
     assert repr(m) == f"<map {m.label}(<lambda>, tokens)>"
     assert repr(rasp.Full(3)).endswith("(3)>") and repr(t) == "<tokens>" and repr(rasp.length) == "<length>"
+
+
+def test_run_given_a_compiled_model_says_the_model_runs_itself() -> None:
+    """First use: rasp.run(model, "ab") hinted "for RASP text use program_from_source(text)"."""
+    import warnings
+
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.pyapi import compiling
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        models = [rasp.compile_program(rasp.tokens, "ab", 3),
+                  compiling.compile_rasp_to_model(rasp.tokens, {"a", "b"}, 3)]
+    for model in models:
+        with pytest.raises(UserError, match=f"got {type(model).__name__}") as err:
+            rasp.run(model, "ab")
+        assert "model.run([xs])" in err.value.hint and "program_from_source" not in err.value.hint

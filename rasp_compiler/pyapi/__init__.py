@@ -71,8 +71,12 @@ def as_program(program_or_sop: Any) -> Program:
     if isinstance(program_or_sop, RASPExpr):
         return program_or_sop.program()
     if not isinstance(program_or_sop, Program):
+        # a compiled model is the usual slip in rasp.run / evaluate: the text hint misled there
+        compiled = hasattr(program_or_sop, "run") or hasattr(program_or_sop, "apply")
+        hint = ("a compiled model runs itself: model.run([xs]) (tracr's: model.apply([BOS, *xs]))"
+                if compiled else "for RASP text use rasp_compiler.lang.program_from_source(text)")
         raise PyApiTypeError(f"expected a Program or a Python-API s-op, got {type(program_or_sop).__name__}",
-                             hint="for RASP text use rasp_compiler.lang.program_from_source(text)")
+                             hint=hint)
     return program_or_sop
 
 
