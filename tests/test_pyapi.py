@@ -481,8 +481,10 @@ def test_mistakes_at_the_edges_of_the_api_are_user_errors() -> None:
         compiling.compile_rasp_to_model(reverse, {"a"}, 4, compiler_bos=[0])
     assert isinstance(err.value, TypeError)
     model = compiling.compile_rasp_to_model(reverse, {"a", "b"}, 4, compiler_bos="BOS")
-    with pytest.raises(UserError, match="apply takes one input"):
-        model.apply(None)
+    for bad in (None, 5):  # ValueError, as apply's docstring says of a bad input (it was not one)
+        with pytest.raises(UserError, match="apply takes one input") as err:
+            model.apply(bad)
+        assert isinstance(err.value, compiling.ApplyInputError) and isinstance(err.value, ValueError)
     assert model.apply(["BOS", "a", "b"]).decoded == ["BOS", "b", "a"]
 
 

@@ -226,8 +226,8 @@ class AssembledModel:
         padding tokens.  ``decoded`` holds BOS, one value per token and the pad token at padded
         positions; a bad input is an ``ApplyInputError`` (a ValueError, as in tracr) whose
         positions count BOS as position 0."""
-        if not isinstance(tokens, Iterable):
-            raise InputError(f"apply takes one input, a list of tokens with the BOS token first, got "
+        if not isinstance(tokens, Iterable):  # an ApplyInputError (ValueError), as the docstring says
+            raise ApplyInputError(f"apply takes one input, a list of tokens with the BOS token first, got "
                              f"{type(tokens).__name__}",
                              hint=f"call apply([{self.compiler_bos!r}, ...tokens])")
         tokens = list(tokens)
