@@ -776,6 +776,7 @@ def test_an_expressions_repr_says_what_it_computes_from_what() -> None:
     m = rasp.Map(lambda x: x, t)
     assert repr(m) == f"<map {m.label}(<lambda>, tokens)>"
     assert repr(rasp.Full(3)).endswith("(3)>") and repr(t) == "<tokens>" and repr(rasp.length) == "<length>"
+    assert repr(t.named("x")) == "<tokens named 'x'>" and repr(t) == "<tokens>"
 
 
 def test_run_given_a_compiled_model_says_the_model_runs_itself() -> None:

@@ -151,8 +151,9 @@ class RASPExpr:
             return e.ident or e.label
 
         kind = self.cls.kind
-        if not self.inputs and self.ident == kind:  # tokens, indices, length
-            return f"<{kind}>"
+        if not self.inputs and self.ident == kind:  # tokens, indices, length (a named copy: its name)
+            given = getattr(self, "given_name", None)
+            return f"<{kind} named {given!r}>" if given and given != kind else f"<{kind}>"
         parts = [who(i) for i in self.inputs]
         fields = self.fields
         fn = fields.get("fn")
