@@ -206,8 +206,8 @@ def check_destination(directory: str | os.PathLike, *, artifact_files: Iterable[
         files = " and ".join(artifact_files)
         raise ArtifactError(f"{shown}: cannot write {what} there: the directory is not empty and "
                             f"does not hold one (no {files} written by rasp-compiler)",
-                            hint=f"give a new or empty directory, or --force to replace {files} in "
-                                 "it (its other files are kept)")
+                            hint=f"give a new or empty directory, or --force (force=True from Python) to "
+                                 f"replace {files} in it (its other files are kept)")
     return not foreign
 
 

@@ -676,6 +676,21 @@ class RaspModel:
         self.several_keys_heads = several_keys_heads(config)
         self.output_head = output_mean_head(config)
 
+    def __repr__(self) -> str:
+        # what the model is, not where it lives: a long vocabulary is cut after 8 tokens
+        c = self.config
+        given = c.get("input") or {}
+        if given.get("kind") == "numerical":  # real-valued tokens: the vocabulary is a placeholder
+            inputs = f"input_range={tuple(given.get('range', ()))!r}"
+        else:
+            inputs = "vocab=[" + ", ".join(repr(t) for t in self.vocab[:8]) + (
+                f", … ({len(self.vocab)} tokens)" if len(self.vocab) > 8 else "") + "]"
+        out = c.get("output", {})
+        extra = f", fixed_length={c['fixed_length']}" if c.get("fixed_length") is not None else ""
+        return (f"{type(self).__name__}(output={out.get('node')!r} ({out.get('encoding')}), {inputs}, "
+                f"max_len={self.max_len}{extra}, causal={bool(c.get('causal'))}, layers={c.get('n_layers')}, "
+                f"d_model={c.get('d_model')}, dtype={c.get('dtype')})")
+
     def to(self, device: str | torch.device) -> "RaspModel":
         """Run the network on ``device`` (e.g. ``"cuda"``); inputs are encoded on the CPU and
         moved there, logits come back to the CPU.  Returns the model itself.  ``self.tensors``
@@ -886,6 +901,13 @@ class RaspModel:
                     elif as_given and number is not None and _token_key(number) in self._ids:
                         hint = (f"the program reads the input as given, and the vocabulary holds the "
                                 f"number {number!r}: pass numbers (--input-json '[{number!r}]')")
+                    elif (as_given and (isinstance(tok, bool)
+                                        or (isinstance(tok, float) and tok.is_integer()))
+                          and _token_key(int(tok)) in self._ids):
+                        # Python's 2.0 == 2 (and True == 1): "compile again with it" misled here
+                        hint = (f"the program reads the input as given, and {tok!r} is a "
+                                f"{type(tok).__name__}, not the int {int(tok)} the vocabulary holds "
+                                f"(a map may tell them apart): pass {int(tok)}")
                     raise ModelInputError(f"token {_show(tok, False)} at position {p} of input {b} is not "
                                           f"in the vocabulary ({shown})", hint=hint)
                 ids.append(i)
@@ -1314,6 +1336,9 @@ def _directory(path: Any) -> str:
     """A model directory's path as a string (a str or a path object)."""
     if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
         raise ModelArtifactError(f"a model directory is a path, not {type(path).__name__}",
+                                 hint='e.g. model.save("out/") or load("out/")')
+    if not os.fspath(path):  # "" is the working directory to os, and the error then named no path
+        raise ModelArtifactError("a model directory is a path, not the empty string",
                                  hint='e.g. model.save("out/") or load("out/")')
     return os.fspath(path)
 

@@ -7,9 +7,11 @@ import contextlib
 import io
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 from rasp_compiler.cli import main
+from rasp_compiler.errors import CompileWarning
 
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIAL = (ROOT / "docs" / "tutorial.md").read_text(encoding="utf-8")
@@ -52,9 +54,17 @@ def test_tutorial_python_api_output(tmp_path: Path, monkeypatch) -> None:
     printed = after[after.index("```\n") + 4:].splitlines()[0]
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
+    with contextlib.redirect_stdout(out), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         exec(compile(code, "tutorial.md", "exec"), {})
     assert out.getvalue().splitlines()[0] == printed
+    # the page says what the run prints on stderr too (a reader following it saw an unexplained warning)
+    told = " ".join(after[after.index("The script also\nprints, on stderr,"):].split())
+    assert [str(w.message) for w in caught if w.category is CompileWarning] == \
+        ["compile note: sorted: several keys may be selected: the interpreter rejects such inputs (a mean "
+         "of non-numbers)"]
+    assert "`CompileWarning: compile note: sorted: several keys may be selected: the interpreter rejects " \
+           "such inputs (a mean of non-numbers)`" in told
     shown = section[section.index("$ cat sort_api.rasp\n") + len("$ cat sort_api.rasp\n"):]
     shown = shown[: shown.index("$ rasp run")]
     assert (tmp_path / "sort_api.rasp").read_text(encoding="utf-8") == shown

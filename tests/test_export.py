@@ -434,6 +434,26 @@ def test_export_functions_given_no_compiled_model_say_what_to_pass(given, got) -
 
 
 @requires_tl
+def test_to_hooked_transformer_takes_tracrs_assembled_model() -> None:
+    """First use: to_hooked_transformer(compile_rasp_to_model(...)) was refused ("takes a compiled
+    model ..., got an AssembledModel"), though tracr's entry point returns the compiled model too;
+    its input_encoder's ids are the export's, so the exported model reads them as apply does."""
+    import warnings
+
+    from rasp_compiler.pyapi import compiling, lib, tokens
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assembled = compiling.compile_rasp_to_model(lib.make_reverse(tokens), {"a", "b"}, 4,
+                                                    compiler_bos="BOS")
+    tl_model = to_hooked_transformer(assembled)
+    given = ["BOS", "a", "a", "b"]
+    logits = tl_model(torch.tensor([assembled.input_encoder.encode(given)]))
+    decoded = assembled.output_encoder.decode(logits[0, 1:].argmax(-1).tolist())
+    assert decoded == assembled.apply(given).decoded[1:] == ["b", "a", "a"]
+
+
+@requires_tl
 def test_run_padded_given_the_wrong_arguments_says_what_to_pass() -> None:
     """Audit: a compiled model for the TL model, ids as a list, or no mask raised AttributeError or
     TransformerLens's tokenizer assertion."""

@@ -4,6 +4,7 @@ round-trips through the parser; sizes are at most tracr's."""
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import networkx as nx
@@ -480,8 +481,10 @@ def test_mistakes_at_the_edges_of_the_api_are_user_errors() -> None:
         compiling.compile_rasp_to_model(reverse, {"a"}, 4, compiler_bos=[0])
     assert isinstance(err.value, TypeError)
     model = compiling.compile_rasp_to_model(reverse, {"a", "b"}, 4, compiler_bos="BOS")
-    with pytest.raises(UserError, match="apply takes one input"):
-        model.apply(None)
+    for bad in (None, 5):  # ValueError, as apply's docstring says of a bad input (it was not one)
+        with pytest.raises(UserError, match="apply takes one input") as err:
+            model.apply(bad)
+        assert isinstance(err.value, compiling.ApplyInputError) and isinstance(err.value, ValueError)
     assert model.apply(["BOS", "a", "b"]).decoded == ["BOS", "b", "a"]
 
 
@@ -581,3 +584,214 @@ def test_apply_errors_are_value_errors_with_tracrs_positions_and_the_api_has_doc
             model.apply(given)
     for fn in (AssembledModel.apply, pyapi.get_encoding, pyapi.is_numerical, pyapi.is_categorical):
         assert fn.__doc__ and len(fn.__doc__.split()) >= 5, fn
+
+
+@pytest.mark.parametrize(("kwargs", "hint"), [
+    ({"max_seq_len": 4}, "max_len="),
+    ({"max_len": 4, "compiler_bos": "BOS"}, "compile_rasp_to_model"),
+    ({"max_len": 4, "compiler_pad": "PAD"}, "compile_rasp_to_model"),
+    ({"max_len": 4, "mlp_exactness": 100}, "exact"),
+])
+def test_compile_program_names_a_tracr_argument(kwargs: dict, hint: str) -> None:
+    """First use: compile_program(p, vocab, max_seq_len=8) or (..., compiler_bos="BOS") raised
+    Python's bare "unexpected keyword argument", which said nothing of where tracr's argument went."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+
+    name = next(k for k in kwargs if k != "max_len")
+    with pytest.raises(UserError, match=f"has no argument {name}=") as err:
+        rasp.compile_program(rasp.tokens, "ab", **kwargs)
+    assert isinstance(err.value, TypeError)
+    assert hint in err.value.hint
+
+
+def test_models_and_encoders_say_what_they_are(tmp_path: Path) -> None:
+    """First use: print(model) gave '<rasp_compiler.compiler.model.CompiledModel object at 0x...>'
+    (and the same for a loaded model, tracr's AssembledModel and its encoders)."""
+    import warnings
+
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import compiling, lib
+    from rasp_compiler.runtime import RaspModel
+
+    reverse = lib.make_reverse(rasp.tokens)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = rasp.compile_program(reverse, vocab="ab", max_len=4)
+        assembled = compiling.compile_rasp_to_model(reverse, {"a", "b"}, 4, compiler_bos="BOS")
+        reals = rasp.compile_program(rasp.numerical(rasp.tokens_float * 2), "", 4, input_range=(0, 1))
+        wide = rasp.compile_program(rasp.tokens, list(range(20)), 4, fixed_length=4)
+    shown = ("output='reverse' (categorical), vocab=['a', 'b'], max_len=4, causal=False, layers=2, "
+             "d_model=13, dtype=float32)")
+    assert repr(model) == "CompiledModel(" + shown
+    model.save(str(tmp_path / "m"))
+    assert repr(RaspModel.load(str(tmp_path / "m"))) == "RaspModel(" + shown
+    assert "input_range=(0.0, 1.0)" in repr(reals) and "vocab" not in repr(reals)
+    assert "vocab=[0, 1, 2, 3, 4, 5, 6, 7, … (20 tokens)], max_len=4, fixed_length=4" in repr(wide)
+    assert repr(assembled).startswith("AssembledModel(compiler_bos='BOS', compiler_pad='compiler_pad', "
+                                      "model=CompiledModel(output='reverse'")
+    assert repr(assembled.input_encoder) == ("CategoricalEncoder(encoding_map={'a': 0, 'b': 1, 'BOS': 2, "
+                                             "'compiler_pad': 3})")
+    assert repr(assembled.output_encoder) == "CategoricalEncoder(encoding_map={0: 0, 'a': 1, 'b': 2})"
+    assert repr(compiling.NumericalEncoder()) == "NumericalEncoder()"
+
+
+def test_compile_program_output_given_an_s_op_says_to_pass_its_name() -> None:
+    """First use: compile_program(reverse, ..., output=length_sop) said "no s-op named
+    '<selector_width length>' in the program": the s-op was looked up by its repr."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.pyapi import lib
+
+    reverse = lib.make_reverse(rasp.tokens)
+    with pytest.raises(UserError, match=r"output= takes the name of an s-op in the program \(a str\), got "
+                                        r"the s-op <selector_width length\(all_true_selector\)>") as err:
+        rasp.compile_program(reverse, "ab", 4, output=lib.make_length())
+    assert isinstance(err.value, TypeError) and "output='length'" in err.value.hint
+    with pytest.raises(UserError, match=r"got the s-op <map map_\d+\(<lambda>, tokens\)>") as err:
+        rasp.compile_program(reverse, "ab", 4, output=rasp.Map(lambda x: x, rasp.tokens))
+    assert ".named('x')" in err.value.hint
+    assert rasp.compile_program(reverse, "ab", 4, output="length").run(["ab"]) == [[2, 2]]
+
+
+@pytest.mark.parametrize("bad", [0, -2, "5", 5.0, None, True])
+def test_compile_rasp_to_model_names_max_seq_len(bad: object) -> None:
+    """First use: compile_rasp_to_model(p, vocab, 0) said "max_len (--max-len) must be a positive
+    integer": neither the name the tracr user passed nor a flag of this call."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.pyapi import compiling, lib
+
+    with pytest.raises(UserError, match=r"^max_seq_len must be a positive integer, got "):
+        compiling.compile_rasp_to_model(lib.make_reverse(rasp.tokens), {"a"}, bad, compiler_bos="BOS")
+
+
+def test_output_by_a_name_given_twice_is_the_node_with_that_id() -> None:
+    """First use: two s-ops named "x" get ids x and x_2, yet output="x" compiled x_2 (the name was
+    bound to the last node given it): a silent wrong answer."""
+    from rasp_compiler import pyapi as rasp
+
+    first = rasp.Map(lambda v: v + 1, rasp.indices).named("x")
+    second = rasp.Map(lambda v: v * 2, rasp.indices).named("x")
+    both = rasp.SequenceMap(lambda a, b: a * 10 + b, first, second)
+    assert both.program().names["x"] == "x"
+    assert rasp.compile_program(both, "a", 3, output="x").run(["aaa"]) == [first("aaa")] == [[1, 2, 3]]
+    assert rasp.compile_program(both, "a", 3, output="x_2").run(["aaa"]) == [second("aaa")] == [[0, 2, 4]]
+
+
+@pytest.mark.parametrize(("vocab", "max_len", "says"), [
+    ("ab", 0, "max_len must be a positive integer, got 0"),
+    ("ab", -1, "max_len must be a positive integer, got -1"),
+    ("ab", "3", "max_len must be a positive integer, got '3'"),
+    ("ab", 2.5, "max_len must be a positive integer, got 2.5"),
+    ("", 3, "vocab is empty"),
+])
+def test_to_source_refuses_a_bad_max_len_or_an_empty_vocab(vocab: str, max_len: object, says: str) -> None:
+    """First use: to_source(Map(f, indices), vocab="ab", max_len=0) raised ValueError "max() arg is
+    an empty sequence" from inside the analysis, "3" and 2.5 a TypeError; an empty vocab wrote
+    tables without the tokens' rows."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+
+    with pytest.raises(UserError, match=f"^to_source's {re.escape(says)}"):
+        rasp.to_source(rasp.Map(lambda x: x + 1, rasp.indices), vocab=vocab, max_len=max_len)
+
+
+def test_apply_on_a_compile_program_model_says_run_or_compile_rasp_to_model() -> None:
+    """First use: rasp.compile_program(...).apply(["BOS", "a"]) (tracr's habit) was Python's
+    AttributeError, which said nothing of run([...]) or of compile_rasp_to_model."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+
+    model = rasp.compile_program(rasp.tokens, "ab", 3)
+    with pytest.raises(UserError, match=r"has no apply: it runs a batch, model\.run\(\[tokens\]\)") as err:
+        model.apply(["BOS", "a"])
+    assert "compile_rasp_to_model" in err.value.hint
+
+
+def test_compile_rasp_to_model_refuses_one_token_for_bos_and_pad() -> None:
+    """First use: compiler_bos="X", compiler_pad="X" compiled; input_encoder.encode gave a pad
+    BOS's id (the model's pad id is another) and pad_encoding said 2 where the runtime's is 3."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.pyapi import compiling, lib
+
+    with pytest.raises(UserError, match="compiler_bos and compiler_pad must differ, got 'X' for both") as err:
+        compiling.compile_rasp_to_model(lib.make_reverse(rasp.tokens), {"a", "b"}, 4, compiler_bos="X",
+                                        compiler_pad="X")
+    assert isinstance(err.value, ValueError)
+
+
+@pytest.mark.parametrize("module", ["rasp_compiler.pyapi", "rasp_compiler.pyapi.base",
+                                    "rasp_compiler.pyapi.compiling"])
+def test_the_module_docstrings_examples_run(module: str) -> None:
+    """First use: help(rasp_compiler.pyapi)'s example ended in print(to_source(...)) without
+    importing to_source (a NameError)."""
+    import importlib
+    import textwrap
+    import warnings
+
+    doc = importlib.import_module(module).__doc__
+    block = []
+    for line in doc.splitlines()[1:]:
+        if line.startswith("    ") or (block and not line.strip()):
+            block.append(line)
+        elif block:
+            break
+    code = textwrap.dedent("\n".join(block))
+    assert "import" in code
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(code, f"<{module} docstring>", "exec"), {})  # noqa: S102
+
+
+def test_apply_hints_name_no_command_line_flag() -> None:
+    """First use: apply(["BOS", "1"]) on a model over {1, 2, 3} hinted "pass numbers
+    (--input-json '[1]')", a flag of the command line, to a Python caller."""
+    import warnings
+
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.pyapi import compiling, lib
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = compiling.compile_rasp_to_model(lib.make_hist(), {1, 2, 3}, 4, compiler_bos="BOS")
+    for given in (["BOS", "1"], ["BOS", 1, 9], ["BOS", 2.0]):
+        with pytest.raises(UserError, match="is not in the vocabulary") as err:
+            model.apply(given)
+        assert "--" not in err.value.hint, err.value.hint
+
+
+def test_an_expressions_repr_says_what_it_computes_from_what() -> None:
+    """First use: repr(select) was "<select #8>" (its .label select_8 nowhere), an aggregate
+    "<aggregate #10>": neither said what it reads."""
+    from rasp_compiler import pyapi as rasp
+
+    t, i = rasp.tokens, rasp.indices
+    sel = rasp.select(t, t, "<")
+    assert repr(sel) == f"<select {sel.label}(tokens, tokens, <)>"
+    agg = rasp.aggregate(sel, t).named("sorted")
+    assert repr(agg) == f"<aggregate sorted({sel.label}, tokens, default=0)>"
+    assert repr(rasp.Select(t, i, lambda k, q: k == q)).endswith("(tokens, indices, <lambda>)>")
+    m = rasp.Map(lambda x: x, t)
+    assert repr(m) == f"<map {m.label}(<lambda>, tokens)>"
+    assert repr(rasp.Full(3)).endswith("(3)>") and repr(t) == "<tokens>" and repr(rasp.length) == "<length>"
+    assert repr(t.named("x")) == "<tokens named 'x'>" and repr(t) == "<tokens>"
+
+
+def test_run_given_a_compiled_model_says_the_model_runs_itself() -> None:
+    """First use: rasp.run(model, "ab") hinted "for RASP text use program_from_source(text)"."""
+    import warnings
+
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.pyapi import compiling
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        models = [rasp.compile_program(rasp.tokens, "ab", 3),
+                  compiling.compile_rasp_to_model(rasp.tokens, {"a", "b"}, 3)]
+    for model in models:
+        with pytest.raises(UserError, match=f"got {type(model).__name__}") as err:
+            rasp.run(model, "ab")
+        assert "model.run([xs])" in err.value.hint and "program_from_source" not in err.value.hint

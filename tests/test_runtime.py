@@ -381,6 +381,23 @@ def test_a_program_reading_the_input_as_given_refuses_numbers_for_a_string_vocab
     assert plain.run([[1, 2]]) == [run(program_from_source('tokens == "1";'), [1, 2])] == [[True, False]]
 
 
+def test_a_whole_float_or_a_bool_for_an_int_token_read_as_given_says_to_pass_the_int() -> None:
+    """First use: tracr's make_hist over {1, 2, 3} given [1, 2.0] (or True) was refused with the
+    hint "compile again with a --vocab that includes it", though the vocabulary holds 2 (== 2.0)."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import lib
+
+    model = rasp.compile_program(lib.make_hist(), [1, 2, 3], 4)
+    for given, shown in (([1, 2.0], "2.0 is a float, not the int 2"),
+                         ([True], "True is a bool, not the int 1")):
+        with pytest.raises(InputError, match="is not in the vocabulary") as err:
+            model.run([given])
+        assert shown in err.value.hint and "compile again" not in err.value.hint
+    with pytest.raises(InputError) as err:  # a number the vocabulary lacks keeps the old hint
+        model.run([[4.0]])
+    assert "compile again" in err.value.hint
+
+
 def test_decode_refuses_logits_and_lengths_that_forward_does_not_give() -> None:
     model = compile_program(load_program(REVERSE), list("ab"), 4)
     logits = model.forward(["ab", "abb"])
@@ -407,6 +424,22 @@ def test_an_output_with_one_value_is_refused_where_the_program_wrote_none() -> N
     with pytest.raises(Exception, match="key 'b'"):
         run(program, "ab")
     assert model.unclean(model.forward(["ab", "ba"]), [2, 2]) == [[1], [0]]
+
+
+def test_save_to_the_empty_path_or_a_foreign_directory_says_what_from_python(tmp_path: Path,
+                                                                              monkeypatch) -> None:
+    """First use: model.save("") said ": cannot write the model there: the directory is not empty"
+    (the working directory, named as nothing), and the hint for a foreign directory named only the
+    command line's --force."""
+    model = compile_program(load_program(REVERSE), list("ab"), 4)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("x")
+    for call in (lambda: model.save(""), lambda: RaspModel.load("")):
+        with pytest.raises(ArtifactError, match="^a model directory is a path, not the empty string"):
+            call()
+    with pytest.raises(ArtifactError, match="the directory is not empty") as err:
+        model.save(str(tmp_path))
+    assert "force=True" in err.value.hint
 
 
 def test_paths_and_devices_that_are_not_paths_or_devices(tmp_path: Path) -> None:

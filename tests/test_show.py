@@ -687,3 +687,45 @@ def test_the_same_picture_drawn_twice_is_byte_identical(tmp_path, capsys) -> Non
         draw_plan(program, plan, str(tmp_path / f"p{i}.pdf"))
         pdfs.append((tmp_path / f"p{i}.pdf").read_bytes())
     assert pdfs[0] == pdfs[1]
+
+
+def test_draw_trace_of_tracrs_assembled_model_says_to_pass_its_model(tmp_path) -> None:
+    """First use: draw_trace(compile_rasp_to_model(...), ...) said only "takes a compiled model
+    ..., got AssembledModel", not that the compiled model is its .model (and takes no BOS)."""
+    import warnings
+
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.pyapi import compiling, lib, tokens
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assembled = compiling.compile_rasp_to_model(lib.make_reverse(tokens), {"a", "b"}, 4,
+                                                    compiler_bos="BOS")
+    with pytest.raises(UserError, match="got AssembledModel") as err:
+        draw_trace(assembled, ["BOS", "a", "b"], str(tmp_path / "t.png"))
+    assert "assembled.model" in err.value.hint and "without BOS" in err.value.hint
+    with pytest.raises(UserError, match="got Aggregate") as err:
+        draw_trace(lib.make_reverse(tokens), "ab", str(tmp_path / "t.png"))
+    assert "compile it first" in err.value.hint
+    assert draw_trace(assembled.model, "ab", str(tmp_path / "t.png")).head_titles
+
+
+def test_draw_plan_of_a_loaded_models_compiled_program_says_it_is_not_saved(tmp_path) -> None:
+    """First use: draw_plan(loaded.compiled_program, loaded.plan, path) said only "takes a Program,
+    got NoneType": a loaded model has no compiled_program, and nothing said so."""
+    import warnings
+
+    from rasp_compiler.compiler import CompiledModel
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.pyapi import compile_program as compile_sop
+    from rasp_compiler.pyapi import lib, tokens
+
+    reverse = lib.make_reverse(tokens)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compile_sop(reverse, "ab", 4).save(str(tmp_path / "m"))
+    loaded = CompiledModel.load(str(tmp_path / "m"))
+    with pytest.raises(UserError, match="got NoneType") as err:
+        draw_plan(loaded.compiled_program, loaded.plan, str(tmp_path / "p.png"))
+    assert "loaded from disk" in err.value.hint
+    assert draw_plan(reverse, loaded.plan, str(tmp_path / "p.png"), max_len=4).units[0] == "embedding"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rasp_compiler.compiler.report import ModelReport
+from rasp_compiler.errors import UserError
 from rasp_compiler.runtime import RaspModel
 
 if TYPE_CHECKING:
@@ -23,3 +24,12 @@ class CompiledModel(RaspModel, ModelReport):
     @property
     def params(self) -> int:
         return int(sum(t.numel() for t in self.tensors.values()))
+
+    def apply(self, tokens: Any) -> NoReturn:
+        """Not this model's: tracr's ``apply([BOS, *tokens])`` belongs to the model that
+        ``rasp_compiler.pyapi.compiling.compile_rasp_to_model`` returns.  Here: ``run([tokens])``."""
+        # a tracr habit; Python's AttributeError said nothing of run or of compile_rasp_to_model
+        raise UserError("a model from compile_program has no apply: it runs a batch, "
+                        "model.run([tokens]) (no BOS), or model.trace([tokens]) for its internals",
+                        hint="for tracr's apply([BOS, ...tokens]) compile with rasp_compiler.pyapi."
+                             "compiling.compile_rasp_to_model(program, vocab, max_seq_len)")

@@ -94,6 +94,10 @@ def transformer_lens_version() -> str:
 def _as_model(model: RaspModel | str | os.PathLike, caller: str) -> RaspModel:
     if isinstance(model, (str, os.PathLike)):
         return RaspModel.load(str(model))
+    if type(model).__name__ == "AssembledModel" and isinstance(getattr(model, "model", None), RaspModel):
+        # tracr's compile_rasp_to_model: its input_encoder's ids are the runtime's, so the export of
+        # its compiled model reads input_encoder.encode([BOS, ...]) as apply reads the tokens
+        return model.model
     if not isinstance(model, RaspModel):
         got = _a(model)
         # a Program or a Python-API s-op is the usual slip: it has to be compiled first

@@ -1,6 +1,7 @@
 """Write RASP programs in Python, with the names tracr users know.
 
-    from rasp_compiler.pyapi import tokens, indices, length, select, aggregate, Comparison, compile_program
+    from rasp_compiler.pyapi import (Comparison, aggregate, compile_program, indices, length, select,
+                                     to_source, tokens)
     flip = select(indices, length - indices - 1, Comparison.EQ)
     reverse = aggregate(flip, tokens).named("reverse")
     model = compile_program(reverse, vocab="abc", max_len=8)
@@ -70,16 +71,35 @@ def as_program(program_or_sop: Any) -> Program:
     if isinstance(program_or_sop, RASPExpr):
         return program_or_sop.program()
     if not isinstance(program_or_sop, Program):
+        # a compiled model is the usual slip in rasp.run / evaluate: the text hint misled there
+        compiled = hasattr(program_or_sop, "run") or hasattr(program_or_sop, "apply")
+        hint = ("a compiled model runs itself: model.run([xs]) (tracr's: model.apply([BOS, *xs]))"
+                if compiled else "for RASP text use rasp_compiler.lang.program_from_source(text)")
         raise PyApiTypeError(f"expected a Program or a Python-API s-op, got {type(program_or_sop).__name__}",
-                             hint="for RASP text use rasp_compiler.lang.program_from_source(text)")
+                             hint=hint)
     return program_or_sop
 
 
-def compile_program(program_or_sop: Any, vocab: Any, max_len: int, *, output: str | None = None,
+# tracr's compile_rasp_to_model arguments, which a tracr user passes here by habit
+_TRACR_ARGUMENTS = {
+    "max_seq_len": "compile_program's length is max_len=",
+    "compiler_bos": "BOS and padding are built in here; for tracr's apply([BOS, ...]) layout use "
+                    "rasp_compiler.pyapi.compiling.compile_rasp_to_model(p, vocab, max_seq_len, "
+                    "compiler_bos=...)",
+    "compiler_pad": "BOS and padding are built in here; for tracr's apply([BOS, ...]) layout use "
+                    "rasp_compiler.pyapi.compiling.compile_rasp_to_model(p, vocab, max_seq_len, "
+                    "compiler_pad=...)",
+    "mlp_exactness": "every MLP here is exact on the values the compiler derives; drop the argument",
+}
+
+
+def compile_program(program_or_sop: Any, vocab: Any, max_len: int | None = None, *,
+                    output: str | None = None,
                     dtype: str = "float32", causal: bool = False, fixed_length: int | None = None,
                     input_range: tuple[float, float] | None = None,
                     input_grid: Any = None, min_denominator: float | None = None,
-                    progress: Callable[[str], None] | None = None) -> "CompiledModel":
+                    progress: Callable[[str], None] | None = None,
+                    **unknown: Any) -> "CompiledModel":
     """Compile a Python-API s-op (or a Program) for inputs over ``vocab`` of length 1..``max_len``.
 
     The options are ``rasp_compiler.compiler.compile_program``'s: ``output`` (another named s-op),
@@ -87,9 +107,24 @@ def compile_program(program_or_sop: Any, vocab: Any, max_len: int, *, output: st
     is refused), ``fixed_length`` (inputs of exactly that length), ``input_range`` ((lo, hi):
     real-valued tokens, ``vocab`` unused), ``input_grid`` (every input a multiple of it:
     comparisons of reals compile exactly), ``min_denominator`` (a division near 0 excluded, the
-    inputs there flagged) and ``progress`` (called with each stage's name)."""
+    inputs there flagged) and ``progress`` (called with each stage's name).  tracr's arguments
+    (``max_seq_len=``, ``compiler_bos=``, …) are refused with a ``PyApiTypeError`` that says where
+    they went; ``output=`` takes a name, not an s-op."""
     from rasp_compiler.compiler import compile_program as compile_graph
 
+    if unknown:  # Python's own "unexpected keyword argument" says nothing of where tracr's went
+        name = sorted(unknown)[0]
+        raise PyApiTypeError(f"compile_program() has no argument {name}=",
+                             hint=_TRACR_ARGUMENTS.get(name, "its options are output, dtype, causal, "
+                                                             "fixed_length, input_range, input_grid, "
+                                                             "min_denominator and progress"))
+    if isinstance(output, RASPExpr):  # it was looked up by its repr, "no s-op named '<map #9>'"
+        named = (f"pass output={output.ident!r}, the name it was given" if output.ident
+                 else "name it (.named('x')) and pass output='x'")
+        raise PyApiTypeError(f"output= takes the name of an s-op in the program (a str), got the "
+                             f"{'selector' if isinstance(output, Selector) else 's-op'} {output!r}",
+                             hint=f"compile that s-op itself: compile_program(sop, vocab, max_len); or "
+                                  f"{named}")
     return compile_graph(as_program(program_or_sop), vocab, max_len, output=output, dtype=dtype,
                          causal=causal, fixed_length=fixed_length, input_range=input_range,
                          input_grid=input_grid, min_denominator=min_denominator, progress=progress)

@@ -35,7 +35,7 @@ import sys
 from typing import Any, Callable
 
 from rasp_compiler.errors import UserError
-from rasp_compiler.graph.expr import Binary, Const, Expr, Ternary, Unary, Var
+from rasp_compiler.graph.expr import Binary, Const, Expr, PyFn, Ternary, Unary, Var
 from rasp_compiler.graph.nodes import Indices, Length, Node, Program, Tokens
 
 PYTHON_FILE = "<python>"
@@ -145,7 +145,27 @@ class RASPExpr:
         return build_program(self, source_file)
 
     def __repr__(self) -> str:
-        return f"<{self.cls.kind} {self.ident or '#' + str(self.uid)}>"
+        # what the node computes from what, by the names the user sees (.label, or the name
+        # given): "<select #8>" said neither, and its number was not the label's
+        def who(e: "RASPExpr") -> str:
+            return e.ident or e.label
+
+        kind = self.cls.kind
+        if not self.inputs and self.ident == kind:  # tokens, indices, length (a named copy: its name)
+            given = getattr(self, "given_name", None)
+            return f"<{kind} named {given!r}>" if given and given != kind else f"<{kind}>"
+        parts = [who(i) for i in self.inputs]
+        fields = self.fields
+        fn = fields.get("fn")
+        if isinstance(fn, PyFn):  # Map(f, sop) names f first, Select(keys, queries, predicate) last
+            parts.insert(len(parts) if self.is_selector else 0, fn.label)
+        if "op" in fields and fields["op"] != "fn":
+            parts.append(str(fields["op"]))
+        if "default" in fields:
+            parts.append(f"default={fields['default']!r}")
+        if "value" in fields:
+            parts.append(repr(fields["value"]))
+        return f"<{kind} {who(self)}({', '.join(parts)})>"
 
     @property
     def children(self) -> tuple["RASPExpr", ...]:

@@ -112,6 +112,9 @@ class CategoricalEncoder:
                                   f"{self._max_seq_len}")
         return [self.encoding_map[x] for x in inputs]
 
+    def __repr__(self) -> str:
+        return f"CategoricalEncoder(encoding_map={self.encoding_map!r})"
+
     def decode(self, encodings: list[int]) -> list[Any]:
         missing = [x for x in encodings if x not in self.decoding_map]
         if missing:
@@ -145,6 +148,9 @@ class NumericalEncoder:
 
     bos_token = pad_token = bos_encoding = pad_encoding = None
 
+    def __repr__(self) -> str:
+        return "NumericalEncoder()"
+
     def encode(self, inputs: list[Any]) -> list[Any]:
         return inputs
 
@@ -175,6 +181,10 @@ class AssembledModel:
         self.output_encoder: CategoricalEncoder | NumericalEncoder = (
             CategoricalEncoder([_from_json(v) for v in out["values"]]) if out["encoding"] == "categorical"
             else NumericalEncoder())
+
+    def __repr__(self) -> str:
+        return (f"AssembledModel(compiler_bos={self.compiler_bos!r}, compiler_pad={self.compiler_pad!r}, "
+                f"model={self.model!r})")
 
     @cached_property
     def params(self) -> dict[str, dict[str, np.ndarray]]:
@@ -216,8 +226,8 @@ class AssembledModel:
         padding tokens.  ``decoded`` holds BOS, one value per token and the pad token at padded
         positions; a bad input is an ``ApplyInputError`` (a ValueError, as in tracr) whose
         positions count BOS as position 0."""
-        if not isinstance(tokens, Iterable):
-            raise InputError(f"apply takes one input, a list of tokens with the BOS token first, got "
+        if not isinstance(tokens, Iterable):  # an ApplyInputError (ValueError), as the docstring says
+            raise ApplyInputError(f"apply takes one input, a list of tokens with the BOS token first, got "
                              f"{type(tokens).__name__}",
                              hint=f"call apply([{self.compiler_bos!r}, ...tokens])")
         tokens = list(tokens)
@@ -276,6 +286,8 @@ def _in_tracr_terms(err: InputError) -> ApplyInputError:
     hint = err.hint
     if hint and "--vocab" in hint:
         hint = "compile again with a vocab that includes it"
+    elif hint:  # the command line's way of passing numbers means nothing to apply's caller
+        hint = re.sub(r" \(--input-json [^)]*\)", "", hint)
     return ApplyInputError(message, hint=hint)
 
 
@@ -300,6 +312,9 @@ def compile_rasp_to_model(program: Any, vocab: Any, max_seq_len: int, causal: bo
         except TypeError:
             raise PyApiTypeError(f"compiler_bos and compiler_pad must be tokens (a string or a number), "
                                  f"got {token!r}", hint='compiler_bos="BOS", compiler_pad="PAD"') from None
+    if compiler_bos == compiler_pad:  # one token for both: encode gave pads BOS's id, pad_encoding lied
+        raise PyApiValueError(f"compiler_bos and compiler_pad must differ, got {compiler_bos!r} for both",
+                              hint='compiler_bos="BOS", compiler_pad="PAD"')
     given = list(vocab) if isinstance(vocab, str) else vocab  # `"ab" in "abc"` tests a substring
     try:
         clash = compiler_bos in given or compiler_pad in given
@@ -307,6 +322,11 @@ def compile_rasp_to_model(program: Any, vocab: Any, max_seq_len: int, causal: bo
         clash = False
     if clash:
         raise UserError("the BOS and padding tokens must not be in the vocabulary")
+    from rasp_compiler.compiler import _whole_number
+
+    # named as tracr's argument: compile_program's own check says "max_len (--max-len)"
+    if _whole_number(max_seq_len, "max_seq_len") < 1:
+        raise UserError(f"max_seq_len must be a positive integer, got {max_seq_len!r}")
     if causal and isinstance(program, RASPExpr):
         program = masked_program(program)
     model = compile_program(program, vocab, max_seq_len, causal=causal)

@@ -130,7 +130,12 @@ def build_program(output: RASPExpr, source_file: str = PYTHON_FILE) -> Program:
                             "is too long", hint="name some steps of the chain with .named(...): a named "
                                                 "map is a node of its own, not merged") from None
         add_node(graph, _with_pos(node, SourcePos(file, line, 1, text)))
-    names = {e.ident: id_of(e) for e in order if e.ident}
+    # A name given twice stands for the node whose id it is (the first built; the second's id is
+    # `x_2`), as the plan and to_source show: the last one took it, so output="x" compiled x_2.
+    names: dict[str, str] = {}
+    for e in order:
+        if e.ident:
+            names.setdefault(e.ident, id_of(e))
     return Program(graph, id_of(output), names, source_file)
 
 

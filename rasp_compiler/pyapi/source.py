@@ -338,10 +338,18 @@ def _source(program: Program, vocab: list[Any] | str | None, max_len: int | None
                             "Select with a lambda predicate); to_source "
                             "writes them as lookup tables over their value sets",
                             hint="pass vocab= and max_len= (the inputs the program will see)")
+        from rasp_compiler.compiler import _whole_number
         from rasp_compiler.compiler.analysis import Analysis
         from rasp_compiler.compiler.values import vocab_list
 
-        analysis = Analysis(program, vocab_list(vocab), max_len, whole_program=True)
+        # the tables hold the values of inputs up to max_len: at 0 an index's table was empty,
+        # and the text raised on every input (a float or a string reached the analysis)
+        if _whole_number(max_len, "to_source's max_len") < 1:
+            raise UserError(f"to_source's max_len must be a positive integer, got {max_len!r}")
+        vocab = vocab_list(vocab)
+        if not vocab:
+            raise UserError("to_source's vocab is empty", hint='give the tokens: vocab="abc" or ["a", "b"]')
+        analysis = Analysis(program, vocab, max_len, whole_program=True)
     names: dict[str, str] = {}
     taken = set(RESERVED)
     lines = [f"# {line}" for line in (header or "written by rasp_compiler.pyapi.to_source").splitlines()]

@@ -172,8 +172,13 @@ def _program_and_plan(program: Any, plan: Any, max_len: int | None) -> Program:
     if hasattr(program, "program") and not isinstance(program, Program):
         program = program.program()  # a Python-API s-op, as pyapi.compile_program takes it
     if not isinstance(program, Program):
+        # None is the usual one: a loaded model's compiled_program, which is not saved
+        hint = ("model.compiled_program is None for a model loaded from disk (the program is not "
+                "saved): pass the program or s-op you compiled, with the compile's max_len=, or draw "
+                "the .rasp file with rasp show" if program is None
+                else "draw_plan(program, model.plan, path)")
         raise UserError(f"draw_plan takes a Program (or a Python-API s-op), got {type(program).__name__}",
-                        hint="draw_plan(program, model.plan, path)")
+                        hint=hint)
     if not isinstance(plan, (list, tuple)) or not all(isinstance(lp, dict) and "heads" in lp for lp in plan):
         raise UserError("draw_plan's plan is a compiled model's plan (model.plan), got "
                         f"{type(plan).__name__}",

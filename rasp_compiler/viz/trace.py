@@ -167,8 +167,13 @@ def draw_trace(model: RaspModel, tokens: list[Any] | str, path: str, fmt: str | 
     from rasp_compiler.runtime import RaspModel
 
     if not isinstance(model, RaspModel):
+        # tracr's compile_rasp_to_model returns the compiled model wrapped: say where it is, and
+        # that the input here has no BOS (apply's layout would draw BOS as a token, or be refused)
+        hint = ("pass its .model: draw_trace(assembled.model, tokens, path), the tokens without BOS"
+                if isinstance(getattr(model, "model", None), RaspModel)
+                else "compile it first: rasp_compiler.pyapi.compile_program(sop, vocab, max_len)")
         raise UserError(f"draw_trace takes a compiled model (compile_program(...)), got "
-                        f"{type(model).__name__}")
+                        f"{type(model).__name__}", hint=hint)
     _check_one_input(model, tokens)
     check_picture_path(path, fmt)
     import matplotlib
