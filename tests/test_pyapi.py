@@ -795,3 +795,17 @@ def test_run_given_a_compiled_model_says_the_model_runs_itself() -> None:
         with pytest.raises(UserError, match=f"got {type(model).__name__}") as err:
             rasp.run(model, "ab")
         assert "model.run([xs])" in err.value.hint and "program_from_source" not in err.value.hint
+
+
+def test_a_map_whose_function_cannot_take_its_values_is_refused_where_it_is_written() -> None:
+    """Map(lambda x, y: ..., sop) was accepted and failed only when run or compiled."""
+    from rasp_compiler import pyapi as rasp
+
+    with pytest.raises(rasp.PyApiTypeError, match=r"<lambda>\(x, y\) cannot take one value"):
+        rasp.Map(lambda x, y: x, rasp.tokens)
+    with pytest.raises(rasp.PyApiTypeError, match="cannot take 2 values"):
+        rasp.SequenceMap(lambda x: x, rasp.tokens, rasp.indices)
+    # defaults, *args and builtins stay accepted
+    assert rasp.run(rasp.Map(lambda x, y=1: x + y, rasp.indices), "ab") == [1, 2]
+    assert rasp.run(rasp.SequenceMap(lambda *a: a[0] + a[1], rasp.indices, rasp.indices), "ab") == [0, 2]
+    assert rasp.run(rasp.Map(abs, rasp.indices - 1), "ab") == [1, 0]

@@ -8,6 +8,7 @@ Every other constructor takes its s-op operands through ``_sop`` here, which mak
 
 from __future__ import annotations
 
+import inspect
 import logging
 import reprlib
 from collections.abc import Iterable
@@ -61,7 +62,23 @@ def _function(f: Any, arity: int, what: str) -> Expr:
         return f
     if not callable(f) or isinstance(f, RASPExpr):
         raise PyApiTypeError(f"{what} takes the function first, then the s-op(s): got {type(f).__name__}")
+    _check_arity(f, arity, what)
     return PyFn(f, getattr(f, "__name__", "fn"), arity)
+
+
+def _check_arity(f: Callable[..., Any], arity: int, what: str) -> None:
+    """Refuse, where it is written, a function that cannot take one value per s-op: it failed
+    only when the program was run or compiled, far from the line at fault."""
+    try:
+        signature = inspect.signature(f)
+    except (TypeError, ValueError):  # some builtins have no signature: left to the call
+        return
+    try:
+        signature.bind(*range(arity))
+    except TypeError:
+        n = "one value" if arity == 1 else f"{arity} values"
+        raise PyApiTypeError(f"{what}: the function {getattr(f, '__name__', 'given')}{signature} cannot "
+                             f"take {n} (one per s-op)") from None
 
 
 def _fusable(inner: SOp) -> bool:
