@@ -118,3 +118,18 @@ def test_tutorial_transformer_lens_section(tmp_path: Path, monkeypatch) -> None:
 
 # The README's transcripts and every `$ rasp run` line of the docs are re-run by
 # tests/test_docs_commands.py (scripts/check_docs.py), with the docs' other shown commands.
+
+
+def test_readme_python_snippet_prints_what_it_shows() -> None:
+    """The README's first Python block runs, without a warning, and prints the block after it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("```python\n") + 10
+    end = readme.index("```", start)
+    after = readme[end + 3:]
+    shown_start = after.index("```\n") + 4
+    shown = after[shown_start:after.index("```", shown_start)].splitlines()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exec(compile(readme[start:end], "README.md", "exec"), {})
+    assert out.getvalue().splitlines() == shown
