@@ -37,6 +37,7 @@ from rasp_compiler.lang.repl_commands import (
     code_of,
     example_state,
     near_command,
+    open_body,
     split_example,
 )
 
@@ -335,9 +336,12 @@ class Repl:
         try:
             grammar().parse(text)
         except UnexpectedToken as err:
-            return err.token.type == "$END"
+            return err.token.type == "$END" or open_body(code_of(text))
         except UnexpectedCharacters:
-            return False
+            # a mistake inside a `def` or `for` body: read the body to its '}' first, then report
+            # the mistake once; reported at once, the body's other lines ran as statements of
+            # their own ("'return' outside a function", "unmatched '}'")
+            return open_body(code_of(text))
         return False
 
     # ------------------------------------------------------------------ REPL commands

@@ -128,6 +128,20 @@ def _unquoted(text: str, depth: int = 0) -> Iterator[tuple[int, str, int]]:
         k += 1
 
 
+def open_body(code: str) -> bool:
+    """Whether ``code`` (comments removed) starts a ``def`` or ``for`` whose body's ``{`` is still
+    open, so that more lines will close it (a dict's ``{`` in other statements does not count)."""
+    if not re.match(r"\s*(def|for)\b", code):
+        return False
+    depth = 0
+    for _, ch, _ in _unquoted(code):
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth = max(0, depth - 1)
+    return depth > 0
+
+
 def code_of(text: str) -> str:
     """``text`` without its comments (a ``#`` outside a string, to the end of its line)."""
     return "".join(_code_of(line) for line in text.splitlines(keepends=True))

@@ -1,0 +1,45 @@
+"""What a user of the original RASP REPL met on a first session here (7 Dec, trial 5): each test
+is a reproducer of a defect that was fixed."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from rasp_compiler.commands.repl import Repl
+
+
+def repl(session: str, example: str = "hello") -> str:
+    out = io.StringIO()
+    Repl(example=example).loop(io.StringIO(session), out)
+    return out.getvalue()
+
+
+BAD_BODY = """def f(a) {
+    b = a + 1;
+    c = b +* 2;
+    return c;
+}
+x = 1;
+"""
+
+
+def test_a_mistake_inside_a_def_body_is_one_error_at_its_line() -> None:
+    out = repl(BAD_BODY)
+    assert out.count("error:") == 1, out
+    assert "<repl:1>:3:12: error: unexpected '*'" in out
+    assert "outside a function" not in out and "unmatched '}'" not in out
+    assert "value: x =  1" in out  # the session goes on after the body
+
+
+def test_a_mistake_inside_a_for_body_in_a_loaded_file(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "lib.rasp").write_text("for v in [1, 2] {\n  w = v +* 1;\n  u = v;\n}\nok = 1;\n")
+    monkeypatch.chdir(tmp_path)
+    out = repl('load "lib";\n')
+    assert out.count("error:") == 1, out
+    assert "lib.rasp:2:10: error:" in out
+
+
+def test_a_dict_left_open_is_still_reported_at_once() -> None:
+    out = repl('d = {"a" 1;\nx = 1;\n')
+    assert out.count("error:") == 1 and "value: x =  1" in out, out
