@@ -43,3 +43,11 @@ def test_a_mistake_inside_a_for_body_in_a_loaded_file(tmp_path: Path, monkeypatc
 def test_a_dict_left_open_is_still_reported_at_once() -> None:
     out = repl('d = {"a" 1;\nx = 1;\n')
     assert out.count("error:") == 1 and "value: x =  1" in out, out
+
+
+def test_set_example_without_a_value_does_not_swallow_the_next_command() -> None:
+    out = repl('set example\nshow example\nset example\n"abc"\nshow example\n')
+    assert out.count("error: set example needs a value") == 1, out
+    assert '\ts-op example: "hello"' in out  # the first `show example` ran
+    assert '\ts-op example: "abc"' in out  # a value on the next line is still read
+    assert "not a statement" not in out

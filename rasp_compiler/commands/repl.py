@@ -36,6 +36,7 @@ from rasp_compiler.lang.repl_commands import (
     SHOW_EXAMPLE,
     code_of,
     example_state,
+    is_command,
     near_command,
     open_body,
     split_example,
@@ -245,6 +246,11 @@ class Repl:
             return ""
         m = SET_EXAMPLE.match(code)
         if m:
+            first, _, rest = m.group(2).partition("\n")
+            if not first.strip() and rest.strip() and is_command(rest.lstrip("\n").split("\n")[0]):
+                # `set example` alone, then `show example`: the command is no example value
+                self.report(f"error: {SET_EXAMPLE_USAGE}")
+                return self.feed(text[text.index("\n") + 1:], run)
             part, after = split_example(m.group(2))
             expression, state = example_state(part)
             if state == OPEN:

@@ -42,6 +42,12 @@ def _near(word: str, target: str, cutoff: float = 0.6) -> bool:
     return difflib.SequenceMatcher(None, word.lower(), target).ratio() >= cutoff
 
 
+def is_command(code: str) -> bool:
+    """Whether the line ``code`` (comments removed) is a REPL command."""
+    return (code.strip() in ("help", "help()") or bool(EXIT.match(code) or SET_EXAMPLE.match(code))
+            or any(p.match(code) for p in _ONE_LINE))
+
+
 def near_command(code: str) -> str | None:
     """The REPL command ``code`` (a line that is no statement) likely meant, or None: a typo of
     one (`shwo example`, `set exmple "abc"`, `exampels off`), or a switch given neither on nor off
