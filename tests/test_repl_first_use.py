@@ -51,3 +51,14 @@ def test_set_example_without_a_value_does_not_swallow_the_next_command() -> None
     assert '\ts-op example: "hello"' in out  # the first `show example` ran
     assert '\ts-op example: "abc"' in out  # a value on the next line is still read
     assert "not a statement" not in out
+
+
+def test_show_into_a_directory_is_refused_with_a_file_name_to_give(tmp_path: Path, capsys) -> None:
+    from rasp_compiler.cli import main
+
+    reverse = str(Path(__file__).parent.parent / "programs" / "reverse.rasp")
+    code = main(["show", reverse, "--vocab", "abc", "--max-len", "5", "-o", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "it is a directory, not a picture file" in err, err
+    assert f"e.g. {tmp_path / 'plan.png'}" in err

@@ -50,7 +50,12 @@ def check_picture_path(path: Any, fmt: str | None) -> None:
 
 
 def check_directory_of(path: str) -> None:
-    """Refuse a picture whose directory is missing, or is a file, saying which of the two."""
+    """Refuse a picture whose path is a directory, or whose directory is missing or is a file,
+    saying which (a directory there failed only when the picture was written: "Is a directory")."""
+    if os.path.isdir(path):
+        suffix = os.path.splitext(path)[1] or ".png"
+        raise UserError(f"cannot write {path}: it is a directory, not a picture file",
+                        hint=f"give the picture's file name, e.g. {os.path.join(path, 'plan' + suffix)}")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         if os.path.exists(parent):
