@@ -62,3 +62,12 @@ def test_show_into_a_directory_is_refused_with_a_file_name_to_give(tmp_path: Pat
     assert code == 1
     assert "it is a directory, not a picture file" in err, err
     assert f"e.g. {tmp_path / 'plan.png'}" in err
+
+
+def test_load_of_a_directory_or_of_no_name_says_so(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "lib.rasp").mkdir()
+    monkeypatch.chdir(tmp_path)
+    out = repl('load "lib";\nload "";\n')
+    assert f"cannot load 'lib': {tmp_path / 'lib.rasp'} is a directory, not a RASP file" in out, out
+    assert "load needs a file name" in out
+    assert "cannot find" not in out
