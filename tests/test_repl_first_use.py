@@ -71,3 +71,12 @@ def test_load_of_a_directory_or_of_no_name_says_so(tmp_path: Path, monkeypatch) 
     assert f"cannot load 'lib': {tmp_path / 'lib.rasp'} is a directory, not a RASP file" in out, out
     assert "load needs a file name" in out
     assert "cannot find" not in out
+
+
+def test_too_many_arguments_to_select_aggregate_round_indicator_says_so() -> None:
+    out = repl("a = aggregate(select(indices, indices, ==), tokens, 0, 1);\n"
+               "b = select(indices, indices, ==, 1);\nc = round(1, 2);\nd = indicator(1, 2);\n")
+    assert "<repl:1>:1:54: error: too many arguments: aggregate takes 2 or 3 arguments" in out, out
+    assert "<repl:2>:1:32: error: too many arguments: select takes 3 arguments" in out
+    assert "round takes 1 argument: round(x)" in out and "indicator takes 1 argument" in out
+    assert "expected ')'" not in out
