@@ -80,3 +80,60 @@ def test_too_many_arguments_to_select_aggregate_round_indicator_says_so() -> Non
     assert "<repl:2>:1:32: error: too many arguments: select takes 3 arguments" in out
     assert "round takes 1 argument: round(x)" in out and "indicator takes 1 argument" in out
     assert "expected ')'" not in out
+
+
+def _reparsed_chars(session: str, monkeypatch) -> int:
+    """Characters the REPL hands the parser (whole parses and interactive ones) over ``session``."""
+    from rasp_compiler.lang.parser import grammar
+
+    g = grammar()
+    seen = [0]
+    parse, interactive = g.parse, g.parse_interactive
+
+    def counted_parse(text, *a, **k):  # type: ignore[no-untyped-def]
+        seen[0] += len(text or "")
+        return parse(text, *a, **k)
+
+    def counted_interactive(text=None, *a, **k):  # type: ignore[no-untyped-def]
+        seen[0] += len(text or "")
+        return interactive(text, *a, **k)
+
+    monkeypatch.setattr(g, "parse", counted_parse)
+    monkeypatch.setattr(g, "parse_interactive", counted_interactive)
+    out = repl(session)
+    monkeypatch.undo()
+    assert "error" not in out, out
+    return seen[0]
+
+
+def test_a_long_statement_is_not_parsed_again_at_every_line(monkeypatch) -> None:
+    # a def of 1,500 lines took 108 s at the prompt, a list of 3,000 lines more than 120 s: the
+    # whole statement was parsed again at every line read
+    lines = 400
+    session = "x = [\n" + "".join(f"  {i},\n" for i in range(lines)) + "  0];\n"
+    chars = _reparsed_chars(session, monkeypatch)
+    assert chars < 5 * len(session), (chars, len(session))  # the old way: about lines / 2 times
+
+
+def test_reading_line_by_line_agrees_with_parsing_the_whole_text() -> None:
+    from lark.exceptions import UnexpectedCharacters, UnexpectedToken
+
+    from rasp_compiler.lang.parser import grammar
+
+    def whole(text: str) -> bool:
+        try:
+            grammar().parse(text)
+        except UnexpectedToken as err:
+            return err.token.type == "$END"
+        except UnexpectedCharacters:
+            return False
+        return False
+
+    programs = sorted((Path(__file__).parent.parent / "programs").glob("*.rasp"))[:8]
+    for program in programs:
+        r = Repl()
+        text = ""
+        for line in program.read_text().splitlines(keepends=True):
+            text += line
+            if "{" not in text:  # (a mistake in a body waits for its '}': tested above)
+                assert r.incomplete(text) == whole(text), (program, text)
