@@ -137,3 +137,19 @@ def test_reading_line_by_line_agrees_with_parsing_the_whole_text() -> None:
             text += line
             if "{" not in text:  # (a mistake in a body waits for its '}': tested above)
                 assert r.incomplete(text) == whole(text), (program, text)
+
+
+def test_tokens_the_font_cannot_draw_are_one_note(tmp_path: Path, capsys) -> None:
+    import warnings
+
+    from rasp_compiler.cli import main
+
+    reverse = str(Path(__file__).parent.parent / "programs" / "reverse.rasp")
+    assert main(["compile", reverse, "--vocab", "日本", "--max-len", "3", "-o", str(tmp_path / "m")]) == 0
+    capsys.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["show", str(tmp_path / "m"), "--input", "日本", "-o", str(tmp_path / "t.png")]) == 0
+    err = capsys.readouterr().err
+    assert not [w for w in caught if "Glyph" in str(w.message)], [str(w.message) for w in caught]
+    assert err.count("the font has no glyph for '日', '本', drawn as empty boxes") == 1, err
