@@ -153,3 +153,16 @@ def test_tokens_the_font_cannot_draw_are_one_note(tmp_path: Path, capsys) -> Non
     err = capsys.readouterr().err
     assert not [w for w in caught if "Glyph" in str(w.message)], [str(w.message) for w in caught]
     assert err.count("the font has no glyph for '日', '本', drawn as empty boxes") == 1, err
+
+
+def test_rasp_repl_with_a_file_says_how_to_load_it(capsys) -> None:
+    import pytest
+
+    from rasp_compiler.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["repl", "prog.rasp"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert 'hint: the REPL takes no file: type load "prog.rasp"; at its prompt' in err, err
+    assert "rasp repl < prog.rasp" in err
