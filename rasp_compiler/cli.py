@@ -143,6 +143,9 @@ def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, ext
             close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
             if close:
                 hints.append(f"did you mean {close[0]} (for {name})?")
+        elif target.prog.endswith(" repl") and not hints:  # `rasp repl prog.rasp`, as `rasp run` takes it
+            hints.append(f'the REPL takes no file: type load "{extra}"; at its prompt, or run the file '
+                         f"as a session: rasp repl < {extra}")
     message = f"unrecognized arguments: {' '.join(extras)}"
     if hints:
         message += "\n  hint: " + "; ".join(hints)

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
+from lark import Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedToken
 
 from rasp_compiler.errors import InputError, UserError, not_utf8
@@ -36,7 +37,9 @@ from rasp_compiler.lang.repl_commands import (
     SHOW_EXAMPLE,
     code_of,
     example_state,
+    is_command,
     near_command,
+    open_body,
     split_example,
 )
 
@@ -244,6 +247,11 @@ class Repl:
             return ""
         m = SET_EXAMPLE.match(code)
         if m:
+            first, _, rest = m.group(2).partition("\n")
+            if not first.strip() and rest.strip() and is_command(rest.lstrip("\n").split("\n")[0]):
+                # `set example` alone, then `show example`: the command is no example value
+                self.report(f"error: {SET_EXAMPLE_USAGE}")
+                return self.feed(text[text.index("\n") + 1:], run)
             part, after = split_example(m.group(2))
             expression, state = example_state(part)
             if state == OPEN:
@@ -328,16 +336,51 @@ class Repl:
             return False
         return True
 
+    # the parser's state after the lines of a statement read so far (text, state), so that each new
+    # line is lexed and parsed alone: parsing the whole statement again at every line took 108 s
+    # for a def of 1,500 lines, and a list of 3,000 lines ran past 120 s
+    _prefix: tuple[str, Any] | None = None
+
+    def _parsed_prefix(self, text: str) -> Any:
+        """The parser's state after ``text`` when ``text`` lexes and parses without an error so far
+        (it may end before its statement does), else None."""
+        from rasp_compiler.lang.parser import grammar
+
+        prefix, self._prefix = self._prefix, None
+        if prefix is not None and text.startswith(prefix[0]):  # lex and parse only the new lines
+            parser = grammar().parse_interactive(text[len(prefix[0]):])
+            parser.parser_state = prefix[1]
+        else:
+            parser = grammar().parse_interactive(text)
+        state = parser.parser_state
+        try:
+            parser.exhaust_lexer()
+        except (UnexpectedToken, UnexpectedCharacters):
+            return None
+        if text.endswith("\n"):  # a later text adds whole lines to it, so no token is cut in two
+            self._prefix = (text, state)
+        return state
+
     def incomplete(self, text: str) -> bool:
         """True when ``text`` is a prefix of a statement (more lines will complete it)."""
         from rasp_compiler.lang.parser import grammar
 
+        state = self._parsed_prefix(text)
+        if state is not None:  # no error so far: complete, or a statement that goes on
+            try:
+                state.copy(deepcopy_values=False).feed_token(Token("$END", ""), True)
+            except UnexpectedToken:
+                return True
+            return False
         try:
             grammar().parse(text)
         except UnexpectedToken as err:
-            return err.token.type == "$END"
+            return err.token.type == "$END" or open_body(code_of(text))
         except UnexpectedCharacters:
-            return False
+            # a mistake inside a `def` or `for` body: read the body to its '}' first, then report
+            # the mistake once; reported at once, the body's other lines ran as statements of
+            # their own ("'return' outside a function", "unmatched '}'")
+            return open_body(code_of(text))
         return False
 
     # ------------------------------------------------------------------ REPL commands

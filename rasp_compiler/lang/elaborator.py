@@ -381,8 +381,14 @@ class Session(Expressions):
         environment is labelled with the name as the load wrote it (the original's REPL calls a
         function defined there a "NAME function")."""
         name = decode_string(token.value)
+        if not name.strip():
+            raise self.error("load needs a file name", token, ctx, hint='e.g. load "reverse"; (reverse.rasp)')
         path = self._find_file(name, ctx)
         if path is None:
+            folder = next((c for c in self._candidates(name, ctx) if c.is_dir()), None)
+            if folder is not None:  # "cannot find" misled: the name is there, as a directory
+                raise self.error(f"cannot load '{name}': {folder} is a directory, not a RASP file",
+                                 token, ctx)
             raise self.error(f"cannot find '{name}.rasp' to load", token, ctx,
                              hint="load looks next to the loading file, then in the current directory, "
                                   "then in programs/")
@@ -397,6 +403,14 @@ class Session(Expressions):
         return path, text, Env(parent=self.library, label=name.removesuffix(".rasp"))
 
     def _find_file(self, name: str, ctx: _Context) -> Path | None:
+        for c in self._candidates(name, ctx):
+            if c.is_file():
+                return c
+        return None
+
+    @staticmethod
+    def _candidates(name: str, ctx: _Context) -> list[Path]:
+        """Where ``load "name";`` looks, in order."""
         filename = name if name.endswith(".rasp") else name + ".rasp"
         candidates = []
         if Path(filename).is_absolute():
@@ -405,10 +419,7 @@ class Session(Expressions):
             if ctx.directory is not None:
                 candidates.append(ctx.directory / filename)
             candidates += [Path.cwd() / filename, PROGRAMS_DIR / filename]
-        for c in candidates:
-            if c.is_file():
-                return c
-        return None
+        return candidates
 
     def _iterate(self, iterable: Any, names: list[str], tree, ctx: _Context, what: str) -> list[Any]:
         if isinstance(iterable, dict):

@@ -42,6 +42,12 @@ def _near(word: str, target: str, cutoff: float = 0.6) -> bool:
     return difflib.SequenceMatcher(None, word.lower(), target).ratio() >= cutoff
 
 
+def is_command(code: str) -> bool:
+    """Whether the line ``code`` (comments removed) is a REPL command."""
+    return (code.strip() in ("help", "help()") or bool(EXIT.match(code) or SET_EXAMPLE.match(code))
+            or any(p.match(code) for p in _ONE_LINE))
+
+
 def near_command(code: str) -> str | None:
     """The REPL command ``code`` (a line that is no statement) likely meant, or None: a typo of
     one (`shwo example`, `set exmple "abc"`, `exampels off`), or a switch given neither on nor off
@@ -126,6 +132,20 @@ def _unquoted(text: str, depth: int = 0) -> Iterator[tuple[int, str, int]]:
             elif ch in ")]}":
                 depth = max(0, depth - 1)
         k += 1
+
+
+def open_body(code: str) -> bool:
+    """Whether ``code`` (comments removed) starts a ``def`` or ``for`` whose body's ``{`` is still
+    open, so that more lines will close it (a dict's ``{`` in other statements does not count)."""
+    if not re.match(r"\s*(def|for)\b", code):
+        return False
+    depth = 0
+    for _, ch, _ in _unquoted(code):
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth = max(0, depth - 1)
+    return depth > 0
 
 
 def code_of(text: str) -> str:

@@ -171,6 +171,15 @@ def _draw_is_reserved(text: str, file: str, start: int) -> RaspError:
                      "cannot be a name or part of an expression", file, line, col, text, width=4)
 
 
+# the calls the grammar spells out, with what each takes (their extra arguments are syntax errors)
+_KEYWORD_CALLS = {
+    "select": "3 arguments: select(keys, queries, comparison)",
+    "aggregate": "2 or 3 arguments: aggregate(selector, sop) or aggregate(selector, sop, default)",
+    "round": "1 argument: round(x)",
+    "indicator": "1 argument: indicator(x)",
+}
+
+
 def _innermost_call_keyword(text: str, pos: int) -> str | None:
     """The word just before the innermost unclosed '(' before ``pos`` ("select", "f", …)."""
     stack, _ = scan_brackets(text, pos)
@@ -419,6 +428,11 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
                              width=len(word), hint=f"choose another name, e.g. '{word}_'")
         return RaspError("unexpected '=' here: assignment is a statement of its own (`name = value;`)",
                          file, line, col, text, hint="to compare, write '=='")
+    if tok.type == "COMMA" and "COMMA" not in expected:
+        call = _innermost_call_keyword(text, pos)
+        if call in _KEYWORD_CALLS:  # `aggregate(s, v, 0, 1)`: "expected ')' or 'in'" did not say it
+            return RaspError(f"too many arguments: {call} takes {_KEYWORD_CALLS[call]}", file, line, col,
+                             text)
     if tok.type == "SEMICOLON" and stack:
         b = stack[-1]
         return RaspError(f"unclosed '{b.char}' (opened at line {b.line}, column {b.col}) before ';'",

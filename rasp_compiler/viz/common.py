@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import re
-from typing import Any
+import warnings
+from typing import Any, Callable, TypeVar
 
 from rasp_compiler.errors import UserError
+
+T = TypeVar("T")
 
 
 def image_size(path: str) -> tuple[int, int]:
@@ -50,7 +55,12 @@ def check_picture_path(path: Any, fmt: str | None) -> None:
 
 
 def check_directory_of(path: str) -> None:
-    """Refuse a picture whose directory is missing, or is a file, saying which of the two."""
+    """Refuse a picture whose path is a directory, or whose directory is missing or is a file,
+    saying which (a directory there failed only when the picture was written: "Is a directory")."""
+    if os.path.isdir(path):
+        suffix = os.path.splitext(path)[1] or ".png"
+        raise UserError(f"cannot write {path}: it is a directory, not a picture file",
+                        hint=f"give the picture's file name, e.g. {os.path.join(path, 'plan' + suffix)}")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         if os.path.exists(parent):
@@ -91,3 +101,40 @@ def write_figure(fig: Any, path: Any, fmt: str | None, **options: Any) -> None:
         raise UserError(f"cannot write {path}: {err.strerror or err}") from None
     finally:
         plt.close(fig)
+
+
+def notes_missing_glyphs(draw: Callable[..., T]) -> Callable[..., T]:
+    """``draw`` (a function with a ``path`` argument) with matplotlib's warnings about characters
+    its font lacks turned into one note on stderr naming them (see ``_say_missing_glyphs``)."""
+    signature = inspect.signature(draw)
+
+    @functools.wraps(draw)
+    def drawn(*args: Any, **kwargs: Any) -> T:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = draw(*args, **kwargs)
+        _say_missing_glyphs(caught, signature.bind(*args, **kwargs).arguments.get("path"))
+        return result
+    return drawn
+
+
+def _say_missing_glyphs(caught: list[warnings.WarningMessage], path: Any) -> None:
+    """One note naming the characters the font cannot draw (a token '日' or '👍'), where matplotlib
+    warned once per character and place with its own source line ("UserWarning: Glyph 26412 (...)
+    missing from font(s) DejaVu Sans.  box = t.get_window_extent(renderer)"); other warnings are
+    passed on as they were."""
+    import sys
+
+    missing: list[str] = []
+    for w in caught:
+        m = re.match(r"Glyph (\d+) ", str(w.message))
+        if m and "missing from" in str(w.message):
+            char = chr(int(m.group(1)))
+            if char not in missing:
+                missing.append(char)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if missing:
+        shown = ", ".join(repr(c) for c in missing)
+        print(f"note: {os.fspath(path) if isinstance(path, (str, os.PathLike)) else 'the picture'}: the font "
+              f"has no glyph for {shown}, drawn as empty boxes", file=sys.stderr)

@@ -16,7 +16,13 @@ import networkx as nx
 
 from rasp_compiler.errors import UserError
 from rasp_compiler.graph.nodes import Program
-from rasp_compiler.viz.common import check_picture_path, image_size, shorten, write_figure
+from rasp_compiler.viz.common import (
+    check_picture_path,
+    image_size,
+    notes_missing_glyphs,
+    shorten,
+    write_figure,
+)
 
 EMBED = "embedding"
 
@@ -207,6 +213,7 @@ def _program_and_plan(program: Any, plan: Any, max_len: int | None) -> Program:
     return drawn
 
 
+@notes_missing_glyphs
 def draw_plan(program: Program, plan: list[dict], path: str, title: str | None = None,
               fmt: str | None = None, residual: list[dict] | None = None,
               max_len: int | None = None) -> PlanPicture:

@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rasp_compiler.errors import InputError, UserError
-from rasp_compiler.viz.common import check_picture_path, image_size, shorten, write_figure
+from rasp_compiler.viz.common import (
+    check_picture_path,
+    image_size,
+    notes_missing_glyphs,
+    shorten,
+    write_figure,
+)
 
 if TYPE_CHECKING:  # torch, loaded only where a model is drawn (`rasp show PROGRAM` draws none)
     from rasp_compiler.runtime import RaspModel
@@ -160,6 +166,7 @@ def _check_one_input(model: RaspModel, tokens: Any) -> None:
                          hint=f"draw_trace(model, {shorten(repr(first), 40)}, path)") from None
 
 
+@notes_missing_glyphs
 def draw_trace(model: RaspModel, tokens: list[Any] | str, path: str, fmt: str | None = None) -> TracePicture:
     """Draw ``model`` running on one input (a string or a list of tokens) to ``path``: every
     head's attention pattern and the residual stream after each layer.  ``fmt`` overrides the
