@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"(rasp {close[0]} --help)")
     args, extras = parser.parse_known_args(argv)
     if extras:
-        _unrecognized(parser, args, extras)
+        _unrecognized(parser, args, extras, words)
     empty = _empty_positional(_chosen(parser, args), args)
     if empty is not None:  # `rasp run "$F"` with F unset read '' as the current directory
         print(f"error: {empty} is empty\n  hint: give {empty} a value (an unset shell variable?)",
@@ -130,13 +130,25 @@ def _empty_positional(parser: argparse.ArgumentParser, args: argparse.Namespace)
     return None
 
 
-def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> None:
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str],
+                  words: list[str]) -> None:
     """Refuse arguments no parser took, in the words of the sub-command they were given to (its
-    usage, and the option meant when one is a near miss: `--maxlen` -> `--max-len`).  argparse's
-    own parse_args reports them from the top-level parser, with `rasp`'s usage and no hint."""
+    usage, and the option meant when one is a near miss: `--maxlen` -> `--max-len`; words left
+    over after a one-value option, `--vocab a b c`; an input given as a word, `rasp run F hello`).
+    argparse's own parse_args reports them from the top-level parser, with `rasp`'s usage and no
+    hint."""
     target = _chosen(parser, args)
     options = [s for a in target._actions for s in a.option_strings if s.startswith("--")]
     hints = []
+    loose = [e for e in extras if not e.startswith("-")]
+    after = _one_value_option_before(target, words, loose[0]) if loose else None
+    if after is not None:
+        hints.append(f"{after} takes one value" + (
+            ": the tokens as one string (--vocab abc) or a JSON list (--vocab '[\"ab\", \"c\"]')"
+            if after == "--vocab" else " (quote a value that holds spaces)"))
+    elif extras == loose and len(loose) == 1 and "--input" in options \
+            and getattr(args, "input", None) is None:
+        hints.append(f"an input is given with --input: --input {loose[0]}")
     for extra in extras:
         name = extra.split("=", 1)[0]
         if name.startswith("-") and not parser._negative_number_matcher.match(name):
@@ -150,6 +162,17 @@ def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, ext
     if hints:
         message += "\n  hint: " + "; ".join(hints)
     target.error(message)
+
+
+def _one_value_option_before(parser: argparse.ArgumentParser, words: list[str], word: str) -> str | None:
+    """The option taking one value that ``word`` directly follows the value of, if any."""
+    takes_one = {s: a for a in parser._actions for s in a.option_strings if a.nargs is None
+                 and not isinstance(a, (argparse._StoreConstAction, argparse._CountAction,
+                                        argparse._HelpAction, argparse._VersionAction))}
+    for i in range(1, len(words) - 1):
+        if words[i + 1] == word and words[i - 1] in takes_one:
+            return words[i - 1]
+    return None
 
 
 # errors of writing to a full or failing device, which the output stream reports without a file name

@@ -75,6 +75,25 @@ def test_an_unknown_option_is_refused_by_its_sub_command_with_the_option_meant(c
     assert "rasp run: error: unrecognized arguments: --zzzzzz" in text and "hint" not in text
 
 
+def test_words_left_over_say_which_option_or_input_they_belong_to(capsys) -> None:
+    """`rasp check F --vocab a b c` said only "unrecognized arguments: b c", and `rasp run F hello`
+    "unrecognized arguments: hello": the words belong to the option before them, or are an input
+    the command takes with --input."""
+    from rasp_compiler.cli import main
+
+    with pytest.raises(SystemExit) as err:
+        main(["check", "f.rasp", "--vocab", "a", "b", "c", "--max-len", "5"])
+    text = capsys.readouterr().err
+    assert err.value.code == 2 and "unrecognized arguments: b c" in text
+    assert "hint: --vocab takes one value: the tokens as one string (--vocab abc)" in text
+    with pytest.raises(SystemExit):
+        main(["run", "f.rasp", "hello"])
+    assert "hint: an input is given with --input: --input hello" in capsys.readouterr().err
+    with pytest.raises(SystemExit):                           # a near-miss option's value: not an input
+        main(["run", "f.rasp", "--maxlen", "5"])
+    assert "--input 5" not in capsys.readouterr().err
+
+
 def test_every_option_of_every_command_says_what_it_does() -> None:
     """`rasp compile --help` and `rasp check --help` listed --dtype with no words, and `rasp
     universal --help` --construction: a user could not tell what float64 or `looped` changes."""
