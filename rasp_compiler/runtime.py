@@ -189,7 +189,8 @@ class Transformer(torch.nn.Module):
             attn = mlp = None
             if lc["n_heads"]:
                 attn = _Attention.build(li, *(self.w(f"layers.{li}.attn.{n}")
-                                              for n in ("W_Q", "W_K", "W_V", "W_O")), mode)
+                                              for n in ("W_Q", "W_K", "W_V", "W_O")), mode,
+                                        one_hots=_one_hot_blocks(self.config))
             if lc["d_mlp"]:
                 gated = f"layers__{li}__mlp__W_gate" in self.params
                 mlp = _Mlp.build(li, self.w(f"layers.{li}.mlp.W_in"), self.w(f"layers.{li}.mlp.b_in"),
@@ -255,10 +256,12 @@ class Transformer(torch.nn.Module):
         # autograd may have saved it
         in_place = not trace and not torch.is_grad_enabled()
         residuals, patterns = [x], []
+        hot: dict[int, tuple[int, torch.Tensor | None]] = {}  # one-hot blocks' indices (``_Lookup``)
         for li, (lc, layer) in enumerate(zip(self.layers_cfg, layers, strict=True)):
             keep = trace and (trace_layers is None or li in trace_layers)
             if layer.attn is not None:
-                x, attns, logits_ = layer.attn.apply(x, masked, neg, math.sqrt(lc["d_head"]), keep, in_place)
+                x, attns, logits_ = layer.attn.apply(x, masked, neg, math.sqrt(lc["d_head"]), keep, in_place,
+                                                     hot)
                 if trace and not attns:  # a layer left out of ``trace_layers``
                     patterns.append(torch.zeros(b, 0, t, t, dtype=x.dtype, device=x.device))
                     if attn_logits is not None:
@@ -276,6 +279,7 @@ class Transformer(torch.nn.Module):
             if layer.mlp is not None:
                 step = _mlp_slice_rows(int(lc["d_mlp"]), x.device.type, self.chunk_elements)
                 x = layer.mlp.apply(x, step, in_place)
+                _forget(hot, layer.mlp.writes)
             if trace:
                 residuals.append(x)
         logits = unembed.times(x)
@@ -314,6 +318,15 @@ COLUMNS_MAX_SHARE = 3 / 4
 # tensor is transposed): a step MLP's W_out writes one or two outputs per unit.
 CSR_MIN_ELEMENTS = 1 << 14
 CSR_MAX_DENSITY = 1 / 16
+# A projection that reads only one-hot blocks of the residual stream (a categorical s-op's values,
+# the constant columns) is a table lookup: each position's row is the sum of the weight's rows at
+# its hot indices ("lookup", see _Lookup).  Where it reads at least this many rows: a product costs
+# that many multiply-adds an output, a lookup a gathered row per table and a check of the one-hots
+# (bench/lookups.py --min-rows 1: heads reading 130 rows or more gain 1.1-1.3x, those reading
+# 64-71 rows lose up to 20 %); up to this many rows, and entries, of a table.
+LOOKUP_MIN_ROWS = 96
+LOOKUP_MAX_ROWS = 1 << 16
+LOOKUP_MAX_ELEMENTS = 1 << 22
 # The most hidden activations one MLP slice holds on a CPU (see _Mlp.apply), unless that is
 # fewer than MLP_SLICE_ROWS positions.
 MLP_SLICE_ELEMENTS = 1 << 18
@@ -326,6 +339,19 @@ def _mlp_slice_rows(d_mlp: int, device_type: str, chunk_elements: int) -> int:
     if device_type == "cpu":
         budget = min(budget, max(MLP_SLICE_ELEMENTS, MLP_SLICE_ROWS * d_mlp))
     return max(1, budget // max(1, d_mlp))
+
+
+def _one_hot_blocks(config: dict) -> list[tuple[int, int]]:
+    """(start, size) of the residual blocks that should hold a one-hot or nothing at every
+    position (categorical s-ops, the constant columns), disjoint; ``_Lookup`` checks each x."""
+    blocks, end = [], 0
+    for b in sorted(config.get("residual") or [], key=lambda b: int(b.get("start", -1))):
+        start, size = int(b.get("start", -1)), int(b.get("size", 0))
+        if b.get("encoding") in ("categorical", "constant") and start >= end and size > 0 \
+                and start + size <= int(config.get("d_model", 0)):
+            blocks.append((start, size))
+            end = start + size
+    return blocks
 
 
 def _nonzero_along(w: torch.Tensor, dim: int) -> torch.Tensor:
@@ -378,10 +404,24 @@ class _Product:
             self.w = self.w.index_select(1, writes)
             bias = None if bias is None else bias.index_select(0, writes)
         self.bias = bias
+        self.lookup: _Lookup | None = None
 
     @classmethod
     def build(cls, name: str, w: torch.Tensor, mode: str, bias: torch.Tensor | None = None,
-              all_rows: bool = False, all_columns: bool = False) -> "_Product":
+              all_rows: bool = False, all_columns: bool = False,
+              one_hots: list[tuple[int, int]] | None = None) -> "_Product":
+        """The product's path; with ``one_hots`` (the residual blocks that hold one-hots, from the
+        config), also a lookup table where every row it reads is in one of them (``_Lookup``)."""
+        product = cls._path(name, w, mode, bias, all_rows, all_columns)
+        if one_hots and bias is None and product.path != "dense" \
+                and int(_nonzero_along(w, 0).sum()) >= LOOKUP_MIN_ROWS:
+            product.lookup = _Lookup.build(
+                w if product.writes is None else w.index_select(1, product.writes.index), one_hots)
+        return product
+
+    @classmethod
+    def _path(cls, name: str, w: torch.Tensor, mode: str, bias: torch.Tensor | None,
+              all_rows: bool, all_columns: bool) -> "_Product":
         why = _sparse_wanted(w, mode)
         if why is None and w.shape[1] == 1 and int(torch.count_nonzero(w)) > 2:
             # a matrix-vector product either way, which may add its terms in another order than
@@ -404,16 +444,148 @@ class _Product:
                    None if all_columns else _index(writes), bias)
 
     def explained(self) -> dict[str, Any]:
+        if self.lookup is not None:
+            return {"tensor": self.name, "shape": list(self.shape), "nonzero": self.nonzero,
+                    "path": "lookup", "why": f"{self.lookup.describe()}; {self.path} where they are "
+                                             f"not one-hots ({self.why})"}
         return {"tensor": self.name, "shape": list(self.shape), "nonzero": self.nonzero,
                 "path": self.path, "why": self.why}
 
-    def times(self, x: torch.Tensor) -> torch.Tensor:
-        """x @ w (+ bias) on the columns ``writes``."""
+    def times(self, x: torch.Tensor, hot: dict[int, tuple[int, torch.Tensor | None]] | None = None
+              ) -> torch.Tensor:
+        """x @ w (+ bias) on the columns ``writes``; ``hot`` holds the one-hot blocks' indices
+        found so far for this x (``_Lookup.times``)."""
+        if self.lookup is not None:
+            out = self.lookup.times(x, {} if hot is None else hot)
+            if out is not None:
+                return out
         out = _columns(x, self.reads) @ self.w
         return out if self.bias is None else out + self.bias
 
     def add_to(self, x: torch.Tensor, delta: torch.Tensor, in_place: bool) -> torch.Tensor:
         return _add_columns(x, self.writes, delta, in_place=in_place)
+
+
+class _Lookup:
+    """x @ w where every non-zero row of w lies in a block of the residual stream that holds, at
+    each position, a one-hot or nothing (a categorical s-op's values, the constant columns): the
+    product is then the sum of w's rows at the position's hot indices, one per block, so tables of
+    those sums, each indexed by the joint code of a group of blocks, replace it.
+
+    Bit for bit the product's: every term of x @ w is a weight times 0 or 1, exact, so an output is
+    a sum of the weights at the hot rows.  Where a column has at most two such terms, every order
+    gives the one rounded sum; where it has more, no partial sum may round (``_sums_exact``).
+    Whether the blocks hold one-hots is checked on each x (``times``); where one does not (a
+    categorical mean of several keys) the product runs on its other path."""
+
+    def __init__(self, groups: list[tuple[list[tuple[int, int]], list[int], torch.Tensor]]) -> None:
+        self.groups = groups  # (blocks, their strides in the code, the table)
+
+    @classmethod
+    def build(cls, w: torch.Tensor, one_hots: list[tuple[int, int]]) -> "_Lookup | None":
+        """The lookup of ``w`` [d_in, d_out], or None where a row it reads is outside the one-hot
+        blocks, a block alone would pass the table limits, or a sum could round in another order."""
+        rows = _nonzero_along(w, 0)
+        blocks = [(start, size) for start, size in one_hots if bool(rows[start:start + size].any())]
+        inside = torch.zeros_like(rows)
+        for start, size in blocks:
+            inside[start:start + size] = True
+        if not blocks or bool((rows & ~inside).any()) or not _sums_exact(w, blocks):
+            return None
+        most = min(LOOKUP_MAX_ROWS, LOOKUP_MAX_ELEMENTS // max(1, w.shape[1]))
+        grouped: list[list[tuple[int, int]]] = [[]]
+        for start, size in blocks:  # consecutive blocks share a table while it stays small
+            if math.prod(n + 1 for _, n in grouped[-1]) * (size + 1) > most:
+                grouped.append([])
+            grouped[-1].append((start, size))
+        if not grouped[0] or any(math.prod(n + 1 for _, n in g) > most for g in grouped):
+            return None
+        return cls([_table(w, g) for g in grouped])
+
+    def describe(self) -> str:
+        blocks = [b for g, _, _ in self.groups for b in g]
+        rows = " + ".join(f"{t.shape[0]:,}" for _, _, t in self.groups)
+        return (f"reads {len(blocks)} one-hot block{'s' if len(blocks) > 1 else ''} "
+                f"({sum(size for _, size in blocks)} rows): table{'s' if len(self.groups) > 1 else ''} "
+                f"of {rows} rows")
+
+    def times(self, x: torch.Tensor, hot: dict[int, tuple[int, torch.Tensor | None]]
+              ) -> torch.Tensor | None:
+        """x @ w [..., d_out], or None where a block of x is not a one-hot (or empty) at some
+        position.  ``hot`` keeps each block's indices for this x (``_hot_index``)."""
+        out = None
+        for blocks, strides, table in self.groups:
+            code = None
+            for (start, size), stride in zip(blocks, strides, strict=True):
+                if start not in hot:
+                    hot[start] = (size, _hot_index(x.narrow(-1, start, size)))
+                idx = hot[start][1]
+                if idx is None:
+                    return None
+                part = idx if stride == 1 else idx * stride
+                code = part if code is None else code + part
+            rows = table[code]
+            out = rows if out is None else out.add_(rows)
+        return out
+
+
+def _table(w: torch.Tensor, blocks: list[tuple[int, int]]
+           ) -> tuple[list[tuple[int, int]], list[int], torch.Tensor]:
+    """The lookup table of ``blocks``: its row sum_b i_b * stride_b is the sum of w's rows i_b of
+    each block b (i_b = size_b where the block is empty), added block after block."""
+    table = torch.zeros(1, w.shape[1], dtype=w.dtype, device=w.device)
+    for start, size in blocks:
+        rows_b = torch.cat([w[start:start + size], table.new_zeros(1, w.shape[1])])
+        table = (table.unsqueeze(1) + rows_b.unsqueeze(0)).reshape(-1, w.shape[1])
+    strides = [math.prod(size + 1 for _, size in blocks[b + 1:]) for b in range(len(blocks))]
+    return blocks, strides, table
+
+
+def _hot_index(v: torch.Tensor) -> torch.Tensor | None:
+    """Per row of v [..., size]: the index of its one 1 (size where it is all zeros), or None
+    where some row holds anything else."""
+    nonzero = v != 0
+    count = nonzero.sum(-1)
+    if bool((count > 1).any()):
+        return None
+    idx = nonzero.view(torch.uint8).argmax(-1)
+    one = count == 1
+    if not bool((v.gather(-1, idx.unsqueeze(-1)).squeeze(-1)[one] == 1).all()):
+        return None
+    return torch.where(one, idx, v.shape[-1])
+
+
+def _forget(hot: dict[int, tuple[int, torch.Tensor | None]], writes: "_Cols | None") -> None:
+    """Drop the one-hot indices of the blocks a sublayer has written (every block where it
+    writes every column)."""
+    if not hot:
+        return
+    if writes is None:
+        hot.clear()
+        return
+    written = writes.columns()
+    for start in [st for st, (size, _) in hot.items() if not written.isdisjoint(range(st, st + size))]:
+        del hot[start]
+
+
+def _sums_exact(w: torch.Tensor, blocks: list[tuple[int, int]]) -> bool:
+    """Whether every column of w adds alike in any order when one row of each block is taken:
+    at most two blocks hold a non-zero in it, or every partial sum of such rows is a multiple of
+    the least significant bit among its weights small enough for the dtype to hold exactly."""
+    parts = [w[start:start + size].double() for start, size in blocks]
+    count = sum((p != 0).any(0).long() for p in parts)
+    many = count > 2
+    if not bool(many.any()):
+        return True
+    bound = sum(p[:, many].abs().amax(0) for p in parts)
+    terms = torch.cat([p[:, many] for p in parts])
+    nonzero = terms != 0
+    mantissa, exponent = torch.frexp(terms.abs().where(nonzero, torch.ones_like(terms)))
+    whole = (mantissa * 2.0 ** 53).long()  # the 53-bit significand as an integer
+    lowest = torch.ldexp((whole & -whole).double(), (exponent - 53).double())
+    least = lowest.where(nonzero, torch.full_like(lowest, math.inf)).amin(0)
+    digits = round(-math.log2(torch.finfo(w.dtype).eps))  # one bit below the precision: a margin
+    return bool((bound <= least * 2.0 ** digits).all())
 
 
 class _Attention:
@@ -428,7 +600,7 @@ class _Attention:
 
     @classmethod
     def build(cls, li: int, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor, wo: torch.Tensor,
-              mode: str) -> "_Attention":
+              mode: str, one_hots: list[tuple[int, int]] | None = None) -> "_Attention":
         h, d, e = wq.shape
         name = f"layers.{li}.attn"
         if _sparse_wanted(wq, mode) is None and _sparse_wanted(wk, mode) is None:
@@ -443,9 +615,9 @@ class _Attention:
         def side_by_side(w: torch.Tensor) -> torch.Tensor:
             return w.permute(1, 0, 2).reshape(d, -1)
 
-        return cls(_Product.build(f"{name}.W_Q", side_by_side(wq), mode, all_columns=True),
-                   _Product.build(f"{name}.W_K", side_by_side(wk), mode, all_columns=True),
-                   _Product.build(f"{name}.W_V", side_by_side(wv), mode, all_columns=True),
+        return cls(_Product.build(f"{name}.W_Q", side_by_side(wq), mode, all_columns=True, one_hots=one_hots),
+                   _Product.build(f"{name}.W_K", side_by_side(wk), mode, all_columns=True, one_hots=one_hots),
+                   _Product.build(f"{name}.W_V", side_by_side(wv), mode, all_columns=True, one_hots=one_hots),
                    _Product.build(f"{name}.W_O", wo.reshape(h * ov, wo.shape[2]), mode, all_rows=True),
                    h, qk, ov)
 
@@ -453,9 +625,11 @@ class _Attention:
         return [self.q, self.k, self.v, self.o]
 
     def apply(self, x: torch.Tensor, masked: torch.Tensor, neg: float, scale: float, keep: bool,
-              in_place: bool) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-        """x + the heads' outputs; with ``keep`` also each head's pattern and scores [b, 1, t, t]."""
-        q, k, v = self.q.times(x), self.k.times(x), self.v.times(x)  # [b, t, heads * e]
+              in_place: bool, hot: dict[int, tuple[int, torch.Tensor | None]]
+              ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        """x + the heads' outputs; with ``keep`` also each head's pattern and scores [b, 1, t, t].
+        ``hot``: the one-hot blocks' indices read from x so far (``_Lookup``), kept up to date."""
+        q, k, v = self.q.times(x, hot), self.k.times(x, hot), self.v.times(x, hot)  # [b, t, heads * e]
         masked = masked[:, 0]  # [b, 1 or t, t]
         # one head at a time, on its columns of q, k and v (strided views: no copies): the scores
         # [b, t, t] of one head are the most one layer holds (U at n = 8, d = 32 has 65 heads of
@@ -472,7 +646,9 @@ class _Attention:
             del scores, attn
         # one sum over all heads and their dimensions
         out = mixed[0] if len(mixed) == 1 else torch.cat(mixed, dim=-1)
-        return self.o.add_to(x, self.o.times(out), in_place), attns, logits_
+        x = self.o.add_to(x, self.o.times(out), in_place)
+        _forget(hot, self.o.writes)
+        return x, attns, logits_
 
 
 class _Mlp:
@@ -611,11 +787,17 @@ class _Cols:
 
     def __init__(self, index: torch.Tensor) -> None:
         self.index, self.n = index, len(index)
+        self._set: set[int] | None = None
         start = int(index[0]) if self.n else 0
         self.span = (start, self.n) if self.n and int(index[-1]) - start == self.n - 1 else None
 
     def __len__(self) -> int:
         return self.n
+
+    def columns(self) -> set[int]:
+        if self._set is None:
+            self._set = set(self.index.tolist())
+        return self._set
 
 
 def _columns(x: torch.Tensor, index: _Cols | None) -> torch.Tensor:

@@ -114,3 +114,97 @@ def test_rasp_eval_explains_the_paths_and_runs_dense_on_request(tmp_path, capsys
     assert capsys.readouterr().out == got.out
     assert main(["eval", out]) == 1
     assert capsys.readouterr().err.startswith("error: rasp eval needs an input")
+
+
+# -- one-hot blocks read as table lookups (runtime._Lookup) -------------------------------------------
+def _forced_lookups(monkeypatch, model) -> list[str]:
+    """Every attention projection that can be a lookup made one (at any size); the tensors that are."""
+    import rasp_compiler.runtime as runtime
+
+    for name, value in (("SPARSE_MIN_ELEMENTS", 1), ("COLUMNS_MAX_SHARE", 1.0), ("LOOKUP_MIN_ROWS", 1)):
+        monkeypatch.setattr(runtime, name, value)
+    model.module.paths, model.module._prepared = "auto", None  # prepared again under the forced limits
+    return [e["tensor"] for e in model.module.explain() if e["path"] == "lookup"]
+
+
+@pytest.mark.parametrize("name", ["dyck2", "most_frequent", "sort_by_frequency", "sort", "induction_2hop"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_lookups_give_the_dense_logits_bit_for_bit(monkeypatch, name: str, dtype: str) -> None:
+    """Forced on every projection that reads only one-hot blocks, at max length 16 (where the
+    default leaves them products), the lookups give the dense logits bit for bit, in float32 too:
+    each output is a sum of weights that rounds alike in any order (``_sums_exact``)."""
+    s = next(p for p in PROGRAMS if p.name == name)
+    model = compile_program(load_program(str(s.file)), list(s.vocab5), 16, dtype=dtype)
+    xs = _inputs(s, 16)
+    dense = _logits(model, xs, "dense")
+    assert _forced_lookups(monkeypatch, model)
+    auto = _logits(model, xs, "auto")
+    assert torch.equal(dense, auto), f"max difference {float((dense - auto).abs().max())}"
+
+
+def test_large_products_of_one_hots_are_lookups_and_say_so() -> None:
+    """dyck2 at 64: its second and third layers' queries and keys read 130-196 rows of one-hot
+    blocks (the index, the depth), and become lookups; ``explain`` names the blocks, the tables
+    and the path taken where a block is not a one-hot."""
+    s = next(p for p in PROGRAMS if p.name == "dyck2")
+    model = compile_program(load_program(str(s.file)), list(s.vocab5), 64)
+    found = [e for e in model.module.explain() if e["path"] == "lookup"]
+    assert {e["tensor"] for e in found} >= {"layers.1.attn.W_Q", "layers.1.attn.W_K"}
+    assert all("one-hot blocks" in e["why"] and "where they are not one-hots" in e["why"] for e in found)
+
+
+def test_a_block_that_is_not_a_one_hot_falls_back_to_the_product(monkeypatch) -> None:
+    """A categorical mean of several keys (`first` on "ab": half a, half b) leaves a block that is
+    not a one-hot; the lookup reading it (the query of `match`) is not taken for that batch, and
+    the logits stay the dense ones.  The check itself: one 1 or none per row, nothing else."""
+    import rasp_compiler.runtime as runtime
+    from rasp_compiler.lang import program_from_source
+
+    assert torch.equal(runtime._hot_index(torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])),
+                       torch.tensor([1, 3]))
+    for bad in ([[0.5, 0.5, 0.0]], [[1.0, 1.0, 0.0]], [[0.0, 2.0, 0.0]], [[1.0, -1.0, 1.0]],
+                [[float("nan"), 0.0, 0.0]]):
+        assert runtime._hot_index(torch.tensor(bad)) is None
+    source = """
+first = aggregate(select(indices, indices, <=), tokens);
+match = aggregate(select(tokens, first, ==), indices, -1);
+match;
+"""
+    model = compile_program(program_from_source(source), list("ab"), 8, dtype="float64")
+    xs = [list("ab"), list("aab"), list("bbbb"), list("abba")]
+    dense = _logits(model, xs, "dense")
+    assert "layers.1.attn.W_Q" in _forced_lookups(monkeypatch, model)
+    seen = {"not one-hot": 0}
+    real = runtime._hot_index
+
+    def counting(v: torch.Tensor) -> torch.Tensor | None:
+        got = real(v)
+        seen["not one-hot"] += got is None
+        return got
+
+    monkeypatch.setattr(runtime, "_hot_index", counting)
+    assert torch.equal(_logits(model, xs, "auto"), dense)
+    assert seen["not one-hot"] >= 1
+
+
+def test_sums_that_could_round_in_another_order_are_not_looked_up() -> None:
+    """Three blocks each with a weight in one column: 1 + 2^-30 + 2^-30 rounds differently by
+    order in float32, so that weight is no lookup; in float64, or with two blocks, it is."""
+    import rasp_compiler.runtime as runtime
+
+    w = torch.zeros(6, 2)
+    w[0, 0], w[2, 0], w[4, 0] = 1.0, 2.0 ** -30, 2.0 ** -30
+    w[1, 1] = 3.0
+    blocks = [(0, 2), (2, 2), (4, 2)]
+    assert not runtime._sums_exact(w, blocks)
+    assert runtime._Lookup.build(w, blocks) is None
+    assert runtime._sums_exact(w.double(), blocks)
+    assert runtime._sums_exact(w, blocks[:2])
+    w2 = w.clone()
+    w2[4, 0] = 0.0  # two terms: one rounding whatever the order
+    assert runtime._sums_exact(w2, blocks)
+    lookup = runtime._Lookup.build(w2, blocks)
+    x = torch.tensor([[1.0, 0.0, 0.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 0.0, 0.0, 1.0],
+                      [0.0, 0.0, 0.0, 0.0, 1.0, 0.0]])
+    assert torch.equal(lookup.times(x, {}), x @ w2)
+    assert runtime._Lookup.build(w.double(), blocks[:2]) is None  # a row it reads outside the blocks
