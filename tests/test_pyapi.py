@@ -722,6 +722,25 @@ def test_compile_rasp_to_model_refuses_one_token_for_bos_and_pad() -> None:
     assert isinstance(err.value, ValueError)
 
 
+def test_tracr_library_and_compile_mistakes_are_one_user_error() -> None:
+    """make_shuffle_dyck's argument checks were bare AssertionErrors (tracr asserts); vocab=None said
+    "the vocabulary (--vocab) is empty"; a causal compile of `length` hinted at the --causal flag."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.pyapi import compiling, lib
+
+    for pairs, says in (([], "at least one pair"), ("()", "at least one pair"),
+                        (["(", ")"], "each pair is two tokens"), (["()", "{}]"], "each pair is two tokens")):
+        with pytest.raises(rasp.PyApiValueError, match=says):
+            lib.make_shuffle_dyck(pairs)
+    assert lib.make_shuffle_dyck([("(", ")")])("(()") == [False] * 3  # a pair may be a tuple
+    with pytest.raises(UserError, match=r"no vocabulary given \(vocab is None\)"):
+        compiling.compile_rasp_to_model(lib.make_length(), None, 4)
+    with pytest.raises(UserError, match="cannot see") as err:
+        compiling.compile_rasp_to_model(rasp.length - rasp.indices, {"a"}, 4, causal=True)
+    assert "causal=True" in err.value.hint
+
+
 @pytest.mark.parametrize("module", ["rasp_compiler.pyapi", "rasp_compiler.pyapi.base",
                                     "rasp_compiler.pyapi.compiling"])
 def test_the_module_docstrings_examples_run(module: str) -> None:

@@ -78,11 +78,16 @@ def make_pair_balance(sop: SOp, open_token: str, close_token: str) -> SOp:
 
 def make_shuffle_dyck(pairs: list[str]) -> SOp:
     """True everywhere iff the input is a shuffle of balanced Dyck words, one per pair."""
-    assert len(pairs) >= 1
+    # tracr asserts these; here a mistake is one UserError (a ValueError), not a bare AssertionError
+    if isinstance(pairs, str) or len(pairs) < 1:
+        raise PyApiValueError(f"make_shuffle_dyck takes a list of at least one pair, got {pairs!r}",
+                              hint='e.g. make_shuffle_dyck(pairs=["()", "{}"])')
     length = make_length()
     balances = []
     for pair in pairs:
-        assert len(pair) == 2
+        if len(pair) != 2:
+            raise PyApiValueError(f"each pair is two tokens, an opening and a closing one, got {pair!r}",
+                                  hint='e.g. make_shuffle_dyck(pairs=["()", "{}"])')
         open_token, close_token = pair
         balance = make_pair_balance(tokens, open_token=open_token, close_token=close_token)
         balances.append(balance.named(f"balance_{'_'.join(f'{ord(c):x}' for c in pair)}"))

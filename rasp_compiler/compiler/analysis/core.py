@@ -251,7 +251,7 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
             else:
                 if self.causal:
                     raise self.error(node.id, "length needs the whole input, which a causal model "
-                                     "cannot see", hint="compile without --causal")
+                                     "cannot see", hint="compile without causal=True (--causal)")
                 info = self._base(node, "length", list(self.lengths), enc or "categorical")
         elif isinstance(node, Constant):
             info = self._const(node.id, node.kind, node.value, node.pos, enc or "categorical")
