@@ -293,6 +293,18 @@ def test_comparisons_are_predicates_of_key_and_query() -> None:
     assert rasp.Comparison.TRUE("a", 3) and not rasp.Comparison.FALSE("a", 3)
 
 
+def test_a_missing_annotation_is_tracrs_key_error_and_a_user_error() -> None:
+    # it was a bare KeyError('foo') from a plain dict
+    from rasp_compiler.errors import UserError
+
+    annotations = rasp.Map(lambda x: x, rasp.tokens).annotated(foo=1).annotations
+    assert annotations["foo"] == 1 and annotations.get("bar") is None and "bar" not in annotations
+    with pytest.raises(KeyError, match=r"No annotation exists for key 'bar'\. Available keys: "
+                                       r"\['encoding', 'foo', 'name'\]") as err:
+        annotations["bar"]
+    assert isinstance(err.value, UserError) and isinstance(err.value, rasp.PyApiKeyError)
+
+
 def test_comparison_members_values_and_errors_are_tracrs() -> None:
     # tracr's order and values: TRUE/FALSE were "true"/"false", NEQ came second
     assert [(c.name, c.value) for c in rasp.Comparison] == [
