@@ -741,6 +741,34 @@ def test_tracr_library_and_compile_mistakes_are_one_user_error() -> None:
     assert "causal=True" in err.value.hint
 
 
+def test_compile_rasp_to_model_takes_vocabularies_as_python_holds_them_and_names_its_limits() -> None:
+    """range(4), a NumPy array and dict.keys() were refused ("the vocabulary is a string or a list
+    of tokens, not range"); max_seq_len past the limit was called --max-len; a numerical map that
+    gives inf compiled, and every input was then refused as if the weights were damaged."""
+    import numpy as np
+
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import CompileError, UserError
+    from rasp_compiler.pyapi import compiling, lib
+
+    double = rasp.tokens * 2
+    for vocab in (range(4), np.arange(4), {0: "a", 1: "b", 2: "c", 3: "d"}.keys(), {3, 2, 1, 0}):
+        model = compiling.compile_rasp_to_model(double, vocab, 3, compiler_bos="BOS")
+        assert model.model.vocab == [0, 1, 2, 3]
+        assert model.apply(["BOS", 3, 0, 1]).decoded == ["BOS", 6, 0, 2]
+    for vocab in ({"a": 1}, (t for t in "ab")):  # a mapping or a one-shot iterator: still refused
+        with pytest.raises(UserError, match="the vocabulary is a string or a list of tokens"):
+            compiling.compile_rasp_to_model(double, vocab, 3)
+    with pytest.raises(UserError, match=r"^max_seq_len 5,000 is more than the compiler takes \(2,048\)"):
+        compiling.compile_rasp_to_model(lib.make_length(), {"a"}, 5000)
+    infinite = rasp.numerical(rasp.Map(lambda x: float("inf") if x == 1 else x, rasp.tokens))
+    with pytest.raises(CompileError, match="is marked numerical but may be infinite"):
+        compiling.compile_rasp_to_model(infinite, {1, 2}, 3)
+    # as a category, inf is a value like any other
+    model = compiling.compile_rasp_to_model(rasp.categorical(infinite), {1, 2}, 3, compiler_bos="BOS")
+    assert model.apply(["BOS", 1, 2]).decoded == ["BOS", float("inf"), 2]
+
+
 @pytest.mark.parametrize("module", ["rasp_compiler.pyapi", "rasp_compiler.pyapi.base",
                                     "rasp_compiler.pyapi.compiling"])
 def test_the_module_docstrings_examples_run(module: str) -> None:

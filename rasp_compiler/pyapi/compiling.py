@@ -327,6 +327,12 @@ def compile_rasp_to_model(program: Any, vocab: Any, max_seq_len: int, causal: bo
     # named as tracr's argument: compile_program's own check says "max_len (--max-len)"
     if _whole_number(max_seq_len, "max_seq_len") < 1:
         raise UserError(f"max_seq_len must be a positive integer, got {max_seq_len!r}")
+    from rasp_compiler.compiler import MAX_LEN
+
+    if max_seq_len > MAX_LEN:  # compile_program's refusal names its command-line flag, --max-len
+        raise UserError(f"max_seq_len {max_seq_len:,} is more than the compiler takes ({MAX_LEN:,}): "
+                        "positions and lengths are one-hot, so widths grow with it and tables with "
+                        "its square", hint="compile for the longest input you need")
     if causal and isinstance(program, RASPExpr):
         program = masked_program(program)
     model = compile_program(program, vocab, max_seq_len, causal=causal)
