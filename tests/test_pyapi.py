@@ -741,6 +741,24 @@ def test_tracr_library_and_compile_mistakes_are_one_user_error() -> None:
     assert "causal=True" in err.value.hint
 
 
+def test_tracr_lib_has_its_module_length_and_names() -> None:
+    """tracr's lib has `length = make_length()` at module level (an AttributeError here), and names
+    shift_by(1) and detect_pattern(abc) so (here shift_by_1, detect_pattern_abc: the ids)."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import lib
+
+    assert isinstance(lib.length, rasp.SelectorWidth) and lib.length.name == "length"
+    assert lib.length("abcd") == [4, 4, 4, 4]
+    model = rasp.compile_program(lib.make_reverse(rasp.tokens), "ab", 4)
+    assert model.run(["abb"]) == [["b", "b", "a"]]
+    shifted, pattern = lib.shift_by(1, rasp.tokens), lib.detect_pattern(rasp.tokens, "ab")
+    assert (shifted.name, shifted.program().output) == ("shift_by(1)", "shift_by_1")
+    assert lib.shift_by(-1, rasp.tokens).program().output == "shift_by_neg1"
+    assert (pattern.name, pattern.program().output) == ("detect_pattern(ab)", "detect_pattern_ab")
+    assert lib.detect_pattern(rasp.tokens, [1, 2]).name == "detect_pattern([1, 2])"
+    assert pattern("aab") == [False, False, True]
+
+
 def test_compile_rasp_to_model_takes_vocabularies_as_python_holds_them_and_names_its_limits() -> None:
     """range(4), a NumPy array and dict.keys() were refused ("the vocabulary is a string or a list
     of tokens, not range"); max_seq_len past the limit was called --max-len; a numerical map that

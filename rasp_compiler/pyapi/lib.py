@@ -22,6 +22,10 @@ def make_length() -> SOp:
     return selector_width(all_true_selector).named("length")
 
 
+# tracr's module-level `lib.length` (make_reverse and make_shuffle_dyck there read it)
+length = make_length()
+
+
 def make_reverse(sop: SOp) -> SOp:
     """``sop`` backwards."""
     length = make_length()
@@ -118,7 +122,7 @@ def shift_by(offset: int, /, sop: SOp) -> SOp:
     hold the default (tracr's ``None``, RASP's 0)."""
     select_off_by_offset = select(indices, indices, lambda k, q: q == k + offset)
     out = aggregate(select_off_by_offset, sop, default=None)
-    return out.named(f"shift_by_{offset}")
+    return out.named(f"shift_by({offset})")  # tracr's name; the node id is shift_by_1 (shift_by_neg1)
 
 
 def detect_pattern(sop: SOp, pattern: Sequence[Any]) -> SOp:
@@ -136,8 +140,7 @@ def detect_pattern(sop: SOp, pattern: Sequence[Any]) -> SOp:
     pattern_detected = detectors.pop()
     while detectors:
         pattern_detected = pattern_detected & detectors.pop()
-    name = "".join(c if c.isalnum() else "_" for c in "".join(map(str, pattern)))
-    return pattern_detected.named(f"detect_pattern_{name}")
+    return pattern_detected.named(f"detect_pattern({pattern})")  # tracr's name; id detect_pattern_abc
 
 
 def make_count_less_freq(n: int) -> SOp:
