@@ -741,6 +741,26 @@ def test_tracr_library_and_compile_mistakes_are_one_user_error() -> None:
     assert "causal=True" in err.value.hint
 
 
+def test_compile_rasp_to_model_names_a_wrong_keyword() -> None:
+    """compile_rasp_to_model(p, vocab, max_len=5) (compile_program's name) and other slips were
+    Python's bare TypeError ("unexpected keyword argument" / "missing ... max_seq_len")."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import compiling, lib
+
+    for kwargs, hint in (({"max_len": 4}, "did you mean max_seq_len=?"),
+                         ({"max_seq_len": 4, "compiler_BOS": "B"}, "did you mean compiler_bos=?"),
+                         ({"max_seq_len": 4, "casual": True}, "did you mean causal=?"),
+                         ({"max_seq_len": 4, "dtype": "float64"}, "compile_program's option"),
+                         ({"max_seq_len": 4, "foo": 1}, "its arguments are program, vocab, max_seq_len")):
+        with pytest.raises(rasp.PyApiTypeError, match="compile_rasp_to_model\\(\\) has no argument") as err:
+            compiling.compile_rasp_to_model(lib.make_hist(), {"a"}, **kwargs)
+        assert hint in err.value.hint
+    with pytest.raises(rasp.PyApiTypeError, match="needs max_seq_len"):
+        compiling.compile_rasp_to_model(lib.make_hist(), {"a"})
+    model = compiling.compile_rasp_to_model(lib.make_hist(), {"a", "b"}, 3, compiler_bos="B")
+    assert model.apply(["B", "a", "b", "a"]).decoded == ["B", 2, 1, 2]
+
+
 def test_tracr_lib_has_its_module_length_and_names() -> None:
     """tracr's lib has `length = make_length()` at module level (an AttributeError here), and names
     shift_by(1) and detect_pattern(abc) so (here shift_by_1, detect_pattern_abc: the ids)."""
