@@ -741,6 +741,40 @@ def test_tracr_library_and_compile_mistakes_are_one_user_error() -> None:
     assert "causal=True" in err.value.hint
 
 
+def test_tracr_lib_arguments_are_checked_where_they_are_given() -> None:
+    """make_reverse("abc") made "abc" a constant and reversed it (a silent wrong program: tracr
+    asserts an s-op); make_nary_sequencemap(f) and detect_pattern(sop, None) were bare Python
+    errors; shift_by(1.5, …) selected nothing; make_sort(…, max_seq_len=0) failed only when run."""
+    import numpy as np
+
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import lib
+
+    tokens, eq = rasp.tokens, rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ)
+    for build, says in (
+            (lambda: lib.make_reverse("abc"), "make_reverse's sop must be an s-op .* got str"),
+            (lambda: lib.make_reverse(eq), "make_reverse's sop must be an s-op .* got a selector"),
+            (lambda: lib.make_sort_unique(tokens, 5), "make_sort_unique's keys must be an s-op"),
+            (lambda: lib.make_frac_prevs("a"), "make_frac_prevs's bools must be an s-op"),
+            (lambda: lib.make_pair_balance("()", "(", ")"), "make_pair_balance's sop must be an s-op"),
+            (lambda: lib.shift_by(1, "abc"), "shift_by's sop must be an s-op"),
+            (lambda: lib.shift_by(1.5, tokens), "shift_by's offset is a whole number"),
+            (lambda: lib.detect_pattern(tokens, None), "detect_pattern's pattern is a sequence"),
+            (lambda: lib.make_count(5, "a"), "make_count's sop must be an s-op"),
+            (lambda: lib.make_nary_sequencemap("f", tokens), "takes the function first"),
+            (lambda: lib.make_nary_sequencemap(lambda: 1), "needs at least one s-op"),
+            (lambda: lib.make_sort(tokens, tokens, max_seq_len=0, min_key=1), "max_seq_len must be"),
+            (lambda: lib.make_sort(tokens, tokens, max_seq_len=5, min_key="1"), "min_key must be a number"),
+            (lambda: lib.make_sort_freq("5"), "max_seq_len must be a positive"),
+            (lambda: lib.make_shuffle_dyck(None), "at least one pair")):
+        with pytest.raises((rasp.PyApiTypeError, rasp.PyApiValueError), match=says):
+            build()
+    # NumPy integers are whole numbers
+    sort = lib.make_sort(tokens, tokens, max_seq_len=np.int64(4), min_key=np.float32(1))
+    assert sort([3, 1, 2]) == [1, 2, 3]
+    assert lib.shift_by(np.int64(1), tokens)("ab") == [0, "a"]
+
+
 def test_compile_rasp_to_model_names_a_wrong_keyword() -> None:
     """compile_rasp_to_model(p, vocab, max_len=5) (compile_program's name) and other slips were
     Python's bare TypeError ("unexpected keyword argument" / "missing ... max_seq_len")."""
