@@ -741,6 +741,25 @@ def test_tracr_library_and_compile_mistakes_are_one_user_error() -> None:
     assert "causal=True" in err.value.hint
 
 
+def test_compile_rasp_to_model_argument_errors_are_tracrs_value_errors() -> None:
+    """tracr raises ValueError for a BOS or pad token in the vocabulary; here it was a plain
+    UserError, so `except ValueError` (or assertRaises(ValueError)) missed it."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import compiling, lib
+
+    with pytest.raises(ValueError, match="compiler_bos 'BOS' is") as err:
+        compiling.compile_rasp_to_model(lib.make_hist(), {"a", "BOS"}, 3, compiler_bos="BOS")
+    assert isinstance(err.value, rasp.PyApiValueError)
+    with pytest.raises(ValueError, match="compiler_pad 0 is"):
+        compiling.compile_rasp_to_model(lib.make_hist(), {0, 1}, 3, compiler_bos=-1, compiler_pad=0)
+    for bad in (0, -3, 5000):
+        with pytest.raises(ValueError, match="max_seq_len"):
+            compiling.compile_rasp_to_model(lib.make_hist(), {"a"}, bad)
+    for bad in ("5", 2.5, None):
+        with pytest.raises(TypeError, match="max_seq_len must be a positive integer"):
+            compiling.compile_rasp_to_model(lib.make_hist(), {"a"}, bad)
+
+
 def test_tracr_lib_arguments_are_checked_where_they_are_given() -> None:
     """make_reverse("abc") made "abc" a constant and reversed it (a silent wrong program: tracr
     asserts an s-op); make_nary_sequencemap(f) and detect_pattern(sop, None) were bare Python

@@ -351,18 +351,26 @@ def compile_rasp_to_model(program: Any, vocab: Any, max_seq_len: Any = _NOT_GIVE
     except TypeError:  # not a collection: compile_program says what a vocabulary must be
         clash = False
     if clash:
-        raise UserError("the BOS and padding tokens must not be in the vocabulary")
+        # tracr's ValueError (it was a plain UserError: except ValueError missed it)
+        which = "compiler_bos" if compiler_bos in given else "compiler_pad"
+        token = compiler_bos if which == "compiler_bos" else compiler_pad
+        raise PyApiValueError(f"the BOS and padding tokens must not be in the vocabulary: {which} "
+                              f"{token!r} is", hint=f"pass another {which}=, one that is not a token")
     from rasp_compiler.compiler import _whole_number
 
     # named as tracr's argument: compile_program's own check says "max_len (--max-len)"
-    if _whole_number(max_seq_len, "max_seq_len") < 1:
-        raise UserError(f"max_seq_len must be a positive integer, got {max_seq_len!r}")
+    try:
+        whole = _whole_number(max_seq_len, "max_seq_len")
+    except UserError as err:  # not an integer: a TypeError, as the values below are ValueErrors
+        raise PyApiTypeError(err.message) from None
+    if whole < 1:
+        raise PyApiValueError(f"max_seq_len must be a positive integer, got {max_seq_len!r}")
     from rasp_compiler.compiler import MAX_LEN
 
     if max_seq_len > MAX_LEN:  # compile_program's refusal names its command-line flag, --max-len
-        raise UserError(f"max_seq_len {max_seq_len:,} is more than the compiler takes ({MAX_LEN:,}): "
-                        "positions and lengths are one-hot, so widths grow with it and tables with "
-                        "its square", hint="compile for the longest input you need")
+        raise PyApiValueError(f"max_seq_len {max_seq_len:,} is more than the compiler takes ({MAX_LEN:,}): "
+                              "positions and lengths are one-hot, so widths grow with it and tables "
+                              "with its square", hint="compile for the longest input you need")
     if causal and isinstance(program, RASPExpr):
         program = masked_program(program)
     model = compile_program(program, vocab, max_seq_len, causal=causal)
