@@ -722,6 +722,144 @@ def test_compile_rasp_to_model_refuses_one_token_for_bos_and_pad() -> None:
     assert isinstance(err.value, ValueError)
 
 
+def test_tracr_library_and_compile_mistakes_are_one_user_error() -> None:
+    """make_shuffle_dyck's argument checks were bare AssertionErrors (tracr asserts); vocab=None said
+    "the vocabulary (--vocab) is empty"; a causal compile of `length` hinted at the --causal flag."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.pyapi import compiling, lib
+
+    for pairs, says in (([], "at least one pair"), ("()", "at least one pair"),
+                        (["(", ")"], "each pair is two tokens"), (["()", "{}]"], "each pair is two tokens")):
+        with pytest.raises(rasp.PyApiValueError, match=says):
+            lib.make_shuffle_dyck(pairs)
+    assert lib.make_shuffle_dyck([("(", ")")])("(()") == [False] * 3  # a pair may be a tuple
+    with pytest.raises(UserError, match=r"no vocabulary given \(vocab is None\)"):
+        compiling.compile_rasp_to_model(lib.make_length(), None, 4)
+    with pytest.raises(UserError, match="cannot see") as err:
+        compiling.compile_rasp_to_model(rasp.length - rasp.indices, {"a"}, 4, causal=True)
+    assert "causal=True" in err.value.hint
+
+
+def test_compile_rasp_to_model_argument_errors_are_tracrs_value_errors() -> None:
+    """tracr raises ValueError for a BOS or pad token in the vocabulary; here it was a plain
+    UserError, so `except ValueError` (or assertRaises(ValueError)) missed it."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import compiling, lib
+
+    with pytest.raises(ValueError, match="compiler_bos 'BOS' is") as err:
+        compiling.compile_rasp_to_model(lib.make_hist(), {"a", "BOS"}, 3, compiler_bos="BOS")
+    assert isinstance(err.value, rasp.PyApiValueError)
+    with pytest.raises(ValueError, match="compiler_pad 0 is"):
+        compiling.compile_rasp_to_model(lib.make_hist(), {0, 1}, 3, compiler_bos=-1, compiler_pad=0)
+    for bad in (0, -3, 5000):
+        with pytest.raises(ValueError, match="max_seq_len"):
+            compiling.compile_rasp_to_model(lib.make_hist(), {"a"}, bad)
+    for bad in ("5", 2.5, None):
+        with pytest.raises(TypeError, match="max_seq_len must be a positive integer"):
+            compiling.compile_rasp_to_model(lib.make_hist(), {"a"}, bad)
+
+
+def test_tracr_lib_arguments_are_checked_where_they_are_given() -> None:
+    """make_reverse("abc") made "abc" a constant and reversed it (a silent wrong program: tracr
+    asserts an s-op); make_nary_sequencemap(f) and detect_pattern(sop, None) were bare Python
+    errors; shift_by(1.5, …) selected nothing; make_sort(…, max_seq_len=0) failed only when run."""
+    import numpy as np
+
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import lib
+
+    tokens, eq = rasp.tokens, rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ)
+    for build, says in (
+            (lambda: lib.make_reverse("abc"), "make_reverse's sop must be an s-op .* got str"),
+            (lambda: lib.make_reverse(eq), "make_reverse's sop must be an s-op .* got a selector"),
+            (lambda: lib.make_sort_unique(tokens, 5), "make_sort_unique's keys must be an s-op"),
+            (lambda: lib.make_frac_prevs("a"), "make_frac_prevs's bools must be an s-op"),
+            (lambda: lib.make_pair_balance("()", "(", ")"), "make_pair_balance's sop must be an s-op"),
+            (lambda: lib.shift_by(1, "abc"), "shift_by's sop must be an s-op"),
+            (lambda: lib.shift_by(1.5, tokens), "shift_by's offset is a whole number"),
+            (lambda: lib.detect_pattern(tokens, None), "detect_pattern's pattern is a sequence"),
+            (lambda: lib.make_count(5, "a"), "make_count's sop must be an s-op"),
+            (lambda: lib.make_nary_sequencemap("f", tokens), "takes the function first"),
+            (lambda: lib.make_nary_sequencemap(lambda: 1), "needs at least one s-op"),
+            (lambda: lib.make_sort(tokens, tokens, max_seq_len=0, min_key=1), "max_seq_len must be"),
+            (lambda: lib.make_sort(tokens, tokens, max_seq_len=5, min_key="1"), "min_key must be a number"),
+            (lambda: lib.make_sort_freq("5"), "max_seq_len must be a positive"),
+            (lambda: lib.make_shuffle_dyck(None), "at least one pair")):
+        with pytest.raises((rasp.PyApiTypeError, rasp.PyApiValueError), match=says):
+            build()
+    # NumPy integers are whole numbers
+    sort = lib.make_sort(tokens, tokens, max_seq_len=np.int64(4), min_key=np.float32(1))
+    assert sort([3, 1, 2]) == [1, 2, 3]
+    assert lib.shift_by(np.int64(1), tokens)("ab") == [0, "a"]
+
+
+def test_compile_rasp_to_model_names_a_wrong_keyword() -> None:
+    """compile_rasp_to_model(p, vocab, max_len=5) (compile_program's name) and other slips were
+    Python's bare TypeError ("unexpected keyword argument" / "missing ... max_seq_len")."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import compiling, lib
+
+    for kwargs, hint in (({"max_len": 4}, "did you mean max_seq_len=?"),
+                         ({"max_seq_len": 4, "compiler_BOS": "B"}, "did you mean compiler_bos=?"),
+                         ({"max_seq_len": 4, "casual": True}, "did you mean causal=?"),
+                         ({"max_seq_len": 4, "dtype": "float64"}, "compile_program's option"),
+                         ({"max_seq_len": 4, "foo": 1}, "its arguments are program, vocab, max_seq_len")):
+        with pytest.raises(rasp.PyApiTypeError, match="compile_rasp_to_model\\(\\) has no argument") as err:
+            compiling.compile_rasp_to_model(lib.make_hist(), {"a"}, **kwargs)
+        assert hint in err.value.hint
+    with pytest.raises(rasp.PyApiTypeError, match="needs max_seq_len"):
+        compiling.compile_rasp_to_model(lib.make_hist(), {"a"})
+    model = compiling.compile_rasp_to_model(lib.make_hist(), {"a", "b"}, 3, compiler_bos="B")
+    assert model.apply(["B", "a", "b", "a"]).decoded == ["B", 2, 1, 2]
+
+
+def test_tracr_lib_has_its_module_length_and_names() -> None:
+    """tracr's lib has `length = make_length()` at module level (an AttributeError here), and names
+    shift_by(1) and detect_pattern(abc) so (here shift_by_1, detect_pattern_abc: the ids)."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import lib
+
+    assert isinstance(lib.length, rasp.SelectorWidth) and lib.length.name == "length"
+    assert lib.length("abcd") == [4, 4, 4, 4]
+    model = rasp.compile_program(lib.make_reverse(rasp.tokens), "ab", 4)
+    assert model.run(["abb"]) == [["b", "b", "a"]]
+    shifted, pattern = lib.shift_by(1, rasp.tokens), lib.detect_pattern(rasp.tokens, "ab")
+    assert (shifted.name, shifted.program().output) == ("shift_by(1)", "shift_by_1")
+    assert lib.shift_by(-1, rasp.tokens).program().output == "shift_by_neg1"
+    assert (pattern.name, pattern.program().output) == ("detect_pattern(ab)", "detect_pattern_ab")
+    assert lib.detect_pattern(rasp.tokens, [1, 2]).name == "detect_pattern([1, 2])"
+    assert pattern("aab") == [False, False, True]
+
+
+def test_compile_rasp_to_model_takes_vocabularies_as_python_holds_them_and_names_its_limits() -> None:
+    """range(4), a NumPy array and dict.keys() were refused ("the vocabulary is a string or a list
+    of tokens, not range"); max_seq_len past the limit was called --max-len; a numerical map that
+    gives inf compiled, and every input was then refused as if the weights were damaged."""
+    import numpy as np
+
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import CompileError, UserError
+    from rasp_compiler.pyapi import compiling, lib
+
+    double = rasp.tokens * 2
+    for vocab in (range(4), np.arange(4), {0: "a", 1: "b", 2: "c", 3: "d"}.keys(), {3, 2, 1, 0}):
+        model = compiling.compile_rasp_to_model(double, vocab, 3, compiler_bos="BOS")
+        assert model.model.vocab == [0, 1, 2, 3]
+        assert model.apply(["BOS", 3, 0, 1]).decoded == ["BOS", 6, 0, 2]
+    for vocab in ({"a": 1}, (t for t in "ab")):  # a mapping or a one-shot iterator: still refused
+        with pytest.raises(UserError, match="the vocabulary is a string or a list of tokens"):
+            compiling.compile_rasp_to_model(double, vocab, 3)
+    with pytest.raises(UserError, match=r"^max_seq_len 5,000 is more than the compiler takes \(2,048\)"):
+        compiling.compile_rasp_to_model(lib.make_length(), {"a"}, 5000)
+    infinite = rasp.numerical(rasp.Map(lambda x: float("inf") if x == 1 else x, rasp.tokens))
+    with pytest.raises(CompileError, match="is marked numerical but may be infinite"):
+        compiling.compile_rasp_to_model(infinite, {1, 2}, 3)
+    # as a category, inf is a value like any other
+    model = compiling.compile_rasp_to_model(rasp.categorical(infinite), {1, 2}, 3, compiler_bos="BOS")
+    assert model.apply(["BOS", 1, 2]).decoded == ["BOS", float("inf"), 2]
+
+
 @pytest.mark.parametrize("module", ["rasp_compiler.pyapi", "rasp_compiler.pyapi.base",
                                     "rasp_compiler.pyapi.compiling"])
 def test_the_module_docstrings_examples_run(module: str) -> None:

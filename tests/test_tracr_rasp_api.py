@@ -293,6 +293,40 @@ def test_comparisons_are_predicates_of_key_and_query() -> None:
     assert rasp.Comparison.TRUE("a", 3) and not rasp.Comparison.FALSE("a", 3)
 
 
+def test_a_missing_annotation_is_tracrs_key_error_and_a_user_error() -> None:
+    # it was a bare KeyError('foo') from a plain dict
+    from rasp_compiler.errors import UserError
+
+    annotations = rasp.Map(lambda x: x, rasp.tokens).annotated(foo=1).annotations
+    assert annotations["foo"] == 1 and annotations.get("bar") is None and "bar" not in annotations
+    with pytest.raises(KeyError, match=r"No annotation exists for key 'bar'\. Available keys: "
+                                       r"\['encoding', 'foo', 'name'\]") as err:
+        annotations["bar"]
+    assert isinstance(err.value, UserError) and isinstance(err.value, rasp.PyApiKeyError)
+
+
+def test_comparison_members_values_and_errors_are_tracrs() -> None:
+    # tracr's order and values: TRUE/FALSE were "true"/"false", NEQ came second
+    assert [(c.name, c.value) for c in rasp.Comparison] == [
+        ("EQ", "=="), ("LT", "<"), ("LEQ", "<="), ("GT", ">"), ("GEQ", ">="), ("NEQ", "!="),
+        ("TRUE", "True"), ("FALSE", "False")]
+    assert rasp.Comparison("True") is rasp.Comparison.TRUE and rasp.Comparison("<=") is rasp.Comparison.LEQ
+    # a None key or query is tracr's ValueError; values that do not compare, its TypeError. Both
+    # were a bare OperatorError (no UserError) before
+    for key, query in ((None, 1), (1, None)):
+        with pytest.raises(rasp.PyApiValueError, match="is None"):
+            rasp.Comparison.LT(key, query)
+    with pytest.raises(rasp.PyApiTypeError, match="cannot apply '<'"):
+        rasp.Comparison.LT(1, "a")
+    # TRUE/FALSE still select everything/nothing, through ~ and selector_not too
+    every = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.TRUE)
+    assert rasp.SelectorWidth(every)("abc") == [3, 3, 3]
+    assert rasp.SelectorWidth(~every)("abc") == [0, 0, 0]
+    assert rasp.SelectorWidth(rasp.selector_not(every))("abc") == [0, 0, 0]
+    nothing = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.FALSE)
+    assert rasp.compile_program(rasp.SelectorWidth(nothing), "ab", 3).run(["ab"]) == [[0, 0]]
+
+
 def test_selector_and_merges_selects_with_the_same_keys_and_queries() -> None:
     selector = rasp.selector_and(rasp.Select(rasp.tokens, rasp.indices, rasp.Comparison.GEQ),
                                  rasp.Select(rasp.tokens, rasp.indices, rasp.Comparison.LEQ))

@@ -154,6 +154,10 @@ def compile_weights(program: Program, vocab: list[Any] | str, max_len: int, *, o
         if ints is not None:  # compiled categorically, or numerically over those integers
             integer_range = input_range if reads_integer_tokens(program) else None
             vocab, input_range = ints, None
+    if vocab is None and input_range is None:  # it said "the vocabulary (--vocab) is empty"
+        raise UserError("no vocabulary given (vocab is None)",
+                        hint='give the tokens: vocab="abc", ["a", "b"] or {1, 2, 3} (--vocab abc on the '
+                             'command line)')
     vocab = vocab_list(vocab) if input_range is None else ["<number>"]
     if not vocab:
         raise UserError("the vocabulary (--vocab) is empty",

@@ -7,6 +7,7 @@ Every list of values the compiler emits (one-hot orders, logits, residual labels
 from __future__ import annotations
 
 import math
+from collections.abc import Set as AbcSet
 from fractions import Fraction
 from typing import Any, Iterable
 
@@ -25,6 +26,10 @@ def vocab_list(vocab: Any) -> list[Any]:
         return list(vocab)
     if vocab is None:
         return []
+    if isinstance(vocab, range) or isinstance(vocab, np.ndarray) and vocab.ndim == 1:
+        vocab = vocab.tolist() if isinstance(vocab, np.ndarray) else list(vocab)  # in their order
+    elif isinstance(vocab, AbcSet) and not isinstance(vocab, (set, frozenset)):
+        vocab = set(vocab)  # dict.keys() and other set-likes: sorted as a set is
     if not isinstance(vocab, (list, tuple, set, frozenset)):
         raise UserError(f"the vocabulary is a string or a list of tokens, not {type(vocab).__name__}",
                         hint="e.g. vocab='abc' or vocab=[1, 2, 3]")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Union
 from rasp_compiler.graph.nodes import Program
 from rasp_compiler.pyapi.aggregates import Aggregate, SelectorWidth, aggregate, selector_width
 from rasp_compiler.pyapi.base import (
+    PyApiKeyError,
     PyApiTypeError,
     PyApiValueError,
     RASPExpr,
@@ -153,7 +154,7 @@ class DefaultRASPEvaluator:
 __all__ = [
     "Aggregate", "Comparison", "ConstantLengthError", "ConstantSOp", "ConstantSelector",
     "DefaultRASPEvaluator", "Encoding", "Full", "LinearSequenceMap", "Map", "NumericValue", "PyApiTypeError",
-    "PyApiValueError", "RASPExpr",
+    "PyApiKeyError", "PyApiValueError", "RASPExpr",
     "Select", "Selector", "SelectorAnd", "SelectorNot", "SelectorOr", "SelectorValue", "SelectorWidth",
     "SequenceMap", "SOp", "Value", "aggregate", "annotate", "as_program", "build_program", "categorical",
     "compile_program", "evaluate", "get_encoding", "indicator", "indices", "is_categorical", "is_numerical",

@@ -51,6 +51,19 @@ class PyApiTypeError(UserError, TypeError):
     as tracr raises, and a UserError, so the command line and ``except UserError`` catch it."""
 
 
+class PyApiKeyError(UserError, KeyError):
+    """An annotation an expression does not have (``expr.annotations["foo"]``): tracr's KeyError,
+    and a UserError."""
+
+
+class _Annotations(dict):
+    """An expression's annotations; a missing key is one ``PyApiKeyError`` (it was a bare KeyError)."""
+
+    def __missing__(self, key: Any) -> Any:
+        raise PyApiKeyError(f"No annotation exists for key {key!r}. Available keys: {sorted(self)}",
+                            hint="add one with expr.annotated(key=value)")
+
+
 class PyApiValueError(UserError, ValueError):
     """A builder given a value it cannot take (``Select(k, q, "eq")``, ``.named("")``): a
     ValueError, as tracr raises, and a UserError."""
@@ -179,8 +192,9 @@ class RASPExpr:
     @property
     def annotations(self) -> dict[str, Any]:
         """tracr's annotations: ``name``, ``encoding`` (s-ops) and any others given to
-        ``annotated``.  A copy: change them with ``annotated(...)`` or ``named(...)``."""
-        out = dict(getattr(self, "extra_annotations", {}))
+        ``annotated``.  A copy: change them with ``annotated(...)`` or ``named(...)``.  A key it
+        lacks is tracr's KeyError, naming the keys there are (and a UserError)."""
+        out = _Annotations(getattr(self, "extra_annotations", {}))
         out["name"] = self.name
         if isinstance(self, SOp):
             from rasp_compiler.pyapi.encodings import Encoding

@@ -291,9 +291,34 @@ def _in_tracr_terms(err: InputError) -> ApplyInputError:
     return ApplyInputError(message, hint=hint)
 
 
-def compile_rasp_to_model(program: Any, vocab: Any, max_seq_len: int, causal: bool = False,
+class _Required:
+    def __repr__(self) -> str:  # as help() shows the signature
+        return "<required>"
+
+
+_NOT_GIVEN: Any = _Required()
+_ARGUMENTS = ("program", "vocab", "max_seq_len", "causal", "compiler_bos", "compiler_pad", "mlp_exactness")
+# compile_program's names and other likely slips -> tracr's
+_MEANT = {"max_len": "max_seq_len", "bos": "compiler_bos", "pad": "compiler_pad", "vocabulary": "vocab"}
+
+
+def _unknown_argument(name: str) -> PyApiTypeError:
+    import difflib
+
+    meant = _MEANT.get(name) or next(iter(difflib.get_close_matches(name.lower(), _ARGUMENTS, 1, 0.6)),
+                                     None)
+    if meant:
+        hint = f"did you mean {meant}=?"
+    elif name in ("dtype", "output", "fixed_length", "input_range", "progress"):
+        hint = f"{name}= is rasp_compiler.pyapi.compile_program's option (this model has no apply)"
+    else:
+        hint = "its arguments are " + ", ".join(_ARGUMENTS)
+    return PyApiTypeError(f"compile_rasp_to_model() has no argument {name}=", hint=hint)
+
+
+def compile_rasp_to_model(program: Any, vocab: Any, max_seq_len: Any = _NOT_GIVEN, causal: bool = False,
                           compiler_bos: Any = COMPILER_BOS, compiler_pad: Any = COMPILER_PAD,
-                          mlp_exactness: int = 100) -> AssembledModel:
+                          mlp_exactness: int = 100, **unknown: Any) -> AssembledModel:
     """tracr's signature.  ``mlp_exactness`` is accepted and ignored: every MLP here is exact on
     the value sets the compiler derives, with margins computed from their gaps.
 
@@ -302,6 +327,11 @@ def compile_rasp_to_model(program: Any, vocab: Any, max_seq_len: int, causal: bo
     (tracr's ``make_length`` gives ``1, 2, 3, …``).  ``compile_program(..., causal=True)`` instead
     keeps the program's own meaning and refuses a program that looks ahead."""
     del mlp_exactness
+    if unknown:  # Python's "unexpected keyword argument" was a bare TypeError
+        raise _unknown_argument(sorted(unknown)[0])
+    if max_seq_len is _NOT_GIVEN:  # required, as in tracr: a default only so that max_len= gets its hint
+        raise PyApiTypeError("compile_rasp_to_model() needs max_seq_len, the longest input it takes",
+                             hint="compile_rasp_to_model(program, vocab, max_seq_len, compiler_bos=...)")
     from rasp_compiler.pyapi import compile_program
     from rasp_compiler.pyapi.base import RASPExpr
     from rasp_compiler.pyapi.causal_eval import masked_program
@@ -321,12 +351,26 @@ def compile_rasp_to_model(program: Any, vocab: Any, max_seq_len: int, causal: bo
     except TypeError:  # not a collection: compile_program says what a vocabulary must be
         clash = False
     if clash:
-        raise UserError("the BOS and padding tokens must not be in the vocabulary")
+        # tracr's ValueError (it was a plain UserError: except ValueError missed it)
+        which = "compiler_bos" if compiler_bos in given else "compiler_pad"
+        token = compiler_bos if which == "compiler_bos" else compiler_pad
+        raise PyApiValueError(f"the BOS and padding tokens must not be in the vocabulary: {which} "
+                              f"{token!r} is", hint=f"pass another {which}=, one that is not a token")
     from rasp_compiler.compiler import _whole_number
 
     # named as tracr's argument: compile_program's own check says "max_len (--max-len)"
-    if _whole_number(max_seq_len, "max_seq_len") < 1:
-        raise UserError(f"max_seq_len must be a positive integer, got {max_seq_len!r}")
+    try:
+        whole = _whole_number(max_seq_len, "max_seq_len")
+    except UserError as err:  # not an integer: a TypeError, as the values below are ValueErrors
+        raise PyApiTypeError(err.message) from None
+    if whole < 1:
+        raise PyApiValueError(f"max_seq_len must be a positive integer, got {max_seq_len!r}")
+    from rasp_compiler.compiler import MAX_LEN
+
+    if max_seq_len > MAX_LEN:  # compile_program's refusal names its command-line flag, --max-len
+        raise PyApiValueError(f"max_seq_len {max_seq_len:,} is more than the compiler takes ({MAX_LEN:,}): "
+                              "positions and lengths are one-hot, so widths grow with it and tables "
+                              "with its square", hint="compile for the longest input you need")
     if causal and isinstance(program, RASPExpr):
         program = masked_program(program)
     model = compile_program(program, vocab, max_seq_len, causal=causal)

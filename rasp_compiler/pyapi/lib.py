@@ -8,12 +8,23 @@ give the same values), and tracr's ``Comparison.TRUE`` selector is a select on c
 
 from __future__ import annotations
 
+from numbers import Integral, Real
 from typing import Any, Callable, Sequence
 
 from rasp_compiler.pyapi.aggregates import aggregate, selector_width
-from rasp_compiler.pyapi.base import PyApiValueError, SOp, indices, tokens, tokens_int
+from rasp_compiler.pyapi.base import PyApiTypeError, PyApiValueError, SOp, indices, tokens, tokens_int
 from rasp_compiler.pyapi.selectors import Comparison, select
 from rasp_compiler.pyapi.sops import LinearSequenceMap, Map, SequenceMap, indicator, numerical
+
+
+def _sop(value: Any, where: str) -> SOp:
+    """``value`` if it is an s-op.  tracr's constructors assert it; here an atom would have become
+    a constant (make_reverse("abc") gave "abc" at every position) and a selector a later error."""
+    if not isinstance(value, SOp):
+        kind = "a selector" if hasattr(value, "keys") and hasattr(value, "queries") else type(value).__name__
+        raise PyApiTypeError(f"{where} must be an s-op (rasp.tokens, a Map, …), got {kind}",
+                             hint="pass rasp.tokens, rasp.indices or an s-op built from them")
+    return value
 
 
 def make_length() -> SOp:
@@ -22,8 +33,13 @@ def make_length() -> SOp:
     return selector_width(all_true_selector).named("length")
 
 
+# tracr's module-level `lib.length` (make_reverse and make_shuffle_dyck there read it)
+length = make_length()
+
+
 def make_reverse(sop: SOp) -> SOp:
     """``sop`` backwards."""
+    sop = _sop(sop, "make_reverse's sop")
     length = make_length()
     opp_idx = (length - indices).named("opp_idx")
     opp_idx = (opp_idx - 1).named("opp_idx_1")
@@ -40,6 +56,7 @@ def make_hist() -> SOp:
 
 def make_sort_unique(vals: SOp, keys: SOp) -> SOp:
     """``vals`` sorted by ``keys`` (keys must be distinct)."""
+    vals, keys = _sop(vals, "make_sort_unique's vals"), _sop(keys, "make_sort_unique's keys")
     smaller = select(keys, keys, Comparison.LT).named("smaller")
     target_pos = selector_width(smaller).named("target_pos")
     sel_new = select(target_pos, indices, Comparison.EQ)
@@ -49,6 +66,14 @@ def make_sort_unique(vals: SOp, keys: SOp) -> SOp:
 def make_sort(vals: SOp, keys: SOp, *, max_seq_len: int, min_key: float) -> SOp:
     """``vals`` sorted by ``keys``, ties kept in input order: keys made unique by
     ``x + min_key * i / max_seq_len`` (a Python function, as in tracr)."""
+    vals, keys = _sop(vals, "make_sort's vals"), _sop(keys, "make_sort's keys")
+    # checked here: a bad one failed only when run, inside the keys' lambda (division by zero …)
+    if not isinstance(max_seq_len, Integral) or isinstance(max_seq_len, bool) or max_seq_len < 1:
+        raise PyApiValueError(f"make_sort's max_seq_len must be a positive integer, got {max_seq_len!r}",
+                              hint="the max_seq_len the program is compiled for")
+    if not isinstance(min_key, Real) or isinstance(min_key, bool):
+        raise PyApiTypeError(f"make_sort's min_key must be a number, got {min_key!r}",
+                             hint="the smallest gap between two keys (1 for integer keys)")
     keys = SequenceMap(lambda x, i: x + min_key * i / max_seq_len, keys, indices).named("keys")
     return make_sort_unique(vals, keys)
 
@@ -61,6 +86,7 @@ def make_sort_freq(max_seq_len: int) -> SOp:
 
 def make_frac_prevs(bools: SOp) -> SOp:
     """At each position, the fraction of positions up to it where ``bools`` holds."""
+    bools = _sop(bools, "make_frac_prevs's bools")
     bools = numerical(bools)
     prevs = select(indices, indices, Comparison.LEQ)
     return numerical(aggregate(prevs, bools, default=0)).named("frac_prevs")
@@ -68,6 +94,7 @@ def make_frac_prevs(bools: SOp) -> SOp:
 
 def make_pair_balance(sop: SOp, open_token: str, close_token: str) -> SOp:
     """Fraction of ``open_token`` minus fraction of ``close_token`` among positions 0..i."""
+    sop = _sop(sop, "make_pair_balance's sop")
     bools_open = numerical(indicator(sop == open_token)).named("bools_open")
     opens = numerical(make_frac_prevs(bools_open)).named("opens")
     bools_close = numerical(indicator(sop == close_token)).named("bools_close")
@@ -78,11 +105,16 @@ def make_pair_balance(sop: SOp, open_token: str, close_token: str) -> SOp:
 
 def make_shuffle_dyck(pairs: list[str]) -> SOp:
     """True everywhere iff the input is a shuffle of balanced Dyck words, one per pair."""
-    assert len(pairs) >= 1
+    # tracr asserts these; here a mistake is one UserError (a ValueError), not a bare AssertionError
+    if isinstance(pairs, str) or not isinstance(pairs, Sequence) or len(pairs) < 1:
+        raise PyApiValueError(f"make_shuffle_dyck takes a list of at least one pair, got {pairs!r}",
+                              hint='e.g. make_shuffle_dyck(pairs=["()", "{}"])')
     length = make_length()
     balances = []
     for pair in pairs:
-        assert len(pair) == 2
+        if len(pair) != 2:
+            raise PyApiValueError(f"each pair is two tokens, an opening and a closing one, got {pair!r}",
+                                  hint='e.g. make_shuffle_dyck(pairs=["()", "{}"])')
         open_token, close_token = pair
         balance = make_pair_balance(tokens, open_token=open_token, close_token=close_token)
         balances.append(balance.named(f"balance_{'_'.join(f'{ord(c):x}' for c in pair)}"))
@@ -111,14 +143,22 @@ def make_shuffle_dyck2() -> SOp:
 def shift_by(offset: int, /, sop: SOp) -> SOp:
     """``sop`` moved ``offset`` positions right; the first ``offset`` positions select nothing and
     hold the default (tracr's ``None``, RASP's 0)."""
+    if not isinstance(offset, Integral) or isinstance(offset, bool):  # 1.5 selected nothing, "1" failed later
+        raise PyApiTypeError(f"shift_by's offset is a whole number of positions, got {offset!r}",
+                             hint="e.g. shift_by(1, rasp.tokens)")
+    sop = _sop(sop, "shift_by's sop")
     select_off_by_offset = select(indices, indices, lambda k, q: q == k + offset)
     out = aggregate(select_off_by_offset, sop, default=None)
-    return out.named(f"shift_by_{offset}")
+    return out.named(f"shift_by({offset})")  # tracr's name; the node id is shift_by_1 (shift_by_neg1)
 
 
 def detect_pattern(sop: SOp, pattern: Sequence[Any]) -> SOp:
     """True at the last position of each occurrence of ``pattern`` in ``sop``.  The first
     ``len(pattern) - 1`` positions compare with the shifts' default (tracr's ``None``)."""
+    sop = _sop(sop, "detect_pattern's sop")
+    if isinstance(pattern, SOp) or not isinstance(pattern, Sequence):  # len(None) was a bare TypeError
+        raise PyApiTypeError(f"detect_pattern's pattern is a sequence of values, got {pattern!r}",
+                             hint='e.g. detect_pattern(rasp.tokens, "abc") or [1, 2]')
     if len(pattern) < 1:
         raise PyApiValueError(f"Length of `pattern` must be at least 1. Got {pattern}")
     # detectors[i]: the i-th element from the end of the pattern, seen i positions back
@@ -131,8 +171,7 @@ def detect_pattern(sop: SOp, pattern: Sequence[Any]) -> SOp:
     pattern_detected = detectors.pop()
     while detectors:
         pattern_detected = pattern_detected & detectors.pop()
-    name = "".join(c if c.isalnum() else "_" for c in "".join(map(str, pattern)))
-    return pattern_detected.named(f"detect_pattern_{name}")
+    return pattern_detected.named(f"detect_pattern({pattern})")  # tracr's name; id detect_pattern_abc
 
 
 def make_count_less_freq(n: int) -> SOp:
@@ -145,6 +184,7 @@ def make_count_less_freq(n: int) -> SOp:
 
 def make_count(sop: SOp, token: Any) -> SOp:
     """How often ``token`` occurs in ``sop``, at every position."""
+    sop = _sop(sop, "make_count's sop")
     name = "".join(c if c.isalnum() else "_" for c in str(token))
     return selector_width(select(sop, sop, lambda k, q: k == token)).named(f"count_{name}")
 
@@ -153,7 +193,13 @@ def make_nary_sequencemap(f: Callable[..., Any], *sops: SOp) -> SOp:
     """``f`` of several s-ops, built as tracr builds it: binary SequenceMaps that collect the
     arguments into tuples, then one Map that applies ``f``.  (``SequenceMap(f, *sops)`` here takes
     any number of s-ops directly, and gives a smaller model.)"""
-    values, *rest = sops
+    if not callable(f) or isinstance(f, SOp):
+        raise PyApiTypeError(f"make_nary_sequencemap takes the function first, got {type(f).__name__}",
+                             hint="e.g. make_nary_sequencemap(lambda x, y, z: x + y - z, a, b, c)")
+    if not sops:  # "not enough values to unpack" was a bare ValueError
+        raise PyApiValueError("make_nary_sequencemap needs at least one s-op after the function",
+                              hint="e.g. make_nary_sequencemap(lambda x, y: x + y, tokens, indices)")
+    values, *rest = [_sop(sop, "each of make_nary_sequencemap's s-ops") for sop in sops]
     for sop in rest:
         values = SequenceMap(lambda x, y: (*x, y) if isinstance(x, tuple) else (x, y), values, sop)
     return Map(lambda args: f(*args), values)

@@ -29,19 +29,31 @@ from rasp_compiler.pyapi.sops import Full, _length_checked, _sop
 
 class Comparison(enum.Enum):
     """tracr's predicates: ``sel[q][k] = key OP query`` (TRUE/FALSE select everything/nothing).
-    Called as tracr's are: ``Comparison.LT(key, query)``."""
+    Called as tracr's are: ``Comparison.LT(key, query)``.  The members, their order and their
+    values are tracr's (``Comparison("<=")`` is ``LEQ``, ``Comparison.TRUE.value`` is ``"True"``)."""
 
     EQ = "=="
-    NEQ = "!="
     LT = "<"
     LEQ = "<="
     GT = ">"
     GEQ = ">="
-    TRUE = "true"
-    FALSE = "false"
+    NEQ = "!="
+    TRUE = "True"
+    FALSE = "False"
 
     def __call__(self, key: Any, query: Any) -> bool:
-        return _predicate(self)(key, query)
+        from rasp_compiler.graph.semantics import OperatorError
+
+        # tracr's ValueError for None; a comparison of values that do not compare is its TypeError.
+        # Both are UserErrors here (a bare OperatorError escaped as a traceback)
+        for what, value in (("key", key), ("query", query)):
+            if value is None:
+                raise PyApiValueError(f"{what} is None! ({self.name} compares two values)")
+        try:
+            return _predicate(self)(key, query)
+        except OperatorError as err:
+            raise PyApiTypeError(f"Comparison.{self.name}({key!r}, {query!r}): {err}",
+                                 hint=err.hint) from None
 
 
 Predicate = Union[Comparison, str, Callable[[Any, Any], Any]]
@@ -52,8 +64,9 @@ _NEGATED = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">", 
 
 def _op(predicate: Any) -> str | None:
     """The comparison a predicate names (``Comparison.LT``, ``"<"``), or None for a function."""
-    if isinstance(predicate, Comparison):
-        return predicate.value
+    if isinstance(predicate, Comparison):  # TRUE/FALSE are the "true"/"false" of the graph
+        value = predicate.value
+        return value.lower() if predicate in (Comparison.TRUE, Comparison.FALSE) else value
     if isinstance(predicate, str):
         if predicate not in _OPS and predicate not in ("true", "false"):
             raise PyApiValueError(f"unknown comparison {predicate!r}; use Comparison.EQ/LT/... or '==', "

@@ -8,6 +8,7 @@ attention outputs (``aggregates``), and what they read (``domains``, ``selector_
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import networkx as nx
@@ -251,7 +252,7 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
             else:
                 if self.causal:
                     raise self.error(node.id, "length needs the whole input, which a causal model "
-                                     "cannot see", hint="compile without --causal")
+                                     "cannot see", hint="compile without causal=True (--causal)")
                 info = self._base(node, "length", list(self.lengths), enc or "categorical")
         elif isinstance(node, Constant):
             info = self._const(node.id, node.kind, node.value, node.pos, enc or "categorical")
@@ -272,6 +273,13 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
             raise self.error(node.id, f"{self.describe(node.id)} is marked numerical but holds "
                              f"non-numbers ({_preview(info.values)})",
                              hint="remove numerical(...) or make the values numbers (indicator(...))")
+        if info.encoding == "numerical" and any(isinstance(v, float) and math.isinf(v) for v in info.values):
+            # one residual number cannot hold inf (inf - inf is NaN): the run refused every input,
+            # blaming damaged weights
+            raise self.error(node.id, f"{self.describe(node.id)} is marked numerical but may be "
+                             f"infinite ({_preview(info.values)}): one number in the residual stream "
+                             "cannot carry inf", hint="return a finite number, or remove numerical(...) "
+                             "so that inf is one of its categories")
         return info
 
     def undefined(self) -> dict[int, tuple[str, int]]:

@@ -32,7 +32,7 @@ class Heads:
         if self.causal and np.triu(np.asarray(self.pos[sel], dtype=bool), 1).any():
             raise self.error(nid, "{node} may select a key after its query position, which a causal "
                              "model cannot see", hint="combine the selector with select(indices, "
-                             "indices, <=), or compile without --causal")
+                             "indices, <=), or compile without causal=True (--causal)")
         narrow = None
         if isinstance(node, SoftmaxAggregate):
             blocks, bos = self._blocks(sel, nid, digits=False), (("one", 1.0),)
