@@ -325,6 +325,32 @@ _COMPARISONS = {"EQ": "==", "NEQ": "!=", "LT": "<", "LEQ": "<=", "GT": ">", "GEQ
                 "TRUE": "TRUE", "FALSE": "FALSE"}
 
 
+_WORDS_BEFORE_A_DICT = {"return", "in", "else", "if", "and", "or", "not"}
+
+
+def _is_block_brace(text: str, b: Bracket) -> bool:
+    """Whether the open '{' ``b`` starts a def/for body (`def f(x) {`, `for x in L {`), not a dict.
+
+    A body's '{' follows a finished expression or argument list (')', ']', '}', a string, a name
+    or number); a dict's follows an operator, an opener, ',', ':' or a keyword such as `return`."""
+    if b.char != "{":
+        return False
+    start = sum(len(line) + 1 for line in text.split("\n")[:b.line - 1]) + b.col - 1
+    before = text[:start].rstrip()
+    if not before:
+        return False
+    last = before[-1]
+    if last in ')]}"':
+        return True
+    if last.isalnum() or last == "_":
+        word = before.split()[-1] if before.split() else ""
+        i = len(word)
+        while i > 0 and (word[i - 1].isalnum() or word[i - 1] == "_"):
+            i -= 1
+        return word[i:] not in _WORDS_BEFORE_A_DICT
+    return False
+
+
 def _attribute_hint(before: str, after: str) -> str:
     """What to write instead of a Python attribute (`Comparison.LT`, `rasp.tokens`)."""
     owner = before.split()[-1].split("(")[-1].split(",")[-1]
@@ -433,9 +459,17 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
         if call in _KEYWORD_CALLS:  # `aggregate(s, v, 0, 1)`: "expected ')' or 'in'" did not say it
             return RaspError(f"too many arguments: {call} takes {_KEYWORD_CALLS[call]}", file, line, col,
                              text)
-    if tok.type == "SEMICOLON" and stack:
+    if tok.type == "SEMICOLON" and stack and not _is_block_brace(text, stack[-1]):
+        # a ';' inside a def/for body's '{' is in its place: the statement before it is unfinished
         b = stack[-1]
         return RaspError(f"unclosed '{b.char}' (opened at line {b.line}, column {b.col}) before ';'",
                          file, line, col, text)
+    hint = None
+    if tok.type == "SEMICOLON" and len(expected & EXPR_START) >= 4:
+        before = text[:pos].rstrip()
+        word, _ = _word_before(text, pos)
+        last = word if word else before[-1:]
+        if last:  # `x = tokens +;`, `return a *;`
+            hint = f"'{last}' needs a value after it: finish the expression before the ';'"
     return RaspError(f"unexpected {_describe(tok)}; expected {_summarise(expected)}", file, line, col, text,
-                     width=width)
+                     width=width, hint=hint)

@@ -1,0 +1,57 @@
+"""A user's hour with programs and sessions written for the original RASP REPL (7 Dec, repl2):
+each test reproduces a defect that was fixed."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from rasp_compiler.commands.repl import Repl
+from rasp_compiler.errors import RaspError
+from rasp_compiler.interpreter import run
+from rasp_compiler.lang import program_from_source
+
+
+def repl(session: str, example: str = "hello") -> str:
+    out = io.StringIO()
+    Repl(example=example).loop(io.StringIO(session), out)
+    return out.getvalue()
+
+
+def error_of(src: str, inputs="hello", file="prog.rasp") -> RaspError:
+    with pytest.raises(RaspError) as info:
+        run(program_from_source(src, file), inputs)
+    return info.value
+
+
+@pytest.mark.parametrize("src, line, col, hint", [
+    ("def f(a) {\n   return a +;\n}\n", 2, 14, "'+' needs a value after it"),
+    ("def f(a) {\n   b = a *;\n   return b;\n}\n", 2, 11, "'*' needs a value after it"),
+    ("for i in [1] {\n  y = not;\n}\n", 2, 10, "'not' needs a value after it"),
+    ("x = tokens +;\n", 1, 13, "'+' needs a value after it"),
+])
+def test_an_unfinished_expression_in_a_body_is_not_an_unclosed_brace(src, line, col, hint) -> None:
+    # it said "unclosed '{' (opened at line 1, column 10) before ';'": the body's '{' is closed later
+    err = error_of(src)
+    assert "unexpected ';'; expected an expression" in err.message, err.message
+    assert "unclosed" not in str(err)
+    assert (err.line, err.col) == (line, col)
+    assert hint in (err.hint or "")
+
+
+@pytest.mark.parametrize("src, opened", [
+    ('x = {"a": 1;\n', "line 1, column 5"),                       # a dict, not a body
+    ('def f(a) {\n  return {"a": a;\n}\n', "line 2, column 10"),  # a dict inside a body
+    ("def f(a) {\n  y = (a + 1;\n  return y;\n}\n", "line 2, column 7"),
+])
+def test_a_bracket_left_open_before_a_semicolon_is_still_named(src, opened) -> None:
+    err = error_of(src)
+    assert "unclosed '" in err.message and opened in err.message, err.message
+
+
+def test_an_unfinished_expression_in_a_repl_body_is_one_error() -> None:
+    out = repl("def f(a) {\n   return a +;\n}\nx = 1;\n")
+    assert out.count("error:") == 1, out
+    assert "<repl:1>:2:14: error: unexpected ';'; expected an expression" in out
+    assert "value: x =  1" in out
