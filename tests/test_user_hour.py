@@ -55,3 +55,26 @@ def test_an_unfinished_expression_in_a_repl_body_is_one_error() -> None:
     assert out.count("error:") == 1, out
     assert "<repl:1>:2:14: error: unexpected ';'; expected an expression" in out
     assert "value: x =  1" in out
+
+
+def test_a_def_without_return_is_an_error_where_it_is_written() -> None:
+    # it was accepted, and "ended without 'return'" came at a call, or never if it was not called
+    err = error_of("def f(x) {\n  y = x + 1;\n}\nz = tokens;\n")
+    assert err.message == "function 'f' has no 'return'"
+    assert (err.line, err.col) == (1, 5) and "return" in (err.hint or "")
+
+
+def test_a_statement_after_return_is_an_error() -> None:
+    # the original's grammar allows only comments after a body's return; here the statement was dropped
+    err = error_of("def f(x) {\n  return 1;\n  return 2;\n}\nz = tokens;\n")
+    assert "a statement after the 'return' of function 'f' is never run" in err.message
+    assert (err.line, err.col) == (3, 3)
+    out = repl("def f(x) {\n  return x; # fine\n  # also fine\n}\nf(3);\n")
+    assert "error" not in out and "value: out =  3" in out, out
+
+
+def test_a_return_inside_a_for_loop_of_a_def_still_counts() -> None:
+    prog = program_from_source("def first(l) { for v in l { return v; } }\nx = tokens + first([\"!\"]);\n")
+    assert run(prog, "ab") == ["a!", "b!"]
+    err = error_of("def first(l) { for v in l { return v; } }\nx = first([]);\n")
+    assert "ended without 'return'" in err.message and "for loop" in (err.hint or "")

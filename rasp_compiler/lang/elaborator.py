@@ -261,6 +261,7 @@ class Session(Expressions):
             if len(set(params)) != len(params):
                 raise self.error(f"function '{name_tok}' names a parameter twice", params_tree, ctx)
             self._check_bindable(name_tok.value, name_tok, ctx)
+            self._check_body_returns(name_tok, body, ctx)
             fn = Function(name_tok.value, params, body, env, ctx.file, ctx.source)
             fn.directory = ctx.directory  # type: ignore[attr-defined]
             env.vars[name_tok.value] = fn
@@ -286,6 +287,25 @@ class Session(Expressions):
             raise _Return(values[0] if len(values) == 1 else values)
         else:  # pragma: no cover - the grammar has no other statements
             raise self.error(f"unknown statement {kind}", stmt, ctx)
+
+    def _check_body_returns(self, name_tok: Token, body: list, ctx: _Context) -> None:
+        """A def body ends with its `return` (the original's grammar: statements, then one `return`,
+        then only comments): a body with no `return` at all, or a statement after the body's
+        `return`, is a mistake said where it is written, not when the function is called."""
+        def has_return(stmts) -> bool:
+            return any(isinstance(t, Tree) and (t.data == "return_stmt" or (
+                t.data == "forloop" and has_return(t.children[2:]))) for t in stmts)
+
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, Tree) and stmt.data == "return_stmt" and i + 1 < len(body):
+                after = body[i + 1]
+                raise self.error(f"a statement after the 'return' of function '{name_tok}' is never run",
+                                 after, ctx, hint="'return' ends the function: move the statement "
+                                                  "before it, or delete it")
+        if not has_return(body):
+            raise self.error(f"function '{name_tok}' has no 'return'", name_tok, ctx,
+                             hint="a def body ends with `return value;`, e.g. "
+                                  "def f(x) { y = x + 1; return y; }")
 
     def _check_bindable(self, name: str, tree, ctx: _Context) -> None:
         if name == "out":
@@ -507,7 +527,9 @@ class Session(Expressions):
                 self._call_site.pop()
             if own:
                 self._user_calls.pop()
-        raise self.error(f"function {fn.name} ended without 'return'", tree, ctx)
+        raise self.error(f"function {fn.name} ended without 'return'", tree, ctx,
+                         hint="its 'return' sits in a for loop that ran no turn here; end the body "
+                              "with a `return` outside the loop too")
 
     def apply_to_input(self, value: SOp | Selector, args: list[Any], tree, ctx: _Context) -> Any:
         """``reverse("hello")``: run an s-op or selector on a concrete input, now."""
