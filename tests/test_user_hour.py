@@ -78,3 +78,33 @@ def test_a_return_inside_a_for_loop_of_a_def_still_counts() -> None:
     assert run(prog, "ab") == ["a!", "b!"]
     err = error_of("def first(l) { for v in l { return v; } }\nx = first([]);\n")
     assert "ended without 'return'" in err.message and "for loop" in (err.hint or "")
+
+
+@pytest.mark.parametrize("src, message, line, col, hint", [
+    # def parameters and for names share a grammar rule: each said the other's word too
+    ("def f(a b) { return a; }\n", "unexpected name 'b'; expected ',' or ')'", 1, 9, None),
+    ("for i range(3) { y = i; }\n", "unexpected name 'range'; expected ',' or 'in'", 1, 7, None),
+    ("for a b in [1] { x = 1; }\n", "unexpected name 'b'; expected ',' or 'in'", 1, 7, None),
+    # it said "unexpected ')'; expected ',' or 'in'"
+    ("x = aggregate(select(indices, indices, ==));\n",
+     "aggregate needs a selector and an s-op: aggregate(selector, sop) or aggregate(selector, sop, default)",
+     1, 43, None),
+    # it said "unexpected '/'; expected an expression" at the second '/'
+    ("x = 7 // 2;\n", "'//' is not a RASP operator", 1, 7, "(a - a % b) / b"),
+    # the same messages as before, with a hint
+    ('x = tokens if tokens == "a";\n', "unexpected ';'; expected 'else' or 'in'", 1, 28,
+     "a conditional needs both values"),
+    ('x = if tokens == "a" then 1 else 0;\n', "unexpected 'if'; expected an expression", 1, 5,
+     "`a if condition else b`"),
+    ("x = [i for i in range(3) if i > 1];\n", "unexpected ']'; expected 'else' or 'in'", 1, 34,
+     "a comprehension has no `if` filter"),
+    # it said "missing ';'" after `lambda`
+    ("x = lambda a: a;\n", "RASP has no lambda: this looks like tracr-style Python", 1, 5, "pyapi"),
+    ("x = lambda\ny = 2;\n", "missing ';' at the end of the statement", 1, 11, None),  # a name `lambda`
+])
+def test_syntax_errors_say_what_this_construct_takes(src, message, line, col, hint) -> None:
+    err = error_of(src)
+    assert err.message == message, err.message
+    assert (err.line, err.col) == (line, col)
+    if hint:
+        assert hint in (err.hint or ""), err.hint

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -383,6 +384,18 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
 
     line, col = tok.line, tok.column
     width = len(str(tok.value))
+    before_text = text[:pos]
+    if "COMMA" in expected and {"RPAR", "IN"} <= expected <= {"COMMA", "RPAR", "IN"}:
+        # def parameters and for names share one rule: say only what this one can take
+        if re.search(r"\bdef\s+\w+\s*\([\w\s,]*$", before_text):
+            expected = expected - {"IN"}
+        elif re.search(r"\bfor\s+[\w\s,]*$", before_text):
+            expected = expected - {"RPAR"}
+
+    if tok.value == "/" and before_text.endswith("/"):  # `a // b`: Python's floor division
+        return RaspError("'//' is not a RASP operator", file, line, col - 1, text, width=2,
+                         hint="RASP's '/' is true division; for the whole part of a / b write "
+                              "(a - a % b) / b")
 
     if expected == {"CMP_OP", "NAME"}:
         return RaspError("select needs a comparison operator (==, !=, <, >, <=, >=, or TRUE / FALSE to "
@@ -420,9 +433,19 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
         if tok.type == "RPAR" and _innermost_call_keyword(text, pos) == "select" and "COMMA" in expected:
             return RaspError("select needs three arguments: select(keys, queries, comparison)",
                              file, line, col, text)
+        if tok.type == "RPAR" and _innermost_call_keyword(text, pos) == "aggregate" and "COMMA" in expected:
+            return RaspError("aggregate needs a selector and an s-op: aggregate(selector, sop) or "
+                             "aggregate(selector, sop, default)", file, line, col, text)
         if expected & EXPR_START and not (expected & {"RPAR", "RSQB", "RBRACE"}):
             return RaspError(f"expected an expression before '{closer}'", file, line, col, text)
 
+    word, start = _word_before(text, pos)
+    if word == "lambda" and "\n" not in text[start:pos]:  # tracr-style Python pasted into a .rasp file
+        line, col = _position(text, start)
+        return RaspError("RASP has no lambda: this looks like tracr-style Python", file, line, col, text,
+                         width=len(word), hint="in RASP a map is an expression on the s-op (`tokens == "
+                         "\"a\"`, `indices + 1`); Python with lambdas is built with rasp_compiler.pyapi "
+                         "(docs/python-api.md)")
     if "SEMICOLON" in expected:
         pline, pcol = _previous_token_end(text, pos)
         new_line = pline < line
@@ -432,17 +455,10 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
                              hint=f"a statement ends with ';' (the next one starts with {_describe(tok)})")
     if tok.type == "DRAW" and not {"DEF", "FOR", "LOAD"} <= expected:
         return _draw_is_reserved(text, file, tok.start_pos)
-    word, start = _word_before(text, pos)
     if expected == {"LPAR"} and word == "draw":  # `draw = 1;`, `draw;`
         return _draw_is_reserved(text, file, start)
     if tok.type == "SEMICOLON" and {"DEF", "FOR", "LOAD"} <= expected:
         return RaspError("stray ';': there is no statement for it to end", file, line, col, text)
-    if word == "lambda":  # tracr-style Python pasted into a .rasp file
-        line, col = _position(text, start)
-        return RaspError("RASP has no lambda: this looks like tracr-style Python", file, line, col, text,
-                         width=len(word), hint="in RASP a map is an expression on the s-op (`tokens == "
-                         "\"a\"`, `indices + 1`); Python with lambdas is built with rasp_compiler.pyapi "
-                         "(docs/python-api.md)")
     if tok.type == "EQUAL" and "EQUAL" not in expected:
         if stack and stack[-1].char == "(" and word:  # `aggregate(s, v, default="-")`
             return RaspError(f"unexpected '=' here: RASP has no keyword arguments (`{word}=`)", file, line,
@@ -465,7 +481,14 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
         return RaspError(f"unclosed '{b.char}' (opened at line {b.line}, column {b.col}) before ';'",
                          file, line, col, text)
     hint = None
-    if tok.type == "SEMICOLON" and len(expected & EXPR_START) >= 4:
+    if tok.type == "IF" and expected & EXPR_START:  # `x = if c then a else b`
+        hint = "RASP's conditional puts the value first: `a if condition else b`"
+    elif "ELSE" in expected and re.search(r"\[[^\[\]]*\bfor\b[^\[\]]*\bif\b[^\[\]]*$", before_text):
+        hint = ("a comprehension has no `if` filter in RASP (nor in the original): here `if` starts a "
+                "conditional, `a if c else b`, which needs its `else`")
+    elif "ELSE" in expected:
+        hint = "a conditional needs both values: `a if condition else b`"
+    elif tok.type == "SEMICOLON" and len(expected & EXPR_START) >= 4:
         before = text[:pos].rstrip()
         word, _ = _word_before(text, pos)
         last = word if word else before[-1:]
