@@ -108,3 +108,18 @@ def test_syntax_errors_say_what_this_construct_takes(src, message, line, col, hi
     assert (err.line, err.col) == (line, col)
     if hint:
         assert hint in (err.hint or ""), err.hint
+
+
+def test_an_error_inside_a_function_says_which_call() -> None:
+    # the body's line was the only place named: with two calls, which one failed was not said
+    src = "def g(x) {\n    y = 6 / x;\n    return y;\n}\na = g(indices + 1);\nb = g(indices);\n"
+    err = error_of(src, "ab")
+    assert err.message == "division by zero (6 / 0) (at position 0) (in g(indices))", err.message
+    assert (err.line, err.col) == (2, 9)
+    err = error_of("def g(x) {\n    return x / 0;\n}\na = g(3);\nb = tokens;\n")
+    assert err.message == "division by zero (3 / 0) (in g(3))", err.message
+    err = error_of("for i in [1, 0] {\n  y = 1 / i;\n}\n")
+    assert err.message == "division by zero (1 / 0) (in i = 0)", err.message
+    # a library function's error still points at the call in the file, without a context
+    err = error_of("x = sort(tokens);\n")
+    assert "(in " not in err.message

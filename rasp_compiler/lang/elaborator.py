@@ -231,6 +231,9 @@ class Session(Expressions):
             tree, ctx = self._call_site[0]
         if tree is None:
             return RaspError(message, ctx.file, source=ctx.source, hint=hint)
+        context = self._context()
+        if context and ctx.file != LIBRARY_FILE:  # which call of the program's function, which pass
+            message += f" (in {context})"
         line, col, start, end = _span(tree)
         width = 1
         if start is not None and end is not None and "\n" not in ctx.source[start:end]:
