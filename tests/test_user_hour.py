@@ -123,3 +123,13 @@ def test_an_error_inside_a_function_says_which_call() -> None:
     # a library function's error still points at the call in the file, without a context
     err = error_of("x = sort(tokens);\n")
     assert "(in " not in err.message
+
+
+@pytest.mark.parametrize("src, word, col", [
+    ("select;\n", "select", 1), ("x = [aggregate, 1];\n", "aggregate", 6), ("x = round;\n", "round", 5),
+    ("f(indicator);\n", "indicator", 3)])
+def test_a_keyword_call_used_as_a_value_says_so(src, word, col) -> None:
+    # it said "unexpected ';'; expected '('" at the token after the word
+    err = error_of(src)
+    assert err.message.startswith(f"'{word}' is a RASP keyword, not a value: it is only called, as {word}(")
+    assert (err.line, err.col) == (1, col)

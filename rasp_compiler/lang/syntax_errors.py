@@ -416,6 +416,13 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
     if misspelled is not None:
         return misspelled
 
+    word, start = _word_before(text, pos)
+    if expected == {"LPAR"} and word in _KEYWORD_CALLS and tok.type != "EQUAL":  # `select;`: not a value
+        wline, wcol = _position(text, start)
+        usage = _KEYWORD_CALLS[word].split(": ", 1)[-1]
+        return RaspError(f"'{word}' is a RASP keyword, not a value: it is only called, as {usage}", file,
+                         wline, wcol, text, width=len(word),
+                         hint="to pass it to a function, wrap it in a def of your own that calls it")
     if tok.type in CLOSER_TERMINALS:
         closer = CLOSER_TERMINALS[tok.type]
         if not stack:
