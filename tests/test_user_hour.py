@@ -133,3 +133,16 @@ def test_a_keyword_call_used_as_a_value_says_so(src, word, col) -> None:
     err = error_of(src)
     assert err.message.startswith(f"'{word}' is a RASP keyword, not a value: it is only called, as {word}(")
     assert (err.line, err.col) == (1, col)
+
+
+def test_a_numerical_built_in_is_reported_where_it_was_annotated() -> None:
+    # it pointed at the first s-op reading tokens (`tokens == "a"`, line 1), not at numerical(tokens)
+    from rasp_compiler.compiler import compile_program
+
+    src = ('x = numerical(tokens == "a");\ny = numerical(aggregate(select(indices, indices, <=), x));\n'
+           'w = numerical(tokens);\n')
+    with pytest.raises(RaspError) as info:
+        compile_program(program_from_source(src, "prog.rasp", output="y"), list("abc"), 3)
+    err = info.value
+    assert "'tokens' (numerical(tokens)) is marked numerical but holds non-numbers" in err.message
+    assert (err.line, err.col) == (3, 5)

@@ -668,7 +668,12 @@ def _annotate(encoding: str) -> Callable[..., Any]:
         value = args[0]
         if not isinstance(value, SOp):
             raise s.error(f"{encoding}(…) annotates an s-op, got {a_kind(value)}", tree, ctx)
-        s.builder.replace(value.node, encoding=encoding)
+        fields: dict[str, Any] = {"encoding": encoding}
+        if s.builder.nodes[value.node].pos is None:
+            # a built-in (tokens, indices, length) has no place of its own: its annotation is where
+            # a compile error about its encoding points, not the first s-op that reads it
+            fields["pos"] = s.pos(tree, ctx)
+        s.builder.replace(value.node, **fields)
         return value
     return impl
 
