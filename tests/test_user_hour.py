@@ -146,3 +146,17 @@ def test_a_numerical_built_in_is_reported_where_it_was_annotated() -> None:
     err = info.value
     assert "'tokens' (numerical(tokens)) is marked numerical but holds non-numbers" in err.message
     assert (err.line, err.col) == (3, 5)
+
+
+def test_output_naming_a_function_says_to_bind_a_call(tmp_path, capsys) -> None:
+    # it said only "'frac_prevs' is a function, not an s-op or selector"
+    from rasp_compiler.cli import main
+
+    f = tmp_path / "p.rasp"
+    f.write_text("def frac_prevs(seq, val) {\n  return aggregate(select(indices, indices, <=), "
+                 "indicator(seq == val));\n}\nfp = frac_prevs(tokens, \"a\");\n")
+    assert main(["run", str(f), "--input", "ab", "--output", "frac_prevs"]) != 0
+    err = capsys.readouterr().err
+    assert "'frac_prevs' is a function, not an s-op or selector" in err
+    assert "r = frac_prevs(seq, val);" in err and "this file binds fp" in err
+    assert "Traceback" not in err

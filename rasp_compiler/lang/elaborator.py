@@ -171,7 +171,15 @@ class Session(Expressions):
                 if site is not None:
                     raise self.error(message, site[0], site[1],
                                      hint="the last expression or assignment is the program's result")
-                raise RaspError(message, file)
+                hint = None
+                if isinstance(value, Function):  # `--output frac_prevs`: the function, not a result
+                    public = sorted(n for n in names if not n.startswith("_") and n != "out")
+                    hint = (f"--output names an s-op: bind a call in the file, e.g. `r = "
+                            f"{value.name}({', '.join(value.params)});`, and give --output r")
+                    if public:
+                        more = ", …" if len(public) > 8 else ""
+                        hint += f" (this file binds {', '.join(public[:8])}{more})"
+                raise RaspError(message, file, hint=hint)
             names[output] = value.node  # a built-in or library value: `--output indices`
         roots = sorted(set(names.values()), key=lambda t: int(t[1:]))
         program, _ = self.builder.finalize(roots, names[output], names, file, self.sources)
