@@ -160,3 +160,19 @@ def test_output_naming_a_function_says_to_bind_a_call(tmp_path, capsys) -> None:
     assert "'frac_prevs' is a function, not an s-op or selector" in err
     assert "r = frac_prevs(seq, val);" in err and "this file binds fp" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("src, message, hint", [
+    ("x = tokens < 3;\n", "cannot apply '<' to string 'a' and int 3 (at position 0)",
+     "tokens_int or tokens_float"),
+    ("x = aggregate(select(tokens, 1, <), indices);\n", "cannot apply '<' to string 'a' and int 1",
+     "tokens_int or tokens_float"),
+    ('x = {"a": 1}[tokens];\n', "key 'b' is not in the dict (at position 1)", "a key for every value"),
+    ("x = [1, 2][indices];\n", "index 2 is out of range for a table of length 2 (at position 2)",
+     "an entry for every value"),
+])
+def test_run_time_errors_of_s_ops_have_a_hint(src, message, hint) -> None:
+    # located, but with no hint
+    err = error_of(src, "abc")
+    assert err.message == message
+    assert hint in (err.hint or ""), err.hint
