@@ -98,6 +98,9 @@ def test_a_return_inside_a_for_loop_of_a_def_still_counts() -> None:
      "`a if condition else b`"),
     ("x = [i for i in range(3) if i > 1];\n", "unexpected ']'; expected 'else' or 'in'", 1, 34,
      "a comprehension has no `if` filter"),
+    ("if True { x = 1; }\n", "unexpected 'if'; expected a statement", 1, 1, "RASP has no if statement"),
+    ("def f(x) {\n  if x { return 1; }\n}\n", "unexpected 'if'; expected a statement", 2, 3,
+     "RASP has no if statement"),
     # it said "missing ';'" after `lambda`
     ("x = lambda a: a;\n", "RASP has no lambda: this looks like tracr-style Python", 1, 5, "pyapi"),
     ("x = lambda\ny = 2;\n", "missing ';' at the end of the statement", 1, 11, None),  # a name `lambda`

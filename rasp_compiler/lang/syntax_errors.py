@@ -488,7 +488,9 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
         return RaspError(f"unclosed '{b.char}' (opened at line {b.line}, column {b.col}) before ';'",
                          file, line, col, text)
     hint = None
-    if tok.type == "IF" and expected & EXPR_START:  # `x = if c then a else b`
+    if tok.type == "IF" and {"DEF", "FOR", "LOAD"} <= expected:  # `if c { … }` as a statement
+        hint = "RASP has no if statement: choose a value with `x = a if condition else b;`"
+    elif tok.type == "IF" and expected & EXPR_START:  # `x = if c then a else b`
         hint = "RASP's conditional puts the value first: `a if condition else b`"
     elif "ELSE" in expected and re.search(r"\[[^\[\]]*\bfor\b[^\[\]]*\bif\b[^\[\]]*$", before_text):
         hint = ("a comprehension has no `if` filter in RASP (nor in the original): here `if` starts a "
