@@ -30,6 +30,7 @@ def error_of(src: str, inputs="hello", file="prog.rasp") -> RaspError:
     ("def f(a) {\n   b = a *;\n   return b;\n}\n", 2, 11, "'*' needs a value after it"),
     ("for i in [1] {\n  y = not;\n}\n", 2, 10, "'not' needs a value after it"),
     ("x = tokens +;\n", 1, 13, "'+' needs a value after it"),
+    ("for x in [1]  # a comment\n{\n  y = x +;\n}\n", 3, 10, "'+' needs a value after it"),
 ])
 def test_an_unfinished_expression_in_a_body_is_not_an_unclosed_brace(src, line, col, hint) -> None:
     # it said "unclosed '{' (opened at line 1, column 10) before ';'": the body's '{' is closed later
@@ -44,6 +45,7 @@ def test_an_unfinished_expression_in_a_body_is_not_an_unclosed_brace(src, line, 
     ('x = {"a": 1;\n', "line 1, column 5"),                       # a dict, not a body
     ('def f(a) {\n  return {"a": a;\n}\n', "line 2, column 10"),  # a dict inside a body
     ("def f(a) {\n  y = (a + 1;\n  return y;\n}\n", "line 2, column 7"),
+    ('x = # a comment\n{"a": 1;\n', "line 2, column 1"),          # a dict after a comment
 ])
 def test_a_bracket_left_open_before_a_semicolon_is_still_named(src, opened) -> None:
     err = error_of(src)

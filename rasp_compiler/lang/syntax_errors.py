@@ -337,7 +337,8 @@ def _is_block_brace(text: str, b: Bracket) -> bool:
     if b.char != "{":
         return False
     start = sum(len(line) + 1 for line in text.split("\n")[:b.line - 1]) + b.col - 1
-    before = text[:start].rstrip()
+    before = "\n".join(line.split("#", 1)[0] if '"' not in line else line
+                        for line in text[:start].split("\n")).rstrip()  # comments dropped
     if not before:
         return False
     last = before[-1]
