@@ -181,3 +181,19 @@ def test_run_time_errors_of_s_ops_have_a_hint(src, message, hint) -> None:
     err = error_of(src, "abc")
     assert err.message == message
     assert hint in (err.hint or ""), err.hint
+
+
+def test_set_example_reads_on_while_a_bracket_is_open() -> None:
+    # `set example [1, 2` then `]` was "unclosed '['" at once, then "unmatched ']'"
+    out = repl('set example [1, 2\n]\nshow s-op example\nset example ("a"\n+ "b")\nshow s-op example\n')
+    assert "error" not in out, out
+    assert "\ts-op example: [1, 2]" in out and '\ts-op example: "ab"' in out
+
+
+def test_an_error_in_set_example_shows_the_line_typed_and_its_column() -> None:
+    # it showed `"ab;` at column 1: the value alone, with a ';' the user did not type
+    out = repl('set example "ab\nset example  [1, 2] + x\n')
+    assert '<repl:1>:1:13: error: string is not closed on this line' in out, out
+    assert '    set example "ab' in out
+    assert "<repl:2>:1:23: error: unknown name 'x'" in out
+    assert "    set example  [1, 2] + x" in out

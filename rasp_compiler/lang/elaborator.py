@@ -132,17 +132,25 @@ class Session(Expressions):
                                      hint="split this statement: name parts of it (`a = …; b = a + …;`)"
                                      ) from None
 
-    def eval_expression(self, text: str, file: str = "<expression>", usage: str | None = None) -> Any:
+    def eval_expression(self, text: str, file: str = "<expression>", usage: str | None = None,
+                        lead: str = "") -> Any:
         """The value of one expression in the user's environment (binds nothing).  ``usage`` is the
-        hint when ``text`` is something else (an assignment, several statements)."""
-        source = text.strip().rstrip(";") + ";"
-        tree = parse_source(source, file)
-        self.sources[file] = source
-        stmts = tree.children
-        if len(stmts) != 1 or stmts[0].data != "statement" or stmts[0].children[0].data != "expr_stmt":
-            raise RaspError("expected one expression (a value), not a statement", file, 1, 1, source,
-                            hint=usage)
-        return self.expr(stmts[0].children[0].children[0], self.user, _Context(file, source, None))
+        hint when ``text`` is something else (an assignment, several statements).  ``lead`` is what
+        precedes the expression on its line (`set example `): errors show that line and count
+        columns from its start."""
+        source = " " * len(lead) + text.strip().rstrip(";") + ";"
+        try:
+            tree = parse_source(source, file)
+            self.sources[file] = source
+            stmts = tree.children
+            if len(stmts) != 1 or stmts[0].data != "statement" or stmts[0].children[0].data != "expr_stmt":
+                raise RaspError("expected one expression (a value), not a statement", file, 1, len(lead) + 1,
+                                source, hint=usage)
+            return self.expr(stmts[0].children[0].children[0], self.user, _Context(file, source, None))
+        except RaspError as err:
+            if lead and err.file == file and err.source == source:
+                err.source = lead + source[len(lead):]
+            raise
 
     def program(self, output: str = "out", file: str | None = None) -> Program:
         """The program graph whose output is the user variable ``output``."""
