@@ -197,3 +197,15 @@ def test_an_error_in_set_example_shows_the_line_typed_and_its_column() -> None:
     assert '    set example "ab' in out
     assert "<repl:2>:1:23: error: unknown name 'x'" in out
     assert "    set example  [1, 2] + x" in out
+
+
+def test_a_files_example_over_lines_is_noted_on_one_line(tmp_path, capsys) -> None:
+    # the note printed the example's newline as it stood in the file
+    from rasp_compiler.cli import main
+
+    f = tmp_path / "se.rasp"
+    f.write_text("set example [1,\n  2]\nx = tokens_int + 1;\n")
+    assert main(["run", str(f)]) == 0
+    out = capsys.readouterr()
+    assert out.out.strip() == "[2, 3] (ints)"
+    assert "(input: the file's example [1, 2])" in out.err
