@@ -209,3 +209,18 @@ def test_a_files_example_over_lines_is_noted_on_one_line(tmp_path, capsys) -> No
     out = capsys.readouterr()
     assert out.out.strip() == "[2, 3] (ints)"
     assert "(input: the file's example [1, 2])" in out.err
+
+
+@pytest.mark.parametrize("src, hint", [
+    ("def f(a b) { return a; }\n", "a ',' missing before name 'b'?"),
+    ("x = [1 2];\n", "a ',' missing before number 2?"),
+    ("x = f(a b);\n", "a ',' missing before name 'b'?"),
+    ('x = {"a" 1};\n', "a ':' missing between the key and its value, before number 1?"),
+    ('x = {"a": 1, "b" 2};\n', "a ':' missing between the key and its value, before number 2?"),
+    ('x = {"a": 1 "b": 2};\n', "a ',' missing before string \"b\"?"),
+])
+def test_two_values_side_by_side_in_brackets_suggest_the_missing_separator(src, hint) -> None:
+    # no hint; after the conditional hints came in, Lark's loose expected set (it holds 'else' after
+    # any value) would have said "a conditional needs both values" here
+    err = error_of(src)
+    assert err.hint == hint, err.hint

@@ -353,6 +353,24 @@ def _is_block_brace(text: str, b: Bracket) -> bool:
     return False
 
 
+def _in_dict_key(text: str, b: Bracket, pos: int) -> bool:
+    """Whether ``pos``, inside the dict opened at ``b``, is in a key (no ':' since the last ',')."""
+    start = sum(len(line) + 1 for line in text.split("\n")[:b.line - 1]) + b.col
+    depth, last, quoted = 0, ",", False
+    for c in text[start:pos]:
+        if quoted:
+            quoted = c != '"'
+        elif c == '"':
+            quoted = True
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0 and c in ",:":
+            last = c
+    return last == ","
+
+
 def _attribute_hint(before: str, after: str) -> str:
     """What to write instead of a Python attribute (`Comparison.LT`, `rasp.tokens`)."""
     owner = before.split()[-1].split("(")[-1].split(",")[-1]
@@ -489,14 +507,23 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
         return RaspError(f"unclosed '{b.char}' (opened at line {b.line}, column {b.col}) before ';'",
                          file, line, col, text)
     hint = None
-    if tok.type == "IF" and {"DEF", "FOR", "LOAD"} <= expected:  # `if c { … }` as a statement
+    only_else = "ELSE" in expected and not expected & {"SEMICOLON", "COMMA", "RPAR", "RSQB", "RBRACE"}
+    if tok.type in ("NAME", "INT", "FLOAT", "STRING") and stack and (
+            "COMMA" in expected or "COLON" in expected):
+        # two values side by side inside brackets: `def f(a b)`, `[1 2]`, `{"a" 1}`
+        if stack[-1].char == "{" and "COLON" in expected and not _is_block_brace(text, stack[-1]) \
+                and _in_dict_key(text, stack[-1], pos):
+            hint = f"a ':' missing between the key and its value, before {_describe(tok)}?"
+        elif "COMMA" in expected:
+            hint = f"a ',' missing before {_describe(tok)}?"
+    elif tok.type == "IF" and {"DEF", "FOR", "LOAD"} <= expected:  # `if c { … }` as a statement
         hint = "RASP has no if statement: choose a value with `x = a if condition else b;`"
     elif tok.type == "IF" and expected & EXPR_START:  # `x = if c then a else b`
         hint = "RASP's conditional puts the value first: `a if condition else b`"
-    elif "ELSE" in expected and re.search(r"\[[^\[\]]*\bfor\b[^\[\]]*\bif\b[^\[\]]*$", before_text):
+    elif only_else and re.search(r"\[[^\[\]]*\bfor\b[^\[\]]*\bif\b[^\[\]]*$", before_text):
         hint = ("a comprehension has no `if` filter in RASP (nor in the original): here `if` starts a "
                 "conditional, `a if c else b`, which needs its `else`")
-    elif "ELSE" in expected:
+    elif only_else:
         hint = "a conditional needs both values: `a if condition else b`"
     elif tok.type == "SEMICOLON" and len(expected & EXPR_START) >= 4:
         before = text[:pos].rstrip()
