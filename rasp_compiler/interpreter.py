@@ -404,4 +404,6 @@ def _located(program: Program, node: Node, message: str, hint: str | None = None
         return RaspError(f"{message} (in node {node.id})", program.source_file, hint=hint)
     source = program.sources.get(pos.file)
     width = len(pos.text) if pos.text and "\n" not in pos.text else 1
+    if pos.context:  # made inside a function of the program, or a loop: which call or pass
+        message += f" (in {pos.context})"
     return RaspError(message, pos.file, pos.line, pos.col, source, hint=hint, width=width)

@@ -126,7 +126,8 @@ def test_type_errors():
     assert "needs a list or dict" in error_of("for i in indices { x = i; }").message
     assert "'out' is reserved" in error_of("out = tokens;").message
     assert "'return' outside a function" in error_of("return 1;").message
-    assert "ended without 'return'" in error_of("def f() { x = 1; }\nf();").message
+    assert "function 'f' has no 'return'" in error_of("def f() { x = 1; }\nf();").message
+    assert "ended without 'return'" in error_of("def f(l) { for v in l { return v; } }\nf([]);").message
     assert "division by zero" in error_of("indices / 0;").message
     assert "index 5 is out of range" in error_of("x = [1, 2][5];").message
 

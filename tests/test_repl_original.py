@@ -460,7 +460,7 @@ def test_set_example_refuses_numbers_that_are_not_finite() -> None:
     """`set example [1e400]` was taken as [inf], which `rasp run --input-json` refuses."""
     out = lines("set example [1e400]\nset example [1, 2]\nindices;\n")
     # the literal 1e400 itself is refused now, where it is written (issue 49)
-    assert out[0] == "<repl:1>:1:2: error: the number is past the float range (about 1.8e308)"
+    assert out[0] == "<repl:1>:1:14: error: the number is past the float range (about 1.8e308)"
     assert out[-1] == " \t Example: indices([1, 2]) = [0, 1] (ints)"
 
 

@@ -256,7 +256,9 @@ class Repl:
             expression, state = example_state(part)
             if state == OPEN:
                 return text
-            self.set_example(m.group(1), expression, state)
+            first_line = code.split("\n", 1)[0]
+            at = first_line.find(expression.split("\n", 1)[0]) if expression else -1
+            self.set_example(m.group(1), expression, state, lead=first_line[:at] if at > 0 else "")
             # `set example "ab"; x = indices;`: the statements sharing its line run too
             return self.feed(after, run) if after.strip() else ""
         meant = near_command(code) if at_prompt else None
@@ -414,7 +416,7 @@ class Repl:
             return True
         return False
 
-    def set_example(self, subset: str | None, expression: str, state: str) -> None:
+    def set_example(self, subset: str | None, expression: str, state: str, lead: str = "") -> None:
         from rasp_compiler.lang.values import is_atom
 
         if state == MISSING or not expression:
@@ -422,7 +424,8 @@ class Repl:
             return
         self.count += 1
         try:
-            value = self.session.eval_expression(expression, f"<repl:{self.count}>", usage=SET_EXAMPLE_USAGE)
+            value = self.session.eval_expression(expression, f"<repl:{self.count}>", usage=SET_EXAMPLE_USAGE,
+                                                 lead=lead)
         except UserError as err:
             if re.fullmatch(r"[A-Za-z_]\w*", expression) and err.message.startswith("unknown name"):
                 # `set example abc`: the original's example is a value, so a string needs its quotes

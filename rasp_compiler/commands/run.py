@@ -139,8 +139,9 @@ def file_example_input(path: str) -> list[Any]:
     value = session.eval_expression(example, f"{path} (set example)",
                                     usage='set example "hello" or set example [1, 2, 3]')
     if not (isinstance(value, str) or isinstance(value, list)) or not value:
-        raise InputError(f"the file's example {example} is not a non-empty string or list")
-    print(f"(input: the file's example {example})", file=sys.stderr)
+        raise InputError(f"the file's example {' '.join(example.split())} is not a non-empty string or list")
+    shown = " ".join(example.split())  # an example over several lines, on one
+    print(f"(input: the file's example {shown})", file=sys.stderr)
     return list(value)
 
 

@@ -138,7 +138,12 @@ def apply_binary(op: str, a: Any, b: Any) -> Any:
     except OperatorError:
         raise
     except (TypeError, ValueError) as err:
-        raise OperatorError(f"cannot apply '{op}' to {_show(a)} and {_show(b)}") from err
+        hint = None
+        if any(isinstance(v, str) for v in (a, b)) and any(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b)):
+            hint = ("a string meets a number: `tokens` holds the input as strings; read numbers with "
+                    "tokens_int or tokens_float (--input-json '[1, 2]', or set example [1, 2] in the REPL)")
+        raise OperatorError(f"cannot apply '{op}' to {_show(a)} and {_show(b)}", hint) from err
     except MemoryError as err:  # a repetition MAX_REPEAT does not see (a bool count, a nested list)
         raise OperatorError(f"'{op}' on {short(a)} and {short(b)} runs out of memory") from err
     except OverflowError as err:
@@ -171,13 +176,15 @@ def lookup(table: Any, key: Any, is_dict: bool) -> Any:
         try:
             return mapping[key]
         except KeyError:
-            raise OperatorError(f"key {key!r} is not in the dict") from None
+            hint = "a dict looked up by an s-op needs a key for every value it can hold"
+            raise OperatorError(f"key {key!r} is not in the dict", hint) from None
         except TypeError:
             raise OperatorError(f"{_show(key)} cannot be a dict key") from None
     if not isinstance(key, int):
         raise OperatorError(f"an index into a list or string must be an int, got {_show(key)}")
     if key >= len(table) or -key > len(table):
-        raise OperatorError(f"index {key} is out of range for a table of length {len(table)}")
+        raise OperatorError(f"index {key} is out of range for a table of length {len(table)}",
+                            "a table indexed by an s-op needs an entry for every value it can hold")
     return table[key]
 
 

@@ -132,17 +132,25 @@ class Session(Expressions):
                                      hint="split this statement: name parts of it (`a = …; b = a + …;`)"
                                      ) from None
 
-    def eval_expression(self, text: str, file: str = "<expression>", usage: str | None = None) -> Any:
+    def eval_expression(self, text: str, file: str = "<expression>", usage: str | None = None,
+                        lead: str = "") -> Any:
         """The value of one expression in the user's environment (binds nothing).  ``usage`` is the
-        hint when ``text`` is something else (an assignment, several statements)."""
-        source = text.strip().rstrip(";") + ";"
-        tree = parse_source(source, file)
-        self.sources[file] = source
-        stmts = tree.children
-        if len(stmts) != 1 or stmts[0].data != "statement" or stmts[0].children[0].data != "expr_stmt":
-            raise RaspError("expected one expression (a value), not a statement", file, 1, 1, source,
-                            hint=usage)
-        return self.expr(stmts[0].children[0].children[0], self.user, _Context(file, source, None))
+        hint when ``text`` is something else (an assignment, several statements).  ``lead`` is what
+        precedes the expression on its line (`set example `): errors show that line and count
+        columns from its start."""
+        source = " " * len(lead) + text.strip().rstrip(";") + ";"
+        try:
+            tree = parse_source(source, file)
+            self.sources[file] = source
+            stmts = tree.children
+            if len(stmts) != 1 or stmts[0].data != "statement" or stmts[0].children[0].data != "expr_stmt":
+                raise RaspError("expected one expression (a value), not a statement", file, 1, len(lead) + 1,
+                                source, hint=usage)
+            return self.expr(stmts[0].children[0].children[0], self.user, _Context(file, source, None))
+        except RaspError as err:
+            if lead and err.file == file and err.source == source:
+                err.source = lead + source[len(lead):]
+            raise
 
     def program(self, output: str = "out", file: str | None = None) -> Program:
         """The program graph whose output is the user variable ``output``."""
@@ -171,7 +179,15 @@ class Session(Expressions):
                 if site is not None:
                     raise self.error(message, site[0], site[1],
                                      hint="the last expression or assignment is the program's result")
-                raise RaspError(message, file)
+                hint = None
+                if isinstance(value, Function):  # `--output frac_prevs`: the function, not a result
+                    public = sorted(n for n in names if not n.startswith("_") and n != "out")
+                    hint = (f"--output names an s-op: bind a call in the file, e.g. `r = "
+                            f"{value.name}({', '.join(value.params)});`, and give --output r")
+                    if public:
+                        more = ", …" if len(public) > 8 else ""
+                        hint += f" (this file binds {', '.join(public[:8])}{more})"
+                raise RaspError(message, file, hint=hint)
             names[output] = value.node  # a built-in or library value: `--output indices`
         roots = sorted(set(names.values()), key=lambda t: int(t[1:]))
         program, _ = self.builder.finalize(roots, names[output], names, file, self.sources)
@@ -231,6 +247,9 @@ class Session(Expressions):
             tree, ctx = self._call_site[0]
         if tree is None:
             return RaspError(message, ctx.file, source=ctx.source, hint=hint)
+        context = self._context()
+        if context and ctx.file != LIBRARY_FILE:  # which call of the program's function, which pass
+            message += f" (in {context})"
         line, col, start, end = _span(tree)
         width = 1
         if start is not None and end is not None and "\n" not in ctx.source[start:end]:
@@ -261,6 +280,7 @@ class Session(Expressions):
             if len(set(params)) != len(params):
                 raise self.error(f"function '{name_tok}' names a parameter twice", params_tree, ctx)
             self._check_bindable(name_tok.value, name_tok, ctx)
+            self._check_body_returns(name_tok, body, ctx)
             fn = Function(name_tok.value, params, body, env, ctx.file, ctx.source)
             fn.directory = ctx.directory  # type: ignore[attr-defined]
             env.vars[name_tok.value] = fn
@@ -286,6 +306,25 @@ class Session(Expressions):
             raise _Return(values[0] if len(values) == 1 else values)
         else:  # pragma: no cover - the grammar has no other statements
             raise self.error(f"unknown statement {kind}", stmt, ctx)
+
+    def _check_body_returns(self, name_tok: Token, body: list, ctx: _Context) -> None:
+        """A def body ends with its `return` (the original's grammar: statements, then one `return`,
+        then only comments): a body with no `return` at all, or a statement after the body's
+        `return`, is a mistake said where it is written, not when the function is called."""
+        def has_return(stmts) -> bool:
+            return any(isinstance(t, Tree) and (t.data == "return_stmt" or (
+                t.data == "forloop" and has_return(t.children[2:]))) for t in stmts)
+
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, Tree) and stmt.data == "return_stmt" and i + 1 < len(body):
+                after = body[i + 1]
+                raise self.error(f"a statement after the 'return' of function '{name_tok}' is never run",
+                                 after, ctx, hint="'return' ends the function: move the statement "
+                                                  "before it, or delete it")
+        if not has_return(body):
+            raise self.error(f"function '{name_tok}' has no 'return'", name_tok, ctx,
+                             hint="a def body ends with `return value;`, e.g. "
+                                  "def f(x) { y = x + 1; return y; }")
 
     def _check_bindable(self, name: str, tree, ctx: _Context) -> None:
         if name == "out":
@@ -507,7 +546,9 @@ class Session(Expressions):
                 self._call_site.pop()
             if own:
                 self._user_calls.pop()
-        raise self.error(f"function {fn.name} ended without 'return'", tree, ctx)
+        raise self.error(f"function {fn.name} ended without 'return'", tree, ctx,
+                         hint="its 'return' sits in a for loop that ran no turn here; end the body "
+                              "with a `return` outside the loop too")
 
     def apply_to_input(self, value: SOp | Selector, args: list[Any], tree, ctx: _Context) -> Any:
         """``reverse("hello")``: run an s-op or selector on a concrete input, now."""
@@ -643,7 +684,12 @@ def _annotate(encoding: str) -> Callable[..., Any]:
         value = args[0]
         if not isinstance(value, SOp):
             raise s.error(f"{encoding}(…) annotates an s-op, got {a_kind(value)}", tree, ctx)
-        s.builder.replace(value.node, encoding=encoding)
+        fields: dict[str, Any] = {"encoding": encoding}
+        if s.builder.nodes[value.node].pos is None:
+            # a built-in (tokens, indices, length) has no place of its own: its annotation is where
+            # a compile error about its encoding points, not the first s-op that reads it
+            fields["pos"] = s.pos(tree, ctx)
+        s.builder.replace(value.node, **fields)
         return value
     return impl
 

@@ -94,8 +94,12 @@ def example_state(rest: str) -> tuple[str, str]:
     try:
         grammar().parse(text)
     except UnexpectedToken as err:
-        if err.token.type == "$END" and "SEMICOLON" not in (err.expected or ()) and not ended:
-            return text, OPEN
+        if err.token.type == "$END" and not ended:
+            from rasp_compiler.lang.syntax_errors import scan_brackets
+
+            # Lark's expected set may hold ';' inside a list too (`[1, 2`): an open bracket reads on
+            if "SEMICOLON" not in (err.expected or ()) or scan_brackets(text)[0]:
+                return text, OPEN
     except UnexpectedCharacters:
         pass
     return text, DONE

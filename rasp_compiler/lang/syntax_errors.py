@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -325,6 +326,51 @@ _COMPARISONS = {"EQ": "==", "NEQ": "!=", "LT": "<", "LEQ": "<=", "GT": ">", "GEQ
                 "TRUE": "TRUE", "FALSE": "FALSE"}
 
 
+_WORDS_BEFORE_A_DICT = {"return", "in", "else", "if", "and", "or", "not"}
+
+
+def _is_block_brace(text: str, b: Bracket) -> bool:
+    """Whether the open '{' ``b`` starts a def/for body (`def f(x) {`, `for x in L {`), not a dict.
+
+    A body's '{' follows a finished expression or argument list (')', ']', '}', a string, a name
+    or number); a dict's follows an operator, an opener, ',', ':' or a keyword such as `return`."""
+    if b.char != "{":
+        return False
+    start = sum(len(line) + 1 for line in text.split("\n")[:b.line - 1]) + b.col - 1
+    before = "\n".join(line.split("#", 1)[0] if '"' not in line else line
+                        for line in text[:start].split("\n")).rstrip()  # comments dropped
+    if not before:
+        return False
+    last = before[-1]
+    if last in ')]}"':
+        return True
+    if last.isalnum() or last == "_":
+        word = before.split()[-1] if before.split() else ""
+        i = len(word)
+        while i > 0 and (word[i - 1].isalnum() or word[i - 1] == "_"):
+            i -= 1
+        return word[i:] not in _WORDS_BEFORE_A_DICT
+    return False
+
+
+def _in_dict_key(text: str, b: Bracket, pos: int) -> bool:
+    """Whether ``pos``, inside the dict opened at ``b``, is in a key (no ':' since the last ',')."""
+    start = sum(len(line) + 1 for line in text.split("\n")[:b.line - 1]) + b.col
+    depth, last, quoted = 0, ",", False
+    for c in text[start:pos]:
+        if quoted:
+            quoted = c != '"'
+        elif c == '"':
+            quoted = True
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0 and c in ",:":
+            last = c
+    return last == ","
+
+
 def _attribute_hint(before: str, after: str) -> str:
     """What to write instead of a Python attribute (`Comparison.LT`, `rasp.tokens`)."""
     owner = before.split()[-1].split("(")[-1].split(",")[-1]
@@ -357,6 +403,18 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
 
     line, col = tok.line, tok.column
     width = len(str(tok.value))
+    before_text = text[:pos]
+    if "COMMA" in expected and {"RPAR", "IN"} <= expected <= {"COMMA", "RPAR", "IN"}:
+        # def parameters and for names share one rule: say only what this one can take
+        if re.search(r"\bdef\s+\w+\s*\([\w\s,]*$", before_text):
+            expected = expected - {"IN"}
+        elif re.search(r"\bfor\s+[\w\s,]*$", before_text):
+            expected = expected - {"RPAR"}
+
+    if tok.value == "/" and before_text.endswith("/"):  # `a // b`: Python's floor division
+        return RaspError("'//' is not a RASP operator", file, line, col - 1, text, width=2,
+                         hint="RASP's '/' is true division; for the whole part of a / b write "
+                              "(a - a % b) / b")
 
     if expected == {"CMP_OP", "NAME"}:
         return RaspError("select needs a comparison operator (==, !=, <, >, <=, >=, or TRUE / FALSE to "
@@ -377,6 +435,13 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
     if misspelled is not None:
         return misspelled
 
+    word, start = _word_before(text, pos)
+    if expected == {"LPAR"} and word in _KEYWORD_CALLS and tok.type != "EQUAL":  # `select;`: not a value
+        wline, wcol = _position(text, start)
+        usage = _KEYWORD_CALLS[word].split(": ", 1)[-1]
+        return RaspError(f"'{word}' is a RASP keyword, not a value: it is only called, as {usage}", file,
+                         wline, wcol, text, width=len(word),
+                         hint="to pass it to a function, wrap it in a def of your own that calls it")
     if tok.type in CLOSER_TERMINALS:
         closer = CLOSER_TERMINALS[tok.type]
         if not stack:
@@ -394,9 +459,19 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
         if tok.type == "RPAR" and _innermost_call_keyword(text, pos) == "select" and "COMMA" in expected:
             return RaspError("select needs three arguments: select(keys, queries, comparison)",
                              file, line, col, text)
+        if tok.type == "RPAR" and _innermost_call_keyword(text, pos) == "aggregate" and "COMMA" in expected:
+            return RaspError("aggregate needs a selector and an s-op: aggregate(selector, sop) or "
+                             "aggregate(selector, sop, default)", file, line, col, text)
         if expected & EXPR_START and not (expected & {"RPAR", "RSQB", "RBRACE"}):
             return RaspError(f"expected an expression before '{closer}'", file, line, col, text)
 
+    word, start = _word_before(text, pos)
+    if word == "lambda" and "\n" not in text[start:pos]:  # tracr-style Python pasted into a .rasp file
+        line, col = _position(text, start)
+        return RaspError("RASP has no lambda: this looks like tracr-style Python", file, line, col, text,
+                         width=len(word), hint="in RASP a map is an expression on the s-op (`tokens == "
+                         "\"a\"`, `indices + 1`); Python with lambdas is built with rasp_compiler.pyapi "
+                         "(docs/python-api.md)")
     if "SEMICOLON" in expected:
         pline, pcol = _previous_token_end(text, pos)
         new_line = pline < line
@@ -406,17 +481,10 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
                              hint=f"a statement ends with ';' (the next one starts with {_describe(tok)})")
     if tok.type == "DRAW" and not {"DEF", "FOR", "LOAD"} <= expected:
         return _draw_is_reserved(text, file, tok.start_pos)
-    word, start = _word_before(text, pos)
     if expected == {"LPAR"} and word == "draw":  # `draw = 1;`, `draw;`
         return _draw_is_reserved(text, file, start)
     if tok.type == "SEMICOLON" and {"DEF", "FOR", "LOAD"} <= expected:
         return RaspError("stray ';': there is no statement for it to end", file, line, col, text)
-    if word == "lambda":  # tracr-style Python pasted into a .rasp file
-        line, col = _position(text, start)
-        return RaspError("RASP has no lambda: this looks like tracr-style Python", file, line, col, text,
-                         width=len(word), hint="in RASP a map is an expression on the s-op (`tokens == "
-                         "\"a\"`, `indices + 1`); Python with lambdas is built with rasp_compiler.pyapi "
-                         "(docs/python-api.md)")
     if tok.type == "EQUAL" and "EQUAL" not in expected:
         if stack and stack[-1].char == "(" and word:  # `aggregate(s, v, default="-")`
             return RaspError(f"unexpected '=' here: RASP has no keyword arguments (`{word}=`)", file, line,
@@ -433,9 +501,35 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
         if call in _KEYWORD_CALLS:  # `aggregate(s, v, 0, 1)`: "expected ')' or 'in'" did not say it
             return RaspError(f"too many arguments: {call} takes {_KEYWORD_CALLS[call]}", file, line, col,
                              text)
-    if tok.type == "SEMICOLON" and stack:
+    if tok.type == "SEMICOLON" and stack and not _is_block_brace(text, stack[-1]):
+        # a ';' inside a def/for body's '{' is in its place: the statement before it is unfinished
         b = stack[-1]
         return RaspError(f"unclosed '{b.char}' (opened at line {b.line}, column {b.col}) before ';'",
                          file, line, col, text)
+    hint = None
+    only_else = "ELSE" in expected and not expected & {"SEMICOLON", "COMMA", "RPAR", "RSQB", "RBRACE"}
+    if tok.type in ("NAME", "INT", "FLOAT", "STRING") and stack and (
+            "COMMA" in expected or "COLON" in expected):
+        # two values side by side inside brackets: `def f(a b)`, `[1 2]`, `{"a" 1}`
+        if stack[-1].char == "{" and "COLON" in expected and not _is_block_brace(text, stack[-1]) \
+                and _in_dict_key(text, stack[-1], pos):
+            hint = f"a ':' missing between the key and its value, before {_describe(tok)}?"
+        elif "COMMA" in expected:
+            hint = f"a ',' missing before {_describe(tok)}?"
+    elif tok.type == "IF" and {"DEF", "FOR", "LOAD"} <= expected:  # `if c { … }` as a statement
+        hint = "RASP has no if statement: choose a value with `x = a if condition else b;`"
+    elif tok.type == "IF" and expected & EXPR_START:  # `x = if c then a else b`
+        hint = "RASP's conditional puts the value first: `a if condition else b`"
+    elif only_else and re.search(r"\[[^\[\]]*\bfor\b[^\[\]]*\bif\b[^\[\]]*$", before_text):
+        hint = ("a comprehension has no `if` filter in RASP (nor in the original): here `if` starts a "
+                "conditional, `a if c else b`, which needs its `else`")
+    elif only_else:
+        hint = "a conditional needs both values: `a if condition else b`"
+    elif tok.type == "SEMICOLON" and len(expected & EXPR_START) >= 4:
+        before = text[:pos].rstrip()
+        word, _ = _word_before(text, pos)
+        last = word if word else before[-1:]
+        if last:  # `x = tokens +;`, `return a *;`
+            hint = f"'{last}' needs a value after it: finish the expression before the ';'"
     return RaspError(f"unexpected {_describe(tok)}; expected {_summarise(expected)}", file, line, col, text,
-                     width=width)
+                     width=width, hint=hint)
