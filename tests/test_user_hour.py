@@ -93,6 +93,8 @@ def test_a_return_inside_a_for_loop_of_a_def_still_counts() -> None:
      1, 43, None),
     # it said "unexpected '/'; expected an expression" at the second '/'
     ("x = 7 // 2;\n", "'//' is not a RASP operator", 1, 7, "(a - a % b) / b"),
+    # it said "unexpected '*'; expected an expression" at the second '*' (the paper's e^x)
+    ("e = 2.718 ** indices;\n", "'**' is not a RASP operator", 1, 11, "a ^ b"),
     # the same messages as before, with a hint
     ('x = tokens if tokens == "a";\n', "unexpected ';'; expected 'else' or 'in'", 1, 28,
      "a conditional needs both values"),

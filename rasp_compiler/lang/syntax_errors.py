@@ -416,6 +416,10 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
                          hint="RASP's '/' is true division; for the whole part of a / b write "
                               "(a - a % b) / b")
 
+    if tok.value == "*" and before_text.endswith("*"):  # `a ** b`: Python's power
+        return RaspError("'**' is not a RASP operator", file, line, col - 1, text, width=2,
+                         hint="RASP writes a power as a ^ b (left-associative: 2 ^ 3 ^ 2 is 64)")
+
     if expected == {"CMP_OP", "NAME"}:
         return RaspError("select needs a comparison operator (==, !=, <, >, <=, >=, or TRUE / FALSE to "
                          "select every key / none) as its 3rd argument", file, line, col, text, width=width,
