@@ -134,8 +134,13 @@ def test_type_errors():
 
 def test_no_result():
     with pytest.raises(RaspError, match="no statement binds 'out'") as info:
-        program_from_source("def f(a) { return a; }\n")
+        program_from_source("# only a comment\n")
     assert "end the file with the s-op to compute" in info.value.hint
+    # a listing of functions never called (the simulator paper's files): name them, show a call
+    defines = r"defines functions \(g\(a\), transpose\(x, r\)\) but computes no s-op"
+    with pytest.raises(RaspError, match=defines) as info:
+        program_from_source("def g(a) { return a; }\ndef transpose(x, r) { return x; }\n")
+    assert "`transpose(tokens_int, r);`" in info.value.hint
     with pytest.raises(RaspError, match="no s-op or selector named 'revers'") as info:
         program_from_source("reverse = tokens;", output="revers")
     assert info.value.hint == "did you mean 'reverse'?"

@@ -359,3 +359,24 @@ def test_a_gather_over_many_keys_with_few_query_classes_takes_one_hot_columns() 
     xs = np.random.default_rng(1).integers(-4, 5, (40, 14)).astype(float)
     for x, got in zip(xs, w.model().run(xs.tolist()), strict=True):
         assert got == run(program, x.tolist()), x
+
+
+def test_compile_and_check_take_the_length_from_the_files_set_example(tmp_path: Path, capsys) -> None:
+    """A listing in the original REPL's syntax states its matrix with `set example [...]` and no
+    '# example-json' line: `rasp compile/check FILE --input-range LO HI` take the length (fixed)
+    from it instead of asking for --max-len."""
+    path = tmp_path / "t.rasp"
+    path.write_text("set example [1, 2, 3, 4, 5, 6,\n  7, 8, 9, 10, 11, 12]\n"
+                    + (LISTINGS / "transpose.rasp").read_text() + "\ntr = transpose(tokens_int);\n")
+    assert cli(["compile", str(path), "--input-range", "-9", "9", "-o", str(tmp_path / "m"), "--json"]) == 0
+    captured = capsys.readouterr()
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert config["max_len"] == 12 and "(length 12: the file's example" in captured.err
+    assert cli(["eval", str(tmp_path / "m"), "--input-json", json.dumps(list(range(-6, 6))), "--json"]) == 0
+    got = [float(v) for v in json.loads(capsys.readouterr().out)["output"]]
+    assert got == bench.transpose_ref(np.arange(-6.0, 6.0)).tolist()
+    assert cli(["check", str(path), "--input-range", "-9", "9", "--samples", "20"]) == 0
+    capsys.readouterr()
+    path.write_text((LISTINGS / "transpose.rasp").read_text() + "\ntr = transpose(tokens_int);\n")
+    assert cli(["compile", str(path), "--input-range", "-9", "9", "-o", str(tmp_path / "n")]) == 1
+    assert "no '# example-json' line, '# fixed-length' line or 'set example [...]'" in capsys.readouterr().err

@@ -14,7 +14,9 @@ from rasp_compiler.errors import UserError
 
 
 def example_length(path: str) -> int:
-    """The length of the first ``# example-json: [...] -> ...`` input of a program file."""
+    """The input length a program file states: its first ``# example-json: [...] -> ...`` input,
+    else its ``# fixed-length: N`` line, else the list or string of its last ``set example …`` (the
+    original REPL's command, as the simulator paper's listings set their matrices)."""
     from rasp_compiler.bounded_json import load_json_text
 
     try:
@@ -28,8 +30,43 @@ def example_length(path: str) -> int:
                         return len(value)
     except (OSError, ValueError):
         pass
-    raise UserError(f"--max-len is required: {path} states no '# example-json' input to take the length from",
+    from rasp_compiler.commands.run import fixed_length
+
+    stated = fixed_length(path)
+    if stated is not None:
+        return stated
+    length = _set_example_length(path)
+    if length is not None:
+        return length
+    raise UserError(f"--max-len is required: {path} states no input to take the length from "
+                    "(no '# example-json' line, '# fixed-length' line or 'set example [...]')",
                     hint="give --max-len N (and --fixed-length N for a fixed shape)")
+
+
+def _set_example_length(path: str) -> int | None:
+    """The length of the value the file's last ``set example`` sets, or None (no such command, or
+    a value that is not a non-empty list or string)."""
+    from pathlib import Path
+
+    from rasp_compiler.lang.elaborator import Session
+    from rasp_compiler.lang.repl_commands import file_example
+
+    try:
+        with open(path, encoding="utf-8-sig") as fh:
+            text = fh.read()
+    except (OSError, ValueError):
+        return None
+    example = file_example(text)
+    if example is None:
+        return None
+    session = Session()  # the example may name the file's own values (`set example ex2`)
+    session.exec_source(text, path, directory=Path(path).resolve().parent)
+    value = session.eval_expression(example, f"{path} (set example)",
+                                    usage="set example [1, 2, 3]")
+    if isinstance(value, (list, str)) and value:
+        print(f"(length {len(value)}: the file's example {' '.join(example.split())})", file=sys.stderr)
+        return len(value)
+    return None
 
 
 def range_from_args(args: argparse.Namespace) -> tuple[float, float] | None:

@@ -161,6 +161,17 @@ class Session(Expressions):
                 if output == "out":
                     public = sorted(n for n in names if not n.startswith("_"))
                     hint = "end the file with the s-op to compute, e.g. `reverse;`"
+                    functions = [v for k, v in self.user.vars.items()
+                                 if isinstance(v, Function) and not k.startswith("_")]
+                    if not public and functions:  # a listing of functions, never called
+                        shown = ", ".join(str(f).removeprefix("function ") for f in functions[:8])
+                        params = functions[-1].params
+                        args = ", ".join(["tokens_int", *params[1:]] if params else [])
+                        call = f"{functions[-1].name}({args})"
+                        raise RaspError(f"the program has no result: the file defines functions "
+                                        f"({shown}) but computes no s-op", file,
+                                        hint=f"end the file with a call, e.g. `{call};` (tokens_float for "
+                                        "real-valued inputs), or `out = ...;`")
                     if public:
                         shown = ", ".join(public[:8]) + (", …" if len(public) > 8 else "")
                         hint += f", or choose one with --output NAME (this file defines {shown})"
