@@ -291,6 +291,68 @@ def test_the_bench_finds_listings_by_function_name_anywhere_under_a_directory(tm
 def test_listing_base_reads_the_published_approximation_of_e() -> None:
     assert bench.listing_base("e = 2.73 ^ x;") == 2.73
     assert math.isclose(bench.listing_base("e = exp(x);"), math.e)
+    # through a variable, and not from a comment (it read e there, so NumPy used another base)
+    assert bench.listing_base("# 1.5 ^ 2 in a comment\nb = 2.73;\ne = b ^ x;") == 2.73
+
+
+def test_the_bench_compiles_a_top_level_listing_named_by_its_file_at_the_shape_it_hard_codes(
+        tmp_path: Path) -> None:
+    """A file of top-level statements in the REPL's syntax (no def; `set example`; its result named
+    `transposed`; several statements on a line) is found by its name, compiled as it stands, and
+    checked at the shape its interpreter output matches (4 x 3, not the default 3 x 4); the table
+    names the file, the program and the output."""
+    (tmp_path / "Transpose.rasp").write_text(
+        "set example [1,2,3,4,5,6,7,8,9,10,11,12]\nrows = 4;  cols = length / rows;  # derived\n\n"
+        "transposed = aggregate(select(indices, (indices % rows) * cols + (indices - indices % rows) / rows,"
+        " ==), tokens_int, 0);\n")
+    found = bench.find_listings(tmp_path)
+    assert list(found) == ["transpose"] and found["transpose"][2] is None
+    row = bench.run_listing(bench.BY_NAME["transpose"], found["transpose"], 20, 0, ("float64",))
+    assert (row["output"], row["length"], row["reference_args"], row["shape_mismatch"]) == \
+        ("transposed", 12, {"rows": 4}, None)
+    assert row["float64"]["compiled"] and row["float64"]["numpy_error"] == 0.0
+    assert row["program"] == "programs/transpose.rasp (r=4, c=3)"
+    [line] = bench.sources_table([row], tmp_path)[2:]
+    assert line == ("| transpose | Transpose.rasp | the file as it stands | transposed | 4 x 3 (length 12) | "
+                    "transpose_ref(rows=4) |")
+
+
+def test_the_bench_calls_the_last_def_of_a_file_named_after_a_listing(tmp_path: Path) -> None:
+    """`softmax.rasp` whose function is `softmax_rows` (a helper def beside it, 4 x 4, base 2.73
+    through a variable, no numerical(...)): the last def is called, the width and base identified
+    (its fourth row is absent at the default length 12, where it agrees with NumPy)."""
+    (tmp_path / "softmax.rasp").write_text(
+        "def rowsum(v, i, n) { return n * aggregate(select((indices - indices % n) / n, i, ==), v, 0); }\n"
+        "def softmax_rows(x) {\n    n = 4; b = 2.73;\n    e = b ^ x;\n"
+        "    row = (indices - indices % n) / n;\n"
+        "    d = rowsum(e, 0, n) if row == 0 else (rowsum(e, 1, n) if row == 1 else "
+        "(rowsum(e, 2, n) if row == 2 else rowsum(e, 3, n)));\n    return e / d;\n}\n")
+    found = bench.find_listings(tmp_path)
+    assert list(found) == ["softmax_3xc"] and found["softmax_3xc"][2] == "softmax_rows"
+    row = bench.run_listing(bench.BY_NAME["softmax_3xc"], found["softmax_3xc"], 20, 0, ("float64",))
+    assert row["call"] == "softmax_rows(tokens_float)" and row["shape"] == "3 rows of 4 (length 12)"
+    assert row["reference_args"] == {"width": 4, "base": 2.73}
+    m = row["float64"]
+    assert m["compiled"] and m["within_bound"] == m["answered"] == 20 and m["numpy_error"] < 1e-5
+
+
+def test_the_bench_says_when_no_shape_agrees_and_when_its_appended_call_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "transpose.rasp").write_text(  # 6 x 2: not a candidate shape
+        "def transpose(x) {\n    return aggregate(select(indices, (indices % 6) * 2 + "
+        "(indices - indices % 6) / 6, ==), x, 0);\n}\n")
+    row = bench.run_listing(bench.BY_NAME["transpose"], bench.find_listings(tmp_path / "a")["transpose"],
+                            10, 0, ("float64",))
+    assert row["shape_mismatch"].startswith("length 12 {'rows': 3}: interpreter [")
+    assert "NOT identified" in bench.sources_table([row], tmp_path)[2]
+    assert row["float64"]["interp_error"] == 0.0 and row["float64"]["numpy_error"] > 1
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "softmax.rasp").write_text("def softmax(x, n) { return x; }\n")
+    row = bench.run_listing(bench.BY_NAME["softmax_3xc"], bench.find_listings(tmp_path / "b")["softmax_3xc"],
+                            10, 0, ("float64",))
+    assert not row["float64"]["compiled"]
+    assert row["float64"]["refused"].startswith("the call the bench appends, `softmax(tokens_float)`: ")
+    assert "softmax() takes 2 arguments (x, n)" in row["float64"]["refused"]
 
 
 def test_rasp_check_draws_inputs_on_the_grid_and_counts_flagged_ones(tmp_path: Path, capsys) -> None:
