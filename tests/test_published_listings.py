@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -442,3 +443,22 @@ def test_compile_and_check_take_the_length_from_the_files_set_example(tmp_path: 
     path.write_text((LISTINGS / "transpose.rasp").read_text() + "\ntr = transpose(tokens_int);\n")
     assert cli(["compile", str(path), "--input-range", "-9", "9", "-o", str(tmp_path / "n")]) == 1
     assert "no '# example-json' line, '# fixed-length' line or 'set example [...]'" in capsys.readouterr().err
+
+
+def test_a_row_sum_that_is_0_only_at_shorter_lengths_asks_for_fixed_length(tmp_path: Path, capsys) -> None:
+    """A softmax listing compiled with --max-len and no --fixed-length: at shorter lengths a row is
+    empty and its sum 0, so the division is refused; the hint names --fixed-length, which compiles
+    it, and `rasp check` then states the bound as compile does (R x |value|, not its value at the
+    widest range)."""
+    _, source = listing("softmax_3x3")
+    program = program_from_source(source, "softmax_3x3.rasp")
+    with pytest.raises(CompileError, match="holds 0: near 0 the quotient has no bound") as info:
+        compile_program(program, None, 9, input_range=(-5, 5))
+    assert info.value.hint.startswith("if the program takes inputs of one length (a matrix listing), "
+                                      "give --fixed-length N")
+    path = tmp_path / "s.rasp"
+    path.write_text(source)
+    assert cli(["check", str(path), "--input-range", "-5", "5", "--max-len", "9", "--fixed-length", "9",
+                "--samples", "30", "--dtype", "float64"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.search(r"\(stated bound \d(\.\d+)?e-0[5-7] x \|value\| \+ rounding", last), last

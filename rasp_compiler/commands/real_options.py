@@ -69,6 +69,17 @@ def _set_example_length(path: str) -> int | None:
     return None
 
 
+def _stated(model, at_widest: float) -> str:
+    """The bound each value is checked against, as ``rasp compile`` states it: ``A + R x |value|``
+    where it has a relative part (a division), else the absolute bound."""
+    parts = (model.config.get("numeric") or {}).get("error_bound") or {}
+    relative = float(parts.get("relative", 0.0))
+    if relative <= 0:
+        return f"{at_widest:.3g}"
+    absolute = float(parts.get("absolute", 0.0))
+    return (f"{absolute:.3g} + " if absolute else "") + f"{relative:.3g} x |value|"
+
+
 def range_from_args(args: argparse.Namespace) -> tuple[float, float] | None:
     r = getattr(args, "input_range", None)
     if r is None:
@@ -137,7 +148,7 @@ def main_check(args: argparse.Namespace) -> int:
               + (f"; {res['inputs_flagged']} flagged by the model (an excluded denominator, "
                  "--min-denominator) and not answered" if res["inputs_flagged"] else "")
               + f"), max abs error {res['max_abs_error']:.3g} "
-              f"(stated bound {res['error_bound']:.3g} + rounding, up to {rounding:.2g} x "
+              f"(stated bound {_stated(model, res['error_bound'])} + rounding, up to {rounding:.2g} x "
               f"max(1, |value|) at length {model.max_len})")
         for f in res["failures"]:
             if f["interpreter"] is None:
