@@ -265,7 +265,11 @@ def listing_source(text: str, function: str | None, tokens: str) -> str:
     it stands where ``function`` is None: its last statement is the result)."""
     if function is None:
         return text
-    return f"{text.rstrip()}\n\n{function}({tokens});\n"
+    from rasp_compiler.lang.repl_commands import blank_repl_commands
+
+    # the REPL's commands blanked (columns and lines kept): after an `exit` line the original REPL
+    # reads nothing more, so a call appended there was dropped and the file's own last s-op compiled
+    return f"{blank_repl_commands(text).rstrip()}\n\n{function}({tokens});\n"
 
 
 def one_line(err: Exception) -> str:

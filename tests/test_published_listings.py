@@ -462,3 +462,16 @@ def test_a_row_sum_that_is_0_only_at_shorter_lengths_asks_for_fixed_length(tmp_p
                 "--samples", "30", "--dtype", "float64"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.search(r"\(stated bound \d(\.\d+)?e-0[5-7] x \|value\| \+ rounding", last), last
+
+
+def test_the_call_the_bench_appends_is_read_after_the_repl_commands_and_an_exit(tmp_path: Path) -> None:
+    """A file saved from the original REPL (`examples off`, `set example`, a demo s-op, `exit`): the
+    REPL reads nothing after `exit`, so the appended call was dropped and the demo (`doubled`)
+    compiled in its place while the table said the call was."""
+    (tmp_path / "maxmin.rasp").write_text(
+        "examples off\nset example [1.5, -2, 3, 0.25]\n" + (LISTINGS / "maxmin.rasp").read_text()
+        + "\ndoubled = 2 * maxmin(tokens_float);\ndoubled;\nexit\n")
+    found = bench.find_listings(tmp_path)["maxmin"]
+    row = bench.run_listing(bench.BY_NAME["maxmin"], found, 10, 0, ("float64",))
+    assert (row["call"], row["output"], row["shape_mismatch"]) == ("maxmin(tokens_float)", "out", None)
+    assert row["float64"]["numpy_error"] < 1e-12
