@@ -204,9 +204,13 @@ BY_NAME = {spec.name: spec for spec in LISTINGS}
 _DEF = re.compile(r"^\s*def\s+([A-Za-z_][A-Za-z_0-9]*)\s*\(", re.M)
 
 
+def _norm(name: str) -> str:
+    """A name as listing names are compared: lower case, letters and digits only."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
 def _stem(path: Path) -> str:
-    """A file name as a listing name is compared with it: lower case, letters and digits only."""
-    return re.sub(r"[^a-z0-9]", "", path.stem.lower())
+    return _norm(path.stem)
 
 
 def find_listings(directory: Path) -> dict[str, tuple[Path, str, str | None]]:
@@ -226,20 +230,24 @@ def find_listings(directory: Path) -> dict[str, tuple[Path, str, str | None]]:
             continue
         defined.append((path, text, _DEF.findall(text)))
     known = {fn for spec in LISTINGS for fn in spec.names}
+    known_norm = {_norm(fn) for fn in known}
     found: dict[str, tuple[Path, str, str | None]] = {}
     for spec in LISTINGS:
         for fn in spec.names:
-            hit = next(((p, t) for p, t, names in defined if fn in names), None)
+            hit = next(((p, t, fn) for p, t, names in defined if fn in names), None)
+            if hit is None:  # `def Transpose(`, `def mat_mul(`: the same name in another spelling
+                hit = next(((p, t, n) for p, t, names in defined for n in names
+                            if _norm(n) == _norm(fn) and n not in known), None)
             if hit is not None:
-                found[spec.name] = (hit[0], hit[1], fn)
+                found[spec.name] = hit
                 break
     taken = {f[0] for f in found.values()}
     for spec in LISTINGS:
         if spec.name in found:
             continue
-        wanted = {re.sub(r"[^a-z0-9]", "", n.lower()) for n in (spec.name, *spec.names)}
+        wanted = {_norm(n) for n in (spec.name, *spec.names)}
         for path, text, names in defined:
-            if path in taken or _stem(path) not in wanted or known & set(names):
+            if path in taken or _stem(path) not in wanted or {_norm(n) for n in names} & known_norm:
                 continue
             found[spec.name] = (path, text, None if computes_a_result(text) or not names else names[-1])
             taken.add(path)

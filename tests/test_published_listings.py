@@ -475,3 +475,15 @@ def test_the_call_the_bench_appends_is_read_after_the_repl_commands_and_an_exit(
     row = bench.run_listing(bench.BY_NAME["maxmin"], found, 10, 0, ("float64",))
     assert (row["call"], row["output"], row["shape_mismatch"]) == ("maxmin(tokens_float)", "out", None)
     assert row["float64"]["numpy_error"] < 1e-12
+
+
+def test_the_bench_finds_listings_whose_function_names_are_spelled_otherwise(tmp_path: Path) -> None:
+    """`def Transpose(`, `def Mat_Mul_4x4(` in one file of several programs: each found, and called
+    by its own spelling."""
+    text = (LISTINGS / "transpose.rasp").read_text().replace("def transpose(", "def Transpose(")
+    text += (LISTINGS / "matmul_4x4.rasp").read_text().replace("def matmul_4x4(", "def Mat_Mul_4x4(")
+    (tmp_path / "ops.rasp").write_text(text)
+    found = bench.find_listings(tmp_path)
+    assert {k: v[2] for k, v in found.items()} == {"transpose": "Transpose", "matmul_4x4": "Mat_Mul_4x4"}
+    row = bench.run_listing(bench.BY_NAME["transpose"], found["transpose"], 10, 0, ("float64",))
+    assert row["call"] == "Transpose(tokens_int)" and row["float64"]["numpy_error"] == 0.0
