@@ -541,13 +541,17 @@ def run_listing(spec: Listing, found: tuple[Path, str, str | None], samples: int
     listing_interp = interpret(source, str(path), inputs)
     hand = program_source(spec) if mismatch is None else None
     hand_interp = interpret(hand, spec.program or "", inputs) if hand is not None else None
+    hand_refs = references  # programs/softmax.rasp computes e itself, not the listing's 2.718 or 2.73
+    if base is not None and base != math.e:
+        hand_refs = [spec.reference(np.array(x, dtype=np.float64), **{**args, "base": math.e})
+                     for x in inputs]
     for dtype in dtypes:
         row[dtype] = vars(measure(source, str(path), spec, dtype, inputs, references, listing_interp,
                                   spec.options))
         if hand is not None and hand_interp is not None:
             # the hand-written program takes no grid and no excluded set: it needs neither
             row[f"program_{dtype}"] = vars(measure(hand, spec.program or "", spec, dtype, inputs,
-                                                   references, hand_interp, {}))
+                                                   hand_refs, hand_interp, {}))
     if hand is not None:
         row["program"] = f"programs/{spec.program}" + (
             " (" + ", ".join(f"{k}={v}" for k, v in spec.shape.items()) + ")" if spec.shape else "")
