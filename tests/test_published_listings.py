@@ -489,3 +489,14 @@ def test_the_bench_finds_listings_whose_function_names_are_spelled_otherwise(tmp
     assert {k: v[2] for k, v in found.items()} == {"transpose": "Transpose", "matmul_4x4": "Mat_Mul_4x4"}
     row = bench.run_listing(bench.BY_NAME["transpose"], found["transpose"], 10, 0, ("float64",))
     assert row["call"] == "Transpose(tokens_int)" and row["float64"]["numpy_error"] == 0.0
+
+
+def test_an_exponential_too_large_for_the_dtype_is_refused_at_its_line() -> None:
+    """The softmax listing has no max-subtraction: over -50..50 its e reaches 5e21, past what
+    float32 products hold; the refusal named the file only, now the listing's line too."""
+    _, source = listing("softmax_3x3")
+    program = program_from_source(source, "softmax_3x3.rasp")
+    with pytest.raises(CompileError, match=r"'softmax_3x3\.e' \(base \^ x\) can reach 5\.18e\+21") as info:
+        compile_program(program, None, 9, fixed_length=9, input_range=(-50, 50))
+    assert (info.value.file, info.value.line) == ("softmax_3x3.rasp", 7)
+    assert "--dtype float64" in info.value.hint
