@@ -188,8 +188,11 @@ class Session(Expressions):
                 message = f"'{output}' is {a_kind(value)}, not an s-op or selector"
                 site = getattr(self, "_out_site", None) if output == "out" else None
                 if site is not None:
-                    raise self.error(message, site[0], site[1],
-                                     hint="the last expression or assignment is the program's result")
+                    hint = "the last expression or assignment is the program's result"
+                    sops = [n for n in names if n != "out" and not n.startswith("_")]
+                    if sops:  # `y = f(tokens);` then `n = 3;`: which s-op was meant is likely
+                        hint += f"; to compile the s-op '{sops[-1]}', give --output {sops[-1]}"
+                    raise self.error(message, site[0], site[1], hint=hint)
                 hint = None
                 if isinstance(value, Function):  # `--output frac_prevs`: the function, not a result
                     public = sorted(n for n in names if not n.startswith("_") and n != "out")
