@@ -445,6 +445,9 @@ def test_compile_and_check_take_the_length_from_the_files_set_example(tmp_path: 
     path.write_text((LISTINGS / "transpose.rasp").read_text() + "\ntr = transpose(tokens_int);\n")
     assert cli(["compile", str(path), "--input-range", "-9", "9", "-o", str(tmp_path / "n")]) == 1
     assert "no '# example-json' line, '# fixed-length' line or 'set example [...]'" in capsys.readouterr().err
+    path.write_text("set example [[1, 2], [3, 4]]\nx = tokens_int + 1;\n")  # a matrix: its length is not 2
+    assert cli(["compile", str(path), "--input-range", "-9", "9", "-o", str(tmp_path / "n")]) == 1
+    assert "is a nested list: an input is one flat sequence" in capsys.readouterr().err
 
 
 def test_a_row_sum_that_is_0_only_at_shorter_lengths_asks_for_fixed_length(tmp_path: Path, capsys) -> None:

@@ -63,6 +63,10 @@ def _set_example_length(path: str) -> int | None:
     session.exec_source(text, path, directory=Path(path).resolve().parent)
     value = session.eval_expression(example, f"{path} (set example)",
                                     usage="set example [1, 2, 3]")
+    if isinstance(value, list) and any(isinstance(v, (list, dict)) for v in value):
+        raise UserError(f"{path}'s example {' '.join(example.split())} is a nested list: an input is one "
+                        "flat sequence (a matrix row-major, one entry per position)",
+                        hint="set example [1, 2, 3, 4] for [[1, 2], [3, 4]], or give --max-len N")
     if isinstance(value, (list, str)) and value:
         print(f"(length {len(value)}: the file's example {' '.join(example.split())})", file=sys.stderr)
         return len(value)
