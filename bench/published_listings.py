@@ -20,7 +20,11 @@ length for each dtype, and reports:
 The authors' files are third-party code and are never committed here.  DIR is searched
 recursively: every ``*.rasp`` and ``*.txt`` file is read, and a listing is the first file that
 defines one of its function names (``LISTINGS[...].names``: ``transpose``, ``matmul``, ``softmax``
-...).  The file is compiled whole (its helper functions too) with the call appended.  With no
+...), else a file named after it (compiled as it stands where it ends with an s-op, else through
+its last ``def``).  The file is compiled whole (its helper functions too) with the call appended.
+The shape is identified, not assumed: the first of the listing's candidate shapes at which the
+interpreter agrees with NumPy (``identify_shape``); a first table names, per listing, the file,
+the program, the output and that shape.  With no
 checkout of the authors' repository at hand, ``tests/data/published_style/`` holds listings
 written here in the same style (length-derived sizes, ``tokens_int``, hand-unrolled sums,
 ``exp / denom``, ``1 / det``), and the docs' table comes from them:
@@ -143,21 +147,41 @@ class Listing:
     shape: dict[str, int] = field(default_factory=dict)  # constants set in that program
     base_from_listing: bool = False  # the reference uses the listing's own base for e
     published: bool = True  # one of the paper's listings (False: a variant written here)
+    # other shapes the authors may have hard-coded: (length, reference_args) tried, in order, after
+    # (length, reference_args) when the interpreter's output on the listing disagrees with it
+    shapes: tuple[tuple[int, dict[str, Any]], ...] = ()
+
+    def candidates(self) -> list[tuple[int, dict[str, Any]]]:
+        return [(self.length, dict(self.reference_args)), *((n, dict(a)) for n, a in self.shapes)]
+
+
+def _grid_shapes(key: str, default: tuple[int, int]) -> tuple[tuple[int, dict[str, Any]], ...]:
+    """r x c matrices of 2..5 rows and columns (the default first): (r c, {key: r or c})."""
+    pairs = [(r, c) for r in (3, 4, 2, 5) for c in (3, 4, 2, 5) if (r, c) != default]
+    return tuple((r * c, {key: r if key == "rows" else c}) for r, c in pairs)
+
+
+def _matmul_shapes(default: tuple[int, int, int]) -> tuple[tuple[int, dict[str, Any]], ...]:
+    """(r x k)(k x c) for r, k, c in 2..4 (the default first): (r k + k c, {r, c})."""
+    triples = [(r, k, c) for r in (3, 4, 2) for k in (3, 4, 2) for c in (3, 4, 2) if (r, k, c) != default]
+    return tuple((k * (r + c), {"r": r, "c": c}) for r, k, c in triples)
 
 
 LISTINGS = [
-    Listing("transpose", ("transpose",), "tokens_int", 12, (-9, 9), transpose_ref,
-            program="transpose.rasp", shape={"r": 3, "c": 4}),
+    Listing("transpose", ("transpose",), "tokens_int", 12, (-9, 9), transpose_ref, {"rows": 3},
+            program="transpose.rasp", shape={"r": 3, "c": 4}, shapes=_grid_shapes("rows", (3, 4))),
     Listing("matmul_4x4", ("matmul_4x4", "matmul4x4", "matmul_44"), "tokens_int", 32, (-9, 9),
-            matmul_ref, {"r": 4, "c": 4}, program="matmul.rasp", shape={"r": 4, "k": 4, "c": 4}),
+            matmul_ref, {"r": 4, "c": 4}, program="matmul.rasp", shape={"r": 4, "k": 4, "c": 4},
+            shapes=_matmul_shapes((4, 4, 4))),
     Listing("matmul_3xk_kx4", ("matmul_3xk_kx4", "matmul_34", "matmul3x4", "matmul"), "tokens_int", 28,
-            (-9, 9), matmul_ref, {"r": 3, "c": 4}, program="matmul.rasp", shape={"r": 3, "k": 4, "c": 4}),
+            (-9, 9), matmul_ref, {"r": 3, "c": 4}, program="matmul.rasp", shape={"r": 3, "k": 4, "c": 4},
+            shapes=_matmul_shapes((3, 4, 4))),
     Listing("softmax_3x3", ("softmax_3x3", "softmax3x3", "softmax_33"), "tokens_float", 9, (-5, 5),
             softmax_ref, {"width": 3}, program="softmax.rasp", shape={"r": 3, "c": 3},
-            base_from_listing=True),
+            base_from_listing=True, shapes=_grid_shapes("width", (3, 3))),
     Listing("softmax_3xc", ("softmax_3xc", "softmax3xc", "softmax"), "tokens_float", 12, (-5, 5),
             softmax_ref, {"width": 4}, program="softmax.rasp", shape={"r": 3, "c": 4},
-            base_from_listing=True),
+            base_from_listing=True, shapes=_grid_shapes("width", (3, 4))),
     Listing("softmax_multihead", ("softmax_multihead", "multihead_softmax", "softmax_mh"), "tokens_float",
             18, (-5, 5), softmax_ref, {"width": 3}, program="softmax.rasp", shape={"r": 6, "c": 3},
             base_from_listing=True),
@@ -165,9 +189,13 @@ LISTINGS = [
             {"width": 4}, {"input_grid": "0.001"}, grid=0.001, program="softmax.rasp",
             shape={"r": 3, "c": 4}, base_from_listing=True, published=False),
     Listing("maxmin", ("maxmin", "max_min", "groupsort"), "tokens_float", 8, (-5, 5), maxmin_ref,
-            options={"input_grid": "0.001"}, grid=0.001, program="maxmin.rasp"),
-    Listing("match2", ("match2", "match_2"), "tokens_int", 8, (-9, 9), match2_ref, program="match2.rasp"),
-    Listing("relu", ("relu", "ReLU"), "tokens_float", 8, (-5, 5), relu_ref),
+            options={"input_grid": "0.001"}, grid=0.001, program="maxmin.rasp",
+            shapes=((6, {}), (4, {}), (10, {}), (12, {}))),
+    Listing("match2", ("match2", "match_2"), "tokens_int", 8, (-9, 9), match2_ref, {"p": 5},
+            program="match2.rasp", shapes=tuple((n, {"p": p}) for n in (8, 6, 9, 12, 4)
+                                                for p in (5, 3, 7, 2, 11) if (n, p) != (8, 5))),
+    Listing("relu", ("relu", "ReLU"), "tokens_float", 8, (-5, 5), relu_ref,
+            shapes=((9, {}), (12, {}), (4, {}))),
     Listing("det3", ("det3", "determinant", "det"), "tokens_int", 9, (-9, 9), det3_ref, singular_share=0.1),
     Listing("inverse3", ("inverse3", "inverse", "inv3"), "tokens_int", 9, (-9, 9), inverse3_ref,
             options={"min_denominator": 0.5}, singular_share=0.2),
@@ -176,29 +204,158 @@ BY_NAME = {spec.name: spec for spec in LISTINGS}
 _DEF = re.compile(r"^\s*def\s+([A-Za-z_][A-Za-z_0-9]*)\s*\(", re.M)
 
 
-def find_listings(directory: Path) -> dict[str, tuple[Path, str, str]]:
-    """Per listing found under ``directory``: (file, its text, the function name)."""
+def _norm(name: str) -> str:
+    """A name as listing names are compared: lower case, letters and digits only."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _stem(path: Path) -> str:
+    return _norm(path.stem)
+
+
+def find_listings(directory: Path) -> dict[str, tuple[Path, str, str | None]]:
+    """Per listing found under ``directory``: (file, its text, the function to call, or None to
+    compile the file as it stands: its last statement is its output).
+
+    A listing is the first file that defines one of its function names (``def transpose(``);
+    failing that, a file named after it (``transpose.rasp``, ``MatMul_4x4.txt``) that defines
+    none of the listings' functions: called through its last ``def`` when the file computes no s-op
+    of its own, else compiled as it stands."""
     files = sorted(p for ext in ("*.rasp", "*.txt") for p in directory.rglob(ext) if p.is_file())
-    defined: list[tuple[Path, str, set[str]]] = []
+    defined: list[tuple[Path, str, list[str]]] = []
     for path in files:
         try:
-            text = path.read_text()
+            text = path.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError):
             continue
-        defined.append((path, text, set(_DEF.findall(text))))
-    found: dict[str, tuple[Path, str, str]] = {}
+        defined.append((path, text, _DEF.findall(text)))
+    known = {fn for spec in LISTINGS for fn in spec.names}
+    known_norm = {_norm(fn) for fn in known}
+    found: dict[str, tuple[Path, str, str | None]] = {}
     for spec in LISTINGS:
         for fn in spec.names:
-            hit = next(((p, t) for p, t, names in defined if fn in names), None)
+            hit = next(((p, t, fn) for p, t, names in defined if fn in names), None)
+            if hit is None:  # `def Transpose(`, `def mat_mul(`: the same name in another spelling
+                hit = next(((p, t, n) for p, t, names in defined for n in names
+                            if _norm(n) == _norm(fn) and n not in known), None)
             if hit is not None:
-                found[spec.name] = (hit[0], hit[1], fn)
+                found[spec.name] = hit
                 break
+    taken = {f[0] for f in found.values()}
+    for spec in LISTINGS:
+        if spec.name in found:
+            continue
+        wanted = {_norm(n) for n in (spec.name, *spec.names)}
+        for path, text, names in defined:
+            if path in taken or _stem(path) not in wanted or {_norm(n) for n in names} & known_norm:
+                continue
+            found[spec.name] = (path, text, None if computes_a_result(text) or not names else names[-1])
+            taken.add(path)
+            break
     return found
 
 
-def listing_source(text: str, function: str, tokens: str) -> str:
-    """The listing's text with its function's call appended as the program's result."""
-    return f"{text.rstrip()}\n\n{function}({tokens});\n"
+def computes_a_result(text: str) -> bool:
+    """Whether the file's top level ends with an s-op (the original REPL's listing of statements),
+    rather than defining functions only."""
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.lang import program_from_source
+
+    try:
+        program_from_source(text)
+    except UserError as err:
+        return "has no result" not in err.message
+    return True
+
+
+def listing_source(text: str, function: str | None, tokens: str) -> str:
+    """The listing's text with its function's call appended as the program's result (the text as
+    it stands where ``function`` is None: its last statement is the result)."""
+    if function is None:
+        return text
+    from rasp_compiler.lang.repl_commands import blank_repl_commands
+
+    # the REPL's commands blanked (columns and lines kept): after an `exit` line the original REPL
+    # reads nothing more, so a call appended there was dropped and the file's own last s-op compiled
+    return f"{blank_repl_commands(text).rstrip()}\n\n{function}({tokens});\n"
+
+
+def one_line(err: Exception) -> str:
+    """A user error as one line: where (FILE:LINE:COL), what, and the hint."""
+    lines = [ln.strip() for ln in err.render().splitlines()] if hasattr(err, "render") else [str(err)]
+    hint = next((ln for ln in lines if ln.startswith("hint:")), None)
+    return lines[0].replace("error: ", "", 1) + (f" ({hint})" if hint else "")
+
+
+def identify_shape(spec: Listing, source: str, file: str, base: float | None,
+                   samples: int = 4, seed: int = 1) -> tuple[Listing, str | None]:
+    """The shape the listing computes its operation at: the first of the listing's candidate
+    (length, reference arguments) whose NumPy reference agrees with the interpreter on a few random
+    inputs (the listing with that length and those arguments, and the hand-written program's
+    constants to match), and None; or the listing as given and why no candidate agreed."""
+    from dataclasses import replace
+
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.interpreter import run
+    from rasp_compiler.lang import program_from_source
+
+    program = program_from_source(source, file)  # a refusal here is the caller's to report
+    first_miss = None
+    for length, args in spec.candidates():
+        trial = replace(spec, length=length, reference_args=args, singular_share=0.0)
+        ref_args = {**args, **({"base": base} if base is not None else {})}
+        agree = True
+        for x in draw_inputs(trial, samples, seed):
+            try:
+                ref = spec.reference(np.array(x, dtype=np.float64), **ref_args)
+            except ValueError:  # no such shape at this length
+                agree = False
+                break
+            try:
+                got = np.array([float(v) for v in run(program, x)])
+            except (UserError, ZeroDivisionError, ValueError, TypeError) as err:
+                agree = False
+                first_miss = first_miss or f"length {length}: the interpreter stops: {one_line(err)}"
+                break
+            if got.shape != ref.shape or not np.allclose(got, ref, rtol=1e-2, atol=1e-2):
+                agree = False
+                shown = f"interpreter {np.round(got, 3).tolist()} vs NumPy {np.round(ref, 3).tolist()}"
+                first_miss = first_miss or f"length {length} {args or ''}: {shown}"
+                break
+        if agree:
+            shape = hand_shape(spec, length, args)
+            return replace(spec, length=length, reference_args=args, shape=shape), None
+    return spec, first_miss
+
+
+def hand_shape(spec: Listing, length: int, args: dict[str, Any]) -> dict[str, int]:
+    """The constants of the hand-written program at the identified shape."""
+    if "rows" in args:
+        return {"r": args["rows"], "c": length // args["rows"]}
+    if "width" in args:
+        return {"r": length // args["width"], "c": args["width"]}
+    if "r" in args:
+        return {"r": args["r"], "k": length // (args["r"] + args["c"]), "c": args["c"]}
+    if "p" in args:
+        return {"p": args["p"]}
+    return dict(spec.shape)
+
+
+def describe_shape(spec: Listing) -> str:
+    """The shape a listing is compiled at, in words (``3 x 4 (length 12)``)."""
+    a, n = spec.reference_args, spec.length
+    if "rows" in a:
+        what = f"{a['rows']} x {n // a['rows']}"
+    elif "width" in a:
+        what = f"{n // a['width']} rows of {a['width']}"
+    elif "r" in a:
+        k = n // (a["r"] + a["c"])
+        what = f"({a['r']} x {k})({k} x {a['c']})"
+    elif "p" in a:
+        what = f"p = {a['p']}"
+    else:
+        what = ""
+    return f"{what} (length {n})".strip() if what else f"length {n}"
 
 
 def program_source(spec: Listing) -> str | None:
@@ -214,9 +371,19 @@ def program_source(spec: Listing) -> str | None:
 
 
 def listing_base(text: str) -> float:
-    """The base a softmax listing raises to the power of x (``2.718 ^ x``; e where none is read)."""
-    m = re.search(r"(\d+\.\d+)\s*\^", text)
-    return float(m.group(1)) if m else math.e
+    """The base a softmax listing raises to the power of x (``2.718 ^ x``, or ``b ^ x`` after
+    ``b = 2.73;``); e where none is read."""
+    from rasp_compiler.lang.repl_commands import code_of
+
+    code = code_of(text)  # a number in a comment is not the base
+    m = re.search(r"(\d+\.\d+)\s*\^", code)
+    if m:
+        return float(m.group(1))
+    for name in re.findall(r"\b([A-Za-z_][A-Za-z_0-9]*)\s*\^", code):
+        bound = re.search(rf"\b{name}\s*=\s*(\d+\.\d+)\s*;", code)
+        if bound:
+            return float(bound.group(1))
+    return math.e
 
 
 def draw_inputs(spec: Listing, count: int, seed: int) -> list[list[float]]:
@@ -289,7 +456,7 @@ def measure(source: str, name: str, spec: Listing, dtype: str, inputs: list[list
         weights = compile_weights(program, [], spec.length, fixed_length=spec.length, dtype=dtype,
                                   input_range=spec.input_range, **options)
     except UserError as err:
-        return Measured(False, refused=err.message.splitlines()[0], options=options)
+        return Measured(False, refused=one_line(err), options=options)
     compile_s = time.perf_counter() - t0
     model = weights.model()
     config = weights.config
@@ -340,29 +507,51 @@ def interpret(source: str, name: str, inputs: list[list[float]]) -> list[np.ndar
     return out
 
 
-def run_listing(spec: Listing, found: tuple[Path, str, str], samples: int, seed: int,
+def run_listing(spec: Listing, found: tuple[Path, str, str | None], samples: int, seed: int,
                 dtypes: tuple[str, ...]) -> dict[str, Any]:
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.lang import program_from_source
+
     path, text, function = found
     source = listing_source(text, function, spec.tokens)
-    inputs = draw_inputs(spec, samples, seed)
-    args = dict(spec.reference_args)
-    if spec.base_from_listing:
-        args["base"] = listing_base(text)
-    references = [spec.reference(np.array(x, dtype=np.float64), **args) for x in inputs]
+    base = listing_base(text) if spec.base_from_listing else None
     row: dict[str, Any] = {"listing": spec.name, "file": str(path), "function": function,
-                           "length": spec.length, "input_range": list(spec.input_range),
+                           "call": f"{function}({spec.tokens})" if function else None,
                            "published": spec.published, "reference": spec.reference.__name__,
-                           "reference_args": args, "samples": samples, "seed": seed}
-    listing_interp = interpret(source, function, inputs)
-    hand = program_source(spec)
+                           "samples": samples, "seed": seed}
+    try:
+        row["output"] = program_from_source(source, str(path)).output
+        spec, mismatch = identify_shape(spec, source, str(path), base)
+    except UserError as err:  # the file does not elaborate: one located line saying why
+        why = one_line(err)
+        if function and getattr(err, "line", None) and err.line > len(text.rstrip().splitlines()):
+            why = f"the call the bench appends, `{function}({spec.tokens})`: {why}"
+        row.update(output=None, shape=None, length=spec.length, input_range=list(spec.input_range),
+                   reference_args=dict(spec.reference_args), shape_mismatch=None)
+        for dtype in dtypes:
+            row[dtype] = vars(Measured(False, refused=why, options=spec.options))
+        return row
+    args = dict(spec.reference_args)
+    if base is not None:
+        args["base"] = base
+    row.update(length=spec.length, input_range=list(spec.input_range), reference_args=args,
+               shape=describe_shape(spec), shape_mismatch=mismatch)
+    inputs = draw_inputs(spec, samples, seed)
+    references = [spec.reference(np.array(x, dtype=np.float64), **args) for x in inputs]
+    listing_interp = interpret(source, str(path), inputs)
+    hand = program_source(spec) if mismatch is None else None
     hand_interp = interpret(hand, spec.program or "", inputs) if hand is not None else None
+    hand_refs = references  # programs/softmax.rasp computes e itself, not the listing's 2.718 or 2.73
+    if base is not None and base != math.e:
+        hand_refs = [spec.reference(np.array(x, dtype=np.float64), **{**args, "base": math.e})
+                     for x in inputs]
     for dtype in dtypes:
-        row[dtype] = vars(measure(source, function, spec, dtype, inputs, references, listing_interp,
+        row[dtype] = vars(measure(source, str(path), spec, dtype, inputs, references, listing_interp,
                                   spec.options))
         if hand is not None and hand_interp is not None:
             # the hand-written program takes no grid and no excluded set: it needs neither
             row[f"program_{dtype}"] = vars(measure(hand, spec.program or "", spec, dtype, inputs,
-                                                   references, hand_interp, {}))
+                                                   hand_refs, hand_interp, {}))
     if hand is not None:
         row["program"] = f"programs/{spec.program}" + (
             " (" + ", ".join(f"{k}={v}" for k, v in spec.shape.items()) + ")" if spec.shape else "")
@@ -373,6 +562,7 @@ def matmul_sweep(found: tuple[Path, str, str], ks: list[int]) -> list[dict[str, 
     """The 3 x k times k x 4 listing against programs/matmul.rasp at r = 3, c = 4, for each k:
     parameters and layers of both (float32, inputs in -9..9), and their ratio."""
     from rasp_compiler.compiler import compile_weights
+    from rasp_compiler.errors import UserError
     from rasp_compiler.lang import program_from_source
 
     spec = BY_NAME["matmul_3xk_kx4"]
@@ -383,8 +573,12 @@ def matmul_sweep(found: tuple[Path, str, str], ks: list[int]) -> list[dict[str, 
         hand = Listing(spec.name, spec.names, spec.tokens, n, spec.input_range, spec.reference,
                        program="matmul.rasp", shape={"r": 3, "k": k, "c": 4})
         kw = dict(fixed_length=n, input_range=spec.input_range)
-        ours = compile_weights(program_from_source(listing_source(text, function, spec.tokens), function),
-                               None, n, **kw)
+        try:
+            ours = compile_weights(program_from_source(listing_source(text, function, spec.tokens),
+                                                       str(found[0])), None, n, **kw)
+        except UserError as err:  # a listing whose k is hard-coded: not at this length
+            print(f"matmul 3x{k} . {k}x4 (length {n}): listing refused: {one_line(err)}", file=sys.stderr)
+            continue
         theirs = compile_weights(program_from_source(program_source(hand) or "", "matmul.rasp"),
                                  None, n, **kw)
         out.append({"k": k, "length": n, "listing_params": ours.params, "listing_layers": ours.n_layers,
@@ -414,6 +608,30 @@ def _fmt_cell(m: dict[str, Any] | None) -> list[str]:
     flagged = f" ({m['flagged']} flagged)" if m["flagged"] else ""
     return [f"{m['params']:,}", str(m["layers"]), f"{m['numpy_error']:.2g}{flagged}",
             f"{m['interp_error']:.2g}", _fmt_bound(m)]
+
+
+def sources_table(rows: list[dict[str, Any]], directory: Path) -> list[str]:
+    """What each row compiled: the file, the program (the call appended, or the file as it stands),
+    the output s-op, and the shape the interpreter's output was identified at."""
+    lines = ["| listing | file | program | output | shape | reference |", "|" + "---|" * 6]
+    for row in rows:
+        try:
+            shown = str(Path(row["file"]).relative_to(directory))
+        except ValueError:
+            shown = row["file"]
+        program = f"`{row['call']}` appended" if row.get("call") else "the file as it stands"
+        if row.get("shape") is None:
+            shape = "— (the file is refused)"
+        elif row.get("shape_mismatch"):
+            shape = (f"{row['shape']}: NOT identified: at no candidate shape does the interpreter agree with "
+                     f"NumPy, so the listing computes something else there ({row['shape_mismatch']})")
+        else:
+            shape = row["shape"]
+        ref_args = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
+                             for k, v in row.get("reference_args", {}).items())
+        lines.append(f"| {row['listing']} | {shown} | {program} | {row.get('output') or '—'} | {shape} | "
+                     f"{row['reference']}({ref_args}) |")
+    return lines
 
 
 def table(rows: list[dict[str, Any]], dtypes: tuple[str, ...]) -> list[str]:
@@ -472,11 +690,18 @@ def main() -> int:
                     f"within bound {m['within_bound']}/{m['answered']}, flagged {m['flagged']}"
                     if m["compiled"] else f"refused: {m['refused']}")
             print(f"{spec.name:18s} {dtype}: {what}", file=sys.stderr, flush=True)
+        print(f"{spec.name:18s} {row['file']}: "
+              + (f"{row['call']} appended" if row.get("call") else "the file as it stands")
+              + f", output {row.get('output')}, shape {row.get('shape')}"
+              + (f" (NOT identified: {row['shape_mismatch']})" if row.get("shape_mismatch") else ""),
+              file=sys.stderr, flush=True)
         print(f"{spec.name:18s} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
     if missing:
-        print(f"not found under {args.directory}: {', '.join(missing)} (function names looked for: "
+        print(f"not found under {args.directory}: {', '.join(missing)} (a file defining one of these "
+              "functions, or named after one of them; names looked for: "
               + "; ".join(f"{s.name}: {', '.join(s.names)}" for s in LISTINGS if s.name in missing) + ")",
               file=sys.stderr)
+    print("\n".join(sources_table(rows, args.directory)) + "\n")
     lines = table(rows, dtypes)
     print("\n".join(lines))
     bars = {
@@ -484,6 +709,7 @@ def main() -> int:
         "all_within_bound": all(r[d]["compiled"] and r[d]["within_bound"] == r[d]["answered"]
                                 for r in rows for d in dtypes),
         "none_answered_wrongly": all(r[d].get("unanswered_wrongly", 0) == 0 for r in rows for d in dtypes),
+        "all_shapes_identified": all(r.get("shape") and not r.get("shape_mismatch") for r in rows),
     }
     matmul = {}
     for r in rows:
@@ -492,7 +718,9 @@ def main() -> int:
     bars["matmul_params_over_program"] = matmul
     print("bars: " + json.dumps(bars))
     sweep = []
-    if "matmul_3xk_kx4" in found and args.matmul_k and (not args.only or "matmul_3xk_kx4" in args.only):
+    at_3x4 = any(r["listing"] == "matmul_3xk_kx4" and r.get("reference_args", {}).get("r") == 3
+                 and r["reference_args"].get("c") == 4 for r in rows)  # the sweep varies k of 3 x k . k x 4
+    if at_3x4 and args.matmul_k and (not args.only or "matmul_3xk_kx4" in args.only):
         sweep = matmul_sweep(found["matmul_3xk_kx4"], args.matmul_k)
         print("\n| k | length | listing params (layers) | programs/matmul.rasp params (layers) | ratio |")
         print("|---|---|---|---|---|")

@@ -132,10 +132,24 @@ def test_type_errors():
     assert "index 5 is out of range" in error_of("x = [1, 2][5];").message
 
 
+def test_a_last_statement_that_is_no_s_op_names_the_last_s_op() -> None:
+    # a listing's s-op, then a constant after it: the hint said only that the last statement counts
+    with pytest.raises(RaspError, match="'out' is an int, not an s-op or selector") as info:
+        program_from_source("def f(x) { return x + 1; }\ny1 = f(tokens);\nn = 3;\n")
+    assert (info.value.line, info.value.col) == (3, 5)
+    assert info.value.hint.endswith("; to compile the s-op 'y1', give --output y1")
+    assert program_from_source("def f(x) { return x + 1; }\ny1 = f(tokens);\nn = 3;\n", output="y1")
+
+
 def test_no_result():
     with pytest.raises(RaspError, match="no statement binds 'out'") as info:
-        program_from_source("def f(a) { return a; }\n")
+        program_from_source("# only a comment\n")
     assert "end the file with the s-op to compute" in info.value.hint
+    # a listing of functions never called (the simulator paper's files): name them, show a call
+    defines = r"defines functions \(g\(a\), transpose\(x, r\)\) but computes no s-op"
+    with pytest.raises(RaspError, match=defines) as info:
+        program_from_source("def g(a) { return a; }\ndef transpose(x, r) { return x; }\n")
+    assert "`transpose(tokens_int, r);`" in info.value.hint
     with pytest.raises(RaspError, match="no s-op or selector named 'revers'") as info:
         program_from_source("reverse = tokens;", output="revers")
     assert info.value.hint == "did you mean 'reverse'?"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -291,6 +292,70 @@ def test_the_bench_finds_listings_by_function_name_anywhere_under_a_directory(tm
 def test_listing_base_reads_the_published_approximation_of_e() -> None:
     assert bench.listing_base("e = 2.73 ^ x;") == 2.73
     assert math.isclose(bench.listing_base("e = exp(x);"), math.e)
+    # through a variable, and not from a comment (it read e there, so NumPy used another base)
+    assert bench.listing_base("# 1.5 ^ 2 in a comment\nb = 2.73;\ne = b ^ x;") == 2.73
+
+
+def test_the_bench_compiles_a_top_level_listing_named_by_its_file_at_the_shape_it_hard_codes(
+        tmp_path: Path) -> None:
+    """A file of top-level statements in the REPL's syntax (no def; `set example`; its result named
+    `transposed`; several statements on a line) is found by its name, compiled as it stands, and
+    checked at the shape its interpreter output matches (4 x 3, not the default 3 x 4); the table
+    names the file, the program and the output."""
+    (tmp_path / "Transpose.rasp").write_text(
+        "set example [1,2,3,4,5,6,7,8,9,10,11,12]\nrows = 4;  cols = length / rows;  # derived\n\n"
+        "transposed = aggregate(select(indices, (indices % rows) * cols + (indices - indices % rows) / rows,"
+        " ==), tokens_int, 0);\n")
+    found = bench.find_listings(tmp_path)
+    assert list(found) == ["transpose"] and found["transpose"][2] is None
+    row = bench.run_listing(bench.BY_NAME["transpose"], found["transpose"], 20, 0, ("float64",))
+    assert (row["output"], row["length"], row["reference_args"], row["shape_mismatch"]) == \
+        ("transposed", 12, {"rows": 4}, None)
+    assert row["float64"]["compiled"] and row["float64"]["numpy_error"] == 0.0
+    assert row["program"] == "programs/transpose.rasp (r=4, c=3)"
+    [line] = bench.sources_table([row], tmp_path)[2:]
+    assert line == ("| transpose | Transpose.rasp | the file as it stands | transposed | 4 x 3 (length 12) | "
+                    "transpose_ref(rows=4) |")
+
+
+def test_the_bench_calls_the_last_def_of_a_file_named_after_a_listing(tmp_path: Path) -> None:
+    """`softmax.rasp` whose function is `softmax_rows` (a helper def beside it, 4 x 4, base 2.73
+    through a variable, no numerical(...)): the last def is called, the width and base identified
+    (its fourth row is absent at the default length 12, where it agrees with NumPy)."""
+    (tmp_path / "softmax.rasp").write_text(
+        "def rowsum(v, i, n) { return n * aggregate(select((indices - indices % n) / n, i, ==), v, 0); }\n"
+        "def softmax_rows(x) {\n    n = 4; b = 2.73;\n    e = b ^ x;\n"
+        "    row = (indices - indices % n) / n;\n"
+        "    d = rowsum(e, 0, n) if row == 0 else (rowsum(e, 1, n) if row == 1 else "
+        "(rowsum(e, 2, n) if row == 2 else rowsum(e, 3, n)));\n    return e / d;\n}\n")
+    found = bench.find_listings(tmp_path)
+    assert list(found) == ["softmax_3xc"] and found["softmax_3xc"][2] == "softmax_rows"
+    row = bench.run_listing(bench.BY_NAME["softmax_3xc"], found["softmax_3xc"], 20, 0, ("float64",))
+    assert row["call"] == "softmax_rows(tokens_float)" and row["shape"] == "3 rows of 4 (length 12)"
+    assert row["reference_args"] == {"width": 4, "base": 2.73}
+    m = row["float64"]
+    assert m["compiled"] and m["within_bound"] == m["answered"] == 20 and m["numpy_error"] < 1e-5
+    # programs/softmax.rasp computes e, not 2.73: it is compared with NumPy in base e (it was 1.4e-3 off)
+    assert row["program_float64"]["numpy_error"] < 1e-12
+
+
+def test_the_bench_says_when_no_shape_agrees_and_when_its_appended_call_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "transpose.rasp").write_text(  # 6 x 2: not a candidate shape
+        "def transpose(x) {\n    return aggregate(select(indices, (indices % 6) * 2 + "
+        "(indices - indices % 6) / 6, ==), x, 0);\n}\n")
+    row = bench.run_listing(bench.BY_NAME["transpose"], bench.find_listings(tmp_path / "a")["transpose"],
+                            10, 0, ("float64",))
+    assert row["shape_mismatch"].startswith("length 12 {'rows': 3}: interpreter [")
+    assert "NOT identified" in bench.sources_table([row], tmp_path)[2]
+    assert row["float64"]["interp_error"] == 0.0 and row["float64"]["numpy_error"] > 1
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "softmax.rasp").write_text("def softmax(x, n) { return x; }\n")
+    row = bench.run_listing(bench.BY_NAME["softmax_3xc"], bench.find_listings(tmp_path / "b")["softmax_3xc"],
+                            10, 0, ("float64",))
+    assert not row["float64"]["compiled"]
+    assert row["float64"]["refused"].startswith("the call the bench appends, `softmax(tokens_float)`: ")
+    assert "softmax() takes 2 arguments (x, n)" in row["float64"]["refused"]
 
 
 def test_rasp_check_draws_inputs_on_the_grid_and_counts_flagged_ones(tmp_path: Path, capsys) -> None:
@@ -359,3 +424,82 @@ def test_a_gather_over_many_keys_with_few_query_classes_takes_one_hot_columns() 
     xs = np.random.default_rng(1).integers(-4, 5, (40, 14)).astype(float)
     for x, got in zip(xs, w.model().run(xs.tolist()), strict=True):
         assert got == run(program, x.tolist()), x
+
+
+def test_compile_and_check_take_the_length_from_the_files_set_example(tmp_path: Path, capsys) -> None:
+    """A listing in the original REPL's syntax states its matrix with `set example [...]` and no
+    '# example-json' line: `rasp compile/check FILE --input-range LO HI` take the length (fixed)
+    from it instead of asking for --max-len."""
+    path = tmp_path / "t.rasp"
+    path.write_text("set example [1, 2, 3, 4, 5, 6,\n  7, 8, 9, 10, 11, 12]\n"
+                    + (LISTINGS / "transpose.rasp").read_text() + "\ntr = transpose(tokens_int);\n")
+    assert cli(["compile", str(path), "--input-range", "-9", "9", "-o", str(tmp_path / "m"), "--json"]) == 0
+    captured = capsys.readouterr()
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert config["max_len"] == 12 and "(length 12: the file's example" in captured.err
+    assert cli(["eval", str(tmp_path / "m"), "--input-json", json.dumps(list(range(-6, 6))), "--json"]) == 0
+    got = [float(v) for v in json.loads(capsys.readouterr().out)["output"]]
+    assert got == bench.transpose_ref(np.arange(-6.0, 6.0)).tolist()
+    assert cli(["check", str(path), "--input-range", "-9", "9", "--samples", "20"]) == 0
+    capsys.readouterr()
+    path.write_text((LISTINGS / "transpose.rasp").read_text() + "\ntr = transpose(tokens_int);\n")
+    assert cli(["compile", str(path), "--input-range", "-9", "9", "-o", str(tmp_path / "n")]) == 1
+    assert "no '# example-json' line, '# fixed-length' line or 'set example [...]'" in capsys.readouterr().err
+    path.write_text("set example [[1, 2], [3, 4]]\nx = tokens_int + 1;\n")  # a matrix: its length is not 2
+    assert cli(["compile", str(path), "--input-range", "-9", "9", "-o", str(tmp_path / "n")]) == 1
+    assert "is a nested list: an input is one flat sequence" in capsys.readouterr().err
+
+
+def test_a_row_sum_that_is_0_only_at_shorter_lengths_asks_for_fixed_length(tmp_path: Path, capsys) -> None:
+    """A softmax listing compiled with --max-len and no --fixed-length: at shorter lengths a row is
+    empty and its sum 0, so the division is refused; the hint names --fixed-length, which compiles
+    it, and `rasp check` then states the bound as compile does (R x |value|, not its value at the
+    widest range)."""
+    _, source = listing("softmax_3x3")
+    program = program_from_source(source, "softmax_3x3.rasp")
+    with pytest.raises(CompileError, match="holds 0: near 0 the quotient has no bound") as info:
+        compile_program(program, None, 9, input_range=(-5, 5))
+    assert info.value.hint.startswith("if the program takes inputs of one length (a matrix listing), "
+                                      "give --fixed-length N")
+    path = tmp_path / "s.rasp"
+    path.write_text(source)
+    assert cli(["check", str(path), "--input-range", "-5", "5", "--max-len", "9", "--fixed-length", "9",
+                "--samples", "30", "--dtype", "float64"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.search(r"\(stated bound \d(\.\d+)?e-0[5-7] x \|value\| \+ rounding", last), last
+
+
+def test_the_call_the_bench_appends_is_read_after_the_repl_commands_and_an_exit(tmp_path: Path) -> None:
+    """A file saved from the original REPL (`examples off`, `set example`, a demo s-op, `exit`): the
+    REPL reads nothing after `exit`, so the appended call was dropped and the demo (`doubled`)
+    compiled in its place while the table said the call was."""
+    (tmp_path / "maxmin.rasp").write_text(
+        "examples off\nset example [1.5, -2, 3, 0.25]\n" + (LISTINGS / "maxmin.rasp").read_text()
+        + "\ndoubled = 2 * maxmin(tokens_float);\ndoubled;\nexit\n")
+    found = bench.find_listings(tmp_path)["maxmin"]
+    row = bench.run_listing(bench.BY_NAME["maxmin"], found, 10, 0, ("float64",))
+    assert (row["call"], row["output"], row["shape_mismatch"]) == ("maxmin(tokens_float)", "out", None)
+    assert row["float64"]["numpy_error"] < 1e-12
+
+
+def test_the_bench_finds_listings_whose_function_names_are_spelled_otherwise(tmp_path: Path) -> None:
+    """`def Transpose(`, `def Mat_Mul_4x4(` in one file of several programs: each found, and called
+    by its own spelling."""
+    text = (LISTINGS / "transpose.rasp").read_text().replace("def transpose(", "def Transpose(")
+    text += (LISTINGS / "matmul_4x4.rasp").read_text().replace("def matmul_4x4(", "def Mat_Mul_4x4(")
+    (tmp_path / "ops.rasp").write_text(text)
+    found = bench.find_listings(tmp_path)
+    assert {k: v[2] for k, v in found.items()} == {"transpose": "Transpose", "matmul_4x4": "Mat_Mul_4x4"}
+    row = bench.run_listing(bench.BY_NAME["transpose"], found["transpose"], 10, 0, ("float64",))
+    assert row["call"] == "Transpose(tokens_int)" and row["float64"]["numpy_error"] == 0.0
+
+
+def test_an_exponential_too_large_for_the_dtype_is_refused_at_its_line() -> None:
+    """The softmax listing has no max-subtraction: over -50..50 its e reaches 5e21, past what
+    float32 products hold; the refusal named the file only, now the listing's line too."""
+    _, source = listing("softmax_3x3")
+    program = program_from_source(source, "softmax_3x3.rasp")
+    with pytest.raises(CompileError, match=r"'softmax_3x3\.e' \(base \^ x\) can reach 5\.18e\+21") as info:
+        compile_program(program, None, 9, fixed_length=9, input_range=(-50, 50))
+    assert (info.value.file, info.value.line) == ("softmax_3x3.rasp", 7)
+    assert "--dtype float64" in info.value.hint

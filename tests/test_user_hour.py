@@ -108,6 +108,12 @@ def test_a_return_inside_a_for_loop_of_a_def_still_counts() -> None:
     # it said "missing ';'" after `lambda`
     ("x = lambda a: a;\n", "RASP has no lambda: this looks like tracr-style Python", 1, 5, "pyapi"),
     ("x = lambda\ny = 2;\n", "missing ';' at the end of the statement", 1, 11, None),  # a name `lambda`
+    # in a def body it said "unexpected name 'c'" with "a ',' missing before name 'c'?"
+    ("def t(x) {\n    r = 3  # rows\n    c = length / r;\n    return x;\n}\n",
+     "missing ';' at the end of the statement", 2, 10, "the next one starts with name 'c'"),
+    ("def f(x) { y = x + 1 return y; }\n", "missing ';' at the end of the statement", 1, 21, "'return'"),
+    ('d = {"a": 1 "b": 2};\n', "unexpected string \"b\"; expected an expression, an operator, ';', ',', "
+     "')', ']', '}', ':', 'else' or 'for'", 1, 13, "a ',' missing"),  # a dict's '{' is no body
 ])
 def test_syntax_errors_say_what_this_construct_takes(src, message, line, col, hint) -> None:
     err = error_of(src)

@@ -14,7 +14,9 @@ from rasp_compiler.errors import UserError
 
 
 def example_length(path: str) -> int:
-    """The length of the first ``# example-json: [...] -> ...`` input of a program file."""
+    """The input length a program file states: its first ``# example-json: [...] -> ...`` input,
+    else its ``# fixed-length: N`` line, else the list or string of its last ``set example …`` (the
+    original REPL's command, as the simulator paper's listings set their matrices)."""
     from rasp_compiler.bounded_json import load_json_text
 
     try:
@@ -28,8 +30,58 @@ def example_length(path: str) -> int:
                         return len(value)
     except (OSError, ValueError):
         pass
-    raise UserError(f"--max-len is required: {path} states no '# example-json' input to take the length from",
+    from rasp_compiler.commands.run import fixed_length
+
+    stated = fixed_length(path)
+    if stated is not None:
+        return stated
+    length = _set_example_length(path)
+    if length is not None:
+        return length
+    raise UserError(f"--max-len is required: {path} states no input to take the length from "
+                    "(no '# example-json' line, '# fixed-length' line or 'set example [...]')",
                     hint="give --max-len N (and --fixed-length N for a fixed shape)")
+
+
+def _set_example_length(path: str) -> int | None:
+    """The length of the value the file's last ``set example`` sets, or None (no such command, or
+    a value that is not a non-empty list or string)."""
+    from pathlib import Path
+
+    from rasp_compiler.lang.elaborator import Session
+    from rasp_compiler.lang.repl_commands import file_example
+
+    try:
+        with open(path, encoding="utf-8-sig") as fh:
+            text = fh.read()
+    except (OSError, ValueError):
+        return None
+    example = file_example(text)
+    if example is None:
+        return None
+    session = Session()  # the example may name the file's own values (`set example ex2`)
+    session.exec_source(text, path, directory=Path(path).resolve().parent)
+    value = session.eval_expression(example, f"{path} (set example)",
+                                    usage="set example [1, 2, 3]")
+    if isinstance(value, list) and any(isinstance(v, (list, dict)) for v in value):
+        raise UserError(f"{path}'s example {' '.join(example.split())} is a nested list: an input is one "
+                        "flat sequence (a matrix row-major, one entry per position)",
+                        hint="set example [1, 2, 3, 4] for [[1, 2], [3, 4]], or give --max-len N")
+    if isinstance(value, (list, str)) and value:
+        print(f"(length {len(value)}: the file's example {' '.join(example.split())})", file=sys.stderr)
+        return len(value)
+    return None
+
+
+def _stated(model, at_widest: float) -> str:
+    """The bound each value is checked against, as ``rasp compile`` states it: ``A + R x |value|``
+    where it has a relative part (a division), else the absolute bound."""
+    parts = (model.config.get("numeric") or {}).get("error_bound") or {}
+    relative = float(parts.get("relative", 0.0))
+    if relative <= 0:
+        return f"{at_widest:.3g}"
+    absolute = float(parts.get("absolute", 0.0))
+    return (f"{absolute:.3g} + " if absolute else "") + f"{relative:.3g} x |value|"
 
 
 def range_from_args(args: argparse.Namespace) -> tuple[float, float] | None:
@@ -100,7 +152,7 @@ def main_check(args: argparse.Namespace) -> int:
               + (f"; {res['inputs_flagged']} flagged by the model (an excluded denominator, "
                  "--min-denominator) and not answered" if res["inputs_flagged"] else "")
               + f"), max abs error {res['max_abs_error']:.3g} "
-              f"(stated bound {res['error_bound']:.3g} + rounding, up to {rounding:.2g} x "
+              f"(stated bound {_stated(model, res['error_bound'])} + rounding, up to {rounding:.2g} x "
               f"max(1, |value|) at length {model.max_len})")
         for f in res["failures"]:
             if f["interpreter"] is None:

@@ -161,6 +161,17 @@ class Session(Expressions):
                 if output == "out":
                     public = sorted(n for n in names if not n.startswith("_"))
                     hint = "end the file with the s-op to compute, e.g. `reverse;`"
+                    functions = [v for k, v in self.user.vars.items()
+                                 if isinstance(v, Function) and not k.startswith("_")]
+                    if not public and functions:  # a listing of functions, never called
+                        shown = ", ".join(str(f).removeprefix("function ") for f in functions[:8])
+                        params = functions[-1].params
+                        args = ", ".join(["tokens_int", *params[1:]] if params else [])
+                        call = f"{functions[-1].name}({args})"
+                        raise RaspError(f"the program has no result: the file defines functions "
+                                        f"({shown}) but computes no s-op", file,
+                                        hint=f"end the file with a call, e.g. `{call};` (tokens_float for "
+                                        "real-valued inputs), or `out = ...;`")
                     if public:
                         shown = ", ".join(public[:8]) + (", …" if len(public) > 8 else "")
                         hint += f", or choose one with --output NAME (this file defines {shown})"
@@ -177,8 +188,11 @@ class Session(Expressions):
                 message = f"'{output}' is {a_kind(value)}, not an s-op or selector"
                 site = getattr(self, "_out_site", None) if output == "out" else None
                 if site is not None:
-                    raise self.error(message, site[0], site[1],
-                                     hint="the last expression or assignment is the program's result")
+                    hint = "the last expression or assignment is the program's result"
+                    sops = [n for n in names if n != "out" and not n.startswith("_")]
+                    if sops:  # `y = f(tokens);` then `n = 3;`: which s-op was meant is likely
+                        hint += f"; to compile the s-op '{sops[-1]}', give --output {sops[-1]}"
+                    raise self.error(message, site[0], site[1], hint=hint)
                 hint = None
                 if isinstance(value, Function):  # `--output frac_prevs`: the function, not a result
                     public = sorted(n for n in names if not n.startswith("_") and n != "out")

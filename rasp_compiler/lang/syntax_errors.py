@@ -480,7 +480,8 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
         pline, pcol = _previous_token_end(text, pos)
         new_line = pline < line
         starts_statement = tok.type in ("NAME", "DEF", "FOR", "LOAD", "RETURN", "DRAW") or new_line
-        if starts_statement and not stack:
+        # at top level, or directly in a def/for body (`r = 3` then `c = length / r;` in a def)
+        if starts_statement and (not stack or _is_block_brace(text, stack[-1])):
             return RaspError("missing ';' at the end of the statement", file, pline, pcol, text,
                              hint=f"a statement ends with ';' (the next one starts with {_describe(tok)})")
     if tok.type == "DRAW" and not {"DEF", "FOR", "LOAD"} <= expected:

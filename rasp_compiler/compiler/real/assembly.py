@@ -39,11 +39,12 @@ def _check_magnitudes(nc: NumericCompiler, program: Program) -> None:
     order = {nid: i for i, nid in enumerate(nx.lexicographical_topological_sort(program.graph))}
     for nid, (lo, hi) in sorted(nc.interval.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
         if nid in needed and max(abs(lo), abs(hi)) > limit:
-            raise CompileError(f"'{nid}' can reach {max(abs(lo), abs(hi)):.3g}, too large to compute "
-                               f"exactly in {nc.dtype} (products and attention scores of values above "
-                               f"{limit:.3g} can overflow)", program.source_file,
-                               hint="narrow --input-range" + (", or use --dtype float64"
-                                                              if nc.dtype == "float32" else ""))
+            # located at the value's line (a softmax listing's `e = 2.718 ^ x;`), as other refusals are
+            raise nc.error(nid, f"{{node}} can reach {max(abs(lo), abs(hi)):.3g}, too large to compute "
+                                f"exactly in {nc.dtype} (products and attention scores of values above "
+                                f"{limit:.3g} can overflow)",
+                           hint="narrow --input-range" + (", or use --dtype float64"
+                                                          if nc.dtype == "float32" else ""))
 
 
 def compile_numeric(program: Program, input_range: tuple[float, float], max_len: int, *,

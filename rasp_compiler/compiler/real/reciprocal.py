@@ -82,8 +82,14 @@ class Reciprocals:
         else:
             what = f"divides by '{src}', whose range [{lo:g}, {hi:g}] holds 0"
             if eps is None:
+                # a listing of one shape (a softmax's row sums): at shorter lengths a row is empty
+                # and its sum 0, which the range then holds
+                fixed = ("" if self.fixed is not None or lo < 0 else
+                         "if the program takes inputs of one length (a matrix listing), give "
+                         "--fixed-length N: a sum over positions that are then always there is not 0; "
+                         "else ")
                 raise self.error(nid, f"{{node}} {what}: near 0 the quotient has no bound",
-                                 hint="give --min-denominator EPS: the division is then compiled for "
+                                 hint=fixed + "give --min-denominator EPS: the division is then compiled for "
                                       f"|{src}| >= EPS, and the model flags every input nearer 0 "
                                       "(rasp eval refuses it); or a narrower --input-range that keeps "
                                       "the denominator away from 0")
