@@ -134,6 +134,20 @@ def test_a_refused_entry_is_named_by_its_position_and_matrix_entry(tmp_path, cap
         ["A_1[0][0]", "A_3[0][0]", "V_1[0][0]", "X[0][0]", "X[3][0]", "padding"]
 
 
+def test_an_entry_just_outside_the_range_is_shown_with_its_digits() -> None:
+    """1.0000001 outside [-1, 1] was printed with %g: "holds 1 at position 11 ..., outside the
+    input range [-1, 1]", an error that contradicts itself."""
+    layout = SequenceLayout(2, 1, 1)
+    sim = build_simulator(2, 1, 1)
+    seq = np.zeros(layout.length)
+    seq[layout.length - 1] = 1.0000001
+    with pytest.raises(UserError, match=r"holds 1\.0000001 at position 3 \(X\[1\]\[0\]\)"):
+        sim.run_sequences(seq[None])
+    seq[-1] = -1.5                                     # a short number keeps its short form
+    with pytest.raises(UserError, match=r"holds -1\.5 at position 3 .*range \[-1, 1\]"):
+        sim.run_sequences(seq[None])
+
+
 def test_cli_check_json_fields(tmp_path, capsys) -> None:
     rasp = tmp_path / "u.rasp"
     rc = cli(["simulate", "--n", "3", "--d", "2", "--heads", "2", "--check", "--trials", "10",

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from rasp_compiler.errors import InputError, UserError
-from rasp_compiler.simulator.layout import SequenceLayout
+from rasp_compiler.simulator.layout import SequenceLayout, shown
 from rasp_compiler.simulator.source import generate_source
 
 DEFAULT_RANGE = (-1.0, 1.0)
@@ -49,8 +49,9 @@ class Simulator:
             if s.min() < lo or s.max() > hi:  # the position and entry, as a non-finite value's error gives
                 bad = int(np.nonzero((s < lo) | (s > hi))[0][0])
                 which = "the input sequence" if len(seqs) == 1 else f"sequence {b}"
-                raise InputError(f"{which} holds {s[bad]:g} at position {bad} ({self.layout.entry_at(bad)}), "
-                                 f"outside the input range [{lo:g}, {hi:g}] this U was generated for (its "
+                raise InputError(f"{which} holds {shown(s[bad])} at position {bad} "
+                                 f"({self.layout.entry_at(bad)}), outside the input range "
+                                 f"[{shown(lo)}, {shown(hi)}] this U was generated for (its "
                                  "attention margins are sized for that range)",
                                  hint="generate U with a wider --input-range")
         B, L = seqs.shape
