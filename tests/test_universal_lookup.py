@@ -253,6 +253,29 @@ def test_cli_refuses_a_class_too_small_and_a_tampered_encoding(tmp_path):
     assert code == 1 and "the saved encoding is of another program" in err
 
 
+def test_save_encoding_never_replaces_another_artifact_without_force(tmp_path):
+    """`--save-encoding DIR/backbone.safetensors` wrote the encoding over a saved backbone's weights
+    (and over a target, or any file) without a word; directories refuse foreign contents."""
+    bb = tmp_path / "bb"
+    args = ("universal", "--program", "programs/reverse.rasp", "--vocab", "abc", "--max-len", "4",
+            "--with-mlps")
+    assert _cli(*args, "--save-backbone", str(bb))[0] == 0
+    weights = (bb / "backbone.safetensors").read_bytes()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    for victim, words in ((bb / "backbone.safetensors", "format 'rasp-lookup-ut-backbone/1'"),
+                          (notes, "not a safetensors file")):
+        code, out, err = _cli(*args, "--save-encoding", str(victim))
+        assert code == 1 and f"{victim} exists and is not a program encoding ({words})" in err
+        assert "--force" in err and err.count("error:") == 1
+    assert (bb / "backbone.safetensors").read_bytes() == weights and notes.read_text() == "mine"
+    enc = tmp_path / "e.safetensors"                     # an encoding is replaced as before
+    assert _cli(*args, "--save-encoding", str(enc))[0] == 0
+    assert _cli(*args, "--save-encoding", str(enc))[0] == 0
+    assert _cli(*args, "--save-encoding", str(notes), "--force")[0] == 0
+    assert ProgramEncoding.load(notes).meta["vocab"] == ["a", "b", "c"]
+
+
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True

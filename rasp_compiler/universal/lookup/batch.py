@@ -144,7 +144,7 @@ def check_programs(paths: list[str], vocab: Any, max_len: int, *, output: str | 
                 rep.encoding = encode_program(rep.model, backbone.size, backbone.sha256, rep.analysed)
             rep.encode_seconds = time.perf_counter() - start
             if save_encodings and rep.program in save_encodings:
-                rep.encoding.save(save_encodings[rep.program])
+                rep.encoding.save(save_encodings[rep.program], force=force)
             if check:
                 inputs, rep.exhaustive = inputs_for(rep.model.vocab, max_len, max_inputs, seed,
                                                     rep.model.config.get("fixed_length"))
