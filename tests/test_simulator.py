@@ -358,6 +358,25 @@ def test_emit_rasp_replaces_a_link_and_names_a_directory(tmp_path, capsys) -> No
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.txt", "u.rasp"]   # no temporary left
 
 
+def test_emit_rasp_never_replaces_a_saved_model_without_force(tmp_path, capsys) -> None:
+    """`--emit-rasp U/model.safetensors` wrote U's source over a saved U's weights, silently."""
+    assert cli(["simulate", "--n", "1", "--d", "1", "-o", str(tmp_path / "U")]) == 0
+    weights, config = tmp_path / "U" / "model.safetensors", tmp_path / "U" / "config.json"
+    before = weights.read_bytes(), config.read_bytes()
+    capsys.readouterr()
+    for victim in (weights, config):
+        assert cli(["simulate", "--n", "1", "--d", "1", "--emit-rasp", str(victim)]) == 1
+        err = capsys.readouterr().err
+        assert f"--emit-rasp {victim} exists and is not a text file of RASP source" in err
+        assert "--force" in err and err.count("error:") == 1
+    assert (weights.read_bytes(), config.read_bytes()) == before
+    text = tmp_path / "u.rasp"                          # RASP text is replaced as before
+    for _ in range(2):
+        assert cli(["simulate", "--n", "1", "--d", "1", "--emit-rasp", str(text)]) == 0
+    assert cli(["simulate", "--n", "1", "--d", "1", "--emit-rasp", str(weights), "--force"]) == 0
+    assert weights.read_text().startswith("# U, the universal simulator")
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_a_range_too_wide_for_the_scores_gets_a_hint_for_simulate(dtype, capsys) -> None:
     """The compiler's hint spoke to a program's author ("smaller query/key s-ops"), which a user of
