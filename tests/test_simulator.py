@@ -303,6 +303,30 @@ def test_check_draws_from_the_input_range_and_reports_progress(capsys) -> None:
     assert "entries uniform in [0, 1]" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("dtype, r", [("float32", 1e-20), ("float64", 1e-160)])
+def test_a_range_whose_products_are_subnormal_is_refused(dtype, r, tmp_path, capsys) -> None:
+    """float32 over [-1e-20, 1e-20]: every product x·v is subnormal, a saved U answered with a
+    relative error of 1.1e-4 (the bar is 5e-6) and only --check said so."""
+    emitted = tmp_path / "u.rasp"
+    assert cli(["simulate", "--n", "2", "--d", "2", "--dtype", dtype, "--input-range", str(-r), str(r),
+                "--emit-rasp", str(emitted), "--check", "--trials", "2"]) == 1
+    err = capsys.readouterr().err
+    assert f"--input-range {-r:g} {r:g} is too narrow for {dtype}" in err and err.count("error:") == 1
+    assert not emitted.exists()
+    with pytest.raises(UserError, match="too narrow"):
+        build_simulator(2, 2, 1, dtype=dtype, input_range=(0.0, r))
+    build_simulator(1, 1, 1, input_range=(0.0, 0.0))    # all zeros: exact, and allowed as before
+
+
+def test_the_relative_error_of_a_subnormal_output_is_not_floored() -> None:
+    """max rel error divided by max(max|T|, 1e-300): a T of 1e-320 with one subnormal ulp of error
+    (4.9e-324, a relative 5e-4) was reported as 4.9e-24 and passed the 1e-9 bar."""
+    sim = build_simulator(2, 2, 1)
+    report = check_simulator(sim, trials=3, bounds=(-1e-160, 1e-160))
+    assert report["max_abs_error"] > 0 and report["max_rel_error"] > 1e-9
+    assert check_simulator(sim, trials=3)["max_rel_error"] < 1e-15
+
+
 def test_a_range_whose_products_overflow_is_one_error_and_no_warning(tmp_path, capsys) -> None:
     """+-1e300 printed "RuntimeWarning: invalid value encountered in multiply" (0 * inf in an
     interval bound) before its error, and that NaN bound hid the derived value from the check."""

@@ -180,10 +180,11 @@ def main(args: argparse.Namespace) -> int:
     from rasp_compiler.commands.compile import CompileStatus
     from rasp_compiler.commands.real_options import range_from_args
     from rasp_compiler.simulator import build_simulator, check_simulator, generate_source
-    from rasp_compiler.simulator.build import check_size
+    from rasp_compiler.simulator.build import check_range, check_size
 
     input_range = range_from_args(args)
     _refuse_too_many_trials(args, check_size(args.n, args.d, args.heads))  # before any file is written
+    check_range(input_range, args.dtype)
     if args.emit_rasp:
         from rasp_compiler.atomic_dir import write_file
         from rasp_compiler.errors import file_in_the_way
