@@ -413,7 +413,7 @@ def _program(args: argparse.Namespace) -> int:
     finally:
         status.close()
     layers = None if args.attention_layer is None else [args.attention_layer]
-    if layers is not None and not 0 <= args.attention_layer < model.n_layers:
+    if layers is not None and not 0 <= args.attention_layer < model.n_layers and model.n_layers:
         raise UserError(f"--attention-layer {args.attention_layer} is out of range: the model has layers "
                         f"0..{model.n_layers - 1}")
     target = attention_target(model, layers, with_unembedding=layers is None)

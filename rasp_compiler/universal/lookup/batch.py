@@ -53,7 +53,8 @@ class ProgramReport:
             "compiled_params": int(sum(t.numel() for t in self.model.tensors.values())),
             "width": size.width, "compiled_width": d, "width_ratio": size.width / d,
             "fitted_width": self.analysed.needs.width, "fitted_width_ratio": self.analysed.needs.width / d,
-            "depth": size.depth, "compiled_layers": layers, "depth_ratio": size.depth / layers,
+            "depth": size.depth, "compiled_layers": layers,
+            "depth_ratio": size.depth / layers if layers else None,  # a map of the tokens: no layer
             "program_tokens": self.encoding.program_tokens.shape[0], "needs": self.analysed.needs.as_json(),
             "folded_ops": self.encoding.meta["folded_ops"], "exhaustive": self.exhaustive,
             "encode_seconds": self.encode_seconds, "exact": self.exact})
