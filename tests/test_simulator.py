@@ -134,6 +134,20 @@ def test_a_refused_entry_is_named_by_its_position_and_matrix_entry(tmp_path, cap
         ["A_1[0][0]", "A_3[0][0]", "V_1[0][0]", "X[0][0]", "X[3][0]", "padding"]
 
 
+def test_an_entry_just_outside_the_range_is_shown_with_its_digits() -> None:
+    """1.0000001 outside [-1, 1] was printed with %g: "holds 1 at position 11 ..., outside the
+    input range [-1, 1]", an error that contradicts itself."""
+    layout = SequenceLayout(2, 1, 1)
+    sim = build_simulator(2, 1, 1)
+    seq = np.zeros(layout.length)
+    seq[layout.length - 1] = 1.0000001
+    with pytest.raises(UserError, match=r"holds 1\.0000001 at position 3 \(X\[1\]\[0\]\)"):
+        sim.run_sequences(seq[None])
+    seq[-1] = -1.5                                     # a short number keeps its short form
+    with pytest.raises(UserError, match=r"holds -1\.5 at position 3 .*range \[-1, 1\]"):
+        sim.run_sequences(seq[None])
+
+
 def test_cli_check_json_fields(tmp_path, capsys) -> None:
     rasp = tmp_path / "u.rasp"
     rc = cli(["simulate", "--n", "3", "--d", "2", "--heads", "2", "--check", "--trials", "10",
@@ -289,6 +303,30 @@ def test_check_draws_from_the_input_range_and_reports_progress(capsys) -> None:
     assert "entries uniform in [0, 1]" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("dtype, r", [("float32", 1e-20), ("float64", 1e-160)])
+def test_a_range_whose_products_are_subnormal_is_refused(dtype, r, tmp_path, capsys) -> None:
+    """float32 over [-1e-20, 1e-20]: every product x·v is subnormal, a saved U answered with a
+    relative error of 1.1e-4 (the bar is 5e-6) and only --check said so."""
+    emitted = tmp_path / "u.rasp"
+    assert cli(["simulate", "--n", "2", "--d", "2", "--dtype", dtype, "--input-range", str(-r), str(r),
+                "--emit-rasp", str(emitted), "--check", "--trials", "2"]) == 1
+    err = capsys.readouterr().err
+    assert f"--input-range {-r:g} {r:g} is too narrow for {dtype}" in err and err.count("error:") == 1
+    assert not emitted.exists()
+    with pytest.raises(UserError, match="too narrow"):
+        build_simulator(2, 2, 1, dtype=dtype, input_range=(0.0, r))
+    build_simulator(1, 1, 1, input_range=(0.0, 0.0))    # all zeros: exact, and allowed as before
+
+
+def test_the_relative_error_of_a_subnormal_output_is_not_floored() -> None:
+    """max rel error divided by max(max|T|, 1e-300): a T of 1e-320 with one subnormal ulp of error
+    (4.9e-324, a relative 5e-4) was reported as 4.9e-24 and passed the 1e-9 bar."""
+    sim = build_simulator(2, 2, 1)
+    report = check_simulator(sim, trials=3, bounds=(-1e-160, 1e-160))
+    assert report["max_abs_error"] > 0 and report["max_rel_error"] > 1e-9
+    assert check_simulator(sim, trials=3)["max_rel_error"] < 1e-15
+
+
 def test_a_range_whose_products_overflow_is_one_error_and_no_warning(tmp_path, capsys) -> None:
     """+-1e300 printed "RuntimeWarning: invalid value encountered in multiply" (0 * inf in an
     interval bound) before its error, and that NaN bound hid the derived value from the check."""
@@ -342,6 +380,25 @@ def test_emit_rasp_replaces_a_link_and_names_a_directory(tmp_path, capsys) -> No
     err = capsys.readouterr().err
     assert f"{tmp_path} is a directory, not a file" in err and os.path.join(str(tmp_path), "u.rasp") in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.txt", "u.rasp"]   # no temporary left
+
+
+def test_emit_rasp_never_replaces_a_saved_model_without_force(tmp_path, capsys) -> None:
+    """`--emit-rasp U/model.safetensors` wrote U's source over a saved U's weights, silently."""
+    assert cli(["simulate", "--n", "1", "--d", "1", "-o", str(tmp_path / "U")]) == 0
+    weights, config = tmp_path / "U" / "model.safetensors", tmp_path / "U" / "config.json"
+    before = weights.read_bytes(), config.read_bytes()
+    capsys.readouterr()
+    for victim in (weights, config):
+        assert cli(["simulate", "--n", "1", "--d", "1", "--emit-rasp", str(victim)]) == 1
+        err = capsys.readouterr().err
+        assert f"--emit-rasp {victim} exists and is not a text file of RASP source" in err
+        assert "--force" in err and err.count("error:") == 1
+    assert (weights.read_bytes(), config.read_bytes()) == before
+    text = tmp_path / "u.rasp"                          # RASP text is replaced as before
+    for _ in range(2):
+        assert cli(["simulate", "--n", "1", "--d", "1", "--emit-rasp", str(text)]) == 0
+    assert cli(["simulate", "--n", "1", "--d", "1", "--emit-rasp", str(weights), "--force"]) == 0
+    assert weights.read_text().startswith("# U, the universal simulator")
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

@@ -76,3 +76,29 @@ def test_program_through_a_too_narrow_ut_fails_with_an_error_line(capsys):
                  "--max-len", "3", "--construction", "random", "--width", "4"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: the UT's decoded outputs are wrong on ")
+
+
+def test_a_model_without_layers_is_refused_by_the_attention_ut_and_run_by_the_lookup_ut(tmp_path, capsys):
+    """`x = tokens == "a"` compiles to no layer: `rasp universal --program` ended in "max() arg is
+    an empty sequence" (a traceback), --attention-layer 0 said "layers 0..-1", and the lookup UT
+    divided its depth by 0 layers (ZeroDivisionError) after running every input exactly."""
+    import json
+
+    from rasp_compiler.cli import main
+
+    src = tmp_path / "is_a.rasp"
+    src.write_text('x = tokens == "a";\nx;\n')
+    model = compile_program(load_program(str(src)), list("abc"), 4, dtype="float64")
+    assert model.n_layers == 0
+    with pytest.raises(UserError, match="the compiled model has no layers"):
+        attention_target(model)
+    base = ["universal", "--program", str(src), "--vocab", "abc", "--max-len", "4"]
+    for extra in ([], ["--attention-layer", "0"]):
+        assert main(base + extra) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("error: the compiled model has no layers") and err.count("error:") == 1
+    assert main(base + ["--with-mlps", "--check"]) == 0
+    assert "0 layer(s)" in capsys.readouterr().out
+    assert main(base + ["--with-mlps", "--check", "--json"]) == 0
+    line = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert line["inputs_agreeing"] == line["inputs_checked"] == 120 and line["depth_ratio"] is None

@@ -214,6 +214,23 @@ def test_an_edited_target_header_is_named(tmp_path, capsys, edit, words):
     assert Target.load(tmp_path / "t.safetensors").residual is False
 
 
+
+def test_a_target_file_with_an_unknown_tensor_is_refused(tmp_path):
+    """A file written by hand with 'v' for 'V' loaded as a target without value matrices (V = I),
+    and a check of it passed: the misspelt tensor was dropped without a word."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    Target.random(2, 1, 3, seed=0).save(tmp_path / "t.safetensors")
+    with safe_open(str(tmp_path / "t.safetensors"), "pt") as f:
+        meta = f.metadata()
+    tensors = load_file(str(tmp_path / "t.safetensors"))
+    tensors["v"] = tensors.pop("V")
+    save_file(tensors, str(tmp_path / "e.safetensors"), metadata=meta)
+    with pytest.raises(ArtifactError, match=r"unknown tensor\(s\) 'v' in a target file"):
+        Target.load(tmp_path / "e.safetensors")
+    assert Target.load(tmp_path / "t.safetensors").has_values
+
 def test_a_missing_target_says_how_one_is_made(capsys):
     assert main(["universal", "--construction", "sparse", "--layers", "1", "--dim", "2",
                  "--target", "/nonexistent.safetensors"]) == 1

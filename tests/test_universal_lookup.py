@@ -144,6 +144,34 @@ def test_an_encoding_for_another_backbone_is_refused():
         run_program(other, enc, model, [list("ab")])
 
 
+
+def test_logits_refuses_another_backbone_and_ids_it_cannot_embed():
+    """``logits``, the documented Python call, ran an encoding on a backbone of another class and
+    ended in torch's "einsum(): subscript m has size 93 ..." (an IndexError for an id past the
+    token table, a size mismatch for too many tokens)."""
+    from rasp_compiler.universal.lookup import logits
+
+    _, model, backbone, enc = _encoded("programs/reverse.rasp", list("abc"), 4, size=LADDER[0])
+    ids = model.encode([list("abc")])[0]
+    assert torch.equal(logits(backbone, enc, ids)[:, 1:], model.module(ids, torch.tensor([3]))[:, 1:])
+    with pytest.raises(UserError, match="made for another backbone"):
+        logits(build_backbone(parse_class("medium")), enc, ids)
+    with pytest.raises(UserError, match=r"ids must be between 0 and 4 .*got 0\.\.99"):
+        logits(backbone, enc, torch.tensor([[3, 0, 99]]))
+    with pytest.raises(UserError, match="ids hold 5 tokens after BOS, more than the 4"):
+        logits(backbone, enc, torch.zeros(1, 6, dtype=torch.long))
+    with pytest.raises(UserError, match="2-D integer tensor"):
+        logits(backbone, enc, ids[0])
+
+
+def test_run_program_refuses_a_program_that_is_not_parsed():
+    """A file name given as ``program`` reached the interpreter inside a catch-all: every input
+    then counted as disagreeing with the interpreter, with no word of why."""
+    program, model, backbone, enc = _encoded("programs/reverse.rasp", list("abc"), 4)
+    with pytest.raises(UserError, match="must be a parsed Program, got str"):
+        run_program(backbone, enc, model, [list("ab")], "programs/reverse.rasp")
+    assert run_program(backbone, enc, model, [list("ab")], program).inputs_agreeing == 1
+
 def test_a_tampered_backbone_is_refused(tmp_path):
     directory = build_backbone(parse_class("small")).save(tmp_path / "bb")
     path = directory / "backbone.safetensors"
@@ -223,6 +251,29 @@ def test_cli_refuses_a_class_too_small_and_a_tampered_encoding(tmp_path):
     code, _, err = _cli("universal", "--program", "programs/tracr/reverse.rasp", "--vocab", "abc",
                         "--max-len", "4", "--with-mlps", "--encoding", str(good), "--check")
     assert code == 1 and "the saved encoding is of another program" in err
+
+
+def test_save_encoding_never_replaces_another_artifact_without_force(tmp_path):
+    """`--save-encoding DIR/backbone.safetensors` wrote the encoding over a saved backbone's weights
+    (and over a target, or any file) without a word; directories refuse foreign contents."""
+    bb = tmp_path / "bb"
+    args = ("universal", "--program", "programs/reverse.rasp", "--vocab", "abc", "--max-len", "4",
+            "--with-mlps")
+    assert _cli(*args, "--save-backbone", str(bb))[0] == 0
+    weights = (bb / "backbone.safetensors").read_bytes()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    for victim, words in ((bb / "backbone.safetensors", "format 'rasp-lookup-ut-backbone/1'"),
+                          (notes, "not a safetensors file")):
+        code, out, err = _cli(*args, "--save-encoding", str(victim))
+        assert code == 1 and f"{victim} exists and is not a program encoding ({words})" in err
+        assert "--force" in err and err.count("error:") == 1
+    assert (bb / "backbone.safetensors").read_bytes() == weights and notes.read_text() == "mine"
+    enc = tmp_path / "e.safetensors"                     # an encoding is replaced as before
+    assert _cli(*args, "--save-encoding", str(enc))[0] == 0
+    assert _cli(*args, "--save-encoding", str(enc))[0] == 0
+    assert _cli(*args, "--save-encoding", str(notes), "--force")[0] == 0
+    assert ProgramEncoding.load(notes).meta["vocab"] == ["a", "b", "c"]
 
 
 class _Terminal(io.StringIO):

@@ -53,7 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--out", metavar="DIR", help="save U (model.safetensors + config.json) to DIR")
     p.add_argument("--force", action="store_true",
                    help="with -o: write into a non-empty directory that holds no model (its "
-                        "config.json and model.safetensors are replaced, other files kept)")
+                        "config.json and model.safetensors are replaced, other files kept); with "
+                        "--emit-rasp: replace a file that is not RASP text")
     p.add_argument("--check", action="store_true", help="compare U with NumPy on random layers")
     p.add_argument("--trials", type=int, help="random layers for --check (default 100)")
     p.add_argument("--trace", action="store_true", help="with --check: the error of every intermediate")
@@ -134,6 +135,24 @@ def _check_combination(args: argparse.Namespace) -> None:
             setattr(args, name, value)
 
 
+def _replaceable_text(path: str) -> bool:
+    """Whether --emit-rasp may replace ``path``: it is absent, a link (replaced, never followed),
+    or a UTF-8 text file that is not an artifact's .json or .safetensors."""
+    if not os.path.isfile(path) or os.path.islink(path):
+        return True
+    if path.endswith((".json", ".safetensors")):
+        return False
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 16)
+        (head if len(head) < 1 << 16 else head[:-4]).decode("utf-8")  # not a character cut in two
+    except UnicodeDecodeError:
+        return False
+    except OSError:
+        return True  # unreadable: writing it says why
+    return b"\0" not in head
+
+
 def _refuse_too_many_trials(args: argparse.Namespace, layout) -> None:
     """--check draws all random layers up front: refuse a count whose draw alone exhausts memory."""
     per_trial = 8 * (2 * layout.heads * layout.d ** 2 + layout.n * layout.d)
@@ -161,10 +180,11 @@ def main(args: argparse.Namespace) -> int:
     from rasp_compiler.commands.compile import CompileStatus
     from rasp_compiler.commands.real_options import range_from_args
     from rasp_compiler.simulator import build_simulator, check_simulator, generate_source
-    from rasp_compiler.simulator.build import check_size
+    from rasp_compiler.simulator.build import check_range, check_size
 
     input_range = range_from_args(args)
     _refuse_too_many_trials(args, check_size(args.n, args.d, args.heads))  # before any file is written
+    check_range(input_range, args.dtype)
     if args.emit_rasp:
         from rasp_compiler.atomic_dir import write_file
         from rasp_compiler.errors import file_in_the_way
@@ -172,6 +192,11 @@ def main(args: argparse.Namespace) -> int:
         if os.path.isdir(args.emit_rasp):
             raise UserError(f"--emit-rasp {args.emit_rasp} is a directory, not a file",
                             hint=f"give the file's name, e.g. {os.path.join(args.emit_rasp, 'u.rasp')}")
+        if not args.force and not _replaceable_text(args.emit_rasp):
+            # it was replaced silently: `--emit-rasp U/model.safetensors` wrote over a saved U
+            raise UserError(f"--emit-rasp {args.emit_rasp} exists and is not a text file of RASP "
+                            "source (a model's weights or config, or other data); it is not replaced",
+                            hint="give another file name, or --force to replace it")
         blocker = file_in_the_way(os.path.dirname(os.path.abspath(args.emit_rasp)))
         if blocker is not None:  # makedirs would say only "File exists"
             raise UserError(f"{args.emit_rasp}: cannot write U's RASP source: {blocker} is a file, "

@@ -108,7 +108,8 @@ def register(subparsers) -> None:
     c.add_argument("--save", metavar="DIR", help="save the UT (ut.safetensors + ut.json) to DIR")
     c.add_argument("--force", action="store_true",
                    help="with --save or --save-backbone: write into a non-empty directory that holds "
-                        "something else (the artifact's files are replaced, other files kept)")
+                        "something else (the artifact's files are replaced, other files kept); with "
+                        "--save-encoding: replace a file that is not a program encoding")
     c.add_argument("--load", metavar="DIR", help="use a saved UT instead of building one")
     c.add_argument("--target", metavar="FILE", help="check this saved target (safetensors) instead of "
                                                     "random ones")
@@ -412,7 +413,7 @@ def _program(args: argparse.Namespace) -> int:
     finally:
         status.close()
     layers = None if args.attention_layer is None else [args.attention_layer]
-    if layers is not None and not 0 <= args.attention_layer < model.n_layers:
+    if layers is not None and not 0 <= args.attention_layer < model.n_layers and model.n_layers:
         raise UserError(f"--attention-layer {args.attention_layer} is out of range: the model has layers "
                         f"0..{model.n_layers - 1}")
     target = attention_target(model, layers, with_unembedding=layers is None)

@@ -98,7 +98,8 @@ def _print_text(report, args) -> None:
         info = rep.as_json(bb)
         print(f"{rep.program}: compiled d = {info['compiled_width']}, {info['compiled_layers']} layer(s); "
               f"UT width {info['width_ratio']:.2f}x (fitted class {info['fitted_width_ratio']:.2f}x), depth "
-              f"{info['depth_ratio']:.1f}x; {info['program_tokens']} program tokens, "
+              f"{'n/a' if info['depth_ratio'] is None else format(info['depth_ratio'], '.1f') + 'x'}; "
+              f"{info['program_tokens']} program tokens, "
               f"{info['program_params']:,} encoding entries")
         if args.save_encoding:  # as --save-backbone's line says where the backbone went
             print(f"  saved      {args.save_encoding}")

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from rasp_compiler.errors import InputError, UserError
-from rasp_compiler.simulator.layout import SequenceLayout
+from rasp_compiler.simulator.layout import SequenceLayout, shown
 from rasp_compiler.simulator.source import generate_source
 
 DEFAULT_RANGE = (-1.0, 1.0)
@@ -49,8 +49,9 @@ class Simulator:
             if s.min() < lo or s.max() > hi:  # the position and entry, as a non-finite value's error gives
                 bad = int(np.nonzero((s < lo) | (s > hi))[0][0])
                 which = "the input sequence" if len(seqs) == 1 else f"sequence {b}"
-                raise InputError(f"{which} holds {s[bad]:g} at position {bad} ({self.layout.entry_at(bad)}), "
-                                 f"outside the input range [{lo:g}, {hi:g}] this U was generated for (its "
+                raise InputError(f"{which} holds {shown(s[bad])} at position {bad} "
+                                 f"({self.layout.entry_at(bad)}), outside the input range "
+                                 f"[{shown(lo)}, {shown(hi)}] this U was generated for (its "
                                  "attention margins are sized for that range)",
                                  hint="generate U with a wider --input-range")
         B, L = seqs.shape
@@ -99,6 +100,22 @@ def check_size(n: int, d: int, heads: int) -> SequenceLayout:
     return layout
 
 
+def check_range(input_range: tuple[float, float], dtype: str) -> None:
+    """Refuse a range so narrow that U's products fall below the dtype's normal numbers: the
+    products x·a, x·v of entries up to r = max|LO|, |HI| are at most r², and below the smallest
+    normal number every one is subnormal, with an error relative to T of up to u_min / r²
+    (float32 over [-1e-20, 1e-20]: a max rel error of 1.1e-4 against the 5e-6 bar, which only
+    --check told; a saved U answered with it silently)."""
+    r = max(abs(float(v)) for v in input_range)
+    tiny = float(np.finfo(np.float32 if dtype == "float32" else np.float64).tiny)
+    if 0 < r and r * r < tiny:
+        raise UserError(f"--input-range {shown(input_range[0])} {shown(input_range[1])} is too narrow "
+                        f"for {dtype}: the products of its entries (at most {r * r:.3g}) are below the "
+                        f"smallest normal {dtype} number ({tiny:.3g}) and lose their relative precision",
+                        hint=("--dtype float64, or " if dtype == "float32" else "")
+                        + "rescale the layer's entries to a normal size")
+
+
 def build_simulator(n: int, d: int, heads: int, *, causal: bool = False, dtype: str = "float64",
                     input_range: tuple[float, float] = DEFAULT_RANGE, plan: str = "windows",
                     progress: Callable[[str], None] | None = None) -> Simulator:
@@ -109,6 +126,8 @@ def build_simulator(n: int, d: int, heads: int, *, causal: bool = False, dtype: 
 
     start = time.perf_counter()
     layout = check_size(n, d, heads)
+    if input_range is not None and all(np.isfinite(np.asarray(input_range, dtype=float))):
+        check_range(input_range, dtype)  # a non-finite or reversed range: the compiler's own error
     source = generate_source(n, d, heads, causal, plan, dtype=dtype, input_range=input_range)
     program = program_from_source(source, file=f"<U n={n} d={d} H={heads}>")
     L = layout.length

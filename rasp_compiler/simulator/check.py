@@ -101,7 +101,9 @@ def check_simulator(sim: Simulator, trials: int = 100, seed: int = 0, trace: boo
             else:
                 err = float(np.max(np.abs(got - ref["output"])))
             max_abs = max(max_abs, err)
-            max_rel = max(max_rel, err / max(float(np.max(np.abs(ref["output"]))), 1e-300))
+            scale = float(np.max(np.abs(ref["output"])))  # no floor: one of 1e-300 divided a
+            # subnormal T's error by 1e-300, not by |T|, and passed a 5e-4 error as 4.9e-24
+            max_rel = max(max_rel, err / scale if scale > 0 else (0.0 if err == 0 else math.inf))
             if np.any(out[b, lay.n * lay.output_width:] != 0):
                 max_abs = max(max_abs, float(np.max(np.abs(out[b, lay.n * lay.output_width:]))))
             if trace:

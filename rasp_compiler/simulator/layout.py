@@ -20,6 +20,14 @@ import numpy as np
 from rasp_compiler.errors import InputError
 
 
+def shown(x: float) -> str:
+    """``x`` as an error message prints it: short (%g), but with every digit it needs to differ
+    from what %g rounds it to (1.0000001 outside [-1, 1] read "holds 1 ... outside [-1, 1]")."""
+    x = float(x)
+    short = f"{x:g}"
+    return short if float(short) == x else repr(x)
+
+
 @dataclass(frozen=True)
 class SequenceLayout:
     n: int
@@ -104,7 +112,7 @@ class SequenceLayout:
                              f"({self.entry_at(bad)})")
         if np.any(arr[self.input_length:] != 0):
             bad = self.input_length + int(np.nonzero(arr[self.input_length:])[0][0])
-            raise InputError(f"the padding after X must hold zeros: position {bad} holds {arr[bad]:g}",
+            raise InputError(f"the padding after X must hold zeros: position {bad} holds {shown(arr[bad])}",
                              hint=f"positions {self.input_length} to {self.length - 1} are padding")
         return arr
 

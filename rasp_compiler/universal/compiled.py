@@ -49,6 +49,10 @@ def attention_target(model: RaspModel, layers: list[int] | None = None, *,
     Raises a UserError naming the MLPs when whole-model simulation is asked of a model that has them.
     """
     cfg = model.config["layers"]
+    if not cfg:  # max() of no heads was a ValueError
+        raise UserError("the compiled model has no layers (its output is a map of the tokens, read "
+                        "from the embedding): there is no attention for a universal transformer to run",
+                        hint="the lookup UT runs it: rasp universal --program FILE --with-mlps --check")
     if layers is None:
         mlps = [i for i, lc in enumerate(cfg) if lc["d_mlp"]]
         if mlps:

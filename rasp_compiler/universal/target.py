@@ -187,6 +187,10 @@ class Target:
                                 "are true or false, layers, heads and dim whole numbers)")
         if "W" not in tensors:
             raise ArtifactError(f"{path}: no W tensor")
+        unknown = sorted(set(tensors) - {"W", "V", "U"})
+        if unknown:  # a 'v' for 'V' was dropped, and the target ran with identity values
+            raise ArtifactError(f"{path}: unknown tensor(s) {', '.join(map(repr, unknown))} in a target file",
+                                hint="a target holds W, and V and U where it has them (Target.save)")
         target = cls(W=tensors["W"], V=tensors.get("V"), U=tensors.get("U"), residual=residual, causal=causal)
         if (target.layers, target.heads, target.dim) != (config.get("layers"), config.get("heads"),
                                                          config.get("dim")):

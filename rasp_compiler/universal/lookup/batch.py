@@ -53,7 +53,8 @@ class ProgramReport:
             "compiled_params": int(sum(t.numel() for t in self.model.tensors.values())),
             "width": size.width, "compiled_width": d, "width_ratio": size.width / d,
             "fitted_width": self.analysed.needs.width, "fitted_width_ratio": self.analysed.needs.width / d,
-            "depth": size.depth, "compiled_layers": layers, "depth_ratio": size.depth / layers,
+            "depth": size.depth, "compiled_layers": layers,
+            "depth_ratio": size.depth / layers if layers else None,  # a map of the tokens: no layer
             "program_tokens": self.encoding.program_tokens.shape[0], "needs": self.analysed.needs.as_json(),
             "folded_ops": self.encoding.meta["folded_ops"], "exhaustive": self.exhaustive,
             "encode_seconds": self.encode_seconds, "exact": self.exact})
@@ -144,7 +145,7 @@ def check_programs(paths: list[str], vocab: Any, max_len: int, *, output: str | 
                 rep.encoding = encode_program(rep.model, backbone.size, backbone.sha256, rep.analysed)
             rep.encode_seconds = time.perf_counter() - start
             if save_encodings and rep.program in save_encodings:
-                rep.encoding.save(save_encodings[rep.program])
+                rep.encoding.save(save_encodings[rep.program], force=force)
             if check:
                 inputs, rep.exhaustive = inputs_for(rep.model.vocab, max_len, max_inputs, seed,
                                                     rep.model.config.get("fixed_length"))

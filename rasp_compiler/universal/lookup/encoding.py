@@ -84,8 +84,18 @@ class ProgramEncoding:
                             f"{backbone.size.width}")
 
     # ----- files ------------------------------------------------------------------------------
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: str | Path, force: bool = False) -> Path:
+        """Write the encoding to ``path``; an existing file that is not a program encoding (a
+        backbone's weights, a target, anything else) is replaced only with ``force``."""
         path = Path(path)
+        if not force and path.is_file() and not path.is_symlink():
+            kind = _format_of(path)
+            if kind != ENCODING_FORMAT:
+                raise UserError(f"{path} exists and is not a program encoding "
+                                f"({'format ' + repr(kind) if kind else 'not a safetensors file'}); "
+                                "it is not replaced",
+                                hint="give another file name, or --force (force=True from Python) to "
+                                     "replace it")
         header = {"class": self.size.as_json(), "backbone_sha256": self.backbone_sha256,
                   "sha256": self.sha256, "meta": self.meta}
         try:
@@ -126,6 +136,18 @@ class ProgramEncoding:
         if not all(bool(torch.isfinite(t).all()) for t in tensors.values()):
             raise ArtifactError(f"{path}: the encoding holds NaN or inf")
         return enc
+
+
+def _format_of(path: Path) -> str | None:
+    """The ``format`` a safetensors file's header names, or None for any other file."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            kind = (f.metadata() or {}).get("format")
+    except Exception:  # not a safetensors file (safetensors raises its own error types)
+        return None
+    return kind if isinstance(kind, str) else ""
 
 
 # ----- encoding a compiled model -----------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from rasp_compiler.errors import UserError
+from rasp_compiler.graph import Program
 from rasp_compiler.runtime import ModelOutputError
 from rasp_compiler.universal.compiled import same_output
 from rasp_compiler.universal.lookup.backbone import LookupBackbone
@@ -114,8 +115,29 @@ def logits(backbone: LookupBackbone, encoding: ProgramEncoding, ids: torch.Tenso
            prepared: list | None = None) -> torch.Tensor:
     """The program's logits (batch, 1 + n, outputs), BOS first, for token ids as the compiled
     model's ``encode`` gives them."""
+    if prepared is None:  # run_program checked both once; a direct call ended in an einsum error
+        encoding.check_backbone(backbone)
+        _check_ids(encoding, ids)
     out = backbone(encoding.program_tokens, encoding.embed(ids), prepared=prepared)
     return out[..., :encoding.out_width]
+
+
+def _check_ids(encoding: ProgramEncoding, ids: Any) -> None:
+    """Token ids as the compiled model's ``encode`` gives them: (batch, 1 + n), BOS first, each an
+    index of the encoding's token table, n at most the compiled max length."""
+    rows, positions = encoding.token_embed.shape[0], encoding.pos_embed.shape[0]
+    if not isinstance(ids, torch.Tensor) or ids.ndim != 2 or ids.dtype not in (torch.int64, torch.int32):
+        raise UserError(f"ids must be a 2-D integer tensor (batch, 1 + n), got "
+                        f"{type(ids).__name__ if not isinstance(ids, torch.Tensor) else tuple(ids.shape)}"
+                        f"{'' if not isinstance(ids, torch.Tensor) else ' ' + str(ids.dtype)}",
+                        hint="ids, lengths = model.encode(batch) gives them, BOS first")
+    if ids.shape[1] > positions:
+        raise UserError(f"ids hold {ids.shape[1] - 1} tokens after BOS, more than the {positions - 1} "
+                        "the program was encoded for")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= rows):
+        raise UserError(f"ids must be between 0 and {rows - 1} (the encoding's token table), got "
+                        f"{int(ids.min())}..{int(ids.max())}",
+                        hint="ids, lengths = model.encode(batch) gives them, BOS first")
 
 
 def run_program(backbone: LookupBackbone, encoding: ProgramEncoding, model: Any,
@@ -127,6 +149,12 @@ def run_program(backbone: LookupBackbone, encoding: ProgramEncoding, model: Any,
     from rasp_compiler.interpreter import run as interpret
 
     encoding.check_backbone(backbone)
+    if program is not None and not isinstance(program, Program):
+        # a file name or source text reached interpret() inside the try below: every input then
+        # "disagreed with the interpreter", with no word of why
+        raise UserError(f"run_program's program must be a parsed Program, got {type(program).__name__}",
+                        hint="program_from_source(source) (rasp_compiler.lang.elaborator) parses one; "
+                             "or pass None to compare with the compiled model only")
     result = ProgramRun()
     prepared = backbone.prepare(encoding.program_tokens)
     with torch.no_grad():
