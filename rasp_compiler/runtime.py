@@ -321,9 +321,9 @@ CSR_MAX_DENSITY = 1 / 16
 # A projection that reads only one-hot blocks of the residual stream (a categorical s-op's values,
 # the constant columns) is a table lookup: each position's row is the sum of the weight's rows at
 # its hot indices ("lookup", see _Lookup).  Where it reads at least this many rows: a product costs
-# that many multiply-adds an output, a lookup a gathered row per table and a check of the one-hots
-# (bench/lookups.py --min-rows 1: heads reading 130 rows or more gain 1.1-1.3x, those reading
-# 64-71 rows lose up to 20 %); up to this many rows, and entries, of a table.
+# that many multiply-adds an output, a lookup a gathered row per table and a check of the one-hots,
+# so narrow products stay products (the threshold's measurement: bench/lookups.py --min-rows,
+# docs/compiler-results.md); up to this many rows, and entries, of a table.
 LOOKUP_MIN_ROWS = 96
 LOOKUP_MAX_ROWS = 1 << 16
 LOOKUP_MAX_ELEMENTS = 1 << 22
