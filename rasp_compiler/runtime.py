@@ -185,12 +185,13 @@ class Transformer(torch.nn.Module):
         if mode not in PATH_MODES:
             raise ValueError(f"paths must be one of {', '.join(PATH_MODES)}, not {mode!r}")
         layers = []
+        one_hots = _one_hot_blocks(self.config)
         for li, lc in enumerate(self.layers_cfg):
             attn = mlp = None
             if lc["n_heads"]:
                 attn = _Attention.build(li, *(self.w(f"layers.{li}.attn.{n}")
                                               for n in ("W_Q", "W_K", "W_V", "W_O")), mode,
-                                        one_hots=_one_hot_blocks(self.config))
+                                        one_hots=one_hots)
             if lc["d_mlp"]:
                 gated = f"layers__{li}__mlp__W_gate" in self.params
                 mlp = _Mlp.build(li, self.w(f"layers.{li}.mlp.W_in"), self.w(f"layers.{li}.mlp.b_in"),
@@ -444,12 +445,11 @@ class _Product:
                    None if all_columns else _index(writes), bias)
 
     def explained(self) -> dict[str, Any]:
+        path, why = self.path, self.why
         if self.lookup is not None:
-            return {"tensor": self.name, "shape": list(self.shape), "nonzero": self.nonzero,
-                    "path": "lookup", "why": f"{self.lookup.describe()}; {self.path} where they are "
-                                             f"not one-hots ({self.why})"}
+            path, why = "lookup", f"{self.lookup.describe()}; {path} where they are not one-hots ({why})"
         return {"tensor": self.name, "shape": list(self.shape), "nonzero": self.nonzero,
-                "path": self.path, "why": self.why}
+                "path": path, "why": why}
 
     def times(self, x: torch.Tensor, hot: dict[int, tuple[int, torch.Tensor | None]] | None = None
               ) -> torch.Tensor:
