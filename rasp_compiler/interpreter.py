@@ -226,11 +226,10 @@ def _map(node: Map | SequenceMap, args: list[list[Any]], n: int) -> list[Any]:
     fn = _compile(node.fn)
     cache: dict[tuple, Any] = {}
     out = []
-    for i in range(n):
-        key = tuple(a[i] for a in args)
+    for i, key in enumerate(zip(*args, strict=True) if args else [()] * n):  # the arguments at i
         try:
             # equal-looking keys of different types (1, 1.0, True) must not share an entry
-            ck = key + tuple(type(k) for k in key)
+            ck = key + tuple(map(type, key))
             if ck in cache:
                 out.append(cache[ck])
                 continue

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rasp_compiler.compiler.real.grids import coefficients
 from rasp_compiler.graph.expr import Binary, Const, Var
 from rasp_compiler.graph.expr import evaluate as eval_expr
 from rasp_compiler.graph.nodes import Aggregate, SoftmaxAggregate
@@ -122,7 +123,7 @@ def _form_error(nc: NumericCompiler, nid: str, e: object, mag: object) -> Bound:
     one sign (or there is one term), absolute otherwise."""
     terms = []
     for atom, c in nc.forms[nid].terms.items():
-        c = np.nan_to_num(np.asarray(c, dtype=np.float64), nan=0.0)
+        c = coefficients(c)
         k = float(np.max(np.abs(c)))
         if atom[0] in ("one", "step"):
             a, r = EXACT
@@ -139,20 +140,33 @@ def _form_error(nc: NumericCompiler, nid: str, e: object, mag: object) -> Bound:
             r = 0.0
         lo, hi = nc._atom_interval(atom)
         terms.append((c, lo, hi, a, r, k))
-    same_sign = True
-    for p in range(nc.n):
-        signs = set()
-        for c, lo, hi, *_ in terms:
-            if c[p] == 0:
-                continue
-            tlo, thi = sorted((c[p] * lo, c[p] * hi))
-            signs.add("+" if tlo >= 0 else "-" if thi <= 0 else "±")
-        if len([t for t in terms if t[0][p] != 0]) > 1 and (len(signs) > 1 or "±" in signs):
-            same_sign = False
-            break
-    if same_sign:
+    if _one_sign(terms, nc.n):
         return (sum(k * a for *_, a, r, k in terms), max((r for *_, a, r, k in terms), default=0.0))
     return (sum(k * (a + r * max(abs(lo), abs(hi))) for _, lo, hi, a, r, k in terms), 0.0)
+
+
+def _one_sign(terms: list[tuple], n: int) -> bool:
+    """Whether at every position with more than one term, every term's range c(p) x [lo, hi] has
+    one sign, the same for all (a term is "+" where its range is >= 0, else "-" where it is <= 0,
+    else "±"), over every position at once."""
+    count = np.zeros(n, dtype=np.int64)
+    plus = np.zeros(n, dtype=bool)
+    minus = np.zeros(n, dtype=bool)
+    both = np.zeros(n, dtype=bool)
+    for c, lo, hi, *_ in terms:
+        on = c != 0
+        with np.errstate(over="ignore", invalid="ignore"):  # 0 x inf where the term is absent
+            x, y = c * lo, c * hi
+        swap = y < x  # sorted((x, y)), NaNs included
+        tlo, thi = np.where(swap, y, x), np.where(swap, x, y)
+        pos = tlo >= 0
+        neg = ~pos & (thi <= 0)
+        count += on
+        plus |= on & pos
+        minus |= on & neg
+        both |= on & ~pos & ~neg
+    mixed = both | (plus & minus)
+    return not bool(np.any((count > 1) & mixed))
 
 
 def output_bound(nc: NumericCompiler, out: str) -> Bound:

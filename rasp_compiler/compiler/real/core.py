@@ -74,11 +74,22 @@ class NumericCompiler(PositionalFolding, Intervals, Grids, DeferredMaps, Piecewi
         self._rows: dict[str, dict[str, Any]] = {}  # data selectors (``row_selectors``)
         self.guards: list[dict[str, Any]] = []  # denominators the model flags near 0
         self.relative_bounds: dict[str, float] = {}  # |error| <= this x |value| (approximate maps)
+        # computed once an s-op, not once a use (``grids``, ``intervals``, ``score_blocks``): the
+        # positional s-ops never change, and a grid list is cached with the list it was coded from
+        self._grid_codes: dict[str, tuple[Any, Any]] = {}
+        self._pos_delta: dict[str, float] = {}
+        self._pos_interval: dict[str, tuple[float, float]] = {}
+        self._sel_rows: dict[str, dict[str, np.ndarray]] = {}
+        self._atom_cache: dict[tuple, Any] = {}
+        self._report_nodes: list[Any] = [0, set()]  # map_reports read so far, their nodes
         try:
             self._analyse()
         except CompileError as err:  # how large the categorical plan would be, as far as known
             err.largest_table = self.largest_table()  # type: ignore[attr-defined]
             raise
+        # the analysis's caches, not needed to build the weights (recomputed where asked)
+        self._grid_codes.clear()
+        self._sel_rows.clear()
 
     def error(self, node_id: str, message: str, hint: str | None = None) -> CompileError:
         node = self.program.node(node_id) if node_id in self.graph else None

@@ -100,7 +100,7 @@ class GatedUnits:
                 a, b = self.need(atom[1]), self.need(atom[2])
                 inputs += [a, b]
                 cc = np.nan_to_num(c, nan=0.0)
-                vals = sorted({float(v) for v in cc if v != 0})
+                vals = np.unique(cc[cc != 0]).tolist()  # sorted, distinct, as Python floats
                 ia = self._interval_any(atom[1])
                 big = 2.0 * max(abs(ia[0]), abs(ia[1])) + 1.0
                 for kappa in vals:

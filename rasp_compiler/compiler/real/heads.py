@@ -29,7 +29,7 @@ class Heads:
         nid = node.id
         sel = node.inputs[0]
         self._check_selector(sel, nid)
-        if self.causal and np.triu(np.asarray(self.pos[sel], dtype=bool), 1).any():
+        if self.causal and np.triu(self._selector_matrix(sel), 1).any():
             raise self.error(nid, "{node} may select a key after its query position, which a causal "
                              "model cannot see", hint="combine the selector with select(indices, "
                              "indices, <=), or compile without causal=True (--causal)")
@@ -71,7 +71,7 @@ class Heads:
                                    [target or nid], [nid], bos_query=bos, weights=[weight],
                                    narrow=narrow if narrow is not None and len(narrow[0]) < len(blocks)
                                    else None))
-        if any(r["node"] == nid for r in self.map_reports):
+        if self._reported(nid):
             return slot
         lo, hi = self._interval_any(node.inputs[-1])
         mag = max(abs(lo), abs(hi))
@@ -83,6 +83,15 @@ class Heads:
                                  "interval": list(self.interval[nid]),
                                  **({"score_bound": bound, "score_rounding": drift} if data else {})})
         return slot
+
+    def _reported(self, nid: str) -> bool:
+        """Whether ``map_reports`` has a report of ``nid`` (its reports are only ever appended:
+        the set of their nodes grows with them, where a scan of the list per head was quadratic)."""
+        seen = self._report_nodes
+        for r in self.map_reports[seen[0]:]:
+            seen[1].add(r["node"])
+        seen[0] = len(self.map_reports)
+        return nid in seen[1]
 
     def _exact_factor(self, sid: str) -> bool:
         """Whether ``sid`` is a position-only s-op of zeros and powers of two (a constant 1 query):

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from rasp_compiler.compiler.real.divisions import is_reciprocal
+from rasp_compiler.compiler.real.grids import coefficients
 from rasp_compiler.compiler.real.specs import Deferred
 from rasp_compiler.compiler.real_forms import Form, Lin, NonLinear, form_of
 from rasp_compiler.graph.expr import Ternary, Var
@@ -145,10 +146,13 @@ class Intervals:
         if sid in self.deferred:  # a mean of a map that has no unit: its value is needed
             raise self._deferred_error(sid)
         if sid in self.pos:
-            vals = [float(v) for v in self.pos[sid] if isinstance(v, (int, float))]
-            if not vals:
-                raise self.error(sid, "{node} holds no numbers")
-            return min(vals), max(vals)
+            cache = self._pos_interval
+            if sid not in cache:
+                vals = [float(v) for v in self.pos[sid] if isinstance(v, (int, float))]
+                if not vals:
+                    raise self.error(sid, "{node} holds no numbers")
+                cache[sid] = (min(vals), max(vals))
+            return cache[sid]
         return self.interval[sid]
 
     def _atom_interval(self, atom: tuple) -> tuple[float, float]:
@@ -181,7 +185,7 @@ class Intervals:
         hi = np.zeros(self.n)
         for atom, c in f.terms.items():
             a = self._atom_interval(atom)
-            c = np.nan_to_num(c, nan=0.0)
+            c = coefficients(c)
             # a huge --input-range makes a bound overflow to inf (_check_magnitudes then refuses it
             # with one clear error): no RuntimeWarning before it, and a zero coefficient (the atom
             # is absent at that position) adds 0, not 0 * inf = NaN
@@ -200,13 +204,9 @@ class Intervals:
 
     def _may_be_empty(self, sel: str) -> bool:
         """Whether some query row can select no key (then the default is one of the values)."""
-        m = np.asarray(self.pos[sel], dtype=bool)
-        for q in range(m.shape[0]):
-            keys = np.nonzero(m[q])[0]
-            # at a variable length, a query at q may see only keys 0..q
-            if not len(keys) or (self.fixed is None and keys.min() > q):
-                return True
-        return False
+        rows = self._selector_rows(sel)
+        # at a variable length, a query at q may see only keys 0..q (``lows``: how many there are)
+        return bool((rows["sizes"] == 0).any() or (self.fixed is None and (rows["lows"] == 0).any()))
 
 
 def _as_float(v: Any, err: Any, nid: str) -> float:

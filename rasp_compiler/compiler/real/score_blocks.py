@@ -35,7 +35,7 @@ class ScoreBlocks:
             for a in conj:
                 out.extend(self._atom_blocks(a, digits))
             return out
-        return self._matrix_block(np.asarray(self.pos[sel], dtype=bool), sel)
+        return self._matrix_block(self._selector_matrix(sel), sel)
 
     def blocks_and_bos(self, sel: str, nid: str, narrow: bool = False
                        ) -> tuple[list[tuple[str, str, np.ndarray]], tuple[tuple[str, float], ...]]:
@@ -48,7 +48,7 @@ class ScoreBlocks:
         f = sl.formula(self.graph, sel)
         conj = sl.conjuncts(f)
         if not all(isinstance(c, sl.Atom) for c in conj):
-            got = self._matrix_block(np.asarray(self.pos[sel], dtype=bool), sel, drop_empty=True)
+            got = self._matrix_block(self._selector_matrix(sel), sel, drop_empty=True)
             return got if isinstance(got, tuple) else (got, (("one", 1.0),))
         out: list[tuple[str, str, np.ndarray]] = []
         bos: tuple[tuple[str, float], ...] = (("one", 1.0),)
@@ -97,38 +97,69 @@ class ScoreBlocks:
 
     def _atom_blocks(self, a: sl.Atom, digits: bool = True, drop_empty: bool = False,
                      narrow: bool = False) -> Any:
-        kv, qv = self.pos[a.key], self.pos[a.query]
+        info = self._atom_info(a.key, a.query)
         label = a.select
-        ints = [v for v in kv if _is_int(v)]
-        kvals = _distinct(kv)
-        qvals = _distinct(qv)
-        if (digits and a.op == "==" and not a.negated and len(ints) == len(kv) and min(ints) >= 0
-                and len(set(ints)) > 8):
-            keys = [int(v) for v in kv]
+        kvals, qvals = info["kvals"], info["qvals"]
+        if digits and a.op == "==" and not a.negated and info["digit_keys"]:
             if not narrow:
-                return self._digit_blocks(keys, qv, label)
+                return self._digit_blocks(info["keys"], self.pos[a.query], label,
+                                          arrays=self._atom_digits(a.key, a.query))
             # fewer columns than the digits' 6: one-hot where it has at most 3 (a d_head of 4
             # with BOS's one column)
             if min(len(qvals), len(kvals)) > 3:
-                return self._digit_blocks(keys, qv, label)
-        small = np.array([[sl.holds(a, k, q) for k in kvals] for q in qvals], dtype=bool)
-        if a.negated:
-            small = ~small
-        kindex, qindex = _indexer(kvals), _indexer(qvals)
-        kidx = np.array([kindex(v) for v in kv])
-        qidx = np.array([qindex(v) for v in qv])
-        return self._onehot_block(qidx, kidx, small, label, drop_empty)
+                return self._digit_blocks(info["keys"], self.pos[a.query], label,
+                                          arrays=self._atom_digits(a.key, a.query))
+        small = self._atom_small(a, kvals, qvals)
+        return self._onehot_block(info["qidx"], info["kidx"], small, label, drop_empty)
 
-    def _digit_blocks(self, keys: list[int], qv: list[Any], label: str) -> list[tuple[str, str, np.ndarray]]:
-        """-(k - q)^2 summed over base-B digits of key and query values (exact small integers)."""
-        base = max(2, math.isqrt(max(keys)) + 1)
-        ka = np.array([k // base for k in keys], dtype=float)
-        kb = np.array([k % base for k in keys], dtype=float)
-        qa = np.full(len(qv), -2.0)  # a query with no valid target: digit -2 matches no key
-        qb = np.zeros(len(qv))
-        for p, v in enumerate(qv):
-            if _is_int(v) and 0 <= int(v) < base * base:
-                qa[p], qb[p] = int(v) // base, int(v) % base
+    def _atom_info(self, key: str, query: str) -> dict[str, Any]:
+        """What the blocks of a select over ``key`` and ``query`` read of their values, once a pair:
+        U at d = 32 scores 2,113 heads over 97 selectors, twice each (``blocks_and_bos``), and
+        read its 2,304 positions' values every time."""
+        k, q = self._values_info(key), self._values_info(query)
+        return {"kvals": k["distinct"], "qvals": q["distinct"], "kidx": k["idx"], "qidx": q["idx"],
+                "digit_keys": k["digit_keys"], "keys": k.get("keys")}
+
+    def _values_info(self, sid: str) -> dict[str, Any]:
+        """A positional s-op's distinct values, the index of each position's value in them, and
+        whether they are more than 8 distinct integers >= 0 (a key of digit blocks), once an s-op."""
+        got = self._atom_cache.get(("values", sid))
+        if got is None:
+            vals = self.pos[sid]
+            ints = [v for v in vals if _is_int(v)]
+            distinct = _distinct(vals)
+            index = _indexer(distinct)
+            got = {"distinct": distinct, "idx": np.array([index(v) for v in vals]),
+                   "digit_keys": len(ints) == len(vals) and min(ints) >= 0 and len(set(ints)) > 8}
+            if got["digit_keys"]:
+                got["keys"] = [int(v) for v in vals]
+            self._atom_cache[("values", sid)] = got
+        return got
+
+    def _atom_digits(self, key: str, query: str) -> tuple[np.ndarray, ...]:
+        got = self._atom_cache.get(("digits", key, query))
+        if got is None:
+            got = self._atom_cache[("digits", key, query)] = _digit_arrays(
+                self._atom_info(key, query)["keys"], self.pos[query])
+        return got
+
+    def _atom_small(self, a: sl.Atom, kvals: list[Any], qvals: list[Any]) -> np.ndarray:
+        """The atom's truth over distinct query x key values (negation applied), once an atom's
+        key, query and predicate."""
+        ck = ("small", a.key, a.query, a.op, a.negated) if a.fn is None else ("small", a.select, a.negated)
+        small = self._atom_cache.get(ck)
+        if small is None:
+            small = np.array([[sl.holds(a, k, q) for k in kvals] for q in qvals], dtype=bool)
+            if a.negated:
+                small = ~small
+            self._atom_cache[ck] = small
+        return small
+
+    def _digit_blocks(self, keys: list[int], qv: list[Any], label: str,
+                      arrays: tuple[np.ndarray, ...] | None = None) -> list[tuple[str, str, np.ndarray]]:
+        """-(k - q)^2 summed over base-B digits of key and query values (exact small integers);
+        ``arrays``: ``_digit_arrays(keys, qv)`` when already computed."""
+        ka, kb, qa, qb = arrays if arrays is not None else _digit_arrays(keys, qv)
         out = []
         for name, kd, qd in (("hi", ka, qa), ("lo", kb, qb)):
             # -(k - q)^2 = 2kq - q^2 - k^2 as three rank-one columns
@@ -140,6 +171,20 @@ class ScoreBlocks:
             out.append((fq2, "one", np.array([[-1.0]])))
             out.append(("one", fk2, np.array([[-1.0]])))
         return out
+
+
+def _digit_arrays(keys: list[int], qv: list[Any]) -> tuple[np.ndarray, ...]:
+    """The base-B digits (hi, lo) of the keys and of the queries (a query with no valid target
+    gets the digits (-2, 0), which match no key)."""
+    base = max(2, math.isqrt(max(keys)) + 1)
+    ka = np.array([k // base for k in keys], dtype=float)
+    kb = np.array([k % base for k in keys], dtype=float)
+    qa = np.full(len(qv), -2.0)  # a query with no valid target: digit -2 matches no key
+    qb = np.zeros(len(qv))
+    for p, v in enumerate(qv):
+        if _is_int(v) and 0 <= int(v) < base * base:
+            qa[p], qb[p] = int(v) // base, int(v) % base
+    return ka, kb, qa, qb
 
 
 def _is_int(v: Any) -> bool:
