@@ -20,7 +20,9 @@ from rasp_compiler.compiler.real.grids import (
     has_none,
     intern,
     materialise,
+    resume,
 )
+from rasp_compiler.compiler.real.intervals import Intervals
 from rasp_compiler.compiler.real_forms import Form
 from rasp_compiler.graph.nodes import Aggregate
 
@@ -68,7 +70,7 @@ _STEPS = [None, Fraction(0), Fraction(1), Fraction(-1, 2), Fraction(3, 4), Fract
           Fraction(6), _BIG, -_BIG, Fraction(2, 7 * 10 ** 11)]
 
 
-class _Stub(Grids):
+class _Stub(Grids, Intervals):
     """Just what ``Grids`` reads of a ``NumericCompiler``."""
 
     def __init__(self, n: int, fixed: bool, pos: dict, grid: dict) -> None:
@@ -77,6 +79,7 @@ class _Stub(Grids):
         self.grid_why: dict = {}
         self.delta = {k: 0.0 for k in grid}
         self._grid_codes, self._pos_delta, self._sel_rows = {}, {}, {}
+        self._form_states = {"grid": {}, "interval": {}}
 
     def _interval_any(self, sid: str) -> tuple[float, float]:
         return (-1.0, 1.0)
@@ -197,3 +200,31 @@ def test_key_gcd_is_the_fold_over_the_keys() -> None:
         row = (True,) if any(vals[k] is None for k in keys) else \
             (min(len(nonzero), 2), *sorted(set(nonzero)))
         assert _key_gcd(row, vals) == want, [vals[k] for k in keys]
+
+
+def test_a_sum_built_term_by_term_resumes_the_last_forms_loops_with_the_same_result() -> None:
+    """``s_j = s_(j-1) + x_j * y_j``: each map's form is the last one's plus a term (the same
+    coefficient arrays), so its grid, drift and interval loops resume from the last map's
+    (``resume``); they agree with loops from scratch, and a changed term is not resumed over."""
+    rng = np.random.default_rng(17)
+    n = 7
+    grid = {f"v{i}": [_STEPS[j] for j in rng.integers(1, len(_STEPS), size=n)] for i in range(6)}
+    chain, form = [], Form(n)
+    for j in range(5):
+        term = Form(n, {("xx", f"v{j}", f"v{j + 1}"): rng.choice([0.0, 1.0, 0.5, -2.0], size=n)})
+        form = form.add(term)
+        chain.append((f"s{j}", form, (f"s{j - 1}",) if j else ()))
+    changed = Form(n, dict(chain[-1][1].terms))
+    changed.terms[("xx", "v0", "v1")] = chain[-1][1].terms[("xx", "v0", "v1")] * 3.0
+    chain.append(("t", changed, ("s3",)))
+    resumed, fresh = _Stub(n, True, {}, dict(grid)), _Stub(n, True, {}, dict(grid))
+    for nc in (resumed, fresh):
+        nc.interval = {}
+    for nid, f, after in chain:
+        items = list(f.terms.items())
+        start, _ = resume(resumed._form_states["grid"], items, after)
+        assert start == (0 if nid in ("s0", "t") else len(items) - 1)
+        resumed._grid_form(nid, f, after)
+        fresh._grid_form(nid, f)
+        assert resumed.grid[nid] == fresh.grid[nid] and resumed.delta[nid] == fresh.delta[nid]
+        assert Intervals._form_interval(resumed, f, nid, after) == Intervals._form_interval(fresh, f)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rasp_compiler.compiler.real.grids import coefficients
+from rasp_compiler.compiler.real.grids import coefficients, remember, resume
 from rasp_compiler.graph.expr import Binary, Const, Var
 from rasp_compiler.graph.expr import evaluate as eval_expr
 from rasp_compiler.graph.nodes import Aggregate, SoftmaxAggregate
@@ -37,6 +37,7 @@ def node_errors(nc: NumericCompiler) -> dict[str, Bound]:
     err: dict[str, Bound] = {}
     own = {r["node"]: r["bound"] for r in nc.map_reports if not r["exact"]}
     approx = getattr(nc, "_approx", {})
+    states: dict = {}  # the last forms' loops in this call (``grids.resume``)
 
     def mag(sid: str) -> float:
         lo, hi = nc._interval_any(sid)
@@ -74,7 +75,7 @@ def node_errors(nc: NumericCompiler) -> dict[str, Bound]:
         elif nid in approx:
             err[nid] = _approx_error(nc, nid, approx[nid], own.get(nid, 0.0), absolute(approx[nid][0]))
         elif nid in nc.forms:
-            err[nid] = _form_error(nc, nid, e, mag)
+            err[nid] = _form_error(nc, nid, e, mag, states)
     return err
 
 
@@ -118,11 +119,16 @@ def _is_exponential(fn: object) -> bool:
             and fn.left.value > 0 and isinstance(fn.right, Var))
 
 
-def _form_error(nc: NumericCompiler, nid: str, e: object, mag: object) -> Bound:
+def _form_error(nc: NumericCompiler, nid: str, e: object, mag: object, states: dict | None = None) -> Bound:
     """A sum of atoms with per-position coefficients: relative where every term at a position has
     one sign (or there is one term), absolute otherwise."""
-    terms = []
-    for atom, c in nc.forms[nid].terms.items():
+    items = list(nc.forms[nid].terms.items())
+    node = nc.program.node(nid)
+    states = {} if states is None else states
+    start, state = resume(states, items, node.inputs)
+    terms = [] if state is None else list(state[0])
+    signs = _Signs(nc.n) if state is None else state[1].copy()
+    for atom, c in items[start:]:
         c = coefficients(c)
         k = float(np.max(np.abs(c)))
         if atom[0] in ("one", "step"):
@@ -140,20 +146,30 @@ def _form_error(nc: NumericCompiler, nid: str, e: object, mag: object) -> Bound:
             r = 0.0
         lo, hi = nc._atom_interval(atom)
         terms.append((c, lo, hi, a, r, k))
-    if _one_sign(terms, nc.n):
+        signs.add(c, lo, hi)
+    remember(states, nid, items, (terms, signs.copy()))
+    if signs.one_sign():
         return (sum(k * a for *_, a, r, k in terms), max((r for *_, a, r, k in terms), default=0.0))
     return (sum(k * (a + r * max(abs(lo), abs(hi))) for _, lo, hi, a, r, k in terms), 0.0)
 
 
-def _one_sign(terms: list[tuple], n: int) -> bool:
-    """Whether at every position with more than one term, every term's range c(p) x [lo, hi] has
-    one sign, the same for all (a term is "+" where its range is >= 0, else "-" where it is <= 0,
-    else "±"), over every position at once."""
-    count = np.zeros(n, dtype=np.int64)
-    plus = np.zeros(n, dtype=bool)
-    minus = np.zeros(n, dtype=bool)
-    both = np.zeros(n, dtype=bool)
-    for c, lo, hi, *_ in terms:
+class _Signs:
+    """Per position, how many terms a form has there and which signs their ranges c(p) x [lo, hi]
+    take ("+" where the range is >= 0, else "-" where it is <= 0, else "±"), term by term."""
+
+    def __init__(self, n: int) -> None:
+        self.count = np.zeros(n, dtype=np.int64)
+        self.plus = np.zeros(n, dtype=bool)
+        self.minus = np.zeros(n, dtype=bool)
+        self.both = np.zeros(n, dtype=bool)
+
+    def copy(self) -> _Signs:
+        out = _Signs(0)
+        out.count, out.plus, out.minus, out.both = (a.copy() for a in (self.count, self.plus, self.minus,
+                                                                       self.both))
+        return out
+
+    def add(self, c: np.ndarray, lo: float, hi: float) -> None:
         on = c != 0
         with np.errstate(over="ignore", invalid="ignore"):  # 0 x inf where the term is absent
             x, y = c * lo, c * hi
@@ -161,12 +177,24 @@ def _one_sign(terms: list[tuple], n: int) -> bool:
         tlo, thi = np.where(swap, y, x), np.where(swap, x, y)
         pos = tlo >= 0
         neg = ~pos & (thi <= 0)
-        count += on
-        plus |= on & pos
-        minus |= on & neg
-        both |= on & ~pos & ~neg
-    mixed = both | (plus & minus)
-    return not bool(np.any((count > 1) & mixed))
+        self.count += on
+        self.plus |= on & pos
+        self.minus |= on & neg
+        self.both |= on & ~pos & ~neg
+
+    def one_sign(self) -> bool:
+        """Whether at every position with more than one term, all of them have one sign, the
+        same ("±" is none)."""
+        mixed = self.both | (self.plus & self.minus)
+        return not bool(np.any((self.count > 1) & mixed))
+
+
+def _one_sign(terms: list[tuple], n: int) -> bool:
+    """``_Signs.one_sign`` of ``terms`` ((c, lo, hi, ...) each), over every position at once."""
+    signs = _Signs(n)
+    for c, lo, hi, *_ in terms:
+        signs.add(c, lo, hi)
+    return signs.one_sign()
 
 
 def output_bound(nc: NumericCompiler, out: str) -> Bound:

@@ -82,6 +82,8 @@ class NumericCompiler(PositionalFolding, Intervals, Grids, DeferredMaps, Piecewi
         self._sel_rows: dict[str, dict[str, np.ndarray]] = {}
         self._atom_cache: dict[tuple, Any] = {}
         self._report_nodes: list[Any] = [0, set()]  # map_reports read so far, their nodes
+        # the last forms' loops (``grids.resume``): grids and intervals
+        self._form_states: dict[str, dict[str, Any]] = {"grid": {}, "interval": {}}
         try:
             self._analyse()
         except CompileError as err:  # how large the categorical plan would be, as far as known
@@ -90,6 +92,8 @@ class NumericCompiler(PositionalFolding, Intervals, Grids, DeferredMaps, Piecewi
         # the analysis's caches, not needed to build the weights (recomputed where asked)
         self._grid_codes.clear()
         self._sel_rows.clear()
+        self._form_states["grid"].clear()
+        self._form_states["interval"].clear()
 
     def error(self, node_id: str, message: str, hint: str | None = None) -> CompileError:
         node = self.program.node(node_id) if node_id in self.graph else None

@@ -199,6 +199,34 @@ def _key_gcd(row: tuple, vals: list[Step]) -> Step:
     return g
 
 
+def resume(states: dict[str, tuple[list, Any]], items: list[tuple], after: Any) -> tuple[int, Any]:
+    """(how many, state): the state a loop over a form's terms ``items`` had reached after the
+    longest run of its first terms that is a whole earlier form, one of the s-ops ``after`` (the
+    map's inputs), or (0, None).  A sum of products written as ``s = s + x * y`` is one map a
+    term, each with a form that adds one term to the last one's (the same atoms and the same
+    coefficient arrays, in order): U at d = 32 has 4,095 such forms with 53,664 terms in all."""
+    best: tuple[int, Any] = (0, None)
+    for sid in after:
+        got = states.get(sid)
+        if got is None:
+            continue
+        earlier, state = got
+        if best[0] < len(earlier) <= len(items) and all(
+                a == b and c is d for (a, c), (b, d) in zip(earlier, items, strict=False)):
+            best = (len(earlier), state)
+    return best
+
+
+def remember(states: dict[str, tuple[list, Any]], sid: str, items: list[tuple], state: Any,
+             keep: int = 64) -> None:
+    """Keep the state a loop over ``sid``'s form's ``items`` ended in, for ``resume`` (the last
+    ``keep`` forms only: a sum's next term is the next map or close to it)."""
+    states.pop(sid, None)
+    states[sid] = (items, state)
+    while len(states) > keep:
+        del states[next(iter(states))]
+
+
 def _gcd_times(fw: Fraction | None) -> Any:
     return lambda a, b: grid_gcd(a, _times(b, fw))
 
@@ -352,13 +380,14 @@ class Grids:
         drift = 0.0 if most <= 1 else (most + 2) * self._unit() * mag
         self.delta[nid] = self._delta_of(src) + drift
 
-    def _grid_form(self, nid: str, form: Any) -> None:
-        """Grid and drift of a map read as a form (``real_forms``)."""
-        out: Coded = uniform(Fraction(0), self.n)
-        drift = 0.0
-        size = 0.0
-        why = None
-        for atom, c in form.terms.items():
+    def _grid_form(self, nid: str, form: Any, after: Any = ()) -> None:
+        """Grid and drift of a map read as a form (``real_forms``); ``after``: its inputs, whose
+        forms' loops it may resume (``resume``)."""
+        items = list(form.terms.items())
+        start, state = resume(self._form_states["grid"], items, after)
+        out: Coded
+        out, drift, size, why = state if state is not None else (uniform(Fraction(0), self.n), 0.0, 0.0, None)
+        for atom, c in items[start:]:
             c = coefficients(c)
             steps, atom_delta, atom_mag, reason = self._atom_grid(atom)
             why = why or reason
@@ -377,6 +406,7 @@ class Grids:
                 coefs, cidx = np.unique(c, return_inverse=True)
                 coded_c = ([as_fraction(float(v)) for v in coefs], cidx.ravel())
             out = apply(lambda o, s, f: grid_gcd(o, _times(s, f)), [out, steps, coded_c], where=on, keep=out)
+        remember(self._form_states["grid"], nid, items, (out, drift, size, why))
         self._set_grid(nid, out)
         if why is not None and has_none(out):
             self.grid_why[nid] = why

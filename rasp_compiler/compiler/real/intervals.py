@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from rasp_compiler.compiler.real.divisions import is_reciprocal
-from rasp_compiler.compiler.real.grids import coefficients
+from rasp_compiler.compiler.real.grids import coefficients, remember, resume
 from rasp_compiler.compiler.real.specs import Deferred
 from rasp_compiler.compiler.real_forms import Form, Lin, NonLinear, form_of
 from rasp_compiler.graph.expr import Ternary, Var
@@ -81,12 +81,12 @@ class Intervals:
                                                        "and products only")
                     return
             self.forms[nid] = f
-            lo, hi = self._form_interval(self.forms[nid])
+            lo, hi = self._form_interval(self.forms[nid], nid, inputs)
             choice = self._choice_interval(fn, args, inputs)
             if choice is not None:  # both are sound: keep what both allow
                 lo, hi = max(lo, choice[0]), min(hi, choice[1])
             self.interval[nid] = (lo, hi)
-            self._grid_form(nid, f)
+            self._grid_form(nid, f, inputs)
         elif isinstance(node, (Aggregate, SelectorWidth)) and node.inputs[0] not in self.pos and \
                 self.token_grid is not None:
             self._row_plan(node)  # a selector comparing numbers on a grid (``row_selectors``)
@@ -180,10 +180,14 @@ class Intervals:
             hi += max(w * i[0], w * i[1])
         return max(0.0, lo), max(0.0, hi)
 
-    def _form_interval(self, f: Form) -> tuple[float, float]:
-        lo = np.zeros(self.n)
-        hi = np.zeros(self.n)
-        for atom, c in f.terms.items():
+    def _form_interval(self, f: Form, nid: str | None = None, after: Any = ()) -> tuple[float, float]:
+        """The hull of a form's values; with ``nid``, the loop resumes from that of an input's
+        form that ``f`` extends (``grids.resume``)."""
+        items = list(f.terms.items())
+        start, state = resume(self._form_states["interval"], items, after) if nid else (0, None)
+        lo = np.zeros(self.n) if state is None else state[0].copy()
+        hi = np.zeros(self.n) if state is None else state[1].copy()
+        for atom, c in items[start:]:
             a = self._atom_interval(atom)
             c = coefficients(c)
             # a huge --input-range makes a bound overflow to inf (_check_magnitudes then refuses it
@@ -192,6 +196,8 @@ class Intervals:
             with np.errstate(over="ignore", invalid="ignore"):
                 lo += np.where(c == 0, 0.0, np.minimum(c * a[0], c * a[1]))
                 hi += np.where(c == 0, 0.0, np.maximum(c * a[0], c * a[1]))
+        if nid:
+            remember(self._form_states["interval"], nid, items, (lo.copy(), hi.copy()))
         return float(lo.min()), float(hi.max())
 
     def _check_selector(self, sel: str, nid: str) -> None:
