@@ -89,8 +89,11 @@ class NumericCompiler(PositionalFolding, Intervals, Grids, DeferredMaps, Piecewi
         except CompileError as err:  # how large the categorical plan would be, as far as known
             err.largest_table = self.largest_table()  # type: ignore[attr-defined]
             raise
-        # the analysis's caches, not needed to build the weights (recomputed where asked)
-        self._grid_codes.clear()
+        # the analysis's caches that building the weights does not read (recomputed where asked):
+        # the coded grids of positional s-ops (their distinct steps can be one a position), the
+        # selectors' key pairs; the other coded grids stay (``largest_table`` reads every one)
+        for sid in [s for s in self._grid_codes if s in self.pos]:
+            del self._grid_codes[sid]
         self._sel_rows.clear()
         self._form_states["grid"].clear()
         self._form_states["interval"].clear()
