@@ -172,6 +172,57 @@ def test_run_program_refuses_a_program_that_is_not_parsed():
         run_program(backbone, enc, model, [list("ab")], "programs/reverse.rasp")
     assert run_program(backbone, enc, model, [list("ab")], program).inputs_agreeing == 1
 
+PREV_TOKEN = 'prev = aggregate(select(indices, indices - 1, ==), tokens, "x");\nprev;\n'
+
+
+def test_a_causal_and_a_bidirectional_backbone_are_two_identities():
+    """The two have the same tensors (the mask is no tensor) and had the same SHA-256, so an
+    encoding made for one ran on the other: a bidirectional program's encoding on the causal
+    backbone gave wrong outputs with nothing refused."""
+    plain, causal = parse_class("small"), parse_class("small", True)
+    a, b = build_backbone(plain), build_backbone(causal)
+    assert a.tensors_sha256 == b.tensors_sha256 and a.sha256 != b.sha256
+    assert a.sha256 == a.tensors_sha256  # a bidirectional backbone's digest is unchanged
+    _, model, _, enc = _encoded("programs/reverse.rasp", list("abc"), 4, size=plain)
+    with pytest.raises(UserError, match="made for a bidirectional .not causal. backbone, and this "
+                                        "backbone is causal"):
+        run_program(b, enc, model, [list("ab")])
+
+
+def test_a_saved_encoding_runs_only_on_a_backbone_and_a_compile_of_its_mask(tmp_path):
+    prog = tmp_path / "prev.rasp"
+    prog.write_text(PREV_TOKEN)
+    base = ["universal", "--program", str(prog), "--vocab", "abc", "--max-len", "4", "--with-mlps"]
+    plain, causal, enc = tmp_path / "plain", tmp_path / "causal", tmp_path / "enc.safetensors"
+    assert _cli(*base, "--class", "small", "--save-backbone", str(plain))[0] == 0
+    assert _cli(*base, "--causal", "--class", "small", "--save-backbone", str(causal),
+                "--save-encoding", str(enc))[0] == 0
+    code, _, err = _cli(*base, "--causal", "--backbone", str(plain), "--encoding", str(enc), "--check")
+    assert code == 1 and "made for a causal backbone, and this backbone is bidirectional" in err, err
+    code, _, err = _cli(*base, "--backbone", str(causal), "--encoding", str(enc), "--check")
+    assert code == 1 and "compiled with --causal, and this run compiles it without" in err, err
+    code, out, _ = _cli(*base, "--causal", "--backbone", str(causal), "--encoding", str(enc), "--check")
+    assert code == 0 and "all 120 inputs up to length 4" in out, out
+
+
+def test_a_causal_backbone_and_encoding_saved_before_the_mask_counted_still_load(tmp_path):
+    """Files saved before the causal mask entered the identity record the tensors' digest."""
+    _, model, backbone, enc = _encoded("programs/tracr/pair_balance.rasp", list("()x"), 4, causal=True)
+    assert backbone.size.causal
+    directory = backbone.save(tmp_path / "bb")
+    path = directory / "backbone.safetensors"
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata()
+    header = json.loads(meta["config"])
+    header["sha256"] = backbone.tensors_sha256
+    save_file(load_file(str(path)), str(path), metadata={**meta, "config": json.dumps(header)})
+    loaded = LookupBackbone.load(directory)
+    enc.backbone_sha256 = backbone.tensors_sha256
+    ids = model.encode([list("(x)")])[0]
+    from rasp_compiler.universal.lookup import logits
+    assert torch.equal(logits(loaded, enc, ids)[:, 1:], model.module(ids, torch.tensor([3]))[:, 1:])
+
+
 def test_a_tampered_backbone_is_refused(tmp_path):
     directory = build_backbone(parse_class("small")).save(tmp_path / "bb")
     path = directory / "backbone.safetensors"

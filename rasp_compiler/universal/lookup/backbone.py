@@ -18,6 +18,7 @@ agree.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -46,15 +47,31 @@ class LookupBackbone(nn.Module):
         self.layout: Layout = layout(size)
         self.tensors = tensors
         self._digest: str | None = None
+        self._tensors_digest: str | None = None
         self._move_cache: dict[int, list] = {}
 
     # ----- identity ---------------------------------------------------------------------------
     @property
     def sha256(self) -> str:
-        """SHA-256 of the fixed tensors (names, dtypes, shapes and bytes)."""
+        """The backbone's identity: SHA-256 of the fixed tensors (names, dtypes, shapes and bytes),
+        and for a causal class of the causal mask too, which no tensor holds: a causal and a
+        bidirectional backbone of the same sizes have the same tensors but compute different
+        things, and an encoding made for one must not run on the other.  (A bidirectional
+        backbone's digest is that of its tensors alone, as before.)"""
         if self._digest is None:
-            self._digest = weights_digest(self.tensors)
+            digest = self.tensors_sha256
+            if self.size.causal:
+                digest = hashlib.sha256(f"{BACKBONE_FORMAT} causal {digest}".encode()).hexdigest()
+            self._digest = digest
         return self._digest
+
+    @property
+    def tensors_sha256(self) -> str:
+        """SHA-256 of the fixed tensors alone: ``sha256`` before 7 Dec, which a causal backbone's
+        or encoding's file saved then records (accepted where the class says causal)."""
+        if self._tensors_digest is None:
+            self._tensors_digest = weights_digest(self.tensors)
+        return self._tensors_digest
 
     @property
     def params(self) -> int:
@@ -167,7 +184,7 @@ class LookupBackbone(nn.Module):
         same = tensors.keys() == ref.tensors.keys() and all(
             tensors[k].dtype == t.dtype and tensors[k].shape == t.shape and torch.equal(tensors[k], t)
             for k, t in ref.tensors.items())
-        if not same or header.get("sha256") != ref.sha256:
+        if not same or header.get("sha256") not in (ref.sha256, ref.tensors_sha256):
             raise ArtifactError(f"{path}: the weights are not those of the class its header names "
                                 f"({size.describe()}): edited or damaged",
                                 hint="build it again: rasp universal --with-mlps --class ... "

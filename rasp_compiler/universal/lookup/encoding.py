@@ -74,7 +74,15 @@ class ProgramEncoding:
 
     def check_backbone(self, backbone: Any) -> None:
         """Refuse to run this encoding on a backbone it was not encoded for."""
-        if backbone.sha256 != self.backbone_sha256:
+        if backbone.size.causal != self.size.causal:  # said in words (the digests differ too)
+            mask = {True: "a causal", False: "a bidirectional (not causal)"}
+            raise UserError(f"the program encoding was made for {mask[self.size.causal]} backbone, and this "
+                            f"backbone is {mask[backbone.size.causal][2:]}",
+                            hint="use a backbone of the encoding's class, or encode the program again "
+                                 "for this one")
+        # tensors_sha256: what an encoding saved before the causal mask counted in the backbone's
+        # identity records (the masks agree, checked above)
+        if self.backbone_sha256 not in (backbone.sha256, backbone.tensors_sha256):
             raise UserError("the program encoding was made for another backbone "
                             f"(backbone sha256 {self.backbone_sha256[:12]}…, this one "
                             f"{backbone.sha256[:12]}…)",
