@@ -74,6 +74,46 @@ def test_build_errors(args, words):
         build_universal(construction, L, H, d, residual=bool(rest and rest[0]))
 
 
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"layers": "3"}, r"layers must be a whole number, got '3' \(str\)"),
+    ({"layers": True}, r"layers must be a whole number, got True \(bool\)"),
+    ({"dim": 2.0}, r"dim must be a whole number, got 2.0"),
+    ({"dim": None}, r"dim must be a whole number, got None"),
+    ({"causal": "yes"}, r"causal must be True or False, got 'yes'"),
+    ({"residual": "no"}, r"residual must be True or False, got 'no'"),
+    ({"construction": "random", "values": 0}, r"values must be True or False, got 0"),
+    ({"construction": "random", "m": "8"}, r"m must be a whole number"),
+    ({"construction": "random", "seed": -1}, r"seed must be at least 0, got -1"),
+    ({"construction": "random", "seed": 2**70}, r"seed must be from 0 to"),
+    ({"construction": ["sparse"]}, r"unknown construction \['sparse'\]"),
+])
+def test_build_universal_checks_its_python_arguments(kwargs, words):
+    """From Python these ended in TypeErrors from torch, or worse were kept: causal="yes" was
+    stored in the config (a saved UT was then refused at load), residual="no" counted as True."""
+    args = {"construction": "sparse", "layers": 2, "heads": 1, "dim": 2, **kwargs}
+    with pytest.raises(UserError, match=words):
+        build_universal(**args)
+
+
+def test_target_random_checks_its_arguments_and_numpy_integers_are_whole_numbers(tmp_path):
+    import numpy as np
+
+    with pytest.raises(UserError, match="heads must be a whole number"):
+        Target.random(2, "1", 2)
+    with pytest.raises(UserError, match="causal must be True or False"):
+        Target.random(2, 1, 2, causal="no")
+    with pytest.raises(UserError, match="w_scale must be a finite number"):
+        Target.random(2, 1, 2, w_scale=float("nan"))
+    ut = build_universal("sparse", np.int64(2), np.int64(1), np.int64(2), causal=np.bool_(True))
+    assert type(ut.config.layers) is int and ut.config.causal is True
+    ut.save(tmp_path / "ut")  # a NumPy integer in the config was not JSON
+    assert UniversalTransformer.load(tmp_path / "ut").config.causal is True
+    target = Target.random(np.int64(2), 1, 2, causal=True)
+    X = torch.randn(3, 2, dtype=torch.float64)
+    y, _ = ut(X, *encode(ut, target))
+    assert torch.allclose(y, target(X)[0], atol=1e-12)
+
 def test_smaller_targets_are_padded_exactly_not_truncated():
     X = torch.randn(2, 6, 2, dtype=torch.float64)
     # narrower: d = 2 target in a d = 4 UT; fewer heads and layers in a residual paths UT
