@@ -541,3 +541,22 @@ def test_a_fixed_length_export_says_its_one_length(tmp_path, capsys) -> None:
     assert cli(["export", str(free), "-o", str(tmp_path / "g.pt")]) == 0
     assert "exactly" not in capsys.readouterr().out
     assert json.loads((tmp_path / "g.json").read_text())["fixed_length"] is None
+
+
+@requires_tl
+def test_verify_draws_its_random_inputs_one_batch_at_a_time(monkeypatch) -> None:
+    """verify drew all K inputs into one list first: `rasp export --verify --inputs 100000000000`
+    grew it until memory ran out.  The batches it runs are still random_inputs(model, K, seed),
+    in order."""
+    import rasp_compiler.export.transformer_lens as tlmod
+
+    model = compile_program(load_program(ROOT / "programs/reverse.rasp"), "abc", 5)
+    seen = []
+    real_encode = model.encode
+    monkeypatch.setattr(model, "encode", lambda chunk: (seen.append(list(chunk)), real_encode(chunk))[1])
+    monkeypatch.setattr(tlmod, "random_inputs", lambda *a: pytest.fail("all inputs drawn at once"))
+    report = verify(model, inputs=11, seed=7, batch_size=4)
+    assert report["inputs"] == 11 and [len(c) for c in seen] == [4, 4, 3]
+    monkeypatch.undo()
+    assert [x for c in seen for x in c] == tlmod.random_inputs(model, 11, seed=7)
+    assert {len(x) for x in seen[0]} == {5, 4, 3, 2}  # lengths cycle from max_len down

@@ -37,6 +37,7 @@ import math
 import os
 import random
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -417,15 +418,19 @@ def load_transformer_lens(path: str) -> tuple[Any, dict[str, Any]]:
 def random_inputs(model: RaspModel, k: int, seed: int = 0) -> list[list[Any]]:
     """``k`` random inputs over the vocabulary; lengths cycle through 1..max_len so every
     length (and the longest) is covered."""
+    return [item for chunk in _random_chunks(model, k, seed, max(1, k)) for item in chunk]
+
+
+def _random_chunks(model: RaspModel, k: int, seed: int, size: int) -> Iterator[list[list[Any]]]:
+    """``random_inputs(model, k, seed)`` drawn ``size`` at a time: ``verify`` holds one batch, not
+    all K (``--inputs 100000000000`` grew a list until memory ran out)."""
     rng = random.Random(seed)
     vocab = list(model.config["vocab"])
     n = int(model.config["max_len"])
     fixed = model.config.get("fixed_length")
-    out = []
-    for i in range(k):
-        length = fixed or (n - i % n)
-        out.append([rng.choice(vocab) for _ in range(length)])
-    return out
+    for start in range(0, k, size):
+        yield [[rng.choice(vocab) for _ in range(fixed or (n - i % n))]
+               for i in range(start, min(k, start + size))]
 
 
 def resid_hook_names(n_layers: int) -> list[str]:
@@ -546,7 +551,11 @@ def verify(model: RaspModel | str | os.PathLike, tl_model: Any | None = None, in
     batch_size = verify_batch(m.config, batch_size)  # before TransformerLens builds its copy
     if tl_model is None:
         tl_model = to_hooked_transformer(m)
-    batch = random_inputs(m, inputs, seed) if isinstance(inputs, int) else list(inputs)
+    if isinstance(inputs, int):
+        count, chunks = inputs, _random_chunks(m, inputs, seed, batch_size)
+    else:
+        batch = list(inputs)
+        count, chunks = len(batch), (batch[i:i + batch_size] for i in range(0, len(batch), batch_size))
     n_layers = len(m.config["layers"])
     hooks = resid_hook_names(max(n_layers, 1))
     head_layers = [li for li, lc in enumerate(m.config["layers"]) if lc["n_heads"]]
@@ -556,7 +565,6 @@ def verify(model: RaspModel | str | os.PathLike, tl_model: Any | None = None, in
     max_logits = 0.0
     relative = 0.0  # max |Δ| / max(1, max |value|) of the logits, each hook point and pattern
     # mixed lengths in one batch, so the padded path a user runs (run_padded) is what is checked
-    chunks = [batch[i:i + batch_size] for i in range(0, len(batch), batch_size)]
     for chunk in chunks:
         ids, lengths = m.encode(chunk)
         with torch.no_grad():
@@ -587,5 +595,5 @@ def verify(model: RaspModel | str | os.PathLike, tl_model: Any | None = None, in
     return {"max_abs_diff": max(max_logits, worst_hook), "max_abs_diff_logits": max_logits,
             "max_abs_diff_residual": worst_hook, "max_abs_diff_pattern": worst_pattern,
             "max_rel_diff": relative,
-            "inputs": len(batch), "hooks": per_hook, "patterns": per_pattern,
+            "inputs": count, "hooks": per_hook, "patterns": per_pattern,
             "transformer_lens": transformer_lens_version(), "dtype": m.config.get("dtype", "float32")}
