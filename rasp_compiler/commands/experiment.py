@@ -207,6 +207,8 @@ def register(subparsers) -> None:
     pr.add_argument("--seed", type=int, default=7, help=f"seed of the probe inputs, {SEED_HELP} (default 7)")
     pr.add_argument("--json", action="store_true", help="print the probe as JSON")
     pr.add_argument("--save", default=None, metavar="FILE", help="also write the JSON to FILE")
+    pr.add_argument("--force", action="store_true", help="with --save: replace a file that is not an "
+                    "earlier probe's JSON")
     pr.set_defaults(func=_probe)
 
     def _no_task(args) -> int:
@@ -370,7 +372,7 @@ def _table(args) -> int:
 
 
 def _probe(args) -> int:
-    from rasp_compiler.experiments.probe import format_probe, probe_checkpoint, save_probe
+    from rasp_compiler.experiments.probe import check_probe_file, format_probe, probe_checkpoint, save_probe
     from rasp_compiler.experiments.runfiles import RESUME_FILE
 
     check_at_least(args, 1, "samples")
@@ -388,8 +390,12 @@ def _probe(args) -> int:
         raise UserError(f"{run} is not a run checkpoint (no config.json and model.safetensors)",
                         (f"{held}; " if held else "")
                         + "pass the directory a `rasp experiment dyck1|khop` run wrote (its --out)")
+    if args.save and not args.force:  # before the probe runs
+        check_probe_file(args.save)
+    elif args.force and not args.save:
+        raise UserError("--force applies only with --save", "add --save FILE, or drop --force")
     result = probe_checkpoint(run, samples=args.samples, seed=args.seed)
     if args.save:
-        save_probe(result, args.save)
+        save_probe(result, args.save, force=args.force)
     print(json.dumps(result) if args.json else format_probe(result))
     return 0

@@ -311,10 +311,45 @@ def to_hooked_transformer(model: RaspModel | str | os.PathLike) -> Any:
 
 
 # --------------------------------------------------------------------------- files
-def save_transformer_lens(model: RaspModel | str | os.PathLike, path: str) -> tuple[str, str]:
+def _earlier_export(json_path: str, pt_name: str) -> bool:
+    """Whether ``json_path`` is the config an earlier 'rasp export -o ....pt' wrote beside
+    ``pt_name`` (read within bounds; anything unreadable is not)."""
+    from rasp_compiler.bounded_json import load_json_file
+
+    try:
+        if os.path.getsize(json_path) > 16 * 1024 * 1024:
+            return False
+        doc = load_json_file(json_path)
+    except (OSError, UserError):
+        return False
+    return isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("weights") == pt_name
+
+
+def check_replaceable(pt_path: str) -> None:
+    """``save_transformer_lens`` replaces FILE.pt and FILE.json only where they are an earlier
+    export (unless ``force``): a checkpoint of the user's own, or another program's JSON beside
+    it, was replaced silently.  (A link is replaced, never followed, as every artifact file is.)"""
+    json_path = os.path.splitext(pt_path)[0] + ".json"
+    pt_there = os.path.isfile(pt_path) and not os.path.islink(pt_path)
+    json_there = os.path.isfile(json_path) and not os.path.islink(json_path)
+    if not (pt_there or json_there):
+        return
+    if json_there and _earlier_export(json_path, os.path.basename(pt_path)):
+        return
+    what = (f"{json_path} exists and is not the config of an earlier export" if json_there else
+            f"{pt_path} exists, and no {os.path.basename(json_path)} of an earlier export is beside it")
+    raise UserError(f"{what}; it is not replaced",
+                    hint="give another file name, or --force (force=True from Python) to replace it")
+
+
+def save_transformer_lens(model: RaspModel | str | os.PathLike, path: str,
+                          force: bool = False) -> tuple[str, str]:
     """Write the state dict to ``path`` (torch.save of plain tensors, loadable with
     ``weights_only=True``) and ``{cfg, metadata}`` as JSON beside it (``path`` with ``.json``).
-    Returns both paths."""
+    Returns both paths.  Files there that are not an earlier export are replaced only with
+    ``force`` (``check_replaceable``)."""
+    if not force:
+        check_replaceable(str(path))
     from rasp_compiler.atomic_dir import write_file
 
     m = _as_model(model, "save_transformer_lens")
