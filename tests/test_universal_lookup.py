@@ -253,6 +253,23 @@ def test_parse_class_names_what_it_cannot_read():
         parse_class("huge")
 
 
+
+def test_parse_class_refuses_a_size_given_twice_and_a_number_of_thousands_of_digits():
+    """L=2,...,L=3 built an L=3 class (the last won); L=<5,000 nines> was a ValueError traceback
+    from int()."""
+    sizes = "L=2,H=1,T=1,k=4,o=3,c=1,vocab=3,len=5,rows=40"
+    with pytest.raises(UserError, match="gives L twice"):
+        parse_class(sizes + ",L=3")
+    huge = sizes.replace("L=2", "L=" + "9" * 5000)
+    with pytest.raises(UserError, match=r"L=99999999… \(5,000 digits\) is far above") as err:
+        parse_class(huge)
+    assert len(err.value.message) < 300  # the text is cut short, not shown whole
+    assert parse_class(sizes.replace("L=2", "L=0002")) == parse_class(sizes)
+    code, _, text = _cli("universal", "--program", "programs/histogram.rasp", "--vocab", "abc", "--with-mlps",
+                         "--class", huge)
+    assert code == 1 and text.count("error:") == 1 and "Traceback" not in text
+
+
 # ----- the command line ----------------------------------------------------------------------
 def _cli(*args):
     out, err = io.StringIO(), io.StringIO()
