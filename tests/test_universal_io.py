@@ -391,3 +391,24 @@ def test_a_lower_bound_too_slow_to_compute_is_refused_with_the_layers_that_fit(c
     from rasp_compiler.universal.lower_bound import MAX_PATHS
 
     assert MAX_PATHS == 4 ** 5   # `rasp universal lower-bound --residual` (docs/universal.md) still fits
+
+
+def test_a_readable_copy_that_says_another_class_is_refused(tmp_path):
+    """ut.json is a copy of the header, never read: a ut.json of another UT beside the weights
+    (or an edited one) told a reader one class while another ran."""
+    from rasp_compiler.universal.lookup.backbone import LookupBackbone, build_backbone
+    from rasp_compiler.universal.lookup.size_class import parse_class
+
+    a = build_universal("sparse", 2, 1, 2).save(tmp_path / "a")
+    b = build_universal("sparse", 3, 1, 2).save(tmp_path / "b")
+    (a / "ut.json").write_text((b / "ut.json").read_text())
+    with pytest.raises(ArtifactError, match="ut.json does not describe what ut.safetensors holds"):
+        UniversalTransformer.load(a)
+    (a / "ut.json").unlink()  # absent: not needed
+    assert UniversalTransformer.load(a).config.layers == 2
+    bb = build_backbone(parse_class("small")).save(tmp_path / "bb")
+    doc = json.loads((bb / "backbone.json").read_text())
+    doc["class"]["causal"] = True
+    (bb / "backbone.json").write_text(json.dumps(doc))
+    with pytest.raises(ArtifactError, match="backbone.json does not describe"):
+        LookupBackbone.load(bb)

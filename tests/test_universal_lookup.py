@@ -216,6 +216,7 @@ def test_a_causal_backbone_and_encoding_saved_before_the_mask_counted_still_load
     header = json.loads(meta["config"])
     header["sha256"] = backbone.tensors_sha256
     save_file(load_file(str(path)), str(path), metadata={**meta, "config": json.dumps(header)})
+    (directory / "backbone.json").write_text(json.dumps(header))
     loaded = LookupBackbone.load(directory)
     enc.backbone_sha256 = backbone.tensors_sha256
     ids = model.encode([list("(x)")])[0]

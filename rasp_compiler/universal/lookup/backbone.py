@@ -28,7 +28,7 @@ from torch import nn
 from rasp_compiler.artifact_kinds import describe
 from rasp_compiler.errors import ArtifactError, UserError
 from rasp_compiler.runtime import weights_digest
-from rasp_compiler.universal.artifact import read_artifact, write_deterministic
+from rasp_compiler.universal.artifact import check_readable_copy, read_artifact, write_deterministic
 from rasp_compiler.universal.lookup.layout import K_NULL, K_PROG, U_IN, U_PROG, Layout, layout
 from rasp_compiler.universal.lookup.size_class import SizeClass
 
@@ -176,6 +176,7 @@ class LookupBackbone(nn.Module):
                                 hint=describe(directory) or "save one with rasp universal --with-mlps "
                                      "--program FILE --vocab V --save-backbone DIR")
         tensors, header = read_artifact(path, BACKBONE_FORMAT, "lookup UT backbone")
+        check_readable_copy(path, "backbone.json", header)
         try:
             size = SizeClass.from_json(header.get("class"))
         except (UserError, TypeError) as err:
