@@ -164,6 +164,39 @@ def test_logits_refuses_another_backbone_and_ids_it_cannot_embed():
         logits(backbone, enc, ids[0])
 
 
+def test_the_python_entry_points_name_a_wrong_argument():
+    """A class name, a path or a None in the wrong place ended in AttributeErrors ("'str' object
+    has no attribute 'validate'"); a None SHA-256 was recorded in the encoding; no inputs at all
+    counted as an exact run."""
+    from rasp_compiler.universal.lookup import logits
+
+    program, model, backbone, enc = _encoded("programs/reverse.rasp", list("abc"), 4, size=LADDER[0])
+    assert build_backbone("small").sha256 == backbone.sha256  # a class name is taken as --class takes it
+    by_name = encode_program(model, "small", backbone.sha256)
+    assert torch.equal(by_name.program_tokens, enc.program_tokens)
+    cases = [
+        (lambda: build_backbone(3), "build_backbone takes a size class .* got int"),
+        (lambda: encode_program(model, None, backbone.sha256), "encode_program takes a size class"),
+        (lambda: encode_program(model, "small", None), "backbone_sha256 must be the backbone's SHA-256"),
+        (lambda: encode_program("programs/reverse.rasp", "small", backbone.sha256),
+         "encode_program takes a compiled model, got str"),
+        (lambda: analyse("programs/reverse.rasp"), "analyse takes a compiled model, got str"),
+        (lambda: smallest_holding("small"), "smallest_holding takes a program's needs"),
+        (lambda: parse_class(3), "parse_class takes a class name or sizes as text, got int"),
+        (lambda: run_program(None, enc, model, [list("ab")]),
+         "backbone must be a LookupBackbone, got NoneType"),
+        (lambda: run_program(enc, backbone, model, [list("ab")]), "backbone must be a LookupBackbone"),
+        (lambda: run_program(backbone, enc, "model", [list("ab")]), "run_program takes a compiled model"),
+        (lambda: run_program(backbone, enc, model, []), "run_program got no inputs"),
+        (lambda: run_program(backbone, enc, model, "ab"), "inputs must be a list of inputs"),
+        (lambda: logits(backbone, None, model.encode([list("ab")])[0]), "encoding must be a ProgramEncoding"),
+    ]
+    for call, words in cases:
+        with pytest.raises(UserError, match=words):
+            call()
+    assert run_program(backbone, enc, model, [list("ab")], program).exact
+
+
 def test_run_program_refuses_a_program_that_is_not_parsed():
     """A file name given as ``program`` reached the interpreter inside a catch-all: every input
     then counted as disagreeing with the interpreter, with no word of why."""

@@ -202,8 +202,12 @@ def _sparse_times(weights: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return product.reshape(*weights.shape[:-1], rows.shape[1])
 
 
-def build_backbone(size: SizeClass) -> LookupBackbone:
-    """The backbone of a class: a deterministic function of (L, H, T, k, o, c, causal)."""
+def build_backbone(size: SizeClass | str) -> LookupBackbone:
+    """The backbone of a class: a deterministic function of (L, H, T, k, o, c, causal).  ``size``
+    is a SizeClass, or a class name or sizes as ``--class`` takes them."""
+    from rasp_compiler.universal.lookup.size_class import as_class
+
+    size = as_class(size, "build_backbone")
     size.validate()
     if size.width > MAX_WIDTH:
         raise UserError(f"the class {size.describe()} has width m = {size.width:,}, above the "

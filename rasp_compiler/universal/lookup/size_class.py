@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from rasp_compiler.errors import UserError
 
@@ -137,6 +138,9 @@ def fitted(needs: SizeClass) -> SizeClass:
 
 def smallest_holding(needs: SizeClass, ladder: tuple[SizeClass, ...] = LADDER) -> SizeClass:
     """The first ladder class (causal as the program) that holds ``needs``, else the fitted class."""
+    if not isinstance(needs, SizeClass):
+        raise UserError(f"smallest_holding takes a program's needs (a SizeClass), got {type(needs).__name__}",
+                        hint="smallest_holding(analyse(model).needs)")
     for c in ladder:
         c = c.with_causal(needs.causal)
         if c.holds(needs):
@@ -149,6 +153,19 @@ _SPEC_KEYS = {"L": "layers", "H": "heads", "T": "tables", "k": "head_width", "o"
               "vocab": "vocab", "len": "max_len", "rows": "program_tokens"}
 
 
+def as_class(size: Any, what: str, causal: bool = False) -> SizeClass:
+    """``size`` as a SizeClass: one already, or a class name or sizes as ``--class`` takes them
+    (``"small"``, ``"L=2,H=1,..."``); anything else is one UserError naming ``what`` took it (it
+    was an AttributeError: "'str' object has no attribute 'validate'")."""
+    if isinstance(size, SizeClass):
+        return size
+    if isinstance(size, str):
+        return parse_class(size, causal)
+    raise UserError(f"{what} takes a size class (SizeClass, or a name such as 'small'), got "
+                    f"{type(size).__name__}",
+                    hint="parse_class('small') or smallest_holding(analyse(model).needs)")
+
+
 def _shown(text: str) -> str:
     """``text`` quoted as an error shows it: cut short past 100 characters."""
     return repr(text) if len(text) <= 100 else repr(text[:80]) + f"… ({len(text):,} characters)"
@@ -157,6 +174,10 @@ def _shown(text: str) -> str:
 def parse_class(text: str, causal: bool = False) -> SizeClass:
     """A ladder name (small, medium, large) or sizes ``L=3,H=2,T=2,k=16,o=9,c=1,vocab=8,len=8,rows=512``
     (``,causal`` optional)."""
+    if not isinstance(text, str):
+        raise UserError(f"parse_class takes a class name or sizes as text, got {type(text).__name__}",
+                        hint="e.g. parse_class('small') or parse_class('L=2,H=1,T=1,k=16,o=9,c=1,"
+                             "vocab=8,len=8,rows=1024')")
     for c in LADDER:
         if text == c.name:
             return c.with_causal(causal)
