@@ -96,6 +96,15 @@ def test_build_universal_checks_its_python_arguments(kwargs, words):
         build_universal(**args)
 
 
+def test_fixed_backbone_checks_its_python_arguments_on_the_training_path_too():
+    """The sparse/looped backbone with a residual is built without build_universal's checks."""
+    with pytest.raises(UserError, match="causal must be True or False, got 'x'"):
+        fixed_backbone("sparse", 2, 1, 2, residual=True, causal="x")
+    with pytest.raises(UserError, match="residual must be True or False, got 1"):
+        fixed_backbone("sparse", 2, 1, 2, residual=1)
+    assert fixed_backbone("sparse", 2, 1, 2, residual=True).config.residual is True
+
+
 def test_target_random_checks_its_arguments_and_numpy_integers_are_whole_numbers(tmp_path):
     import numpy as np
 

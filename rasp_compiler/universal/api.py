@@ -50,9 +50,10 @@ def fixed_backbone(construction: str, layers: int, heads: int, dim: int, *, resi
     weights never depend on the residual flag), which is what embedding-only training uses.
     ``encode`` still refuses targets the backbone cannot simulate exactly.
     """
-    residual = arguments.flag("residual", residual)
+    layers, heads, dim = (arguments.whole(n, v) for n, v in
+                          (("layers", layers), ("heads", heads), ("dim", dim)))
+    residual, causal = arguments.flag("residual", residual), arguments.flag("causal", causal)
     if construction in ("sparse", "looped") and residual:
-        heads = arguments.whole("heads", heads)
         if heads != 1:
             raise UserError(f"the {construction} backbone has one head, not {heads}")
         ut = build_construction(construction, layers, 1, dim, residual=False, causal=causal)
