@@ -18,6 +18,7 @@ Writes model_tl.pt (TransformerLens's HookedTransformer state dict: plain tensor
 torch.load(..., weights_only=True)) and model_tl.json (the config under "cfg", token ids, output
 values, residual labels, the layer plan, the one input length of a --fixed-length model
 ("fixed_length", null otherwise) and how to load it in TransformerLens 2.x/3.x and 4.x).
+An earlier export there is replaced; other files named so are kept unless --force.
 --verify runs the compiled model and the TransformerLens model on K random inputs and reports the
 largest difference of the logits, of every residual hook point (blocks.L.hook_resid_pre/mid/post)
 and of every attention pattern (blocks.L.attn.hook_pattern); it exits 1 when one exceeds --tolerance.
