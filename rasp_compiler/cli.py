@@ -87,11 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except MemoryError:
-        return _out_of_memory()
+        return _out_of_memory(args)
     except RuntimeError as err:  # torch reports a failed allocation this way
         if "allocate" not in str(err):
             raise
-        return _out_of_memory()
+        return _out_of_memory(args)
     except BrokenPipeError:  # the reader went away (`rasp ... | head`): not an error
         # Python would complain again when it flushes stdout at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -179,10 +179,26 @@ def _one_value_option_before(parser: argparse.ArgumentParser, words: list[str], 
 WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG}
 
 
-def _out_of_memory() -> int:
+# what makes each command's run smaller, in its own options (a hint naming --max-len to
+# `rasp universal --construction sparse --dim 6666`, which has none that applies, was no help)
+MEMORY_HINTS = {
+    "simulate": "a smaller U: smaller --n, --d or --heads (or fewer --trials at once)",
+    "experiment": "a smaller run: smaller --width, fewer --layers or --heads, a smaller --batch",
+    "universal": "a smaller class: smaller --dim, fewer --layers or --heads, shorter --lengths",
+    "universal-program": "a smaller compiled model: a smaller --max-len or vocabulary, or a smaller --class",
+    "repl": "a shorter example (set example ...)",
+}
+MEMORY_HINT = "a smaller model (--max-len, vocabulary) or fewer inputs at once"
+
+
+def _out_of_memory(args: argparse.Namespace) -> int:
+    command = getattr(args, "command", None)
+    if command == "universal" and (getattr(args, "program", None) or getattr(args, "programs", None)):
+        command = "universal-program"
+    if command == "simulate" and getattr(args, "model", None):  # running a saved U on one input
+        command = None
     print("error: out of memory", file=sys.stderr)
-    print("  hint: a smaller model (--max-len, vocabulary, layers, width) or fewer inputs at once",
-          file=sys.stderr)
+    print(f"  hint: {MEMORY_HINTS.get(command, MEMORY_HINT)}", file=sys.stderr)
     return 1
 
 

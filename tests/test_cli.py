@@ -196,3 +196,46 @@ def test_a_config_that_is_not_utf8_is_refused_before_anything_is_written(tmp_pat
     with pytest.raises(ArtifactError, match="not valid UTF-8"):
         model.save(str(tmp_path / "m"))
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("argv, named, not_named", [
+    (["universal", "--construction", "sparse", "--layers", "1", "--dim", "6666", "--check"],
+     "--dim", "--max-len"),
+    (["universal", "--program", "programs/reverse.rasp", "--vocab", "abc", "--with-mlps"],
+     "--max-len", "--dim"),
+    (["simulate", "--n", "2", "--d", "2", "--check"], "--d", "--max-len"),
+    (["experiment", "dyck1", "--settings", "base", "--steps", "5"], "--width", "--max-len"),
+    (["compile", "programs/reverse.rasp", "--vocab", "abc", "--max-len", "8", "-o", "out"], "--max-len",
+     "--dim"),
+])
+def test_out_of_memory_names_the_options_of_the_command_that_ran_out(capsys, monkeypatch, argv, named,
+                                                                      not_named) -> None:
+    """The one hint named --max-len and vocabularies for every command: `rasp universal
+    --construction sparse --layers 1 --dim 6666 --check` (under a 3 GB ulimit) was told to use a
+    smaller --max-len, an option it does not have."""
+    import argparse
+
+    from rasp_compiler import cli
+
+    def exhausted(args: argparse.Namespace) -> int:
+        raise MemoryError
+
+    real = cli.build_parser
+
+    def parser() -> argparse.ArgumentParser:
+        p = real()
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    sub.set_defaults(func=exhausted)
+                    for inner in sub._actions:
+                        if isinstance(inner, argparse._SubParsersAction):
+                            for task in inner.choices.values():
+                                task.set_defaults(func=exhausted)
+        return p
+
+    monkeypatch.setattr(cli, "build_parser", parser)
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: out of memory\n  hint: ") and err.count("\n") == 2, err
+    assert named in err and not_named not in err, err

@@ -100,6 +100,18 @@ def test_unpacking_wrong_count():
     assert "2 names" in err.message and err.line == 2
     err = error_of("a, b = indices;\n")
     assert "cannot unpack one s-op" in err.message
+    err = error_of('a, b = {"k": 1};\n')
+    assert err.message == "unpacking: 2 names (a, b) but 1 value"
+
+
+def test_unpacking_a_dict_gives_its_keys_and_a_string_its_characters():
+    """As the original assigns (it zips the names with the value, and a dict iterates over its
+    keys); `a, b = {...}` was refused here."""
+    src = ('k1, k2 = {"x": 10, "y": 20};\nc1, c2 = "pq";\ndef two() { return {3: "a", 4: "b"}; }\n'
+           'n1, n2 = two();\ntokens + k1 + k2 + c1 + c2;\n')
+    assert run(program_from_source(src, "prog.rasp"), "ab") == ["axypq", "bxypq"]
+    src = 'def two() { return {3: "a", 4: "b"}; }\nn1, n2 = two();\nindices + n1 * n2;\n'
+    assert run(program_from_source(src, "prog.rasp"), "ab") == [12, 13]
 
 
 def test_wrong_arity():

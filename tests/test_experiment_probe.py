@@ -185,6 +185,32 @@ def test_probe_save_into_a_directory_names_it(tmp_path, capsys):
     assert err.count("error:") == 1 and list((tmp_path / "d").iterdir()) == []
 
 
+
+def test_probe_save_replaces_only_an_earlier_probe_without_force(tmp_path, capsys):
+    """--save onto a run's own model.safetensors (or any file) replaced it with the JSON silently."""
+    cfg = RunConfig(task="dyck1", backbone="random", width=8, layers=1, heads=2, steps=2, batch=4,
+                    test_size=8, curve_points=1)
+    train(cfg, out=tmp_path / "ck", progress=False)
+    weights = tmp_path / "ck" / "model.safetensors"
+    before = weights.read_bytes()
+    base = ["experiment", "probe", str(tmp_path / "ck"), "--samples", "4"]
+    assert cli_main(base + ["--save", str(weights)]) == 1
+    err = capsys.readouterr().err
+    assert f"--save {weights} exists and is not an earlier probe's JSON; it is not replaced" in err, err
+    assert "--force" in err and err.count("error:") == 1 and weights.read_bytes() == before
+    saved = tmp_path / "probe.json"
+    assert cli_main(base + ["--save", str(saved)]) == 0
+    assert cli_main(base + ["--save", str(saved), "--seed", "3"]) == 0  # an earlier probe: replaced
+    assert json.loads(saved.read_text())["seed"] == 3
+    other = tmp_path / "notes.json"
+    other.write_text('{"mine": 1}\n')
+    assert cli_main(base + ["--save", str(other)]) == 1
+    assert cli_main(base + ["--save", str(other), "--force"]) == 0
+    assert json.loads(other.read_text())["run"] == cfg.name()
+    capsys.readouterr()
+    assert cli_main(base + ["--force"]) == 1
+    assert "--force applies only with --save" in capsys.readouterr().err
+
 @pytest.mark.parametrize("edit, words", [
     (lambda meta: meta["run"].update(k=3), "k is 3 in config.json but 1 in result.json"),
     (lambda meta: meta["run"].update(k=None), "k-hop run with k = None"),

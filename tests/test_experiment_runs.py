@@ -339,6 +339,12 @@ def test_a_run_refuses_an_out_that_holds_a_compiled_model_and_keeps_its_files(tm
         train(tiny(), out=model, progress=False)
     with pytest.raises(UserError, match="holds files that are not an experiment run's"):
         train(tiny(), out=other, progress=False)
+    simulator = tmp_path / "U"  # U is a compiled model too, and is named as U
+    simulator.mkdir()
+    (simulator / "config.json").write_text(json.dumps({"format": MODEL_FORMAT, "simulator": {"n": 2}}))
+    (simulator / "model.safetensors").write_bytes(b"weights")
+    with pytest.raises(UserError, match=r"holds the universal simulator U \(rasp simulate -o\): the run"):
+        train(tiny(), out=simulator, progress=False)
     for d in (model, other):
         assert sorted(p.name for p in d.iterdir()) == ["config.json", "model.safetensors"]
         assert (d / "model.safetensors").read_bytes() == b"weights"

@@ -928,3 +928,23 @@ def test_dry_run_of_a_results_path_that_is_a_file_says_so(tmp_path, capsys):
                      str(tmp_path / "afile")]) == 1
     captured = capsys.readouterr()
     assert f"--results {tmp_path / 'afile'} is a file" in captured.err and captured.out == ""
+
+
+def test_table_replaces_only_an_earlier_report_without_force(tmp_path, capsys):
+    """--doc README.md (or any file that is not a report) was replaced by the report, after the runs."""
+    results, img = tmp_path / "results", tmp_path / "img"
+    results.mkdir()
+    notes = tmp_path / "notes.md"
+    notes.write_text("# my notes\n")
+    base = ["experiment", "table", "--report-only", "--results", str(results), "--img", str(img)]
+    assert cli_main(base + ["--doc", str(notes)]) == 1
+    err = capsys.readouterr().err
+    assert f"--doc {notes} exists and is not an earlier report of rasp experiment table" in err, err
+    assert "--force" in err and notes.read_text() == "# my notes\n" and not img.exists()
+    report = tmp_path / "report.md"
+    assert cli_main(base + ["--doc", str(report)]) == 0
+    assert cli_main(base + ["--doc", str(report)]) == 0  # an earlier report: replaced
+    assert cli_main(base + ["--doc", str(notes), "--force"]) == 0
+    assert notes.read_text() == report.read_text()
+    assert cli_main(base + ["--doc", str(tmp_path)]) == 1
+    assert "is a directory, not a file" in capsys.readouterr().err

@@ -541,3 +541,50 @@ def test_a_fixed_length_export_says_its_one_length(tmp_path, capsys) -> None:
     assert cli(["export", str(free), "-o", str(tmp_path / "g.pt")]) == 0
     assert "exactly" not in capsys.readouterr().out
     assert json.loads((tmp_path / "g.json").read_text())["fixed_length"] is None
+
+
+@requires_tl
+def test_verify_draws_its_random_inputs_one_batch_at_a_time(monkeypatch) -> None:
+    """verify drew all K inputs into one list first: `rasp export --verify --inputs 100000000000`
+    grew it until memory ran out.  The batches it runs are still random_inputs(model, K, seed),
+    in order."""
+    import rasp_compiler.export.transformer_lens as tlmod
+
+    model = compile_program(load_program(ROOT / "programs/reverse.rasp"), "abc", 5)
+    seen = []
+    real_encode = model.encode
+    monkeypatch.setattr(model, "encode", lambda chunk: (seen.append(list(chunk)), real_encode(chunk))[1])
+    monkeypatch.setattr(tlmod, "random_inputs", lambda *a: pytest.fail("all inputs drawn at once"))
+    report = verify(model, inputs=11, seed=7, batch_size=4)
+    assert report["inputs"] == 11 and [len(c) for c in seen] == [4, 4, 3]
+    monkeypatch.undo()
+    assert [x for c in seen for x in c] == tlmod.random_inputs(model, 11, seed=7)
+    assert {len(x) for x in seen[0]} == {5, 4, 3, 2}  # lengths cycle from max_len down
+
+
+@requires_tl
+def test_export_replaces_only_an_earlier_export_without_force(tmp_path, capsys) -> None:
+    """-o FILE.pt replaced a checkpoint of the user's own, and FILE.json beside it, silently."""
+    model = tmp_path / "m"
+    assert cli(["compile", str(ROOT / "programs/reverse.rasp"), "--vocab", "abc", "--max-len", "4",
+                "-o", str(model)]) == 0
+    mine, notes = tmp_path / "ckpt.pt", tmp_path / "ckpt.json"
+    mine.write_bytes(b"my checkpoint")
+    capsys.readouterr()
+    assert cli(["export", str(model), "-o", str(mine)]) == 1
+    err = capsys.readouterr().err
+    assert f"{mine} exists, and no ckpt.json of an earlier export is beside it; it is not replaced" in err
+    assert mine.read_bytes() == b"my checkpoint" and not notes.exists()
+    notes.write_text('{"mine": 1}')
+    assert cli(["export", str(model), "-o", str(mine)]) == 1
+    assert f"{notes} exists and is not the config of an earlier export" in capsys.readouterr().err
+    assert notes.read_text() == '{"mine": 1}'
+    assert cli(["export", str(model), "-o", str(mine), "--force"]) == 0
+    assert cli(["export", str(model), "-o", str(mine)]) == 0  # an earlier export: replaced
+    assert json.loads(notes.read_text())["weights"] == "ckpt.pt"
+    from rasp_compiler.export.transformer_lens import save_transformer_lens
+
+    (tmp_path / "other.json").write_text("[]")
+    with pytest.raises(UserError, match="not the config of an earlier export"):
+        save_transformer_lens(str(model), str(tmp_path / "other.pt"))
+    assert save_transformer_lens(str(model), str(tmp_path / "other.pt"), force=True)[1].endswith("other.json")

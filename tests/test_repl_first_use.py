@@ -166,3 +166,13 @@ def test_rasp_repl_with_a_file_says_how_to_load_it(capsys) -> None:
     assert exited.value.code == 2
     assert 'hint: the REPL takes no file: type load "prog.rasp"; at its prompt' in err, err
     assert "rasp repl < prog.rasp" in err
+
+
+def test_an_example_of_the_wrong_kind_is_located_at_its_value() -> None:
+    """`set example 5` said what was wrong but not where, unlike every other REPL error."""
+    out = repl('set example 5\n  set s-op example   [[1]]\nshow example\n')
+    assert "<repl:1>:1:13: error: an example is a non-empty string or list of atoms, got 5" in out, out
+    assert "\n    set example 5\n                ^\n" in out
+    assert "<repl:2>:1:22: error: an example is a non-empty string or list of atoms, got [[1]]" in out
+    assert "\n                         ^~~~~\n" in out
+    assert '\ts-op example: "hello"' in out  # neither was taken

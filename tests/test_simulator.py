@@ -410,3 +410,23 @@ def test_a_range_too_wide_for_the_scores_gets_a_hint_for_simulate(dtype, capsys)
     err = capsys.readouterr().err
     assert "attention scores reach" in err and "s-ops" not in err and "--input-range" in err
     assert ("--dtype float64" in err) == (dtype == "float32")
+
+
+def test_python_arguments_of_the_simulator_are_checked() -> None:
+    """causal="no" built a causal U (and stored "no" in its config); a NumPy integer size was
+    refused as "n must be a positive integer, got 2"; check_simulator(trials="3") was a TypeError
+    and trials=0 a check of nothing that passed."""
+    from rasp_compiler.simulator import build_simulator, check_simulator, generate_source
+
+    with pytest.raises(UserError, match="causal must be True or False, got 'no'"):
+        build_simulator(2, 1, 1, causal="no")
+    with pytest.raises(UserError, match="causal must be True or False"):
+        generate_source(2, 1, 1, causal=1)
+    sim = build_simulator(np.int64(2), np.int64(1), 1, causal=np.bool_(False))
+    assert sim.layout.n == 2 and type(sim.layout.n) is int
+    saved = sim.model.config["simulator"]
+    assert saved["causal"] is False and type(saved["n"]) is int
+    for trials in ("3", 0, True):
+        with pytest.raises(UserError, match="check_simulator's trials must be a whole number"):
+            check_simulator(sim, trials=trials)
+    assert check_simulator(sim, trials=np.int64(2))["max_abs_error"] < 1e-9

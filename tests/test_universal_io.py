@@ -74,6 +74,55 @@ def test_build_errors(args, words):
         build_universal(construction, L, H, d, residual=bool(rest and rest[0]))
 
 
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"layers": "3"}, r"layers must be a whole number, got '3' \(str\)"),
+    ({"layers": True}, r"layers must be a whole number, got True \(bool\)"),
+    ({"dim": 2.0}, r"dim must be a whole number, got 2.0"),
+    ({"dim": None}, r"dim must be a whole number, got None"),
+    ({"causal": "yes"}, r"causal must be True or False, got 'yes'"),
+    ({"residual": "no"}, r"residual must be True or False, got 'no'"),
+    ({"construction": "random", "values": 0}, r"values must be True or False, got 0"),
+    ({"construction": "random", "m": "8"}, r"m must be a whole number"),
+    ({"construction": "random", "seed": -1}, r"seed must be at least 0, got -1"),
+    ({"construction": "random", "seed": 2**70}, r"seed must be from 0 to"),
+    ({"construction": ["sparse"]}, r"unknown construction \['sparse'\]"),
+])
+def test_build_universal_checks_its_python_arguments(kwargs, words):
+    """From Python these ended in TypeErrors from torch, or worse were kept: causal="yes" was
+    stored in the config (a saved UT was then refused at load), residual="no" counted as True."""
+    args = {"construction": "sparse", "layers": 2, "heads": 1, "dim": 2, **kwargs}
+    with pytest.raises(UserError, match=words):
+        build_universal(**args)
+
+
+def test_fixed_backbone_checks_its_python_arguments_on_the_training_path_too():
+    """The sparse/looped backbone with a residual is built without build_universal's checks."""
+    with pytest.raises(UserError, match="causal must be True or False, got 'x'"):
+        fixed_backbone("sparse", 2, 1, 2, residual=True, causal="x")
+    with pytest.raises(UserError, match="residual must be True or False, got 1"):
+        fixed_backbone("sparse", 2, 1, 2, residual=1)
+    assert fixed_backbone("sparse", 2, 1, 2, residual=True).config.residual is True
+
+
+def test_target_random_checks_its_arguments_and_numpy_integers_are_whole_numbers(tmp_path):
+    import numpy as np
+
+    with pytest.raises(UserError, match="heads must be a whole number"):
+        Target.random(2, "1", 2)
+    with pytest.raises(UserError, match="causal must be True or False"):
+        Target.random(2, 1, 2, causal="no")
+    with pytest.raises(UserError, match="w_scale must be a finite number"):
+        Target.random(2, 1, 2, w_scale=float("nan"))
+    ut = build_universal("sparse", np.int64(2), np.int64(1), np.int64(2), causal=np.bool_(True))
+    assert type(ut.config.layers) is int and ut.config.causal is True
+    ut.save(tmp_path / "ut")  # a NumPy integer in the config was not JSON
+    assert UniversalTransformer.load(tmp_path / "ut").config.causal is True
+    target = Target.random(np.int64(2), 1, 2, causal=True)
+    X = torch.randn(3, 2, dtype=torch.float64)
+    y, _ = ut(X, *encode(ut, target))
+    assert torch.allclose(y, target(X)[0], atol=1e-12)
+
 def test_smaller_targets_are_padded_exactly_not_truncated():
     X = torch.randn(2, 6, 2, dtype=torch.float64)
     # narrower: d = 2 target in a d = 4 UT; fewer heads and layers in a residual paths UT
@@ -351,3 +400,24 @@ def test_a_lower_bound_too_slow_to_compute_is_refused_with_the_layers_that_fit(c
     from rasp_compiler.universal.lower_bound import MAX_PATHS
 
     assert MAX_PATHS == 4 ** 5   # `rasp universal lower-bound --residual` (docs/universal.md) still fits
+
+
+def test_a_readable_copy_that_says_another_class_is_refused(tmp_path):
+    """ut.json is a copy of the header, never read: a ut.json of another UT beside the weights
+    (or an edited one) told a reader one class while another ran."""
+    from rasp_compiler.universal.lookup.backbone import LookupBackbone, build_backbone
+    from rasp_compiler.universal.lookup.size_class import parse_class
+
+    a = build_universal("sparse", 2, 1, 2).save(tmp_path / "a")
+    b = build_universal("sparse", 3, 1, 2).save(tmp_path / "b")
+    (a / "ut.json").write_text((b / "ut.json").read_text())
+    with pytest.raises(ArtifactError, match="ut.json does not describe what ut.safetensors holds"):
+        UniversalTransformer.load(a)
+    (a / "ut.json").unlink()  # absent: not needed
+    assert UniversalTransformer.load(a).config.layers == 2
+    bb = build_backbone(parse_class("small")).save(tmp_path / "bb")
+    doc = json.loads((bb / "backbone.json").read_text())
+    doc["class"]["causal"] = True
+    (bb / "backbone.json").write_text(json.dumps(doc))
+    with pytest.raises(ArtifactError, match="backbone.json does not describe"):
+        LookupBackbone.load(bb)

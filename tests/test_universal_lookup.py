@@ -164,6 +164,39 @@ def test_logits_refuses_another_backbone_and_ids_it_cannot_embed():
         logits(backbone, enc, ids[0])
 
 
+def test_the_python_entry_points_name_a_wrong_argument():
+    """A class name, a path or a None in the wrong place ended in AttributeErrors ("'str' object
+    has no attribute 'validate'"); a None SHA-256 was recorded in the encoding; no inputs at all
+    counted as an exact run."""
+    from rasp_compiler.universal.lookup import logits
+
+    program, model, backbone, enc = _encoded("programs/reverse.rasp", list("abc"), 4, size=LADDER[0])
+    assert build_backbone("small").sha256 == backbone.sha256  # a class name is taken as --class takes it
+    by_name = encode_program(model, "small", backbone.sha256)
+    assert torch.equal(by_name.program_tokens, enc.program_tokens)
+    cases = [
+        (lambda: build_backbone(3), "build_backbone takes a size class .* got int"),
+        (lambda: encode_program(model, None, backbone.sha256), "encode_program takes a size class"),
+        (lambda: encode_program(model, "small", None), "backbone_sha256 must be the backbone's SHA-256"),
+        (lambda: encode_program("programs/reverse.rasp", "small", backbone.sha256),
+         "encode_program takes a compiled model, got str"),
+        (lambda: analyse("programs/reverse.rasp"), "analyse takes a compiled model, got str"),
+        (lambda: smallest_holding("small"), "smallest_holding takes a program's needs"),
+        (lambda: parse_class(3), "parse_class takes a class name or sizes as text, got int"),
+        (lambda: run_program(None, enc, model, [list("ab")]),
+         "backbone must be a LookupBackbone, got NoneType"),
+        (lambda: run_program(enc, backbone, model, [list("ab")]), "backbone must be a LookupBackbone"),
+        (lambda: run_program(backbone, enc, "model", [list("ab")]), "run_program takes a compiled model"),
+        (lambda: run_program(backbone, enc, model, []), "run_program got no inputs"),
+        (lambda: run_program(backbone, enc, model, "ab"), "inputs must be a list of inputs"),
+        (lambda: logits(backbone, None, model.encode([list("ab")])[0]), "encoding must be a ProgramEncoding"),
+    ]
+    for call, words in cases:
+        with pytest.raises(UserError, match=words):
+            call()
+    assert run_program(backbone, enc, model, [list("ab")], program).exact
+
+
 def test_run_program_refuses_a_program_that_is_not_parsed():
     """A file name given as ``program`` reached the interpreter inside a catch-all: every input
     then counted as disagreeing with the interpreter, with no word of why."""
@@ -171,6 +204,58 @@ def test_run_program_refuses_a_program_that_is_not_parsed():
     with pytest.raises(UserError, match="must be a parsed Program, got str"):
         run_program(backbone, enc, model, [list("ab")], "programs/reverse.rasp")
     assert run_program(backbone, enc, model, [list("ab")], program).inputs_agreeing == 1
+
+PREV_TOKEN = 'prev = aggregate(select(indices, indices - 1, ==), tokens, "x");\nprev;\n'
+
+
+def test_a_causal_and_a_bidirectional_backbone_are_two_identities():
+    """The two have the same tensors (the mask is no tensor) and had the same SHA-256, so an
+    encoding made for one ran on the other: a bidirectional program's encoding on the causal
+    backbone gave wrong outputs with nothing refused."""
+    plain, causal = parse_class("small"), parse_class("small", True)
+    a, b = build_backbone(plain), build_backbone(causal)
+    assert a.tensors_sha256 == b.tensors_sha256 and a.sha256 != b.sha256
+    assert a.sha256 == a.tensors_sha256  # a bidirectional backbone's digest is unchanged
+    _, model, _, enc = _encoded("programs/reverse.rasp", list("abc"), 4, size=plain)
+    with pytest.raises(UserError, match="made for a bidirectional .not causal. backbone, and this "
+                                        "backbone is causal"):
+        run_program(b, enc, model, [list("ab")])
+
+
+def test_a_saved_encoding_runs_only_on_a_backbone_and_a_compile_of_its_mask(tmp_path):
+    prog = tmp_path / "prev.rasp"
+    prog.write_text(PREV_TOKEN)
+    base = ["universal", "--program", str(prog), "--vocab", "abc", "--max-len", "4", "--with-mlps"]
+    plain, causal, enc = tmp_path / "plain", tmp_path / "causal", tmp_path / "enc.safetensors"
+    assert _cli(*base, "--class", "small", "--save-backbone", str(plain))[0] == 0
+    assert _cli(*base, "--causal", "--class", "small", "--save-backbone", str(causal),
+                "--save-encoding", str(enc))[0] == 0
+    code, _, err = _cli(*base, "--causal", "--backbone", str(plain), "--encoding", str(enc), "--check")
+    assert code == 1 and "made for a causal backbone, and this backbone is bidirectional" in err, err
+    code, _, err = _cli(*base, "--backbone", str(causal), "--encoding", str(enc), "--check")
+    assert code == 1 and "compiled with --causal, and this run compiles it without" in err, err
+    code, out, _ = _cli(*base, "--causal", "--backbone", str(causal), "--encoding", str(enc), "--check")
+    assert code == 0 and "all 120 inputs up to length 4" in out, out
+
+
+def test_a_causal_backbone_and_encoding_saved_before_the_mask_counted_still_load(tmp_path):
+    """Files saved before the causal mask entered the identity record the tensors' digest."""
+    _, model, backbone, enc = _encoded("programs/tracr/pair_balance.rasp", list("()x"), 4, causal=True)
+    assert backbone.size.causal
+    directory = backbone.save(tmp_path / "bb")
+    path = directory / "backbone.safetensors"
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata()
+    header = json.loads(meta["config"])
+    header["sha256"] = backbone.tensors_sha256
+    save_file(load_file(str(path)), str(path), metadata={**meta, "config": json.dumps(header)})
+    (directory / "backbone.json").write_text(json.dumps(header))
+    loaded = LookupBackbone.load(directory)
+    enc.backbone_sha256 = backbone.tensors_sha256
+    ids = model.encode([list("(x)")])[0]
+    from rasp_compiler.universal.lookup import logits
+    assert torch.equal(logits(loaded, enc, ids)[:, 1:], model.module(ids, torch.tensor([3]))[:, 1:])
+
 
 def test_a_tampered_backbone_is_refused(tmp_path):
     directory = build_backbone(parse_class("small")).save(tmp_path / "bb")
@@ -200,6 +285,23 @@ def test_parse_class_names_what_it_cannot_read():
         parse_class("L=2,H=1")
     with pytest.raises(UserError, match="cannot read"):
         parse_class("huge")
+
+
+
+def test_parse_class_refuses_a_size_given_twice_and_a_number_of_thousands_of_digits():
+    """L=2,...,L=3 built an L=3 class (the last won); L=<5,000 nines> was a ValueError traceback
+    from int()."""
+    sizes = "L=2,H=1,T=1,k=4,o=3,c=1,vocab=3,len=5,rows=40"
+    with pytest.raises(UserError, match="gives L twice"):
+        parse_class(sizes + ",L=3")
+    huge = sizes.replace("L=2", "L=" + "9" * 5000)
+    with pytest.raises(UserError, match=r"L=99999999… \(5,000 digits\) is far above") as err:
+        parse_class(huge)
+    assert len(err.value.message) < 300  # the text is cut short, not shown whole
+    assert parse_class(sizes.replace("L=2", "L=0002")) == parse_class(sizes)
+    code, _, text = _cli("universal", "--program", "programs/histogram.rasp", "--vocab", "abc", "--with-mlps",
+                         "--class", huge)
+    assert code == 1 and text.count("error:") == 1 and "Traceback" not in text
 
 
 # ----- the command line ----------------------------------------------------------------------

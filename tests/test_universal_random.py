@@ -103,3 +103,22 @@ def test_a_random_ut_that_cannot_fit_is_refused_before_it_is_drawn(monkeypatch, 
     monkeypatch.setattr(random_ut, "available_memory", lambda: None)  # unknown: built as before
     small = build_universal("random", 1, 1, 2)
     assert small.config.m == width_formula("random", 1, 1, 2, False, True, 2)
+
+
+def test_a_random_ut_checks_in_float32(capsys):
+    """`rasp universal --construction random ... --dtype float32 --check` ended in a traceback:
+    torch.linalg.lstsq refused the float32 UT's matrices against the float64 target's.  The
+    encoding is solved in float64 and the UT runs in float32."""
+    from rasp_compiler.cli import main
+
+    assert main(["universal", "--construction", "random", "--layers", "2", "--dim", "2", "--dtype",
+                 "float32", "--check", "--trials", "2", "--lengths", "1,5"]) == 0
+    out = capsys.readouterr().out
+    assert "linear-solve x2" in out and "ok (tolerance 0.0001)" in out
+    ut = build_universal("random", 2, 1, 2, seed=3)
+    target = Target.random(2, 1, 2, seed=4)
+    E64, U64 = encode(ut, target)
+    ut.to(torch.float32)
+    E32, U32 = encode(ut, target)
+    assert E32.dtype == torch.float64 and ut.r_q.dtype == torch.float32
+    assert float((E32 - E64).abs().max()) < 1e-5 * float(E64.abs().max())  # R rounded to float32

@@ -18,6 +18,7 @@ Writes model_tl.pt (TransformerLens's HookedTransformer state dict: plain tensor
 torch.load(..., weights_only=True)) and model_tl.json (the config under "cfg", token ids, output
 values, residual labels, the layer plan, the one input length of a --fixed-length model
 ("fixed_length", null otherwise) and how to load it in TransformerLens 2.x/3.x and 4.x).
+An earlier export there is replaced; other files named so are kept unless --force.
 --verify runs the compiled model and the TransformerLens model on K random inputs and reports the
 largest difference of the logits, of every residual hook point (blocks.L.hook_resid_pre/mid/post)
 and of every attention pattern (blocks.L.attn.hook_pattern); it exits 1 when one exceeds --tolerance.
@@ -45,6 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "than EPS x max(1, the largest |value| there) (default 1e-4 for float32, 1e-9 for "
                         "float64)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--force", action="store_true", help="replace FILE.pt and FILE.json even where they "
+                   "are not an earlier export (another checkpoint, another JSON file)")
     p.set_defaults(func=main)
 
 
@@ -65,6 +68,7 @@ def _check_not_model_files(model_dir: str, paths: tuple[str, ...]) -> None:
 def main(args: argparse.Namespace) -> int:
     from rasp_compiler.export.transformer_lens import (
         _import_tl,
+        check_replaceable,
         save_transformer_lens,
         verify,
         verify_batch,
@@ -87,11 +91,13 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"-o {args.out}: the TransformerLens state dict is written as a .pt file",
                         hint="e.g. -o model_tl.pt")
     _check_not_model_files(args.model, (args.out, os.path.splitext(args.out)[0] + ".json"))
+    if not args.force:  # before loading anything
+        check_replaceable(args.out)
     model = RaspModel.load(args.model)
     _import_tl()  # a clear error before writing anything when TransformerLens is missing
     if args.verify:  # a model too large to verify in this memory is refused before it is exported
         verify_batch(model.config)
-    pt_path, json_path = save_transformer_lens(model, args.out)
+    pt_path, json_path = save_transformer_lens(model, args.out, force=args.force)
     result: dict = {"format": args.format, "weights": pt_path, "config": json_path}
     if args.verify:
         from rasp_compiler.export.transformer_lens import load_transformer_lens

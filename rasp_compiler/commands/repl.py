@@ -25,7 +25,7 @@ from typing import Any, Callable, TextIO
 from lark import Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedToken
 
-from rasp_compiler.errors import InputError, UserError, not_utf8
+from rasp_compiler.errors import InputError, RaspError, UserError, not_utf8
 from rasp_compiler.lang.repl_commands import (
     DONE,
     EXAMPLES_SWITCH,
@@ -433,12 +433,19 @@ class Repl:
                 err.hint = f"{err.hint} For {quoted}" if err.hint else f"for {quoted}"
             self.report(err.render())
             return
+        def located(message: str) -> str:
+            # at the value, as an error inside the expression is: `<repl:N>:1:COL:` and a caret
+            text = expression.strip()
+            shown = text.split("\n", 1)[0]
+            return RaspError(message, f"<repl:{self.count}>", 1, len(lead) + 1, lead + text,
+                             width=len(shown)).render()
+
         if not (isinstance(value, (str, list)) and value and all(is_atom(v) for v in value)):
-            self.report(f"error: an example is a non-empty string or list of atoms, got {strdesc(value)}")
+            self.report(located(f"an example is a non-empty string or list of atoms, got {strdesc(value)}"))
             return
         bad = next((i for i, v in enumerate(value) if isinstance(v, float) and not math.isfinite(v)), None)
         if bad is not None:  # as `rasp run --input-json` refuses it; a model has no token for inf or NaN
-            self.report(f"error: the example's position {bad} is not a finite number ({value[bad]})")
+            self.report(located(f"the example's position {bad} is not a finite number ({value[bad]})"))
             return
         if subset in (None, "s-op"):
             self.seq_example = value

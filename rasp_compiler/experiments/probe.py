@@ -158,8 +158,31 @@ def format_probe(p: dict) -> str:
     return "\n".join(lines)
 
 
-def save_probe(p: dict, path: str | os.PathLike) -> None:
+PROBE_KEYS = {"run", "task", "samples", "heads"}  # what every probe's JSON holds
+
+
+def check_probe_file(path: str | os.PathLike) -> None:
+    """``save_probe`` replaces an existing file only if it is an earlier probe's JSON (without
+    ``force``): --save onto a run's model.safetensors, or any other file, replaced it silently.
+    (A link is replaced, never followed.)"""
+    from rasp_compiler.bounded_json import load_json_file
+
     path = Path(path)
+    if not path.is_file() or path.is_symlink():
+        return
+    try:
+        doc = load_json_file(path) if path.stat().st_size <= 16 * 1024 * 1024 else None
+    except (OSError, UserError):
+        doc = None
+    if not (isinstance(doc, dict) and PROBE_KEYS <= doc.keys()):
+        raise UserError(f"--save {path} exists and is not an earlier probe's JSON; it is not replaced",
+                        "give another file name, or --force (force=True from Python) to replace it")
+
+
+def save_probe(p: dict, path: str | os.PathLike, force: bool = False) -> None:
+    path = Path(path)
+    if not force:
+        check_probe_file(path)
     blocker = file_in_the_way(path.parent)  # mkdir would only say "File exists" or "Not a directory"
     if blocker is not None:
         raise UserError(f"{path}: cannot write the probe: {blocker} is a file, not a directory",

@@ -176,8 +176,10 @@ def refuse_foreign_config(out: str | os.PathLike, flag: str = "--out") -> None:
         return
     from rasp_compiler.runtime import FORMAT as MODEL_FORMAT
 
-    what = ("a compiled model (rasp compile)" if isinstance(meta, dict) and meta.get("format") == MODEL_FORMAT
-            else "files that are not an experiment run's")
+    what = "files that are not an experiment run's"
+    if isinstance(meta, dict) and meta.get("format") == MODEL_FORMAT:  # U is one too: named as U
+        what = ("the universal simulator U (rasp simulate -o)" if isinstance(meta.get("simulator"), dict)
+                else "a compiled model (rasp compile)")
     raise UserError(f"{flag} {out} holds {what}: the run would replace its {CONFIG_FILE} and "
                     f"{WEIGHTS_FILE}", f"choose another {flag}: an empty directory or an earlier run's")
 

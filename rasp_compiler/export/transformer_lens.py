@@ -37,6 +37,7 @@ import math
 import os
 import random
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -310,10 +311,45 @@ def to_hooked_transformer(model: RaspModel | str | os.PathLike) -> Any:
 
 
 # --------------------------------------------------------------------------- files
-def save_transformer_lens(model: RaspModel | str | os.PathLike, path: str) -> tuple[str, str]:
+def _earlier_export(json_path: str, pt_name: str) -> bool:
+    """Whether ``json_path`` is the config an earlier 'rasp export -o ....pt' wrote beside
+    ``pt_name`` (read within bounds; anything unreadable is not)."""
+    from rasp_compiler.bounded_json import load_json_file
+
+    try:
+        if os.path.getsize(json_path) > 16 * 1024 * 1024:
+            return False
+        doc = load_json_file(json_path)
+    except (OSError, UserError):
+        return False
+    return isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("weights") == pt_name
+
+
+def check_replaceable(pt_path: str) -> None:
+    """``save_transformer_lens`` replaces FILE.pt and FILE.json only where they are an earlier
+    export (unless ``force``): a checkpoint of the user's own, or another program's JSON beside
+    it, was replaced silently.  (A link is replaced, never followed, as every artifact file is.)"""
+    json_path = os.path.splitext(pt_path)[0] + ".json"
+    pt_there = os.path.isfile(pt_path) and not os.path.islink(pt_path)
+    json_there = os.path.isfile(json_path) and not os.path.islink(json_path)
+    if not (pt_there or json_there):
+        return
+    if json_there and _earlier_export(json_path, os.path.basename(pt_path)):
+        return
+    what = (f"{json_path} exists and is not the config of an earlier export" if json_there else
+            f"{pt_path} exists, and no {os.path.basename(json_path)} of an earlier export is beside it")
+    raise UserError(f"{what}; it is not replaced",
+                    hint="give another file name, or --force (force=True from Python) to replace it")
+
+
+def save_transformer_lens(model: RaspModel | str | os.PathLike, path: str,
+                          force: bool = False) -> tuple[str, str]:
     """Write the state dict to ``path`` (torch.save of plain tensors, loadable with
     ``weights_only=True``) and ``{cfg, metadata}`` as JSON beside it (``path`` with ``.json``).
-    Returns both paths."""
+    Returns both paths.  Files there that are not an earlier export are replaced only with
+    ``force`` (``check_replaceable``)."""
+    if not force:
+        check_replaceable(str(path))
     from rasp_compiler.atomic_dir import write_file
 
     m = _as_model(model, "save_transformer_lens")
@@ -417,15 +453,19 @@ def load_transformer_lens(path: str) -> tuple[Any, dict[str, Any]]:
 def random_inputs(model: RaspModel, k: int, seed: int = 0) -> list[list[Any]]:
     """``k`` random inputs over the vocabulary; lengths cycle through 1..max_len so every
     length (and the longest) is covered."""
+    return [item for chunk in _random_chunks(model, k, seed, max(1, k)) for item in chunk]
+
+
+def _random_chunks(model: RaspModel, k: int, seed: int, size: int) -> Iterator[list[list[Any]]]:
+    """``random_inputs(model, k, seed)`` drawn ``size`` at a time: ``verify`` holds one batch, not
+    all K (``--inputs 100000000000`` grew a list until memory ran out)."""
     rng = random.Random(seed)
     vocab = list(model.config["vocab"])
     n = int(model.config["max_len"])
     fixed = model.config.get("fixed_length")
-    out = []
-    for i in range(k):
-        length = fixed or (n - i % n)
-        out.append([rng.choice(vocab) for _ in range(length)])
-    return out
+    for start in range(0, k, size):
+        yield [[rng.choice(vocab) for _ in range(fixed or (n - i % n))]
+               for i in range(start, min(k, start + size))]
 
 
 def resid_hook_names(n_layers: int) -> list[str]:
@@ -546,7 +586,11 @@ def verify(model: RaspModel | str | os.PathLike, tl_model: Any | None = None, in
     batch_size = verify_batch(m.config, batch_size)  # before TransformerLens builds its copy
     if tl_model is None:
         tl_model = to_hooked_transformer(m)
-    batch = random_inputs(m, inputs, seed) if isinstance(inputs, int) else list(inputs)
+    if isinstance(inputs, int):
+        count, chunks = inputs, _random_chunks(m, inputs, seed, batch_size)
+    else:
+        batch = list(inputs)
+        count, chunks = len(batch), (batch[i:i + batch_size] for i in range(0, len(batch), batch_size))
     n_layers = len(m.config["layers"])
     hooks = resid_hook_names(max(n_layers, 1))
     head_layers = [li for li, lc in enumerate(m.config["layers"]) if lc["n_heads"]]
@@ -556,7 +600,6 @@ def verify(model: RaspModel | str | os.PathLike, tl_model: Any | None = None, in
     max_logits = 0.0
     relative = 0.0  # max |Δ| / max(1, max |value|) of the logits, each hook point and pattern
     # mixed lengths in one batch, so the padded path a user runs (run_padded) is what is checked
-    chunks = [batch[i:i + batch_size] for i in range(0, len(batch), batch_size)]
     for chunk in chunks:
         ids, lengths = m.encode(chunk)
         with torch.no_grad():
@@ -587,5 +630,5 @@ def verify(model: RaspModel | str | os.PathLike, tl_model: Any | None = None, in
     return {"max_abs_diff": max(max_logits, worst_hook), "max_abs_diff_logits": max_logits,
             "max_abs_diff_residual": worst_hook, "max_abs_diff_pattern": worst_pattern,
             "max_rel_diff": relative,
-            "inputs": len(batch), "hooks": per_hook, "patterns": per_pattern,
+            "inputs": count, "hooks": per_hook, "patterns": per_pattern,
             "transformer_lens": transformer_lens_version(), "dtype": m.config.get("dtype", "float32")}

@@ -356,14 +356,16 @@ class Session(Expressions):
         if len(names) == 1:
             pairs = [(names[0], value)]
         else:
-            if isinstance(value, tuple):
+            if isinstance(value, (tuple, str, dict)):
+                # as the original (and Python): a dict unpacks into its keys, a string into its
+                # characters (`for k, v in D` is the one place a dict gives (key, value) pairs)
                 value = list(value)
             if not isinstance(value, list):
                 raise self.error(f"cannot unpack one {kind_name(value)} into {len(names)} names "
                                  f"({', '.join(names)})", exprs_tree, ctx)
             if len(value) != len(names):
                 raise self.error(f"unpacking: {len(names)} names ({', '.join(names)}) but "
-                                 f"{len(value)} values", tree, ctx)
+                                 f"{len(value)} value{'' if len(value) == 1 else 's'}", tree, ctx)
             pairs = list(zip(names, value, strict=True))
         for name, v in pairs:
             env.vars[name] = v

@@ -126,6 +126,10 @@ def build_simulator(n: int, d: int, heads: int, *, causal: bool = False, dtype: 
 
     start = time.perf_counter()
     layout = check_size(n, d, heads)
+    n, d, heads = layout.n, layout.d, layout.heads  # plain ints (a NumPy integer is not JSON)
+    if type(causal).__name__ not in ("bool", "bool_"):  # causal="no" built a causal U, and stored "no"
+        raise InputError(f"causal must be True or False, got {causal!r}")
+    causal = bool(causal)
     if input_range is not None and all(np.isfinite(np.asarray(input_range, dtype=float))):
         check_range(input_range, dtype)  # a non-finite or reversed range: the compiler's own error
     source = generate_source(n, d, heads, causal, plan, dtype=dtype, input_range=input_range)

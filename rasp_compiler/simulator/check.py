@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Callable
 
 import numpy as np
 
+from rasp_compiler.errors import UserError
 from rasp_compiler.simulator.build import Simulator
 from rasp_compiler.simulator.reference import attention_layer
 
@@ -77,6 +79,14 @@ def check_simulator(sim: Simulator, trials: int = 100, seed: int = 0, trace: boo
     A non-finite output (NaN or inf anywhere in U's output sequence) makes that trial's error
     ``inf`` and is counted in ``non_finite_trials``: it is never dropped by ``max``."""
     lay = sim.layout
+    for name, value, least in (("trials", trials, 1), ("seed", seed, 0)):
+        # trials="3" was a TypeError from range(), trials=0 a check of nothing that passed
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+            raise UserError(f"check_simulator's {name} must be a whole number of at least {least}, "
+                            f"got {value!r}")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, numbers.Integral)
+                              or batch < 1):
+        raise UserError(f"check_simulator's batch must be a whole number of at least 1, got {batch!r}")
     if batch is None:  # attention patterns are [batch, heads, L, L]: keep a batch near 100 MB
         batch = max(1, min(64, 600_000 // (lay.length + 1) ** 2))
     A, V, X = random_layers(lay, trials, seed, scale, bounds)

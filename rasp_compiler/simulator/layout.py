@@ -13,6 +13,7 @@ T[i][h*d + c] at position i*H*d + h*d + c.  Every later output position holds 0.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,8 +38,10 @@ class SequenceLayout:
     def __post_init__(self) -> None:
         for name in ("n", "d", "heads"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            # a NumPy integer is one (it was refused as "n must be a positive integer, got 2")
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
                 raise InputError(f"{name} must be a positive integer, got {v!r}")
+            object.__setattr__(self, name, int(v))
 
     @property
     def v_offset(self) -> int:

@@ -38,7 +38,11 @@ def generate_source(n: int, d: int, heads: int, causal: bool = False, layout: st
     the very weights ``rasp simulate`` builds (``rasp compile`` defaults to float32)."""
     if layout not in LAYOUTS:  # anything else silently built the windows plan
         raise InputError(f"plan must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    if type(causal).__name__ not in ("bool", "bool_"):  # causal="no" built a causal U
+        raise InputError(f"causal must be True or False, got {causal!r}")
+    causal = bool(causal)
     lay = SequenceLayout(n, d, heads)
+    n, d, heads = lay.n, lay.d, lay.heads
     L = lay.length
     # positional notation: argparse reads "-1e+30" as an option, "-1000...0" as a number
     lo, hi = (np.format_float_positional(float(v), trim="-") for v in input_range)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from rasp_compiler.errors import UserError
+from rasp_compiler.universal import arguments
 from rasp_compiler.universal.classes import CONSTRUCTIONS, class_problem
 from rasp_compiler.universal.constructions import build_construction, encode_construction
 from rasp_compiler.universal.model import UniversalTransformer
@@ -23,10 +24,14 @@ def build_universal(construction: str, layers: int, heads: int, dim: int, *, res
     ``values``, ``m``, ``head_dim`` and ``seed`` only matter for ``random`` (the {0,1} constructions
     fix them: sparse/looped/paths have values, multihead has none).
     """
-    if construction not in CONSTRUCTIONS:
+    if not isinstance(construction, str) or construction not in CONSTRUCTIONS:
         raise UserError(f"unknown construction {construction!r}; choose one of {', '.join(CONSTRUCTIONS)}")
-    if min(layers, heads, dim) < 1:
-        raise UserError(f"layers, heads and dim must be at least 1 (got L={layers} H={heads} d={dim})")
+    layers, heads, dim = (arguments.whole(n, v) for n, v in
+                          (("layers", layers), ("heads", heads), ("dim", dim)))
+    residual, causal, values = (arguments.flag(n, v) for n, v in
+                                (("residual", residual), ("causal", causal), ("values", values)))
+    m, head_dim = arguments.optional_whole("m", m), arguments.optional_whole("head_dim", head_dim)
+    seed = arguments.seed(seed)
     if construction == "random":
         return build_random(layers, heads, dim, m=m, head_dim=head_dim, residual=residual, causal=causal,
                             values=values, seed=seed)
@@ -45,6 +50,9 @@ def fixed_backbone(construction: str, layers: int, heads: int, dim: int, *, resi
     weights never depend on the residual flag), which is what embedding-only training uses.
     ``encode`` still refuses targets the backbone cannot simulate exactly.
     """
+    layers, heads, dim = (arguments.whole(n, v) for n, v in
+                          (("layers", layers), ("heads", heads), ("dim", dim)))
+    residual, causal = arguments.flag("residual", residual), arguments.flag("causal", causal)
     if construction in ("sparse", "looped") and residual:
         if heads != 1:
             raise UserError(f"the {construction} backbone has one head, not {heads}")

@@ -63,3 +63,25 @@ def write_deterministic(path: Path, tensors: dict[str, torch.Tensor], metadata: 
                 f.write(data)
 
     write_file(path, write)  # beside it, renamed over it: never half-written, never through a link
+
+
+def check_readable_copy(weights: Path, name: str, header: dict[str, Any]) -> None:
+    """The readable JSON written beside ``weights`` (``ut.json``, ``backbone.json``) is a copy of
+    the header, never read back; one that says otherwise (edited, or copied from another
+    artifact) would tell a reader another class than the one that runs, so it is refused.
+    Absent, it is not needed."""
+    copy = weights.parent / name
+    if weights.name == name or not copy.is_file():
+        return
+    try:
+        text = copy.read_bytes()
+    except OSError:
+        return
+    try:
+        doc = load_json_text(text, f"{copy}", error=ArtifactError) if len(text) <= 1 << 20 else None
+    except ArtifactError:
+        doc = None
+    if doc != header:
+        raise ArtifactError(f"{copy} does not describe what {weights.name} holds (edited, or copied from "
+                            f"another artifact); {weights.name}'s header is what runs",
+                            hint=f"delete {name}, or save the artifact again")

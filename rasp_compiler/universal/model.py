@@ -20,7 +20,7 @@ from torch import nn
 
 from rasp_compiler.artifact_kinds import describe
 from rasp_compiler.errors import ArtifactError, UserError
-from rasp_compiler.universal.artifact import read_artifact, write_deterministic
+from rasp_compiler.universal.artifact import check_readable_copy, read_artifact, write_deterministic
 from rasp_compiler.universal.attention import attention_weights, run_steps
 
 UT_FORMAT = "rasp-universal-transformer/1"
@@ -153,6 +153,7 @@ class UniversalTransformer(nn.Module):
                                 hint=describe(directory) or "save one with rasp universal --construction "
                                      "C --layers L --dim d --save DIR")
         tensors, header = read_artifact(weights, UT_FORMAT, "universal transformer")
+        check_readable_copy(weights, "ut.json", header)
         try:
             config = UTConfig(**header)
         except TypeError as err:

@@ -157,6 +157,9 @@ def encode_random(ut: UniversalTransformer, target: Target, *, fit_steps: int = 
     """(E, U, method, residual): E by linear solve when it is exact, else by a gradient fit;
     ``stage`` hears the name of each step."""
     stage = stage or (lambda name: None)
+    if ut.r_q.dtype != F64:  # a UT run in float32: its solves are in float64 (lstsq refused the mix)
+        ut = UniversalTransformer(ut.config, ut.r_q.double(), ut.r_k.double(),
+                                  None if ut.r_v is None else ut.r_v.double())
     cfg = ut.config
     rows = target.dim
     t = fit_target(cfg, target)

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from rasp_compiler.errors import ArtifactError, UserError
+from rasp_compiler.universal import arguments
 from rasp_compiler.universal.artifact import read_artifact
 from rasp_compiler.universal.attention import attention_weights, run_steps
 
@@ -33,6 +34,8 @@ class Target:
     causal: bool = False
 
     def __post_init__(self) -> None:
+        self.residual = arguments.flag("residual", self.residual)
+        self.causal = arguments.flag("causal", self.causal)
         self.W = torch.as_tensor(self.W, dtype=torch.float64)
         if self.W.ndim != 4 or self.W.shape[-1] != self.W.shape[-2] or 0 in self.W.shape:
             raise UserError(f"target W must have shape (layers, heads, d, d), got {tuple(self.W.shape)}")
@@ -96,8 +99,12 @@ class Target:
         is divided by g^l (worst-case logits grow like g^l, not g^2l: attention averages shrink the
         stream) and U by g^L, so outputs stay O(1) while attention stays far from uniform.
         """
-        if min(layers, heads, dim) < 1:
-            raise UserError("layers, heads and dim must all be at least 1")
+        layers, heads, dim = (arguments.whole(n, v) for n, v in (("layers", layers), ("heads", heads),
+                                                                 ("dim", dim)))
+        residual, causal, values = (arguments.flag(n, v) for n, v in
+                                    (("residual", residual), ("causal", causal), ("values", values)))
+        d_out, seed = arguments.optional_whole("d_out", d_out), arguments.seed(seed)
+        w_scale = arguments.finite("w_scale", w_scale)
         gen = torch.Generator().manual_seed(seed)
         W = torch.randn(layers, heads, dim, dim, generator=gen, dtype=torch.float64) * (w_scale / dim**0.5)
         V = None

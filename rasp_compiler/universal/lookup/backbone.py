@@ -18,6 +18,7 @@ agree.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from torch import nn
 from rasp_compiler.artifact_kinds import describe
 from rasp_compiler.errors import ArtifactError, UserError
 from rasp_compiler.runtime import weights_digest
-from rasp_compiler.universal.artifact import read_artifact, write_deterministic
+from rasp_compiler.universal.artifact import check_readable_copy, read_artifact, write_deterministic
 from rasp_compiler.universal.lookup.layout import K_NULL, K_PROG, U_IN, U_PROG, Layout, layout
 from rasp_compiler.universal.lookup.size_class import SizeClass
 
@@ -46,15 +47,31 @@ class LookupBackbone(nn.Module):
         self.layout: Layout = layout(size)
         self.tensors = tensors
         self._digest: str | None = None
+        self._tensors_digest: str | None = None
         self._move_cache: dict[int, list] = {}
 
     # ----- identity ---------------------------------------------------------------------------
     @property
     def sha256(self) -> str:
-        """SHA-256 of the fixed tensors (names, dtypes, shapes and bytes)."""
+        """The backbone's identity: SHA-256 of the fixed tensors (names, dtypes, shapes and bytes),
+        and for a causal class of the causal mask too, which no tensor holds: a causal and a
+        bidirectional backbone of the same sizes have the same tensors but compute different
+        things, and an encoding made for one must not run on the other.  (A bidirectional
+        backbone's digest is that of its tensors alone, as before.)"""
         if self._digest is None:
-            self._digest = weights_digest(self.tensors)
+            digest = self.tensors_sha256
+            if self.size.causal:
+                digest = hashlib.sha256(f"{BACKBONE_FORMAT} causal {digest}".encode()).hexdigest()
+            self._digest = digest
         return self._digest
+
+    @property
+    def tensors_sha256(self) -> str:
+        """SHA-256 of the fixed tensors alone: ``sha256`` before 7 Dec, which a causal backbone's
+        or encoding's file saved then records (accepted where the class says causal)."""
+        if self._tensors_digest is None:
+            self._tensors_digest = weights_digest(self.tensors)
+        return self._tensors_digest
 
     @property
     def params(self) -> int:
@@ -159,6 +176,7 @@ class LookupBackbone(nn.Module):
                                 hint=describe(directory) or "save one with rasp universal --with-mlps "
                                      "--program FILE --vocab V --save-backbone DIR")
         tensors, header = read_artifact(path, BACKBONE_FORMAT, "lookup UT backbone")
+        check_readable_copy(path, "backbone.json", header)
         try:
             size = SizeClass.from_json(header.get("class"))
         except (UserError, TypeError) as err:
@@ -167,7 +185,7 @@ class LookupBackbone(nn.Module):
         same = tensors.keys() == ref.tensors.keys() and all(
             tensors[k].dtype == t.dtype and tensors[k].shape == t.shape and torch.equal(tensors[k], t)
             for k, t in ref.tensors.items())
-        if not same or header.get("sha256") != ref.sha256:
+        if not same or header.get("sha256") not in (ref.sha256, ref.tensors_sha256):
             raise ArtifactError(f"{path}: the weights are not those of the class its header names "
                                 f"({size.describe()}): edited or damaged",
                                 hint="build it again: rasp universal --with-mlps --class ... "
@@ -184,8 +202,12 @@ def _sparse_times(weights: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return product.reshape(*weights.shape[:-1], rows.shape[1])
 
 
-def build_backbone(size: SizeClass) -> LookupBackbone:
-    """The backbone of a class: a deterministic function of (L, H, T, k, o, c, causal)."""
+def build_backbone(size: SizeClass | str) -> LookupBackbone:
+    """The backbone of a class: a deterministic function of (L, H, T, k, o, c, causal).  ``size``
+    is a SizeClass, or a class name or sizes as ``--class`` takes them."""
+    from rasp_compiler.universal.lookup.size_class import as_class
+
+    size = as_class(size, "build_backbone")
     size.validate()
     if size.width > MAX_WIDTH:
         raise UserError(f"the class {size.describe()} has width m = {size.width:,}, above the "

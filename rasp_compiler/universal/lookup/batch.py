@@ -199,6 +199,11 @@ def _check_same_program(encoding: ProgramEncoding, model: Any, path: str) -> Non
     weights (compiling is deterministic), vocabulary, length and output; else it would be run and
     compared as another program."""
     meta, cfg = encoding.meta, model.config
+    if encoding.size.causal != bool(cfg.get("causal", False)):  # the same weights either way
+        raise UserError(f"{Path(path)}: the saved encoding is of the program compiled "
+                        f"{'with' if encoding.size.causal else 'without'} --causal, and this run "
+                        f"compiles it {'with' if cfg.get('causal') else 'without'}",
+                        hint=f"{'add' if encoding.size.causal else 'drop'} --causal, or encode it again")
     if meta.get("model_weights_sha256") != cfg.get("weights_sha256") or meta.get("vocab") != cfg["vocab"] \
             or meta.get("max_len") != model.max_len or meta.get("output") != cfg["output"]:
         raise UserError(f"{Path(path)}: the saved encoding is of another program or compile "

@@ -74,7 +74,15 @@ class ProgramEncoding:
 
     def check_backbone(self, backbone: Any) -> None:
         """Refuse to run this encoding on a backbone it was not encoded for."""
-        if backbone.sha256 != self.backbone_sha256:
+        if backbone.size.causal != self.size.causal:  # said in words (the digests differ too)
+            mask = {True: "a causal", False: "a bidirectional (not causal)"}
+            raise UserError(f"the program encoding was made for {mask[self.size.causal]} backbone, and this "
+                            f"backbone is {mask[backbone.size.causal][2:]}",
+                            hint="use a backbone of the encoding's class, or encode the program again "
+                                 "for this one")
+        # tensors_sha256: what an encoding saved before the causal mask counted in the backbone's
+        # identity records (the masks agree, checked above)
+        if self.backbone_sha256 not in (backbone.sha256, backbone.tensors_sha256):
             raise UserError("the program encoding was made for another backbone "
                             f"(backbone sha256 {self.backbone_sha256[:12]}…, this one "
                             f"{backbone.sha256[:12]}…)",
@@ -174,8 +182,20 @@ class Analysed:
     needs: SizeClass
 
 
+def check_model(model: Any, what: str) -> None:
+    """A compiled model (``compile_program``'s CompiledModel, or any RaspModel), not a path or a
+    program: those ended in AttributeErrors ("'str' object has no attribute 'config'")."""
+    from rasp_compiler.runtime import RaspModel
+
+    if not isinstance(model, RaspModel):
+        raise UserError(f"{what} takes a compiled model, got {type(model).__name__}",
+                        hint="compile_program(load_program(FILE), vocab, max_len, dtype='float64') "
+                             "compiles one in this process (the lookup UT needs its analysis)")
+
+
 def analyse(model: Any) -> Analysed:
     """Everything a compiled model contributes, and the sizes it needs."""
+    check_model(model, "analyse")
     parts = read_parts(model)
     found = lookups(parts)
     return Analysed(parts, found, program_needs(parts, found))
@@ -186,8 +206,16 @@ def encode_program(model: Any, size: SizeClass, backbone_sha256: str, analysed: 
     """The encoding of a compiled model for a class (refused, naming what is too large, when the
     class cannot hold it).  ``backbone_sha256`` is recorded so that the encoding only ever runs on
     that backbone."""
-    from rasp_compiler.universal.lookup.size_class import smallest_holding
+    from rasp_compiler.universal.lookup.size_class import as_class, smallest_holding
 
+    check_model(model, "encode_program")
+    size = as_class(size, "encode_program", causal=bool(model.config.get("causal", False)))
+    if not (isinstance(backbone_sha256, str) and len(backbone_sha256) == 64):  # None was recorded
+        raise UserError(f"encode_program's backbone_sha256 must be the backbone's SHA-256 (64 hex digits), "
+                        f"got {backbone_sha256!r}"[:300], hint="build_backbone(size).sha256")
+    if analysed is not None and not isinstance(analysed, Analysed):
+        raise UserError(f"encode_program's analysed must be analyse(model)'s result, got "
+                        f"{type(analysed).__name__}")
     analysed = analysed or analyse(model)
     parts, found, needs = analysed.parts, analysed.found, analysed.needs
     problems = size.too_small(needs)

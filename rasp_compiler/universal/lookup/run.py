@@ -116,10 +116,21 @@ def logits(backbone: LookupBackbone, encoding: ProgramEncoding, ids: torch.Tenso
     """The program's logits (batch, 1 + n, outputs), BOS first, for token ids as the compiled
     model's ``encode`` gives them."""
     if prepared is None:  # run_program checked both once; a direct call ended in an einsum error
+        _check_pair(backbone, encoding, "logits")
         encoding.check_backbone(backbone)
         _check_ids(encoding, ids)
     out = backbone(encoding.program_tokens, encoding.embed(ids), prepared=prepared)
     return out[..., :encoding.out_width]
+
+
+def _check_pair(backbone: Any, encoding: Any, what: str) -> None:
+    """The backbone and the encoding in their places (a None or a swapped pair ended in an
+    AttributeError)."""
+    for name, value, kind, made in (("backbone", backbone, LookupBackbone, "build_backbone(size)"),
+                                    ("encoding", encoding, ProgramEncoding, "encode_program(...)")):
+        if not isinstance(value, kind):
+            raise UserError(f"{what}'s {name} must be a {kind.__name__}, got {type(value).__name__}",
+                            hint=f"{made} makes one")
 
 
 def _check_ids(encoding: ProgramEncoding, ids: Any) -> None:
@@ -147,7 +158,16 @@ def run_program(backbone: LookupBackbone, encoding: ProgramEncoding, model: Any,
     ``program`` also against the reference interpreter.  ``progress`` hears the number of inputs
     done after each batch."""
     from rasp_compiler.interpreter import run as interpret
+    from rasp_compiler.universal.lookup.encoding import check_model
 
+    _check_pair(backbone, encoding, "run_program")
+    check_model(model, "run_program")
+    if isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__len__"):
+        raise UserError(f"run_program's inputs must be a list of inputs (each a list of tokens or a "
+                        f"string), got {type(inputs).__name__}", hint='e.g. [list("ab"), list("ba")]')
+    if not len(inputs):  # zero inputs checked counted as exact
+        raise UserError("run_program got no inputs: nothing would be checked",
+                        hint="give at least one input (inputs_for(vocab, max_len, ...) draws them)")
     encoding.check_backbone(backbone)
     if program is not None and not isinstance(program, Program):
         # a file name or source text reached interpret() inside the try below: every input then

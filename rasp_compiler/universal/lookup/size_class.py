@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from rasp_compiler.errors import UserError
 
@@ -137,6 +138,9 @@ def fitted(needs: SizeClass) -> SizeClass:
 
 def smallest_holding(needs: SizeClass, ladder: tuple[SizeClass, ...] = LADDER) -> SizeClass:
     """The first ladder class (causal as the program) that holds ``needs``, else the fitted class."""
+    if not isinstance(needs, SizeClass):
+        raise UserError(f"smallest_holding takes a program's needs (a SizeClass), got {type(needs).__name__}",
+                        hint="smallest_holding(analyse(model).needs)")
     for c in ladder:
         c = c.with_causal(needs.causal)
         if c.holds(needs):
@@ -149,32 +153,62 @@ _SPEC_KEYS = {"L": "layers", "H": "heads", "T": "tables", "k": "head_width", "o"
               "vocab": "vocab", "len": "max_len", "rows": "program_tokens"}
 
 
+def as_class(size: Any, what: str, causal: bool = False) -> SizeClass:
+    """``size`` as a SizeClass: one already, or a class name or sizes as ``--class`` takes them
+    (``"small"``, ``"L=2,H=1,..."``); anything else is one UserError naming ``what`` took it (it
+    was an AttributeError: "'str' object has no attribute 'validate'")."""
+    if isinstance(size, SizeClass):
+        return size
+    if isinstance(size, str):
+        return parse_class(size, causal)
+    raise UserError(f"{what} takes a size class (SizeClass, or a name such as 'small'), got "
+                    f"{type(size).__name__}",
+                    hint="parse_class('small') or smallest_holding(analyse(model).needs)")
+
+
+def _shown(text: str) -> str:
+    """``text`` quoted as an error shows it: cut short past 100 characters."""
+    return repr(text) if len(text) <= 100 else repr(text[:80]) + f"… ({len(text):,} characters)"
+
+
 def parse_class(text: str, causal: bool = False) -> SizeClass:
     """A ladder name (small, medium, large) or sizes ``L=3,H=2,T=2,k=16,o=9,c=1,vocab=8,len=8,rows=512``
     (``,causal`` optional)."""
+    if not isinstance(text, str):
+        raise UserError(f"parse_class takes a class name or sizes as text, got {type(text).__name__}",
+                        hint="e.g. parse_class('small') or parse_class('L=2,H=1,T=1,k=16,o=9,c=1,"
+                             "vocab=8,len=8,rows=1024')")
     for c in LADDER:
         if text == c.name:
             return c.with_causal(causal)
     values: dict = {"causal": causal, "name": ""}
+    shown = _shown(text)
     for item in (p.strip() for p in text.split(",") if p.strip()):
         if item == "causal":
             values["causal"] = True
             continue
         m = re.fullmatch(r"(\w+)=(\d+)", item)
         if not m or m.group(1) not in _SPEC_KEYS:
-            raise UserError(f"--class {text!r}: cannot read {item!r}",
+            raise UserError(f"--class {shown}: cannot read {_shown(item)}",
                             hint="a class name (" + ", ".join(c.name for c in LADDER) + ") or sizes "
                                  "like L=3,H=2,T=2,k=16,o=9,c=1,vocab=8,len=8,rows=512")
-        values[_SPEC_KEYS[m.group(1)]] = int(m.group(2))
+        if _SPEC_KEYS[m.group(1)] in values:  # the last one won: L=2,...,L=3 built an L=3 class
+            raise UserError(f"--class {shown} gives {m.group(1)} twice",
+                            hint="give each of L, H, T, k, o, c, vocab, len, rows once")
+        digits = m.group(2).lstrip("0") or "0"
+        if len(digits) > 15:  # int() refuses past 4,300 digits with a ValueError (a traceback)
+            raise UserError(f"--class {shown}: {m.group(1)}={digits[:8]}… ({len(digits):,} digits) is "
+                            "far above any size a backbone can have")
+        values[_SPEC_KEYS[m.group(1)]] = int(digits)
     missing = [k for k, v in _SPEC_KEYS.items() if v not in values]
     if missing:
-        raise UserError(f"--class {text!r} does not give {', '.join(missing)}",
+        raise UserError(f"--class {shown} does not give {', '.join(missing)}",
                         hint="give all of L, H, T, k, o, c, vocab, len, rows (or a class name)")
     # in the option's own names: validate() said "size class field layers = 0" for L=0
     low = [f"{key}={values[name]}" for key, name in _SPEC_KEYS.items()
            if values[name] < (0 if name == "tables" else 1)]
     if low:
-        raise UserError(f"--class {text!r}: {', '.join(low)} {'is' if len(low) == 1 else 'are'} below "
+        raise UserError(f"--class {shown}: {', '.join(low)} {'is' if len(low) == 1 else 'are'} below "
                         "the least size",
                         hint="T may be 0; every other size is at least 1")
     out = SizeClass(**values)
