@@ -140,7 +140,8 @@ def test_the_driver_protocol_through_a_stand_in_tracr(tmp_path, monkeypatch, cap
 
 def test_a_python_without_tracr_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["tracr_side_by_side.py", "--tracr-python", sys.executable,
-                                      "--programs", "hist", "--lengths", "4", "--out", str(tmp_path / "o.json")])
+                                      "--programs", "hist", "--lengths", "4",
+                                      "--out", str(tmp_path / "o.json")])
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as stop:
         bench.main()
