@@ -307,10 +307,10 @@ class Transformer(torch.nn.Module):
 # each output in the order of the inner dimension, which a gather keeps: tests/test_sparse_paths.py
 # checks that every path gives the dense path's logits bit for bit in float64 on every shipped
 # program at 6, 16 and 64.  The choice depends on the weights and the device alone, never on the
-# batch, so that an input gives the same logits, bit for bit, in any batch.
+# batch, so that an input gives the same logits, bit for bit, in any batch.  Small weights gather
+# too: a dense product of a few thousand entries cost more than the gathers on every shipped
+# program at 6-64 (bench/small_weights.py, docs/compiler-results.md).
 PATH_MODES = ("auto", "dense")
-# Below this many weights a dense product costs less than gathering its columns.
-SPARSE_MIN_ELEMENTS = 1 << 12
 # A weight whose non-zero rows and columns hold more than this share of its entries runs dense: the
 # gathers would cost more than the skipped terms save.
 COLUMNS_MAX_SHARE = 3 / 4
@@ -368,8 +368,6 @@ def _sparse_wanted(w: torch.Tensor, mode: str) -> str | None:
     """Why ``w``'s product stays dense, or None where it may skip its zeros."""
     if mode == "dense":
         return "paths=dense" if w.device.type == "cpu" else f"on {w.device.type}"
-    if w.numel() < SPARSE_MIN_ELEMENTS:
-        return f"small ({w.numel():,} < {SPARSE_MIN_ELEMENTS:,} entries)"
     return None
 
 

@@ -52,13 +52,15 @@ def test_auto_paths_give_the_dense_logits_bit_for_bit(s: Shipped, n: int) -> Non
     _check(s, n)
 
 
-def test_large_models_take_the_sparse_paths_and_small_ones_stay_dense() -> None:
+def test_large_and_small_models_take_the_sparse_paths() -> None:
     """The bit-identity tests above are only worth something where the sparse paths run: dyck2 at
-    64 gathers columns and runs a CSR product; reverse at 6 is small enough to stay dense.  Every
-    weight's product is listed once, with a reason."""
+    64 gathers columns and runs a CSR product; reverse at 6 gathers too (a small weight is no
+    reason to stay dense: bench/small_weights.py).  Every weight's product is listed once, with a
+    reason."""
     r = next(p for p in PROGRAMS if p.name == "reverse")
     small = compile_program(load_program(str(r.file)), list(r.vocab5), 6).module.explain()
-    assert small and all(e["path"] == "dense" and e["why"].startswith("small") for e in small)
+    assert small and all(e["why"] for e in small)
+    assert sum(e["path"] == "columns" for e in small) > len(small) // 2
     s = next(p for p in PROGRAMS if p.name == "dyck2")
     program = load_program(str(s.file))
     model = compile_program(program, list(s.vocab5), 64, dtype="float64")
@@ -121,7 +123,7 @@ def _forced_lookups(monkeypatch, model) -> list[str]:
     """Every attention projection that can be a lookup made one (at any size); the tensors that are."""
     import rasp_compiler.runtime as runtime
 
-    for name, value in (("SPARSE_MIN_ELEMENTS", 1), ("COLUMNS_MAX_SHARE", 1.0), ("LOOKUP_MIN_ROWS", 1)):
+    for name, value in (("COLUMNS_MAX_SHARE", 1.0), ("LOOKUP_MIN_ROWS", 1)):
         monkeypatch.setattr(runtime, name, value)
     model.module.paths, model.module._prepared = "auto", None  # prepared again under the forced limits
     return [e["tensor"] for e in model.module.explain() if e["path"] == "lookup"]
