@@ -189,6 +189,7 @@ class Program:
         self.names = dict(names or {})
         self.source_file = source_file
         self.sources = dict(sources or {})
+        self._sorted: tuple[nx.DiGraph, list[tuple[str, tuple[str, ...]]], tuple[str, ...]] | None = None
 
     def node(self, node_id: str) -> Node:
         """The node with this id, or bound to this name (``names``)."""
@@ -210,8 +211,22 @@ class Program:
 
     def nodes(self) -> Iterator[Node]:
         """All nodes in a deterministic topological order (ties broken by id)."""
-        for node_id in nx.lexicographical_topological_sort(self.graph):
+        for node_id in self.order():
             yield self.node(node_id)
+
+    def order(self) -> tuple[str, ...]:
+        """The node ids in ``nodes()``'s order (networkx's lexicographical topological sort).
+
+        A compile asks for it about ten times (each rewrite, the analysis, the assembly), and the
+        sort costs more than a small program's whole analysis, so it is kept with the structure
+        it was computed from (every node's successors) and computed again where the graph was
+        changed since.  Nothing in the compiler changes a Program's graph after building it, but
+        the graph is a public attribute; comparing the structure costs a few per cent of a sort."""
+        graph = self.graph
+        shape = [(nid, tuple(succ)) for nid, succ in graph._succ.items()]  # DiGraph's own adjacency
+        if self._sorted is None or self._sorted[0] is not graph or self._sorted[1] != shape:
+            self._sorted = graph, shape, tuple(nx.lexicographical_topological_sort(graph))
+        return self._sorted[2]
 
     def with_output(self, name_or_id: str) -> "Program":
         """The same graph with another output, restricted to what that output needs."""
