@@ -258,3 +258,68 @@ def test_attention_runs_a_group_of_heads_at_a_time(monkeypatch) -> None:
     assert [p.shape for p in patterns] == [p.shape for p in whole_patterns]
     assert all(torch.equal(p, q) for p, q in zip(patterns, whole_patterns, strict=True))
     assert [s.shape for s in logits_seen] == [p.shape for p in whole_patterns]
+
+
+@pytest.mark.parametrize("pool", sorted(VALUE_POOLS))
+def test_sorted_values_equals_sorting_by_value_key(pool: str) -> None:
+    """``sorted_values`` skips ``value_key`` for a set of only strings, or of ints and floats that
+    floats hold exactly; every draw (with 2**53 + 1, NaN, booleans, tuples mixed in) must come out
+    as ``sorted(set(values), key=value_key)``, type for type."""
+    from rasp_compiler.compiler.values import sorted_values, value_key
+
+    rng = random.Random(pool)
+    pools = [VALUE_POOLS[pool], VALUE_POOLS["ints"][:6], VALUE_POOLS["floats"], VALUE_POOLS["nan"]]
+    for _ in range(400):
+        chosen = rng.sample(pools, rng.randint(1, 2))
+        values = [rng.choice(rng.choice(chosen)) for _ in range(rng.randint(0, 9))]
+        try:
+            want = sorted(set(values), key=value_key)
+        except TypeError:  # a tuple beside a number: value_key orders them; sets of tuples hash
+            continue
+        got = sorted_values(values)
+        assert [(type(v), repr(v)) for v in got] == [(type(v), repr(v)) for v in want], values
+
+
+def test_program_order_follows_a_changed_graph() -> None:
+    """``Program.nodes`` keeps its topological order between calls; a node or edge added to the
+    graph afterwards must show in the next call's order, as networkx sorts the changed graph."""
+    import networkx as nx
+
+    from rasp_compiler.graph.expr import Var
+    from rasp_compiler.graph.nodes import Constant, Map, add_node
+    from rasp_compiler.lang import program_from_source
+
+    program = program_from_source("x = tokens == \"a\";\ny = x and x;\n", output="y")
+    assert [n.id for n in program.nodes()] == ["tokens", "x", "y"]
+    add_node(program.graph, Constant("z_const", (), value=1))
+    add_node(program.graph, Map("a_map", ("z_const",), fn=Var(0)))
+    assert [n.id for n in program.nodes()] == ["tokens", "x", "y", "z_const", "a_map"]
+    program.graph.add_edge("z_const", "x", arg=1)  # an edge alone, the nodes unchanged
+    assert [n.id for n in program.nodes()] == ["tokens", "z_const", "a_map", "x", "y"] \
+        == list(nx.lexicographical_topological_sort(program.graph))
+
+
+def test_compiled_model_builds_its_module_on_first_use() -> None:
+    """A compiled model's torch module is built when ``module`` is first read, over the tensors
+    the model was given (the same memory), and is then the one module; a loaded model has it
+    at once.  Its outputs are the interpreter's."""
+    import tempfile
+
+    from rasp_compiler.compiler import compile_program, load
+    from rasp_compiler.interpreter import run
+    from rasp_compiler.lang import program_from_source
+
+    program = program_from_source("r = aggregate(select(indices, length - indices - 1, ==), tokens);",
+                                  output="r")
+    model = compile_program(program, list("abc"), 5)
+    assert model._module is None
+    assert model.run(["abca"]) == [run(program, list("abca"))]
+    module = model.module
+    assert model.module is module
+    for name, t in model.tensors.items():
+        assert module.w(name).data_ptr() == t.data_ptr()
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save(tmp)
+        loaded = load(tmp)
+        assert loaded._module is not None
+        assert loaded.run(["cab"]) == [run(program, list("cab"))]
