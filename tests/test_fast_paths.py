@@ -323,3 +323,36 @@ def test_compiled_model_builds_its_module_on_first_use() -> None:
         loaded = load(tmp)
         assert loaded._module is not None
         assert loaded.run(["cab"]) == [run(program, list("cab"))]
+
+
+def test_schedule_order_is_networkx_lexicographical_order() -> None:
+    """``schedule.in_order`` (Kahn's algorithm over the ops' inputs) must give the order networkx's
+    ``lexicographical_topological_sort`` gives the ops' dependency graph, on random graphs with
+    inputs read twice, inputs that are no op, and ids whose order differs from their creation's;
+    a cycle is refused as networkx refuses it."""
+    import types
+
+    import networkx as nx
+
+    from rasp_compiler.compiler.schedule import in_order
+
+    rng = random.Random(5)
+    for trial in range(300):
+        names = [f"{rng.choice('abcxyz')}{rng.randint(0, 99)}_{i}" for i in range(rng.randint(1, 25))]
+        rng.shuffle(names)
+        ops = {}
+        for k, fid in enumerate(names):  # inputs among the earlier ones (a DAG), sometimes twice
+            earlier = names[:k] + (["outside"] if trial % 7 == 0 else [])
+            inputs = [rng.choice(earlier) for _ in range(rng.randint(0, 3))] if earlier else []
+            ops[fid] = types.SimpleNamespace(inputs=tuple(inputs))
+        low = types.SimpleNamespace(ops=dict(sorted(ops.items(), key=lambda kv: rng.random())))
+        dag = nx.DiGraph()
+        for fid, op in low.ops.items():
+            dag.add_node(fid)
+            for inp in op.inputs:
+                dag.add_edge(inp, fid)
+        assert in_order(low) == list(nx.lexicographical_topological_sort(dag)), trial
+    cyclic = types.SimpleNamespace(ops={"a": types.SimpleNamespace(inputs=("b",)),
+                                        "b": types.SimpleNamespace(inputs=("a",))})
+    with pytest.raises(nx.NetworkXUnfeasible):
+        in_order(cyclic)

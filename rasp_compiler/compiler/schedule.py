@@ -14,6 +14,7 @@ circuit carries each aggregate in its own columns.  This is the original RASP an
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -43,14 +44,9 @@ class Schedule:
 
 
 def schedule(low: Lowering) -> Schedule:
-    dag = nx.DiGraph()
-    for fid, op in low.ops.items():
-        dag.add_node(fid)
-        for inp in op.inputs:
-            dag.add_edge(inp, fid)
     slot: dict[str, int] = {}
     reason: dict[str, str | None] = {}
-    for fid in nx.lexicographical_topological_sort(dag):
+    for fid in in_order(low):
         op = low.ops[fid]
         if isinstance(op, EmbedOp):
             slot[fid], reason[fid] = -1, None
@@ -78,15 +74,39 @@ def head_depth(low: Lowering) -> int:
     """The most heads on one chain of dependencies among ``low``'s ops (1 for MLPs alone): no
     schedule of these heads has fewer layers, however the maps between them are built."""
     depth: dict[str, int] = {}
-    dag = nx.DiGraph()
-    for fid, op in low.ops.items():
-        dag.add_node(fid)
-        dag.add_edges_from((inp, fid) for inp in op.inputs)
-    for fid in nx.topological_sort(dag):
+    for fid in in_order(low):
         op = low.ops[fid]
         depth[fid] = max((depth[i] for i in op.inputs), default=0) + isinstance(op, HeadOp)
     computes = any(not isinstance(op, EmbedOp) for op in low.ops.values())
     return max(max(depth.values(), default=0), int(computes))
+
+
+def in_order(low: Lowering) -> list[str]:
+    """The ops' ids (and their inputs') in the order networkx's ``lexicographical_topological_sort``
+    gives the graph of their dependencies: at each step the smallest id whose inputs all came
+    before it.  Kahn's algorithm over the ops' inputs, without building that graph: networkx's
+    graph and its call cost more than a small program's whole schedule."""
+    readers: dict[str, list[str]] = {}
+    waiting: dict[str, int] = {}  # id -> its inputs not yet placed
+    for fid, op in low.ops.items():
+        waiting.setdefault(fid, 0)
+        for inp in dict.fromkeys(op.inputs):  # an input read twice is one edge
+            waiting.setdefault(inp, 0)
+            readers.setdefault(inp, []).append(fid)
+            waiting[fid] += 1
+    ready = [fid for fid, n in waiting.items() if n == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        fid = heapq.heappop(ready)
+        order.append(fid)
+        for reader in readers.get(fid, ()):
+            waiting[reader] -= 1
+            if not waiting[reader]:
+                heapq.heappush(ready, reader)
+    if len(order) < len(waiting):
+        raise nx.NetworkXUnfeasible("Graph contains a cycle or graph changed during iteration")
+    return order
 
 
 def shared_heads(low: Lowering, op_ids: list[str]) -> list[list[str]]:
