@@ -356,3 +356,33 @@ def test_schedule_order_is_networkx_lexicographical_order() -> None:
                                         "b": types.SimpleNamespace(inputs=("a",))})
     with pytest.raises(nx.NetworkXUnfeasible):
         in_order(cyclic)
+
+
+def test_program_order_is_networkx_lexicographical_order() -> None:
+    """``Program.nodes`` sorts with ``graph.nodes.lexicographic_order``; on the shipped programs,
+    the Python-API ones and random ones (ids of every kind the builders make) it must give
+    networkx's ``lexicographical_topological_sort`` of the graph."""
+    import sys
+    from pathlib import Path
+
+    import networkx as nx
+
+    from rasp_compiler.lang import load_program, program_from_source
+    from rasp_compiler.testing.random_source import generate
+
+    bench = str(Path(__file__).resolve().parents[1] / "bench")
+    sys.path.insert(0, bench)
+    try:
+        from shipped import PROGRAMS
+        from tracr_cells import PROGRAMS as CELLS
+    finally:
+        sys.path.remove(bench)
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import lib
+
+    programs = [load_program(str(s.file)) for s in PROGRAMS]
+    programs += [rasp.as_program(cell.build(rasp, lib, 8)) for cell in CELLS.values()]
+    programs += [program_from_source(generate(seed, repeats=0.4, hand_widths=0.5).source, "r.rasp")
+                 for seed in range(12_800_000, 12_800_040)]
+    for program in programs:
+        assert [n.id for n in program.nodes()] == list(nx.lexicographical_topological_sort(program.graph))

@@ -14,12 +14,10 @@ circuit carries each aggregate in its own columns.  This is the original RASP an
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 
-import networkx as nx
-
 from rasp_compiler.compiler.lowering import EmbedOp, HeadOp, Lowering, MLPOp
+from rasp_compiler.graph.nodes import lexicographic_order
 
 
 @dataclass
@@ -83,30 +81,9 @@ def head_depth(low: Lowering) -> int:
 
 def in_order(low: Lowering) -> list[str]:
     """The ops' ids (and their inputs') in the order networkx's ``lexicographical_topological_sort``
-    gives the graph of their dependencies: at each step the smallest id whose inputs all came
-    before it.  Kahn's algorithm over the ops' inputs, without building that graph: networkx's
-    graph and its call cost more than a small program's whole schedule."""
-    readers: dict[str, list[str]] = {}
-    waiting: dict[str, int] = {}  # id -> its inputs not yet placed
-    for fid, op in low.ops.items():
-        waiting.setdefault(fid, 0)
-        for inp in dict.fromkeys(op.inputs):  # an input read twice is one edge
-            waiting.setdefault(inp, 0)
-            readers.setdefault(inp, []).append(fid)
-            waiting[fid] += 1
-    ready = [fid for fid, n in waiting.items() if n == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        fid = heapq.heappop(ready)
-        order.append(fid)
-        for reader in readers.get(fid, ()):
-            waiting[reader] -= 1
-            if not waiting[reader]:
-                heapq.heappush(ready, reader)
-    if len(order) < len(waiting):
-        raise nx.NetworkXUnfeasible("Graph contains a cycle or graph changed during iteration")
-    return order
+    gives the graph of their dependencies (``graph.nodes.lexicographic_order``), without building
+    that graph: networkx's graph and its call cost more than a small program's whole schedule."""
+    return lexicographic_order({fid: op.inputs for fid, op in low.ops.items()})
 
 
 def shared_heads(low: Lowering, op_ids: list[str]) -> list[list[str]]:

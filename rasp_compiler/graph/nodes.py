@@ -36,6 +36,8 @@ Encodings (``encoding`` field on every s-op node): ``None`` lets the compiler ch
 from __future__ import annotations
 
 import difflib
+import heapq
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -215,17 +217,18 @@ class Program:
             yield self.node(node_id)
 
     def order(self) -> tuple[str, ...]:
-        """The node ids in ``nodes()``'s order (networkx's lexicographical topological sort).
+        """The node ids in ``nodes()``'s order (networkx's lexicographical topological sort,
+        ``lexicographic_order``).
 
-        A compile asks for it about ten times (each rewrite, the analysis, the assembly), and the
-        sort costs more than a small program's whole analysis, so it is kept with the structure
-        it was computed from (every node's successors) and computed again where the graph was
-        changed since.  Nothing in the compiler changes a Program's graph after building it, but
-        the graph is a public attribute; comparing the structure costs a few per cent of a sort."""
+        A compile asks for it about ten times (each rewrite, the analysis, the assembly), so it is
+        kept with the structure it was computed from (every node's successors) and computed again
+        where the graph was changed since.  Nothing in the compiler changes a Program's graph
+        after building it, but the graph is a public attribute; comparing the structure costs a
+        sixth of a sort (4 µs against 27 µs for shuffle-Dyck-2's 33 nodes)."""
         graph = self.graph
         shape = [(nid, tuple(succ)) for nid, succ in graph._succ.items()]  # DiGraph's own adjacency
         if self._sorted is None or self._sorted[0] is not graph or self._sorted[1] != shape:
-            self._sorted = graph, shape, tuple(nx.lexicographical_topological_sort(graph))
+            self._sorted = graph, shape, tuple(lexicographic_order(graph._pred))
         return self._sorted[2]
 
     def with_output(self, name_or_id: str) -> "Program":
@@ -256,6 +259,35 @@ class UnknownNameError(UserError, KeyError):
             "program.names lists every name" if len(known) > self.SHOWN else None)
         super().__init__(f"the program has no s-op or selector named {name!r} (names: {shown or 'none'})",
                          hint=hint)
+
+
+def lexicographic_order(inputs: Mapping[Any, Iterable[Any]]) -> list[Any]:
+    """The ids of a graph with an edge to each id from each of its ``inputs`` (ids that are only
+    inputs included), in networkx's ``lexicographical_topological_sort`` order: at each step the
+    smallest id whose inputs all came before it (Kahn's algorithm on a heap; ids are distinct, so
+    networkx's tie-break by insertion never applies).  A cycle raises networkx's error.  Without
+    networkx's graph views and dispatch, which cost more than the sort of a small program."""
+    readers: dict[Any, list[Any]] = {}
+    waiting: dict[Any, int] = {}  # id -> its inputs not yet placed
+    for nid, ins in inputs.items():
+        waiting.setdefault(nid, 0)
+        for src in dict.fromkeys(ins):  # an input read twice is one edge
+            waiting.setdefault(src, 0)
+            readers.setdefault(src, []).append(nid)
+            waiting[nid] += 1
+    ready = [nid for nid, n in waiting.items() if n == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        nid = heapq.heappop(ready)
+        order.append(nid)
+        for reader in readers.get(nid, ()):
+            waiting[reader] -= 1
+            if not waiting[reader]:
+                heapq.heappush(ready, reader)
+    if len(order) < len(waiting):
+        raise nx.NetworkXUnfeasible("Graph contains a cycle or graph changed during iteration")
+    return order
 
 
 def add_node(graph: nx.DiGraph, node: Node) -> Node:
