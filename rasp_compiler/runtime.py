@@ -845,7 +845,7 @@ class RaspModel:
         self.tensors = tensors
         # ``build_module=False`` (the compiler's own models) builds the network on first use of
         # ``module``, from these same config and tensors: a compile that only saves, inspects or
-        # wraps the model skips it (a quarter of a small compile's time), and building it cannot
+        # wraps the model skips it (a sixth of a small compile's time), and building it cannot
         # fail for weights the compiler just made.  A loaded model builds it here, where
         # ``load`` reports an inconsistent file.
         self._module: Transformer | None = None
