@@ -838,10 +838,18 @@ def _add_columns(x: torch.Tensor, index: _Cols | None, delta: torch.Tensor,
 class RaspModel:
     """A loaded (or freshly compiled) model: encoding of inputs, the network, decoding of outputs."""
 
-    def __init__(self, config: dict, tensors: dict[str, torch.Tensor]) -> None:
+    def __init__(self, config: dict, tensors: dict[str, torch.Tensor], *, build_module: bool = True) -> None:
         self.config = config
         self.tensors = tensors
-        self.module = Transformer(config, tensors)
+        # ``build_module=False`` (the compiler's own models) builds the network on first use of
+        # ``module``, from these same config and tensors: a compile that only saves, inspects or
+        # wraps the model skips it (a sixth of a small compile's time), and building it cannot
+        # fail for weights the compiler just made.  A loaded model builds it here, where
+        # ``load`` reports an inconsistent file.
+        self._module: Transformer | None = None
+        self._module_from = (config, dict(tensors))
+        if build_module:
+            self._module = Transformer(config, tensors)
         self.vocab = list(config["vocab"])
         self.max_len = int(config["max_len"])
         self._ids = {}
@@ -855,6 +863,17 @@ class RaspModel:
         self.device = torch.device("cpu")
         self.several_keys_heads = several_keys_heads(config)
         self.output_head = output_mean_head(config)
+
+    @property
+    def module(self) -> Transformer:
+        """The network: a ``Transformer`` (a torch module) over ``tensors``."""
+        if self._module is None:
+            self._module = Transformer(*self._module_from)
+        return self._module
+
+    @module.setter
+    def module(self, module: Transformer) -> None:
+        self._module = module
 
     def __repr__(self) -> str:
         # what the model is, not where it lives: a long vocabulary is cut after 8 tokens

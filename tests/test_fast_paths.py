@@ -257,3 +257,131 @@ def test_attention_runs_a_group_of_heads_at_a_time(monkeypatch) -> None:
     assert [p.shape for p in patterns] == [p.shape for p in whole_patterns]
     assert all(torch.equal(p, q) for p, q in zip(patterns, whole_patterns, strict=True))
     assert [s.shape for s in logits_seen] == [p.shape for p in whole_patterns]
+
+
+@pytest.mark.parametrize("pool", sorted(VALUE_POOLS))
+def test_sorted_values_equals_sorting_by_value_key(pool: str) -> None:
+    """``sorted_values`` skips ``value_key`` for a set of only strings, or of ints and floats that
+    floats hold exactly; every draw (with 2**53 + 1, NaN, booleans, tuples mixed in) must come out
+    as ``sorted(set(values), key=value_key)``, type for type."""
+    from rasp_compiler.compiler.values import sorted_values, value_key
+
+    rng = random.Random(pool)
+    pools = [VALUE_POOLS[pool], VALUE_POOLS["ints"][:6], VALUE_POOLS["floats"], VALUE_POOLS["nan"]]
+    for _ in range(400):
+        chosen = rng.sample(pools, rng.randint(1, 2))
+        values = [rng.choice(rng.choice(chosen)) for _ in range(rng.randint(0, 9))]
+        try:
+            want = sorted(set(values), key=value_key)
+        except TypeError:  # a tuple beside a number: value_key orders them; sets of tuples hash
+            continue
+        got = sorted_values(values)
+        assert [(type(v), repr(v)) for v in got] == [(type(v), repr(v)) for v in want], values
+
+
+def test_program_order_follows_a_changed_graph() -> None:
+    """``Program.nodes`` keeps its topological order between calls; a node or edge added to the
+    graph afterwards must show in the next call's order, as networkx sorts the changed graph."""
+    import networkx as nx
+
+    from rasp_compiler.graph.expr import Var
+    from rasp_compiler.graph.nodes import Constant, Map, add_node
+    from rasp_compiler.lang import program_from_source
+
+    program = program_from_source("x = tokens == \"a\";\ny = x and x;\n", output="y")
+    assert [n.id for n in program.nodes()] == ["tokens", "x", "y"]
+    add_node(program.graph, Constant("z_const", (), value=1))
+    add_node(program.graph, Map("a_map", ("z_const",), fn=Var(0)))
+    assert [n.id for n in program.nodes()] == ["tokens", "x", "y", "z_const", "a_map"]
+    program.graph.add_edge("z_const", "x", arg=1)  # an edge alone, the nodes unchanged
+    assert [n.id for n in program.nodes()] == ["tokens", "z_const", "a_map", "x", "y"] \
+        == list(nx.lexicographical_topological_sort(program.graph))
+
+
+def test_compiled_model_builds_its_module_on_first_use() -> None:
+    """A compiled model's torch module is built when ``module`` is first read, over the tensors
+    the model was given (the same memory), and is then the one module; a loaded model has it
+    at once.  Its outputs are the interpreter's."""
+    import tempfile
+
+    from rasp_compiler.compiler import compile_program, load
+    from rasp_compiler.interpreter import run
+    from rasp_compiler.lang import program_from_source
+
+    program = program_from_source("r = aggregate(select(indices, length - indices - 1, ==), tokens);",
+                                  output="r")
+    model = compile_program(program, list("abc"), 5)
+    assert model._module is None
+    assert model.run(["abca"]) == [run(program, list("abca"))]
+    module = model.module
+    assert model.module is module
+    for name, t in model.tensors.items():
+        assert module.w(name).data_ptr() == t.data_ptr()
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save(tmp)
+        loaded = load(tmp)
+        assert loaded._module is not None
+        assert loaded.run(["cab"]) == [run(program, list("cab"))]
+
+
+def test_schedule_order_is_networkx_lexicographical_order() -> None:
+    """``schedule.in_order`` (Kahn's algorithm over the ops' inputs) must give the order networkx's
+    ``lexicographical_topological_sort`` gives the ops' dependency graph, on random graphs with
+    inputs read twice, inputs that are no op, and ids whose order differs from their creation's;
+    a cycle is refused as networkx refuses it."""
+    import types
+
+    import networkx as nx
+
+    from rasp_compiler.compiler.schedule import in_order
+
+    rng = random.Random(5)
+    for trial in range(300):
+        names = [f"{rng.choice('abcxyz')}{rng.randint(0, 99)}_{i}" for i in range(rng.randint(1, 25))]
+        rng.shuffle(names)
+        ops = {}
+        for k, fid in enumerate(names):  # inputs among the earlier ones (a DAG), sometimes twice
+            earlier = names[:k] + (["outside"] if trial % 7 == 0 else [])
+            inputs = [rng.choice(earlier) for _ in range(rng.randint(0, 3))] if earlier else []
+            ops[fid] = types.SimpleNamespace(inputs=tuple(inputs))
+        low = types.SimpleNamespace(ops=dict(sorted(ops.items(), key=lambda kv: rng.random())))
+        dag = nx.DiGraph()
+        for fid, op in low.ops.items():
+            dag.add_node(fid)
+            for inp in op.inputs:
+                dag.add_edge(inp, fid)
+        assert in_order(low) == list(nx.lexicographical_topological_sort(dag)), trial
+    cyclic = types.SimpleNamespace(ops={"a": types.SimpleNamespace(inputs=("b",)),
+                                        "b": types.SimpleNamespace(inputs=("a",))})
+    with pytest.raises(nx.NetworkXUnfeasible):
+        in_order(cyclic)
+
+
+def test_program_order_is_networkx_lexicographical_order() -> None:
+    """``Program.nodes`` sorts with ``graph.nodes.lexicographic_order``; on the shipped programs,
+    the Python-API ones and random ones (ids of every kind the builders make) it must give
+    networkx's ``lexicographical_topological_sort`` of the graph."""
+    import sys
+    from pathlib import Path
+
+    import networkx as nx
+
+    from rasp_compiler.lang import load_program, program_from_source
+    from rasp_compiler.testing.random_source import generate
+
+    bench = str(Path(__file__).resolve().parents[1] / "bench")
+    sys.path.insert(0, bench)
+    try:
+        from shipped import PROGRAMS
+        from tracr_cells import PROGRAMS as CELLS
+    finally:
+        sys.path.remove(bench)
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import lib
+
+    programs = [load_program(str(s.file)) for s in PROGRAMS]
+    programs += [rasp.as_program(cell.build(rasp, lib, 8)) for cell in CELLS.values()]
+    programs += [program_from_source(generate(seed, repeats=0.4, hand_widths=0.5).source, "r.rasp")
+                 for seed in range(12_800_000, 12_800_040)]
+    for program in programs:
+        assert [n.id for n in program.nodes()] == list(nx.lexicographical_topological_sort(program.graph))

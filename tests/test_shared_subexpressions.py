@@ -126,3 +126,54 @@ def test_python_predicates_merge_only_when_they_are_the_same_function() -> None:
     merged = shared_subexpressions(program)
     selects = [n for n in merged.graph if merged.node(n).kind == "select"]
     assert len(selects) == 2
+
+
+def _shape(program) -> tuple:
+    """A program's graph as data: every node (the dataclass, inputs included), every edge with
+    its argument position, the output and the names."""
+    return (sorted((nid, repr(data["node"])) for nid, data in program.graph.nodes(data=True)),
+            sorted((a, b, d["arg"]) for a, b, d in program.graph.edges(data=True)),
+            program.output, sorted(program.names.items()))
+
+
+def _programs() -> list:
+    import sys
+    from pathlib import Path
+
+    from rasp_compiler.lang import load_program
+    from rasp_compiler.testing.random_source import generate
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        from shipped import PROGRAMS
+        from tracr_cells import PROGRAMS as CELLS
+    finally:
+        sys.path.remove(str(bench))
+    from rasp_compiler.pyapi import lib
+
+    out = [(s.name, load_program(str(s.file))) for s in PROGRAMS]
+    out += [(f"pyapi/{name}", rasp.as_program(cell.build(rasp, lib, 8))) for name, cell in CELLS.items()]
+    # repeated statements and hand-written widths: the merges and the width rewrites both occur
+    out += [(f"random/{seed}", program_from_source(generate(seed, repeats=0.4, hand_widths=0.5).source,
+                                                   "random.rasp"))
+            for seed in range(12_700_000, 12_700_060)]
+    return out
+
+
+def test_one_merge_pass_finds_every_repeat_so_rewritten_skips_the_second_on_an_unchanged_graph() -> None:
+    """``rewritten`` merges shared subexpressions a second time only where ``bos_counts`` or
+    ``bos_widths`` changed the graph: a second pass over a merged graph must give it back
+    unchanged, and the rewritten program must be the one the old order (always twice) gave."""
+    from rasp_compiler.compiler.rewrites import bos_counts, bos_widths, nonzero_widths, rewritten
+
+    checked = 0
+    for name, program in _programs():
+        merged = shared_subexpressions(program)
+        assert shared_subexpressions(merged) is merged, name
+        for n in (5, 12):
+            always_twice = nonzero_widths(shared_subexpressions(
+                bos_widths(bos_counts(shared_subexpressions(program), n), n)), n)
+            assert _shape(rewritten(program, n)) == _shape(always_twice), (name, n)
+            checked += 1
+    assert checked > 100

@@ -86,8 +86,11 @@ def rewritten(program: Program, max_len: int) -> Program:
     """The program the compiler compiles for ``program`` (``compiler._weights``): every rewrite
     below, in order. Each keeps every value on every input; the nodes that survive keep their
     ids and names."""
-    program = bos_widths(bos_counts(shared_subexpressions(program), max_len), max_len)
-    return nonzero_widths(shared_subexpressions(program), max_len)
+    merged = shared_subexpressions(program)
+    program = bos_widths(bos_counts(merged, max_len), max_len)
+    if program is not merged:  # one pass merges every repeat: only a rewritten graph may hold new ones
+        program = shared_subexpressions(program)
+    return nonzero_widths(program, max_len)
 
 
 def shared_subexpressions(program: Program) -> Program:
@@ -120,9 +123,23 @@ def shared_subexpressions(program: Program) -> Program:
 def _structure(node: Node, kept: dict[str, str]) -> tuple:
     """What ``node`` computes, as a hashable key: its kind, its inputs' kept ids and its parameters.
     Each value carries its type, since ``1 == True == 1.0`` in Python but not in RASP."""
-    params = tuple((f.name, _typed(getattr(node, f.name))) for f in dataclasses.fields(node)
-                   if f.compare and f.name not in ("id", "inputs"))
+    params = tuple((name, _typed(getattr(node, name))) for name in _parameters(type(node)))
     return type(node).__name__, tuple(kept[i] for i in node.inputs), params
+
+
+# a node class -> the names of its compared fields but its id and inputs, an expression class ->
+# the names of all its fields: ``dataclasses.fields`` builds its answer on every call, and
+# ``_structure`` asks for every node and every step of every map's expression
+_FIELDS: dict[tuple[type, bool], tuple[str, ...]] = {}
+
+
+def _parameters(cls: type, node: bool = True) -> tuple[str, ...]:
+    names = _FIELDS.get((cls, node))
+    if names is None:
+        names = _FIELDS[cls, node] = tuple(
+            f.name for f in dataclasses.fields(cls)
+            if not node or f.compare and f.name not in ("id", "inputs"))
+    return names
 
 
 def _typed(value: Any) -> Any:
@@ -135,7 +152,8 @@ def _typed(value: Any) -> Any:
     if isinstance(value, PyFn):
         return "PyFn", id(value.fn), value.arity
     if isinstance(value, Expr):
-        return type(value).__name__, tuple(_typed(getattr(value, f.name)) for f in dataclasses.fields(value))
+        return type(value).__name__, tuple(_typed(getattr(value, name))
+                                           for name in _parameters(type(value), node=False))
     return "object", id(value)  # anything else is its own: never merged with another
 
 

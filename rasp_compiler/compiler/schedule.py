@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import networkx as nx
-
 from rasp_compiler.compiler.lowering import EmbedOp, HeadOp, Lowering, MLPOp
+from rasp_compiler.graph.nodes import lexicographic_order
 
 
 @dataclass
@@ -43,14 +42,9 @@ class Schedule:
 
 
 def schedule(low: Lowering) -> Schedule:
-    dag = nx.DiGraph()
-    for fid, op in low.ops.items():
-        dag.add_node(fid)
-        for inp in op.inputs:
-            dag.add_edge(inp, fid)
     slot: dict[str, int] = {}
     reason: dict[str, str | None] = {}
-    for fid in nx.lexicographical_topological_sort(dag):
+    for fid in in_order(low):
         op = low.ops[fid]
         if isinstance(op, EmbedOp):
             slot[fid], reason[fid] = -1, None
@@ -78,15 +72,18 @@ def head_depth(low: Lowering) -> int:
     """The most heads on one chain of dependencies among ``low``'s ops (1 for MLPs alone): no
     schedule of these heads has fewer layers, however the maps between them are built."""
     depth: dict[str, int] = {}
-    dag = nx.DiGraph()
-    for fid, op in low.ops.items():
-        dag.add_node(fid)
-        dag.add_edges_from((inp, fid) for inp in op.inputs)
-    for fid in nx.topological_sort(dag):
+    for fid in in_order(low):
         op = low.ops[fid]
         depth[fid] = max((depth[i] for i in op.inputs), default=0) + isinstance(op, HeadOp)
     computes = any(not isinstance(op, EmbedOp) for op in low.ops.values())
     return max(max(depth.values(), default=0), int(computes))
+
+
+def in_order(low: Lowering) -> list[str]:
+    """The ops' ids (and their inputs') in the order networkx's ``lexicographical_topological_sort``
+    gives the graph of their dependencies (``graph.nodes.lexicographic_order``), without building
+    that graph: networkx's graph and its call cost more than a small program's whole schedule."""
+    return lexicographic_order({fid: op.inputs for fid, op in low.ops.items()})
 
 
 def shared_heads(low: Lowering, op_ids: list[str]) -> list[list[str]]:

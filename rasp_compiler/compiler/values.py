@@ -69,7 +69,19 @@ def value_key(v: Any) -> tuple:
 
 def sorted_values(values: Iterable[Any]) -> list[Any]:
     """Distinct values in ``value_key`` order (1, 1.0 and True collapse as Python sets do)."""
-    return sorted(set(values), key=value_key)
+    distinct = set(values)
+    kinds = {type(v) for v in distinct}
+    # The analysis sorts every value set it makes (a mean's hundreds of floats), and ``value_key``
+    # costs more than the sort itself.  Where every value is a str, or an int or float that
+    # ``float`` keeps exact, the keys order the values as ``<`` does and no two tie, so the plain
+    # sort compares alike and gives the same list.
+    if kinds == {str} or kinds <= {int, float} and (
+            int not in kinds or all(-_EXACT_INT <= v <= _EXACT_INT for v in distinct if type(v) is int)):
+        return sorted(distinct)
+    return sorted(distinct, key=value_key)
+
+
+_EXACT_INT = 2 ** 53  # ints up to this are floats exactly: ``value_key`` compares them unrounded
 
 
 def label(v: Any) -> str:

@@ -36,6 +36,8 @@ Encodings (``encoding`` field on every s-op node): ``None`` lets the compiler ch
 from __future__ import annotations
 
 import difflib
+import heapq
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -189,6 +191,7 @@ class Program:
         self.names = dict(names or {})
         self.source_file = source_file
         self.sources = dict(sources or {})
+        self._sorted: tuple[nx.DiGraph, list[tuple[str, tuple[str, ...]]], tuple[str, ...]] | None = None
 
     def node(self, node_id: str) -> Node:
         """The node with this id, or bound to this name (``names``)."""
@@ -210,8 +213,23 @@ class Program:
 
     def nodes(self) -> Iterator[Node]:
         """All nodes in a deterministic topological order (ties broken by id)."""
-        for node_id in nx.lexicographical_topological_sort(self.graph):
+        for node_id in self.order():
             yield self.node(node_id)
+
+    def order(self) -> tuple[str, ...]:
+        """The node ids in ``nodes()``'s order (networkx's lexicographical topological sort,
+        ``lexicographic_order``).
+
+        A compile asks for it about ten times (each rewrite, the analysis, the assembly), so it is
+        kept with the structure it was computed from (every node's successors) and computed again
+        where the graph was changed since.  Nothing in the compiler changes a Program's graph
+        after building it, but the graph is a public attribute; comparing the structure costs a
+        sixth of a sort (4 µs against 27 µs for shuffle-Dyck-2's 33 nodes)."""
+        graph = self.graph
+        shape = [(nid, tuple(succ)) for nid, succ in graph._succ.items()]  # DiGraph's own adjacency
+        if self._sorted is None or self._sorted[0] is not graph or self._sorted[1] != shape:
+            self._sorted = graph, shape, tuple(lexicographic_order(graph._pred))
+        return self._sorted[2]
 
     def with_output(self, name_or_id: str) -> "Program":
         """The same graph with another output, restricted to what that output needs."""
@@ -241,6 +259,35 @@ class UnknownNameError(UserError, KeyError):
             "program.names lists every name" if len(known) > self.SHOWN else None)
         super().__init__(f"the program has no s-op or selector named {name!r} (names: {shown or 'none'})",
                          hint=hint)
+
+
+def lexicographic_order(inputs: Mapping[Any, Iterable[Any]]) -> list[Any]:
+    """The ids of a graph with an edge to each id from each of its ``inputs`` (ids that are only
+    inputs included), in networkx's ``lexicographical_topological_sort`` order: at each step the
+    smallest id whose inputs all came before it (Kahn's algorithm on a heap; ids are distinct, so
+    networkx's tie-break by insertion never applies).  A cycle raises networkx's error.  Without
+    networkx's graph views and dispatch, which cost more than the sort of a small program."""
+    readers: dict[Any, list[Any]] = {}
+    waiting: dict[Any, int] = {}  # id -> its inputs not yet placed
+    for nid, ins in inputs.items():
+        waiting.setdefault(nid, 0)
+        for src in dict.fromkeys(ins):  # an input read twice is one edge
+            waiting.setdefault(src, 0)
+            readers.setdefault(src, []).append(nid)
+            waiting[nid] += 1
+    ready = [nid for nid, n in waiting.items() if n == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        nid = heapq.heappop(ready)
+        order.append(nid)
+        for reader in readers.get(nid, ()):
+            waiting[reader] -= 1
+            if not waiting[reader]:
+                heapq.heappush(ready, reader)
+    if len(order) < len(waiting):
+        raise nx.NetworkXUnfeasible("Graph contains a cycle or graph changed during iteration")
+    return order
 
 
 def add_node(graph: nx.DiGraph, node: Node) -> Node:
