@@ -814,6 +814,8 @@ def _set_columns(x: torch.Tensor, index: _Cols | None, values: torch.Tensor) -> 
     """x[..., index] = values rounded to x's dtype, in place (every column when index is None)."""
     if index is None:
         x.copy_(values)  # converts as it copies
+    elif index.n == 0:
+        return
     elif index.span is not None:
         x.narrow(-1, *index.span).copy_(values)
     else:
@@ -828,6 +830,8 @@ def _add_columns(x: torch.Tensor, index: _Cols | None, delta: torch.Tensor,
         return x.add_(delta) if in_place else x + delta
     if not in_place:
         x = x.clone()
+    if index.n == 0:  # a sublayer that writes nothing (an MLP whose W_out is all zeros)
+        return x
     if index.span is not None:
         x.narrow(-1, *index.span).add_(delta)
     else:

@@ -74,6 +74,31 @@ def test_large_and_small_models_take_the_sparse_paths() -> None:
     assert {e["path"] for e in model.module.explain()} == {"dense"}
 
 
+def test_a_sublayer_that_writes_nothing_runs_on_the_columns_path() -> None:
+    """An MLP whose W_out is all zeros (a map of a constant comparison: ``length < length``)
+    writes no column: its columns path adds nothing, as the dense path adds zeros.  It crashed
+    (a [rows, 0] reshape) once small weights gathered their columns (random program seed 443)."""
+    from rasp_compiler.lang import program_from_source, run
+
+    source = """v1 = indices >= 0;
+v2 = length > 3;
+v3 = length < length;
+v4 = selector_width(not select(length, indices, >));
+v5 = v1 and v3;
+v6 = numerical(aggregate((select(tokens, "c", >) and select(v4, v4, >=)), numerical(indicator(v5)), 0));
+v6;
+"""
+    program = program_from_source(source)
+    model = compile_program(program, list("abc"), 6)
+    paths = {e["tensor"]: e["path"] for e in model.module.explain()}
+    assert any(p == "columns" for n, p in paths.items() if ".mlp." in n)
+    inputs = [list(w) for w in ("a", "abc", "cba", "ccc", "abcabc")]
+    assert model.run(inputs) == [run(program, x) for x in inputs]
+    dense = model.forward(inputs)
+    model.module.paths = "dense"
+    assert torch.equal(model.forward(inputs), dense)
+
+
 def test_a_batch_does_not_change_an_inputs_logits() -> None:
     """The path is chosen from the weights alone: an input's logits are the same alone and in a
     batch of 300 (which the forward also slices into chunks)."""
