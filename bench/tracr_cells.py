@@ -10,6 +10,7 @@ builder takes the ``rasp`` and ``lib`` modules of the compiler at hand and the m
 from __future__ import annotations
 
 import random
+import time
 from typing import Any, Callable, NamedTuple
 
 
@@ -66,3 +67,20 @@ def agrees(got: Any, want: Any) -> bool:
     if numbers and not (isinstance(got, bool) and isinstance(want, bool)):
         return abs(got - want) <= TOLERANCE * max(1.0, abs(want))
     return got == want
+
+
+def compile_times(compile_once: Callable[[], Any], repeats: int, budget: float) -> tuple[list[float], Any]:
+    """CPU seconds of the timed compiles and the last model: the first compile warms the process
+    up, then ``repeats`` are timed, unless the first alone took more than ``budget`` seconds, in
+    which case it is the only one (tracr's shuffle-Dyck-2 at 40 takes minutes)."""
+    c0 = time.process_time()
+    model = compile_once()
+    first = time.process_time() - c0
+    if first > budget:
+        return [first], model
+    times = []
+    for _ in range(repeats):
+        c0 = time.process_time()
+        model = compile_once()
+        times.append(time.process_time() - c0)
+    return times, model

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tracr_cells import PROGRAMS, batch_inputs, check_inputs  # noqa: E402
+from tracr_cells import PROGRAMS, batch_inputs, check_inputs, compile_times  # noqa: E402
 
 
 def plain(value):
@@ -39,21 +39,6 @@ def plain(value):
     if hasattr(value, "item"):
         return value.item()
     return value
-
-
-def compile_times(compile_once, repeats: int, budget: float):
-    """CPU seconds of the timed compiles (see the module docstring) and the last model."""
-    c0 = time.process_time()
-    model = compile_once()
-    first = time.process_time() - c0
-    if first > budget:
-        return [first], model
-    times = []
-    for _ in range(repeats):
-        c0 = time.process_time()
-        model = compile_once()
-        times.append(time.process_time() - c0)
-    return times, model
 
 
 def run_cell(name: str, n: int, job: dict) -> dict:

@@ -42,26 +42,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from tracr_cells import PROGRAMS, agrees, batch_inputs, check_inputs  # noqa: E402
+from tracr_cells import PROGRAMS, agrees, batch_inputs, check_inputs, compile_times  # noqa: E402
 
 RESULTS = HERE / "results" / "tracr_side_by_side.json"
 COMPILE_BAR = 20.0  # ours at least this many times faster to compile
 FORWARD_BAR = 1.0  # ours never slower
-
-
-def compile_times(compile_once: Any, repeats: int, budget: float) -> tuple[list[float], Any]:
-    """As ``tracr_driver.compile_times``: the first compile warms up unless it exceeds the budget."""
-    c0 = time.process_time()
-    model = compile_once()
-    first = time.process_time() - c0
-    if first > budget:
-        return [first], model
-    times = []
-    for _ in range(repeats):
-        c0 = time.process_time()
-        model = compile_once()
-        times.append(time.process_time() - c0)
-    return times, model
 
 
 def ours(name: str, n: int, args: argparse.Namespace) -> dict:
