@@ -307,9 +307,9 @@ class Transformer(torch.nn.Module):
 # each output in the order of the inner dimension, which a gather keeps: tests/test_sparse_paths.py
 # checks that every path gives the dense path's logits bit for bit in float64 on every shipped
 # program at 6, 16 and 64.  The choice depends on the weights and the device alone, never on the
-# batch, so that an input gives the same logits, bit for bit, in any batch.  Small weights gather
-# too: a dense product of a few thousand entries cost more than the gathers on every shipped
-# program at 6-64 (bench/small_weights.py, docs/compiler-results.md).
+# batch, so that an input gives the same logits, bit for bit, in any batch.  A small weight gathers
+# too: a dense product with a narrow output costs far more than its arithmetic on a CPU BLAS, more
+# than the gathers (the measurement: bench/small_weights.py, docs/compiler-results.md).
 PATH_MODES = ("auto", "dense")
 # A weight whose non-zero rows and columns hold more than this share of its entries runs dense: the
 # gathers would cost more than the skipped terms save.
