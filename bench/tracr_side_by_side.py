@@ -122,7 +122,11 @@ def theirs(cells: list[tuple[str, int]], args: argparse.Namespace) -> tuple[dict
     rows: dict[tuple[str, int], dict] = {}
     versions: dict = {}
     for line in proc.stdout:
-        got = json.loads(line)
+        try:
+            got = json.loads(line)
+        except json.JSONDecodeError:  # something tracr or jax printed: shown, not parsed
+            print(f"  tracr: {line.rstrip()}", file=sys.stderr)
+            continue
         if "fatal" in got:
             sys.exit(f"error: {args.tracr_python}: {got['fatal']}")
         if "versions" in got:
