@@ -324,6 +324,43 @@ def test_edited_ut_artifacts_are_refused_on_load(tmp_path, capsys, config, tenso
     assert err.startswith("error: ") and "Traceback" not in err
 
 
+@pytest.mark.parametrize("config", [{"causal": True}, {"seed": 5}, {"residual": True}, {"dim": 3},
+                                    {"extra": {"note": 1}}])
+def test_an_edited_random_ut_header_is_refused_on_load(tmp_path, capsys, config):
+    # a random UT's tensors are not rebuilt at load, so "causal": true (or another seed or dim) in an
+    # edited header loaded without complaint and ran, and was shown, as another class
+    from rasp_compiler.universal.random_ut import build_random
+
+    build_random(1, 1, 2, seed=0).save(tmp_path / "ut")
+    assert UniversalTransformer.load(_resave(tmp_path / "ut", tmp_path / "same")).config.seed == 0
+    bad = _resave(tmp_path / "ut", tmp_path / "bad", config)
+    with pytest.raises(ArtifactError, match="does not match the digest saved with the weights"):
+        UniversalTransformer.load(bad)
+    assert main(["universal", "--load", str(bad), "--check", "--trials", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("error:") == 1 and "Traceback" not in err
+
+
+def test_a_random_ut_without_its_digest_is_refused_and_a_fixed_one_still_loads(tmp_path):
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    from rasp_compiler.universal.random_ut import build_random
+
+    build_random(1, 1, 2, seed=0).save(tmp_path / "r")
+    build_universal("sparse", 2, 1, 2).save(tmp_path / "f")
+    for name in ("r", "f"):
+        path = tmp_path / name / "ut.safetensors"
+        with safe_open(str(path), "pt") as f:
+            meta = f.metadata()
+        assert meta.pop("sha256")
+        save_file(load_file(str(path)), str(path), metadata=meta)   # as saved before the digest
+    with pytest.raises(ArtifactError, match="saved without the digest") as info:
+        UniversalTransformer.load(tmp_path / "r")
+    assert "--seed" in info.value.hint
+    assert UniversalTransformer.load(tmp_path / "f").config.layers == 2   # rebuilt from its config
+
+
 def test_load_refuses_class_options_that_disagree_with_the_file(tmp_path, capsys):
     build_universal("paths", 2, 2, 2, residual=True).save(tmp_path / "ut")
     assert main(["universal", "--load", str(tmp_path / "ut"), "--construction", "sparse", "--layers",

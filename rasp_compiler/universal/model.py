@@ -10,6 +10,7 @@ A looped UT stores one layer and applies it ``layers`` times.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Generator
 from dataclasses import asdict, dataclass, field
@@ -131,11 +132,13 @@ class UniversalTransformer(nn.Module):
         tensors = {k: v.detach().contiguous().cpu() for k, v in self.backbone_tensors().items()}
         files = ("ut.safetensors", "ut.json")
 
+        metadata = {"format": UT_FORMAT, "config": config_json,
+                    "sha256": ut_digest(asdict(self.config), tensors)}
+
         def write(tmp: str) -> None:
             # not safetensors' save_file: it orders a metadata of two keys differently from one
             # save to the next, so the same UT saved twice differed in its header
-            write_deterministic(Path(tmp) / "ut.safetensors", tensors,
-                                {"format": UT_FORMAT, "config": config_json})
+            write_deterministic(Path(tmp) / "ut.safetensors", tensors, metadata)
             readable = json.dumps(asdict(self.config), indent=2, sort_keys=True) + "\n"
             (Path(tmp) / "ut.json").write_text(readable)
 
@@ -168,7 +171,37 @@ class UniversalTransformer(nn.Module):
                 raise ArtifactError(f"{weights}: the UT's weights hold NaN or inf values ({name})")
         ut = cls(config, tensors["R_Q"], tensors["R_K"], tensors.get("R_V"))
         _check_rebuilds(ut, weights)
+        _check_digest(weights, header, tensors)
         return ut
+
+
+def ut_digest(config: dict, tensors: dict[str, torch.Tensor]) -> str:
+    """SHA-256 binding a UT's header config to its tensors (saved in the header as ``sha256``)."""
+    from rasp_compiler.runtime import weights_digest
+
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{UT_FORMAT}|{text}|{weights_digest(tensors)}".encode()).hexdigest()
+
+
+def _check_digest(path: Path, header: dict, tensors: dict[str, torch.Tensor]) -> None:
+    """A random UT's tensors are not rebuilt at load (``_check_rebuilds``), so its header is bound
+    to them by a digest: an edited field (``causal`` flipped, another ``seed`` or ``dim``) loaded
+    and ran as another class without a word.  A {0,1} construction is rebuilt from its config,
+    which checks more; one saved before the digest (7 Dec) still loads."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:  # read_artifact read it already: no error here
+        saved = (f.metadata() or {}).get("sha256")
+    if saved is None and header.get("construction") != "random":
+        return
+    rebuild = ("rebuild it with the rasp universal --construction random options it was made with "
+               "(--layers, --heads, --dim, --seed, ...) and --save DIR")
+    if saved is None:
+        raise ArtifactError(f"{path}: a random UT saved without the digest that binds its header to its "
+                            "weights (saved before 7 Dec), so an edit could not be told", hint=rebuild)
+    if saved != ut_digest(header, tensors):
+        raise ArtifactError(f"{path}: the header's config does not match the digest saved with the "
+                            "weights (the header or the weights were edited or damaged)", hint=rebuild)
 
 
 # field -> the types a saved config may hold (JSON has no tuples; bool is not an int here)
