@@ -356,6 +356,21 @@ def test_verify_names_another_program_or_options(tmp_path: Path, capsys) -> None
     assert capsys.readouterr().err.count("is not what") == 2
 
 
+def test_verify_with_an_option_other_than_recorded_names_that_option(tmp_path: Path, capsys) -> None:
+    # it said "is not what ... compiles to with the options it records" and blamed an edit or
+    # another program, though --max-len 7 (given here, not recorded) made the difference
+    out = tmp_path / "m"
+    assert compile_to(out) == 0
+    config = json.loads((out / "config.json").read_text())
+    capsys.readouterr()
+    assert main(["verify", str(out), REVERSE, "--max-len", "7", "--dtype", config["dtype"]]) == 1
+    err = capsys.readouterr().err
+    assert "with the options it records and those given here" in err
+    assert f"hint: the model records other options than those given: --max-len (it records " \
+           f"{config['max_len']}, given 7); drop an option" in err
+    assert "--dtype" not in err.split("hint:")[1]   # given as recorded: not named
+
+
 def test_verify_of_a_model_compiled_with_output_names_the_option(tmp_path: Path, capsys) -> None:
     """A model compiled with --output NAME, verified without it: every tensor was listed as
     different and the hint named --output only among other causes; it now says which s-op."""
