@@ -486,6 +486,10 @@ def test_mistakes_at_the_edges_of_the_api_are_user_errors() -> None:
             model.apply(bad)
         assert isinstance(err.value, compiling.ApplyInputError) and isinstance(err.value, ValueError)
     assert model.apply(["BOS", "a", "b"]).decoded == ["BOS", "b", "a"]
+    # a second BOS was "not in the vocabulary", with a hint to compile a vocab that includes it
+    with pytest.raises(compiling.ApplyInputError, match="the BOS token 'BOS' is at position 2 too") as err:
+        model.apply(["BOS", "a", "BOS"])
+    assert "vocab" not in err.value.hint
 
 
 def _builder_mistakes():
