@@ -266,7 +266,9 @@ def _run(args) -> int:
               else "settings: base", file=sys.stderr)
     result, _ = train(cfg, out=out, progress=not args.no_progress, resume=not args.no_resume,
                       checkpoint_every=args.checkpoint_every,
-                      checkpoint_minutes=args.checkpoint_minutes)
+                      checkpoint_minutes=args.checkpoint_minutes,
+                      # with --no-progress too: its summary's seconds are the saved run's, no training
+                      say_finished=True)
     if args.json:
         print(json.dumps(result))
     else:
@@ -396,7 +398,9 @@ def _table(args) -> int:
                       ray_address=args.ray or None,
                       time_budget=args.time_budget, checkpoints=checkpoints,
                       checkpoint_every=args.checkpoint_every,
-                      checkpoint_minutes=args.checkpoint_minutes)
+                      checkpoint_minutes=args.checkpoint_minutes,
+                      # with --no-progress too: its summary's seconds are the saved run's, no training
+                      say_finished=True)
     report.write_report(results, doc, img, quick=args.quick)
     print(f"wrote {doc} and plots in {img}")
     return 0
