@@ -371,6 +371,23 @@ def test_verify_with_an_option_other_than_recorded_names_that_option(tmp_path: P
     assert "--dtype" not in err.split("hint:")[1]   # given as recorded: not named
 
 
+def test_verify_of_a_python_api_model_against_its_to_source_says_the_tensors_match(tmp_path: Path,
+                                                                                    capsys) -> None:
+    # the config's plan (Python source lines) and tokens_as_given differ, every tensor matches; the
+    # hint said "the model was edited, or compiled from another program"
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import lib
+
+    hist = lib.make_hist()
+    rasp.compile_program(hist, "abc", 5).save(str(tmp_path / "m"))
+    source = tmp_path / "hist.rasp"
+    source.write_text(rasp.to_source(hist))
+    assert main(["verify", str(tmp_path / "m"), str(source)]) == 1
+    err = capsys.readouterr().err
+    assert "hint: every tensor matches: the model was compiled from Python" in err
+    assert "edited" not in err
+
+
 def test_verify_of_a_model_compiled_with_output_names_the_option(tmp_path: Path, capsys) -> None:
     """A model compiled with --output NAME, verified without it: every tensor was listed as
     different and the hint named --output only among other causes; it now says which s-op."""

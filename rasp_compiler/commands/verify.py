@@ -143,7 +143,8 @@ def main(args: argparse.Namespace) -> int:
                       if value != recorded[key]]
         hint = ((f"the model records other options than those given: {'; '.join(overridden)}; drop "
                  "an option to use what the model records") if overridden else None) or \
-            _output_hint(args, model.config, fresh_config) or _simulator_hint(model.config) or (
+            _output_hint(args, model.config, fresh_config) or _simulator_hint(model.config) or \
+            _python_hint(model.config, found) or (
             "the model was edited, or compiled from another program or with other options "
             "(--output NAME, as given to rasp compile)")
         which = "the options it records" + (" and those given here" if overridden else "")
@@ -156,6 +157,18 @@ def main(args: argparse.Namespace) -> int:
     print(f"{args.dir} matches {args.file}: {len(model.tensors)} tensors ({n:,} values) byte for byte, "
           f"and the config\n  compiled with: {used}")
     return 0
+
+
+def _python_hint(saved: dict, found: list[str]) -> str | None:
+    """A model compiled from Python (rasp_compiler.pyapi) against its to_source text: the tensors
+    match, but its plan names Python lines and its `tokens` reads the input as given; the hint
+    blamed an edit or another program."""
+    if saved.get("program") != "<python>" or not all(line.startswith("config.json's") for line in found):
+        return None
+    return ("every tensor matches: the model was compiled from Python (rasp_compiler.pyapi), so its "
+            "config records Python source lines and, where it says tokens_as_given, reads `tokens` as "
+            "given, where a .rasp file's tokens reads strings; compile the .rasp file itself to verify "
+            "against it")
 
 
 def _short(value: Any) -> str:
