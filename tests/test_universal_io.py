@@ -263,6 +263,29 @@ def test_an_edited_target_header_is_named(tmp_path, capsys, edit, words):
     assert Target.load(tmp_path / "t.safetensors").residual is False
 
 
+@pytest.mark.parametrize("edit", [{"causal": True}, {"residual": True}])
+def test_an_edited_target_header_of_the_right_types_is_refused(tmp_path, capsys, edit):
+    # a well-typed edit ("causal": true for false) loaded and ran as another target without a word
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    Target.random(2, 1, 4, seed=0).save(tmp_path / "t.safetensors")
+    with safe_open(str(tmp_path / "t.safetensors"), "pt") as f:
+        meta = f.metadata()
+    tensors = load_file(str(tmp_path / "t.safetensors"))
+    config = {**json.loads(meta["config"]), **edit}
+    save_file(tensors, str(tmp_path / "e.safetensors"), metadata={**meta, "config": json.dumps(config)})
+    with pytest.raises(ArtifactError, match="does not match the digest saved with the weights"):
+        Target.load(tmp_path / "e.safetensors")
+    ut = tmp_path / "ut"
+    build_universal("sparse", 2, 1, 4).save(ut)
+    assert main(["universal", "--load", str(ut), "--target", str(tmp_path / "e.safetensors")]) == 1
+    assert capsys.readouterr().err.count("error:") == 1
+    del meta["sha256"]   # a target saved before the digest: taken as saved
+    save_file(tensors, str(tmp_path / "old.safetensors"), metadata=meta)
+    assert Target.load(tmp_path / "old.safetensors").causal is False
+
+
 
 def test_a_target_file_with_an_unknown_tensor_is_refused(tmp_path):
     """A file written by hand with 'v' for 'V' loaded as a target without value matrices (V = I),

@@ -10,7 +10,6 @@ A looped UT stores one layer and applies it ``layers`` times.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Generator
 from dataclasses import asdict, dataclass, field
@@ -21,7 +20,13 @@ from torch import nn
 
 from rasp_compiler.artifact_kinds import describe
 from rasp_compiler.errors import ArtifactError, UserError
-from rasp_compiler.universal.artifact import check_readable_copy, read_artifact, write_deterministic
+from rasp_compiler.universal.artifact import (
+    check_readable_copy,
+    header_digest,
+    read_artifact,
+    saved_digest,
+    write_deterministic,
+)
 from rasp_compiler.universal.attention import attention_weights, run_steps
 
 UT_FORMAT = "rasp-universal-transformer/1"
@@ -177,10 +182,7 @@ class UniversalTransformer(nn.Module):
 
 def ut_digest(config: dict, tensors: dict[str, torch.Tensor]) -> str:
     """SHA-256 binding a UT's header config to its tensors (saved in the header as ``sha256``)."""
-    from rasp_compiler.runtime import weights_digest
-
-    text = json.dumps(config, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(f"{UT_FORMAT}|{text}|{weights_digest(tensors)}".encode()).hexdigest()
+    return header_digest(UT_FORMAT, config, tensors)
 
 
 def _check_digest(path: Path, header: dict, tensors: dict[str, torch.Tensor]) -> None:
@@ -188,10 +190,7 @@ def _check_digest(path: Path, header: dict, tensors: dict[str, torch.Tensor]) ->
     to them by a digest: an edited field (``causal`` flipped, another ``seed`` or ``dim``) loaded
     and ran as another class without a word.  A {0,1} construction is rebuilt from its config,
     which checks more; one saved before the digest (7 Dec) still loads."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:  # read_artifact read it already: no error here
-        saved = (f.metadata() or {}).get("sha256")
+    saved = saved_digest(path)
     if saved is None and header.get("construction") != "random":
         return
     rebuild = ("rebuild it with the rasp universal --construction random options it was made with "
