@@ -80,6 +80,13 @@ def main(args: argparse.Namespace) -> int:
     if not os.path.exists(args.target):
         raise UserError(f"{args.target}: no such file or directory",
                         hint="give a .rasp program or a directory written by 'rasp compile'")
+    parent = os.path.dirname(args.target) or "."
+    if os.path.basename(args.target) in ("config.json", "model.safetensors") and all(
+            os.path.isfile(os.path.join(parent, name)) for name in ("config.json", "model.safetensors")):
+        # it was read as a RASP program: "missing ';'" at config.json's last line, or a hint to
+        # compile model.safetensors
+        raise UserError(f"{args.target} is a file of the model directory {parent}, not a program",
+                        hint=f"give the directory: rasp show {parent}/ --input ...")
     if os.path.isdir(args.target):
         result = show_model(args, fmt)
     else:
