@@ -560,3 +560,25 @@ def test_eval_a_line_not_utf8_is_named_by_its_line(reverse_model, tmp_path, caps
     captured = capsys.readouterr()
     assert captured.out.splitlines() == ["[b, a] (strings)"]
     assert f"{path}:2: cannot read: byte 0xff at byte 0 of the line is not UTF-8" in captured.err
+
+
+def test_eval_of_a_model_over_words_given_characters_says_how_to_give_words(tmp_path, capsys):
+    # --input thecat on a vocabulary of words was "6 tokens, more than the 4 ...: compile again with a
+    # larger --max-len"; the text is split into characters, and the words go in as JSON
+    model = tmp_path / "m"
+    assert main(["compile", str(REPO / "programs/reverse.rasp"), "--vocab", '["the", "cat", "sat"]',
+                 "--max-len", "4", "-o", str(model)]) == 0
+    capsys.readouterr()
+    words = "reads its text as one token per character, and this model's tokens include words ('the'"
+    assert main(["eval", str(model), "--input", "thecat"]) == 1
+    err = capsys.readouterr().err
+    assert f"--input {words}" in err and "--input-json '[\"the\", \"cat\"]'" in err and "max-len" not in err
+    lines = tmp_path / "in.txt"
+    lines.write_text('["the", "cat"]\n')
+    assert main(["eval", str(model), "--inputs", str(lines)]) == 1
+    assert f"{lines}:1: --inputs {words}" in capsys.readouterr().err
+    assert main(["eval", str(model), "--inputs-json", str(lines)]) == 0
+    assert capsys.readouterr().out == "[cat, the] (strings)\n"
+    assert main(["show", str(model), "--input", "thecat", "-o", str(tmp_path / "t.png")]) == 1
+    assert f"--input {words}" in capsys.readouterr().err
+    assert main(["eval", str(model), "--input-json", '["sat"]']) == 0   # JSON is untouched

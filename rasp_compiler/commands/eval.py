@@ -86,6 +86,8 @@ def main(args: argparse.Namespace) -> int:
         raise InputError("rasp eval needs an input: --input, --input-json, --inputs or --inputs-json "
                          "(or --explain alone)")
     if not batch_file:
+        if args.input is not None:
+            check_characters(model, args.input, "--input", "--input-json")
         single = list(args.input) if args.input is not None else parse_input_json(args.input_json)
         out = _tidy(model.run([single])[0], model.config["dtype"])
         print(json.dumps({"output": out}) if args.json else _shown(out))
@@ -96,7 +98,8 @@ def main(args: argparse.Namespace) -> int:
     total = _count_lines(batch_file) if sys.stderr.isatty() else 0
     with CheckProgress(total, "evaluating") as bar:
         for chunk, unreadable in itertools.chain([first], batches):
-            outputs, failure = _run_chunk(model, chunk, batch_file) if chunk else ([], None)
+            outputs, failure = _run_chunk(model, chunk, batch_file, words=args.inputs is not None) \
+                if chunk else ([], None)
             for (_, x), out in zip(chunk, outputs, strict=False):  # outputs stop at a refused line
                 out = _tidy(out, model.config["dtype"])
                 print(json.dumps({"input": x, "output": out}) if args.json else _shown(out))
@@ -106,6 +109,24 @@ def main(args: argparse.Namespace) -> int:
                 raise failure
             bar(len(chunk))
     return 0
+
+
+def check_characters(model: Any, text: str, flag: str, json_flag: str) -> None:
+    """``flag`` (--input, --inputs) splits its text into characters: on a model whose tokens are
+    words (--vocab '["the", "cat"]'), "thecat" was refused as 6 tokens, more than max_len, with a
+    hint to compile a larger --max-len.  Say that the text was split, and how to give words."""
+    from rasp_compiler.errors import InputError
+
+    if ((getattr(model, "config", None) or {}).get("input") or {}).get("kind") == "numerical":
+        return  # real-valued tokens: no vocabulary of words
+    vocab = getattr(model, "vocab", None) or []
+    words = [t for t in vocab if isinstance(t, str) and len(t) > 1]
+    if not words or all(c in vocab for c in text):
+        return
+    example = json.dumps(words[:2], ensure_ascii=False)
+    raise InputError(f"{flag} reads its text as one token per character, and this model's tokens "
+                     f"include words ({', '.join(map(repr, words[:3]))}{', …' if len(words) > 3 else ''})",
+                     hint=f"give the tokens as JSON: {json_flag} '{example}'")
 
 
 def _tidy(out: list[Any], dtype: str) -> list[Any]:
@@ -220,7 +241,7 @@ def _count_lines(path: str) -> int:
 
 
 def _run_chunk(model: Any, chunk: list[tuple[int, list[Any]]],
-               path: str) -> tuple[list[list[Any]], Exception | None]:
+               path: str, words: bool = False) -> tuple[list[list[Any]], Exception | None]:
     """The outputs of a chunk of (line, input) up to its first input the model refuses, and that
     input's error naming its line (None when all run). A refused batch is re-run input by input,
     which finds the line and the outputs before it."""
@@ -233,6 +254,8 @@ def _run_chunk(model: Any, chunk: list[tuple[int, list[Any]]],
     outputs = []
     for number, x in chunk:
         try:
+            if words:  # --inputs: each line's characters are its tokens
+                check_characters(model, "".join(x), "--inputs", "--inputs-json (one JSON list a line):")
             outputs.append(model.run([x])[0])
         except UserError as err:
             message = err.message.replace("input 0 ", "the input ")

@@ -148,6 +148,10 @@ def show_model(args: argparse.Namespace, fmt: str) -> dict:
         raise UserError("drawing a model needs an input: --input TEXT or --input-json LIST")
     tokens = list(args.input) if args.input is not None else parse_input_json(args.input_json)
     model = RaspModel.load(args.target)
+    if args.input is not None:
+        from rasp_compiler.commands.eval import check_characters
+
+        check_characters(model, args.input, "--input", "--input-json")
     # clear errors for unknown tokens / too long / out-of-range numbers, before drawing; encode_inputs
     # also takes the real-valued tokens of a model compiled with --input-range
     model.encode_inputs([tokens])
