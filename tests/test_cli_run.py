@@ -582,3 +582,9 @@ def test_eval_of_a_model_over_words_given_characters_says_how_to_give_words(tmp_
     assert main(["show", str(model), "--input", "thecat", "-o", str(tmp_path / "t.png")]) == 1
     assert f"--input {words}" in capsys.readouterr().err
     assert main(["eval", str(model), "--input-json", '["sat"]']) == 0   # JSON is untouched
+    mixed = tmp_path / "mixed"   # only a refused input is explained: "1" still reads as the number 1
+    assert main(["compile", str(REPO / "programs/reverse.rasp"), "--vocab", '["ab", 1, 2]',
+                 "--max-len", "4", "-o", str(mixed)]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(mixed), "--input", "12"]) == 0
+    assert capsys.readouterr().out.startswith("[2, 1]")

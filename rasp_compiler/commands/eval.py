@@ -62,6 +62,7 @@ def explain_table(model: Any) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from rasp_compiler.commands.run import parse_input_json
+    from rasp_compiler.errors import InputError
     from rasp_compiler.runtime import RaspModel
 
     batch_file = args.inputs if args.inputs is not None else args.inputs_json
@@ -70,8 +71,6 @@ def main(args: argparse.Namespace) -> int:
         batches = _batches(read_lines(batch_file, json_lines=args.inputs_json is not None))
         first = next(batches)
         if not first[0] and first[1] is None:
-            from rasp_compiler.errors import InputError
-
             raise InputError(f"{_source_name(batch_file)} holds no inputs", hint="one input per line")
     model = RaspModel.load(args.model).to(args.device)
     model.module.paths = args.paths
@@ -81,15 +80,17 @@ def main(args: argparse.Namespace) -> int:
         if alone:
             return 0
     elif args.input is None and args.input_json is None and not batch_file:
-        from rasp_compiler.errors import InputError
-
         raise InputError("rasp eval needs an input: --input, --input-json, --inputs or --inputs-json "
                          "(or --explain alone)")
     if not batch_file:
-        if args.input is not None:
-            check_characters(model, args.input, "--input", "--input-json")
         single = list(args.input) if args.input is not None else parse_input_json(args.input_json)
-        out = _tidy(model.run([single])[0], model.config["dtype"])
+        try:
+            result = model.run([single])[0]
+        except InputError:
+            if args.input is not None:  # refused: say so where the text was split into characters
+                check_characters(model, args.input, "--input", "--input-json")
+            raise
+        out = _tidy(result, model.config["dtype"])
         print(json.dumps({"output": out}) if args.json else _shown(out))
         return 0
     from rasp_compiler.commands.check import CheckProgress
@@ -245,7 +246,7 @@ def _run_chunk(model: Any, chunk: list[tuple[int, list[Any]]],
     """The outputs of a chunk of (line, input) up to its first input the model refuses, and that
     input's error naming its line (None when all run). A refused batch is re-run input by input,
     which finds the line and the outputs before it."""
-    from rasp_compiler.errors import UserError
+    from rasp_compiler.errors import InputError, UserError
 
     try:
         return model.run([x for _, x in chunk]), None
@@ -254,9 +255,12 @@ def _run_chunk(model: Any, chunk: list[tuple[int, list[Any]]],
     outputs = []
     for number, x in chunk:
         try:
-            if words:  # --inputs: each line's characters are its tokens
-                check_characters(model, "".join(x), "--inputs", "--inputs-json (one JSON list a line):")
-            outputs.append(model.run([x])[0])
+            try:
+                outputs.append(model.run([x])[0])
+            except InputError:
+                if words:  # --inputs: each line's characters are its tokens
+                    check_characters(model, "".join(x), "--inputs", "--inputs-json (one JSON list a line):")
+                raise
         except UserError as err:
             message = err.message.replace("input 0 ", "the input ")
             return outputs, type(err)(f"{_source_name(path)}:{number}: {message}", err.hint)

@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 
-from rasp_compiler.errors import UserError
+from rasp_compiler.errors import InputError, UserError
 
 EPILOG = """examples:
   rasp show programs/sort.rasp --vocab abc --max-len 8 -o plan.png
@@ -148,13 +148,16 @@ def show_model(args: argparse.Namespace, fmt: str) -> dict:
         raise UserError("drawing a model needs an input: --input TEXT or --input-json LIST")
     tokens = list(args.input) if args.input is not None else parse_input_json(args.input_json)
     model = RaspModel.load(args.target)
-    if args.input is not None:
-        from rasp_compiler.commands.eval import check_characters
-
-        check_characters(model, args.input, "--input", "--input-json")
     # clear errors for unknown tokens / too long / out-of-range numbers, before drawing; encode_inputs
     # also takes the real-valued tokens of a model compiled with --input-range
-    model.encode_inputs([tokens])
+    try:
+        model.encode_inputs([tokens])
+    except InputError:
+        if args.input is not None:  # refused: say so where the text was split into characters
+            from rasp_compiler.commands.eval import check_characters
+
+            check_characters(model, args.input, "--input", "--input-json")
+        raise
     pic = draw_trace(model, tokens, args.out, fmt=fmt)
     return {"picture": args.out, "format": fmt, "width": pic.size_px[0], "height": pic.size_px[1],
             "heads": pic.head_titles, "residual_labels": pic.residual_labels, "stages": pic.stages,
