@@ -55,6 +55,14 @@ def main(argv: list[str] | None = None) -> int:
               "  hint: give tokens, inputs and names in UTF-8", file=sys.stderr)
         return 1
     words = sys.argv[1:] if argv is None else argv
+    if words and words[0] == "help" and len(words) <= 2:  # `rasp help compile`, as git's: it said
+        if len(words) == 1 or words[1] not in COMMANDS:  # "invalid choice: 'help'" and listed them
+            if len(words) == 2:
+                print(f"error: unknown command '{words[1]}'", file=sys.stderr)
+            parser.print_help(sys.stdout if len(words) == 1 else sys.stderr)
+            return 0 if len(words) == 1 else 2
+        words = [words[1], "--help"]
+        argv = words
     if words and not words[0].startswith("-") and words[0] not in COMMANDS:
         close = difflib.get_close_matches(words[0], COMMANDS, n=1, cutoff=0.6)
         if close:  # argparse lists the commands, but does not say which one was meant

@@ -146,6 +146,18 @@ def test_a_mistyped_command_is_named_with_the_command_meant(capsys) -> None:
     assert "invalid choice: 'zzz' (choose from 'run'" in capsys.readouterr().err
 
 
+def test_rasp_help_command_prints_that_commands_help(capsys) -> None:
+    # `rasp help compile` (git's habit, and the REPL's `help`) said "invalid choice: 'help'"
+    from rasp_compiler.cli import main
+
+    with pytest.raises(SystemExit) as err:
+        main(["help", "compile"])
+    assert err.value.code == 0 and capsys.readouterr().out.startswith("usage: rasp compile")
+    assert main(["help"]) == 0 and "Run 'rasp COMMAND --help'" in capsys.readouterr().out
+    assert main(["help", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown command 'nope'\nusage: rasp")
+
+
 def _shell(command: str) -> subprocess.CompletedProcess:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120, cwd=root)

@@ -504,3 +504,87 @@ def test_eval_inputs_and_universal_check_show_progress_on_a_terminal(tmp_path, m
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         assert main(ut) == 0
     assert err.getvalue() == ""
+
+
+class _EndlessInputs:
+    """stdin of a million lines, served one readline at a time; read() (the whole file at once, as
+    rasp eval --inputs did) fails the test."""
+
+    def __init__(self, bad_line: int) -> None:
+        self.bad_line, self.served = bad_line, 0
+
+    def readline(self, limit: int = -1) -> str:
+        self.served += 1
+        if self.served > 1_000_000:
+            return ""
+        return "abx\n" if self.served == self.bad_line else "ab\n"
+
+    def read(self, *args) -> str:
+        raise AssertionError("the whole input was read into memory")
+
+
+def test_eval_inputs_are_read_as_they_run(reverse_model, monkeypatch, capsys):
+    # rasp eval --inputs FILE read the whole file (and made a list of every line) before running any
+    endless = _EndlessInputs(bad_line=700)
+    monkeypatch.setattr(sys, "stdin", endless)
+    assert main(["eval", reverse_model, "--inputs", "-"]) == 1
+    captured = capsys.readouterr()
+    assert "<stdin>:700: token 'x'" in captured.err
+    assert captured.out.splitlines() == ["[b, a] (strings)"] * 699
+    assert endless.served <= 2 * 512   # the batch of the bad line, no further
+
+
+def test_eval_a_line_too_long_for_any_model_is_refused_by_its_number(reverse_model, tmp_path, monkeypatch,
+                                                                       capsys):
+    from rasp_compiler.commands import eval as eval_cmd
+
+    monkeypatch.setattr(eval_cmd, "MAX_LINE", 10)
+    path = tmp_path / "in.txt"
+    path.write_text("ab\n" + "b" * 11 + "\nab\n")
+    assert main(["eval", reverse_model, "--inputs", str(path)]) == 1
+    captured = capsys.readouterr()
+    assert f"{path}:2: the line is longer than 10 bytes" in captured.err
+    assert captured.out.splitlines() == ["[b, a] (strings)"]
+    path.write_text('"ab"\n"' + "b" * 9 + '"\n')     # 11 characters of JSON for 9 tokens
+    assert main(["eval", reverse_model, "--inputs-json", str(path)]) == 1
+    captured = capsys.readouterr()
+    assert f"{path}:2: the line is longer than 10 bytes" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_eval_a_line_not_utf8_is_named_by_its_line(reverse_model, tmp_path, capsys):
+    # the file was decoded whole: "cannot read (... position 3 ...)" named no line, and no input ran
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"\xef\xbb\xbfab\r\n\xff\nab\n")   # a BOM and CRLF are fine
+    assert main(["eval", reverse_model, "--inputs", str(path)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == ["[b, a] (strings)"]
+    assert f"{path}:2: cannot read: byte 0xff at byte 0 of the line is not UTF-8" in captured.err
+
+
+def test_eval_of_a_model_over_words_given_characters_says_how_to_give_words(tmp_path, capsys):
+    # --input thecat on a vocabulary of words was "6 tokens, more than the 4 ...: compile again with a
+    # larger --max-len"; the text is split into characters, and the words go in as JSON
+    model = tmp_path / "m"
+    assert main(["compile", str(REPO / "programs/reverse.rasp"), "--vocab", '["the", "cat", "sat"]',
+                 "--max-len", "4", "-o", str(model)]) == 0
+    capsys.readouterr()
+    words = "reads its text as one token per character, and this model's tokens include words ('the'"
+    assert main(["eval", str(model), "--input", "thecat"]) == 1
+    err = capsys.readouterr().err
+    assert f"--input {words}" in err and "--input-json '[\"the\", \"cat\"]'" in err and "max-len" not in err
+    lines = tmp_path / "in.txt"
+    lines.write_text('["the", "cat"]\n')
+    assert main(["eval", str(model), "--inputs", str(lines)]) == 1
+    assert f"{lines}:1: --inputs {words}" in capsys.readouterr().err
+    assert main(["eval", str(model), "--inputs-json", str(lines)]) == 0
+    assert capsys.readouterr().out == "[cat, the] (strings)\n"
+    assert main(["show", str(model), "--input", "thecat", "-o", str(tmp_path / "t.png")]) == 1
+    assert f"--input {words}" in capsys.readouterr().err
+    assert main(["eval", str(model), "--input-json", '["sat"]']) == 0   # JSON is untouched
+    mixed = tmp_path / "mixed"   # only a refused input is explained: "1" still reads as the number 1
+    assert main(["compile", str(REPO / "programs/reverse.rasp"), "--vocab", '["ab", 1, 2]',
+                 "--max-len", "4", "-o", str(mixed)]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(mixed), "--input", "12"]) == 0
+    assert capsys.readouterr().out.startswith("[2, 1]")

@@ -201,7 +201,10 @@ def test_a_finished_run_is_not_trained_again(tmp_path, monkeypatch, capsys):
     weights = (tmp_path / "model.safetensors").read_bytes()
     seen = _stop_after(monkeypatch, 10 ** 9)
     assert cli_main(args) == 0
-    assert seen == [] and json.loads(capsys.readouterr().out) == first
+    captured = capsys.readouterr()
+    assert seen == [] and json.loads(captured.out) == first
+    # with --no-progress too (it said nothing, and the summary's seconds read as a new run's)
+    assert "already finished" in captured.err
     assert cli_main([a for a in args if a != "--no-progress"]) == 0
     assert "already finished" in capsys.readouterr().err
     assert cli_main(args + ["--no-resume"]) == 0

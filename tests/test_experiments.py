@@ -948,3 +948,34 @@ def test_table_replaces_only_an_earlier_report_without_force(tmp_path, capsys):
     assert notes.read_text() == report.read_text()
     assert cli_main(base + ["--doc", str(tmp_path)]) == 1
     assert "is a directory, not a file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("construction", [["--construction", "A"], ["--settings", "base"]])
+def test_construction_a_records_and_shows_its_one_head(construction, tmp_path, capsys):
+    # the base settings' heads=4 was printed (H=4) and written to config.json for a one-head backbone
+    rc = cli_main(["experiment", "dyck1", "--backbone", "sparse", *construction, "--width", "10",
+                   "--steps", "2", "--batch", "4", "--out", str(tmp_path / "a"), "--no-progress"])
+    out = capsys.readouterr().out
+    assert rc == 0 and " L=2 H=1 " in out, out
+    meta = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert meta["run"]["heads"] == 1 and meta["model"]["heads"] == 1
+    from safetensors import safe_open
+    with safe_open(str(tmp_path / "a" / "model.safetensors"), "pt") as f:
+        # stored concatenated over heads, (m, H * d): one head of d = 10 // (2L + 1) = 2 columns
+        assert f.get_slice("layers.0.wq").get_shape() == [10, 2]
+
+
+def test_table_report_at_a_link_replaces_the_link_not_the_file_it_names(tmp_path, capsys):
+    # --doc was written with write_text: through a link there (its check skips links), so the file
+    # the link named was replaced by the report
+    results, img = tmp_path / "results", tmp_path / "img"
+    results.mkdir()
+    notes = tmp_path / "notes.md"
+    notes.write_text("# my notes\n")
+    doc = tmp_path / "report.md"
+    doc.symlink_to(notes)
+    assert cli_main(["experiment", "table", "--report-only", "--results", str(results), "--img", str(img),
+                     "--doc", str(doc)]) == 0
+    assert notes.read_text() == "# my notes\n"
+    assert not doc.is_symlink() and "rasp experiment table" in doc.read_text()
+    assert not [p for p in tmp_path.rglob(".*tmp*")]   # no temporary left

@@ -21,6 +21,7 @@ from rasp_compiler.export.transformer_lens import (
     metadata,
     resid_hook_names,
     run_padded,
+    save_transformer_lens,
     tl_config,
     tl_state_dict,
     to_hooked_transformer,
@@ -588,3 +589,19 @@ def test_export_replaces_only_an_earlier_export_without_force(tmp_path, capsys) 
     with pytest.raises(UserError, match="not the config of an earlier export"):
         save_transformer_lens(str(model), str(tmp_path / "other.pt"))
     assert save_transformer_lens(str(model), str(tmp_path / "other.pt"), force=True)[1].endswith("other.json")
+
+
+def test_the_same_model_exported_to_two_names_gives_the_same_bytes(tmp_path) -> None:
+    # torch.save given a path names the archive's records after the file (".a.pt/data.pkl"), so the
+    # bytes depended on -o's name; the JSON differs only in the "weights" file it names
+    import zipfile
+
+    model = compile_program(load_program(str(ROOT / "programs/reverse.rasp")), "abc", 4)
+    a, a_json = save_transformer_lens(model, str(tmp_path / "a.pt"))
+    b, b_json = save_transformer_lens(model, str(tmp_path / "sub" / "other_name.pt"))
+    assert Path(a).read_bytes() == Path(b).read_bytes()
+    assert all(name.startswith("archive/") for name in zipfile.ZipFile(a).namelist())
+    docs = [json.loads(Path(p).read_text()) for p in (a_json, b_json)]
+    assert docs[0].pop("weights") == "a.pt" and docs[1].pop("weights") == "other_name.pt"
+    assert docs[0] == docs[1]
+    assert torch.load(a, weights_only=True).keys() == tl_state_dict(model).keys()

@@ -356,6 +356,38 @@ def test_verify_names_another_program_or_options(tmp_path: Path, capsys) -> None
     assert capsys.readouterr().err.count("is not what") == 2
 
 
+def test_verify_with_an_option_other_than_recorded_names_that_option(tmp_path: Path, capsys) -> None:
+    # it said "is not what ... compiles to with the options it records" and blamed an edit or
+    # another program, though --max-len 7 (given here, not recorded) made the difference
+    out = tmp_path / "m"
+    assert compile_to(out) == 0
+    config = json.loads((out / "config.json").read_text())
+    capsys.readouterr()
+    assert main(["verify", str(out), REVERSE, "--max-len", "7", "--dtype", config["dtype"]]) == 1
+    err = capsys.readouterr().err
+    assert "with the options it records and those given here" in err
+    assert f"hint: the model records other options than those given: --max-len (it records " \
+           f"{config['max_len']}, given 7); drop an option" in err
+    assert "--dtype" not in err.split("hint:")[1]   # given as recorded: not named
+
+
+def test_verify_of_a_python_api_model_against_its_to_source_says_the_tensors_match(tmp_path: Path,
+                                                                                    capsys) -> None:
+    # the config's plan (Python source lines) and tokens_as_given differ, every tensor matches; the
+    # hint said "the model was edited, or compiled from another program"
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.pyapi import lib
+
+    hist = lib.make_hist()
+    rasp.compile_program(hist, "abc", 5).save(str(tmp_path / "m"))
+    source = tmp_path / "hist.rasp"
+    source.write_text(rasp.to_source(hist))
+    assert main(["verify", str(tmp_path / "m"), str(source)]) == 1
+    err = capsys.readouterr().err
+    assert "hint: every tensor matches: the model was compiled from Python" in err
+    assert "edited" not in err
+
+
 def test_verify_of_a_model_compiled_with_output_names_the_option(tmp_path: Path, capsys) -> None:
     """A model compiled with --output NAME, verified without it: every tensor was listed as
     different and the hint named --output only among other causes; it now says which s-op."""

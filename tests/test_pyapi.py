@@ -486,6 +486,10 @@ def test_mistakes_at_the_edges_of_the_api_are_user_errors() -> None:
             model.apply(bad)
         assert isinstance(err.value, compiling.ApplyInputError) and isinstance(err.value, ValueError)
     assert model.apply(["BOS", "a", "b"]).decoded == ["BOS", "b", "a"]
+    # a second BOS was "not in the vocabulary", with a hint to compile a vocab that includes it
+    with pytest.raises(compiling.ApplyInputError, match="the BOS token 'BOS' is at position 2 too") as err:
+        model.apply(["BOS", "a", "BOS"])
+    assert "vocab" not in err.value.hint
 
 
 def _builder_mistakes():
@@ -852,6 +856,9 @@ def test_compile_rasp_to_model_takes_vocabularies_as_python_holds_them_and_names
             compiling.compile_rasp_to_model(double, vocab, 3)
     with pytest.raises(UserError, match=r"^max_seq_len 5,000 is more than the compiler takes \(2,048\)"):
         compiling.compile_rasp_to_model(lib.make_length(), {"a"}, 5000)
+    with pytest.raises(UserError, match=r"^max_len 5,000 is more than the compiler takes") as err:
+        rasp.compile_program(lib.make_length(), {"a"}, 5000)   # it named the flag --max-len
+    assert isinstance(err.value, ValueError) and "fixed_length=N" in err.value.hint
     infinite = rasp.numerical(rasp.Map(lambda x: float("inf") if x == 1 else x, rasp.tokens))
     with pytest.raises(CompileError, match="is marked numerical but may be infinite"):
         compiling.compile_rasp_to_model(infinite, {1, 2}, 3)

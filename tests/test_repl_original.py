@@ -146,6 +146,18 @@ def test_draw_prints_the_value_like_the_original(tmp_path: Path, monkeypatch) ->
     assert sorted(p.name for p in tmp_path.iterdir()) == ["draw-1.png", "draw-2.png"]
 
 
+def test_draw_keeps_the_pictures_already_there(tmp_path: Path, monkeypatch) -> None:
+    # a second session in the same directory overwrote the first's draw-1.png without a word
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "draw-1.png").write_bytes(b"an earlier session's")
+    (tmp_path / "draw-3.png").write_bytes(b"the user's")
+    out = lines('x = tokens;\ndraw(x);\ndraw(x);\n')
+    assert [line.split(":")[0] for line in out if line.startswith("wrote ")] == \
+        ["wrote draw-2.png", "wrote draw-4.png"]
+    assert (tmp_path / "draw-1.png").read_bytes() == b"an earlier session's"
+    assert (tmp_path / "draw-3.png").read_bytes() == b"the user's"
+
+
 def test_draw_with_other_statements_in_a_def_in_a_for_and_over_lines(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     out = lines('examples off\nx = tokens; draw(x, "abc"); x;\n'

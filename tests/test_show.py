@@ -729,3 +729,19 @@ def test_draw_plan_of_a_loaded_models_compiled_program_says_it_is_not_saved(tmp_
         draw_plan(loaded.compiled_program, loaded.plan, str(tmp_path / "p.png"))
     assert "loaded from disk" in err.value.hint
     assert draw_plan(reverse, loaded.plan, str(tmp_path / "p.png"), max_len=4).units[0] == "embedding"
+
+
+def test_a_picture_is_written_beside_its_path_and_renamed_over_it(tmp_path, capsys) -> None:
+    # savefig wrote in place: through a link there (the file it names was overwritten with the
+    # picture) and, killed while drawing, half a picture
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    link = tmp_path / "plan.png"
+    link.symlink_to(precious)
+    args = ["show", str(ROOT / "programs/sort.rasp"), "--vocab", "abc", "--max-len", "4"]
+    assert cli([*args, "-o", str(link)]) == 0
+    assert precious.read_text() == "keep me\n"
+    assert not link.is_symlink() and link.read_bytes()[:4] == b"\x89PNG"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.png", "precious.txt"]  # no temporary
+    assert cli([*args, "-o", str(tmp_path / "again.png")]) == 0
+    assert (tmp_path / "again.png").read_bytes() == link.read_bytes()

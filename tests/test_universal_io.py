@@ -263,6 +263,29 @@ def test_an_edited_target_header_is_named(tmp_path, capsys, edit, words):
     assert Target.load(tmp_path / "t.safetensors").residual is False
 
 
+@pytest.mark.parametrize("edit", [{"causal": True}, {"residual": True}])
+def test_an_edited_target_header_of_the_right_types_is_refused(tmp_path, capsys, edit):
+    # a well-typed edit ("causal": true for false) loaded and ran as another target without a word
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    Target.random(2, 1, 4, seed=0).save(tmp_path / "t.safetensors")
+    with safe_open(str(tmp_path / "t.safetensors"), "pt") as f:
+        meta = f.metadata()
+    tensors = load_file(str(tmp_path / "t.safetensors"))
+    config = {**json.loads(meta["config"]), **edit}
+    save_file(tensors, str(tmp_path / "e.safetensors"), metadata={**meta, "config": json.dumps(config)})
+    with pytest.raises(ArtifactError, match="does not match the digest saved with the weights"):
+        Target.load(tmp_path / "e.safetensors")
+    ut = tmp_path / "ut"
+    build_universal("sparse", 2, 1, 4).save(ut)
+    assert main(["universal", "--load", str(ut), "--target", str(tmp_path / "e.safetensors")]) == 1
+    assert capsys.readouterr().err.count("error:") == 1
+    del meta["sha256"]   # a target saved before the digest: taken as saved
+    save_file(tensors, str(tmp_path / "old.safetensors"), metadata=meta)
+    assert Target.load(tmp_path / "old.safetensors").causal is False
+
+
 
 def test_a_target_file_with_an_unknown_tensor_is_refused(tmp_path):
     """A file written by hand with 'v' for 'V' loaded as a target without value matrices (V = I),
@@ -322,6 +345,43 @@ def test_edited_ut_artifacts_are_refused_on_load(tmp_path, capsys, config, tenso
     assert main(["universal", "--load", str(bad), "--check", "--trials", "1"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("config", [{"causal": True}, {"seed": 5}, {"residual": True}, {"dim": 3},
+                                    {"extra": {"note": 1}}])
+def test_an_edited_random_ut_header_is_refused_on_load(tmp_path, capsys, config):
+    # a random UT's tensors are not rebuilt at load, so "causal": true (or another seed or dim) in an
+    # edited header loaded without complaint and ran, and was shown, as another class
+    from rasp_compiler.universal.random_ut import build_random
+
+    build_random(1, 1, 2, seed=0).save(tmp_path / "ut")
+    assert UniversalTransformer.load(_resave(tmp_path / "ut", tmp_path / "same")).config.seed == 0
+    bad = _resave(tmp_path / "ut", tmp_path / "bad", config)
+    with pytest.raises(ArtifactError, match="does not match the digest saved with the weights"):
+        UniversalTransformer.load(bad)
+    assert main(["universal", "--load", str(bad), "--check", "--trials", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("error:") == 1 and "Traceback" not in err
+
+
+def test_a_random_ut_without_its_digest_is_refused_and_a_fixed_one_still_loads(tmp_path):
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    from rasp_compiler.universal.random_ut import build_random
+
+    build_random(1, 1, 2, seed=0).save(tmp_path / "r")
+    build_universal("sparse", 2, 1, 2).save(tmp_path / "f")
+    for name in ("r", "f"):
+        path = tmp_path / name / "ut.safetensors"
+        with safe_open(str(path), "pt") as f:
+            meta = f.metadata()
+        assert meta.pop("sha256")
+        save_file(load_file(str(path)), str(path), metadata=meta)   # as saved before the digest
+    with pytest.raises(ArtifactError, match="saved without the digest") as info:
+        UniversalTransformer.load(tmp_path / "r")
+    assert "--seed" in info.value.hint
+    assert UniversalTransformer.load(tmp_path / "f").config.layers == 2   # rebuilt from its config
 
 
 def test_load_refuses_class_options_that_disagree_with_the_file(tmp_path, capsys):

@@ -232,3 +232,27 @@ def test_two_values_side_by_side_in_brackets_suggest_the_missing_separator(src, 
     # any value) would have said "a conditional needs both values" here
     err = error_of(src)
     assert err.hint == hint, err.hint
+
+
+def test_a_file_of_a_model_directory_given_as_a_program_says_so(tmp_path, capsys) -> None:
+    # `rasp run out/config.json` said "missing ';'" at the JSON's last line; `rasp compile
+    # out/model.safetensors` "cannot read: 'utf-8' codec can't decode"; `rasp show
+    # out/model.safetensors --input ab` hinted to compile the safetensors file as a program
+    from pathlib import Path
+
+    from rasp_compiler.cli import main
+
+    reverse = str(Path(__file__).resolve().parents[1] / "programs" / "reverse.rasp")
+    out = tmp_path / "out"
+    assert main(["compile", reverse, "--vocab", "ab", "--max-len", "3", "-o", str(out)]) == 0
+    capsys.readouterr()
+    for argv in (["run", str(out / "config.json"), "--input", "ab"],
+                 ["compile", str(out / "model.safetensors"), "--vocab", "ab", "--max-len", "3",
+                  "-o", str(tmp_path / "m2")],
+                 ["verify", str(out), str(out / "config.json")]):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert f"is a file of an artifact, not a RASP program\n  hint: {out} holds a compiled model" in err
+    assert main(["show", str(out / "model.safetensors"), "--input", "ab", "-o", str(tmp_path / "t.png")]) == 1
+    err = capsys.readouterr().err
+    assert f"is a file of the model directory {out}, not a program" in err and "rasp compile" not in err

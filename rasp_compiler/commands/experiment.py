@@ -220,6 +220,8 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
+    import dataclasses
+
     from rasp_compiler.experiments.grid import FLOORS, floor_settings, run_config
     from rasp_compiler.experiments.models import sparse_construction
     from rasp_compiler.experiments.train import train
@@ -254,6 +256,9 @@ def _run(args) -> int:
             and sparse_construction(cfg.arch, cfg.construction) == "A"):
         raise UserError(f"--heads {args.heads} does not apply: the sparse construction A has one head",
                         hint="--construction C or paths for several heads, or drop --heads")
+    if cfg.backbone == "sparse" and sparse_construction(cfg.arch, cfg.construction) == "A":
+        # the base settings' 4 heads were recorded and printed (H=4) for a backbone of one head
+        cfg = dataclasses.replace(cfg, heads=1)
     out = args.out or f"runs/experiments/{cfg.name()}"
     if not args.json:
         key = (args.task, k if args.task == "khop" else None, args.backbone)
@@ -261,7 +266,9 @@ def _run(args) -> int:
               else "settings: base", file=sys.stderr)
     result, _ = train(cfg, out=out, progress=not args.no_progress, resume=not args.no_resume,
                       checkpoint_every=args.checkpoint_every,
-                      checkpoint_minutes=args.checkpoint_minutes)
+                      checkpoint_minutes=args.checkpoint_minutes,
+                      # with --no-progress too: its summary's seconds are the saved run's, no training
+                      say_finished=True)
     if args.json:
         print(json.dumps(result))
     else:
@@ -391,7 +398,9 @@ def _table(args) -> int:
                       ray_address=args.ray or None,
                       time_budget=args.time_budget, checkpoints=checkpoints,
                       checkpoint_every=args.checkpoint_every,
-                      checkpoint_minutes=args.checkpoint_minutes)
+                      checkpoint_minutes=args.checkpoint_minutes,
+                      # with --no-progress too: its summary's seconds are the saved run's, no training
+                      say_finished=True)
     report.write_report(results, doc, img, quick=args.quick)
     print(f"wrote {doc} and plots in {img}")
     return 0

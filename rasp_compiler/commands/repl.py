@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -51,7 +52,8 @@ HELP = """commands (besides RASP statements; each on a line of its own, a # comm
                              (s-op examples on|off, selector examples on|off: only that kind)
   full seq display on | off  show an s-op's value as an input/output table
   draw(sop[, example]);      a statement: compile the s-op over the example's tokens and length,
-                             draw its layers, heads and MLPs to draw-N.png, print its value
+                             draw its layers, heads and MLPs to draw-N.png (the next N whose
+                             file is not there yet), print its value
   help                       this text
   exit | quit                leave (so does end of input)"""
 
@@ -487,6 +489,10 @@ class Repl:
         from rasp_compiler.compiler import compile_program
         from rasp_compiler.viz import draw_plan
 
+        # the next number free here: a second session in this directory overwrote the first's
+        # draw-1.png, … (or the user's own) without a word
+        while os.path.lexists(f"draw-{self.drawn + 1}.png"):
+            self.drawn += 1
         path = f"draw-{self.drawn + 1}.png"
         try:
             vocab = sorted(set(tokens), key=lambda t: (type(t).__name__, str(t)))

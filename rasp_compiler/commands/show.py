@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 
-from rasp_compiler.errors import UserError
+from rasp_compiler.errors import InputError, UserError
 
 EPILOG = """examples:
   rasp show programs/sort.rasp --vocab abc --max-len 8 -o plan.png
@@ -80,6 +80,13 @@ def main(args: argparse.Namespace) -> int:
     if not os.path.exists(args.target):
         raise UserError(f"{args.target}: no such file or directory",
                         hint="give a .rasp program or a directory written by 'rasp compile'")
+    parent = os.path.dirname(args.target) or "."
+    if os.path.basename(args.target) in ("config.json", "model.safetensors") and all(
+            os.path.isfile(os.path.join(parent, name)) for name in ("config.json", "model.safetensors")):
+        # it was read as a RASP program: "missing ';'" at config.json's last line, or a hint to
+        # compile model.safetensors
+        raise UserError(f"{args.target} is a file of the model directory {parent}, not a program",
+                        hint=f"give the directory: rasp show {parent}/ --input ...")
     if os.path.isdir(args.target):
         result = show_model(args, fmt)
     else:
@@ -143,7 +150,14 @@ def show_model(args: argparse.Namespace, fmt: str) -> dict:
     model = RaspModel.load(args.target)
     # clear errors for unknown tokens / too long / out-of-range numbers, before drawing; encode_inputs
     # also takes the real-valued tokens of a model compiled with --input-range
-    model.encode_inputs([tokens])
+    try:
+        model.encode_inputs([tokens])
+    except InputError:
+        if args.input is not None:  # refused: say so where the text was split into characters
+            from rasp_compiler.commands.eval import check_characters
+
+            check_characters(model, args.input, "--input", "--input-json")
+        raise
     pic = draw_trace(model, tokens, args.out, fmt=fmt)
     return {"picture": args.out, "format": fmt, "width": pic.size_px[0], "height": pic.size_px[1],
             "heads": pic.head_titles, "residual_labels": pic.residual_labels, "stages": pic.stages,

@@ -114,6 +114,7 @@ def main(args: argparse.Namespace) -> int:
     check_not_empty(args, "output")
     model = RaspModel.load(args.dir)  # its own digests and checks first: a damaged file is refused
     options = recorded_options(model.config)
+    recorded = dict(options)
     if args.vocab is not None:
         options["vocab"] = parse_vocab(args.vocab)
     if args.max_len is not None:
@@ -135,10 +136,19 @@ def main(args: argparse.Namespace) -> int:
     if found:
         shown = "\n".join(f"  {line}" for line in found[:10])
         more = f"\n  ... and {len(found) - 10} more" if len(found) > 10 else ""
-        hint = _output_hint(args, model.config, fresh_config) or _simulator_hint(model.config) or (
+        # an option given here that the model does not record: the mismatch is that option's
+        overridden = [f"--{key.replace('_', '-')} (it records {_short(recorded[key])}, given {_short(value)})"
+                      for key, value in (("vocab", vocab), ("max_len", max_len),
+                                         ("dtype", options["dtype"]), ("causal", options["causal"]))
+                      if value != recorded[key]]
+        hint = ((f"the model records other options than those given: {'; '.join(overridden)}; drop "
+                 "an option to use what the model records") if overridden else None) or \
+            _output_hint(args, model.config, fresh_config) or _simulator_hint(model.config) or \
+            _python_hint(model.config, found) or (
             "the model was edited, or compiled from another program or with other options "
             "(--output NAME, as given to rasp compile)")
-        print(f"error: {args.dir} is not what {args.file} compiles to with the options it records:\n"
+        which = "the options it records" + (" and those given here" if overridden else "")
+        print(f"error: {args.dir} is not what {args.file} compiles to with {which}:\n"
               f"{shown}{more}\n  hint: {hint}", file=sys.stderr)
         return 1
     n = sum(t.numel() for t in model.tensors.values())
@@ -147,6 +157,25 @@ def main(args: argparse.Namespace) -> int:
     print(f"{args.dir} matches {args.file}: {len(model.tensors)} tensors ({n:,} values) byte for byte, "
           f"and the config\n  compiled with: {used}")
     return 0
+
+
+def _python_hint(saved: dict, found: list[str]) -> str | None:
+    """A model compiled from Python (rasp_compiler.pyapi) against its to_source text: the tensors
+    match, but its plan names Python lines and its `tokens` reads the input as given; the hint
+    blamed an edit or another program."""
+    if saved.get("program") != "<python>" or not all(line.startswith("config.json's") for line in found):
+        return None
+    return ("every tensor matches: the model was compiled from Python (rasp_compiler.pyapi), so its "
+            "config records Python source lines and, where it says tokens_as_given, reads `tokens` as "
+            "given, where a .rasp file's tokens reads strings; compile the .rasp file itself to verify "
+            "against it")
+
+
+def _short(value: Any) -> str:
+    """An option's value for a message: a long vocabulary cut after 8 tokens."""
+    if isinstance(value, list) and len(value) > 8:
+        return repr(value[:8])[:-1] + f", ... ({len(value):,} tokens)]"
+    return repr(value)
 
 
 def _output_hint(args: argparse.Namespace, saved: dict, fresh: dict) -> str | None:

@@ -226,8 +226,8 @@ def default_test_size(task: str) -> int:
 
 def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool = True,
           backbone_weights: list[dict] | None = None, resume: bool = True,
-          checkpoint_every: int = 0, checkpoint_minutes: float = CHECKPOINT_MINUTES
-          ) -> tuple[dict, dict]:
+          checkpoint_every: int = 0, checkpoint_minutes: float = CHECKPOINT_MINUTES,
+          say_finished: bool | None = None) -> tuple[dict, dict]:
     """Train one configuration. Returns (result, curve); writes the checkpoint to ``out`` if given.
     ``progress`` shows it on stderr: a bar on a terminal, otherwise a line per tenth of the run.
 
@@ -253,7 +253,7 @@ def train(cfg: RunConfig, out: str | os.PathLike | None = None, progress: bool =
         remove_stale_temporaries(out)
         finished = finished_run(out, asdict(cfg)) if resume else None
         if finished is not None:
-            if progress:
+            if progress if say_finished is None else say_finished:  # default: with the progress
                 print(f"{cfg.name()}: already finished in {out}: its saved result (pass --no-resume "
                       "to train it again)", file=sys.stderr, flush=True)
             return finished

@@ -342,6 +342,14 @@ def check_replaceable(pt_path: str) -> None:
                     hint="give another file name, or --force (force=True from Python) to replace it")
 
 
+def _save_state_dict(sd: dict, tmp: str) -> None:
+    """torch.save into an open file: given a path, torch names the archive's records after the
+    file (here the temporary ``.NAME.pt.tmp-...``), so the same model exported to two names gave
+    two different files; an open file's records are always named ``archive/``."""
+    with open(tmp, "wb") as fh:
+        torch.save(sd, fh)
+
+
 def save_transformer_lens(model: RaspModel | str | os.PathLike, path: str,
                           force: bool = False) -> tuple[str, str]:
     """Write the state dict to ``path`` (torch.save of plain tensors, loadable with
@@ -369,7 +377,7 @@ def save_transformer_lens(model: RaspModel | str | os.PathLike, path: str,
         raise UserError(f"{path}: cannot write ({err.strerror or err})") from None
     try:
         # each file beside it, renamed over it: never half-written, never written through a link
-        write_file(path, lambda tmp: torch.save({k: v.contiguous() for k, v in sd.items()}, tmp))
+        write_file(path, lambda tmp: _save_state_dict({k: v.contiguous() for k, v in sd.items()}, tmp))
     except OSError as err:
         raise UserError(f"{path}: cannot write ({err.strerror or err})") from None
     except RuntimeError as err:  # torch reports a file it cannot open or write this way

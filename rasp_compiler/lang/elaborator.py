@@ -737,6 +737,13 @@ def load_program(path: str | Path, output: str = "out") -> Program:
     from rasp_compiler.errors import UserError
 
     p = Path(path)
+    if p.suffix in (".json", ".safetensors") and p.is_file():
+        from rasp_compiler.artifact_kinds import describe
+
+        held = describe(p.parent)
+        if held is not None:  # config.json was parsed as RASP ("missing ';'" at its last line)
+            raise UserError(f"{path} is a file of an artifact, not a RASP program",
+                            hint=f"{held}; give a .rasp file here")
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:

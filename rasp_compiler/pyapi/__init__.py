@@ -126,6 +126,14 @@ def compile_program(program_or_sop: Any, vocab: Any, max_len: int | None = None,
                              f"{'selector' if isinstance(output, Selector) else 's-op'} {output!r}",
                              hint=f"compile that s-op itself: compile_program(sop, vocab, max_len); or "
                                   f"{named}")
+    from rasp_compiler.compiler import MAX_LEN
+
+    if type(max_len) is int and max_len > MAX_LEN and fixed_length is None:
+        # named as this call's argument: the compiler's refusal names the flag --max-len
+        raise PyApiValueError(f"max_len {max_len:,} is more than the compiler takes ({MAX_LEN:,}): "
+                              "positions and lengths are one-hot, so widths grow with it and tables "
+                              "with its square", hint="compile for the longest input you need; a model "
+                              "for one input length (fixed_length=N) has no such limit")
     return compile_graph(as_program(program_or_sop), vocab, max_len, output=output, dtype=dtype,
                          causal=causal, fixed_length=fixed_length, input_range=input_range,
                          input_grid=input_grid, min_denominator=min_denominator, progress=progress)

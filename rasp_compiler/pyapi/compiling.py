@@ -240,6 +240,10 @@ class AssembledModel:
             n -= 1
         if any(t == self.compiler_pad for t in body[:n]):
             raise ApplyInputError("padding tokens may only follow the input")
+        again = next((i for i, t in enumerate(body, 1) if _same_token(t, self.compiler_bos)), None)
+        if again is not None:  # it said "not in the vocabulary", with a hint to add BOS to it
+            raise ApplyInputError(f"the BOS token {self.compiler_bos!r} is at position {again} too: it "
+                                  "comes once, first", hint="drop it there; the tokens follow the one BOS")
         if len(body) > self.model.max_len:  # tracr has no position embedding past max_seq_len either
             raise ApplyInputError(f"the input has {len(body)} tokens after BOS, padding included, more than "
                                   f"the {self.model.max_len} this model was compiled for",
@@ -276,6 +280,11 @@ class AssembledModel:
         if isinstance(self.output_encoder, NumericalEncoder):
             return logits[..., 0].numpy()
         return logits.argmax(dim=-1).numpy()
+
+
+def _same_token(a: Any, b: Any) -> bool:
+    """``a == b`` of the same type (1 and True, 1 and 1.0 are different tokens here)."""
+    return type(a) is type(b) and a == b
 
 
 def _in_tracr_terms(err: InputError) -> ApplyInputError:

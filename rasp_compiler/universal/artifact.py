@@ -35,6 +35,26 @@ def read_artifact(path: Path, fmt: str, what: str) -> tuple[dict[str, torch.Tens
     return tensors, config
 
 
+def header_digest(fmt: str, config: dict, tensors: dict[str, torch.Tensor]) -> str:
+    """SHA-256 binding a file's header config to its tensors (saved in the header as ``sha256``):
+    a hand-edited field (``causal`` flipped) no longer matches.  Not a signature: an editor may
+    recompute it, as the compiled model's digests."""
+    import hashlib
+
+    from rasp_compiler.runtime import weights_digest
+
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{fmt}|{text}|{weights_digest(tensors)}".encode()).hexdigest()
+
+
+def saved_digest(path: Path) -> str | None:
+    """The ``sha256`` a file's header records (None: saved before it was written, 7 Dec); the
+    file was read already (``read_artifact``), so this header read does not fail."""
+    with safe_open(str(path), framework="pt") as f:
+        digest = (f.metadata() or {}).get("sha256")
+    return digest if isinstance(digest, str) else None
+
+
 _DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.int64: "I64", torch.int32: "I32",
            torch.bool: "BOOL", torch.uint8: "U8"}
 

@@ -20,7 +20,13 @@ from torch import nn
 
 from rasp_compiler.artifact_kinds import describe
 from rasp_compiler.errors import ArtifactError, UserError
-from rasp_compiler.universal.artifact import check_readable_copy, read_artifact, write_deterministic
+from rasp_compiler.universal.artifact import (
+    check_readable_copy,
+    header_digest,
+    read_artifact,
+    saved_digest,
+    write_deterministic,
+)
 from rasp_compiler.universal.attention import attention_weights, run_steps
 
 UT_FORMAT = "rasp-universal-transformer/1"
@@ -131,11 +137,13 @@ class UniversalTransformer(nn.Module):
         tensors = {k: v.detach().contiguous().cpu() for k, v in self.backbone_tensors().items()}
         files = ("ut.safetensors", "ut.json")
 
+        metadata = {"format": UT_FORMAT, "config": config_json,
+                    "sha256": ut_digest(asdict(self.config), tensors)}
+
         def write(tmp: str) -> None:
             # not safetensors' save_file: it orders a metadata of two keys differently from one
             # save to the next, so the same UT saved twice differed in its header
-            write_deterministic(Path(tmp) / "ut.safetensors", tensors,
-                                {"format": UT_FORMAT, "config": config_json})
+            write_deterministic(Path(tmp) / "ut.safetensors", tensors, metadata)
             readable = json.dumps(asdict(self.config), indent=2, sort_keys=True) + "\n"
             (Path(tmp) / "ut.json").write_text(readable)
 
@@ -168,7 +176,31 @@ class UniversalTransformer(nn.Module):
                 raise ArtifactError(f"{weights}: the UT's weights hold NaN or inf values ({name})")
         ut = cls(config, tensors["R_Q"], tensors["R_K"], tensors.get("R_V"))
         _check_rebuilds(ut, weights)
+        _check_digest(weights, header, tensors)
         return ut
+
+
+def ut_digest(config: dict, tensors: dict[str, torch.Tensor]) -> str:
+    """SHA-256 binding a UT's header config to its tensors (saved in the header as ``sha256``)."""
+    return header_digest(UT_FORMAT, config, tensors)
+
+
+def _check_digest(path: Path, header: dict, tensors: dict[str, torch.Tensor]) -> None:
+    """A random UT's tensors are not rebuilt at load (``_check_rebuilds``), so its header is bound
+    to them by a digest: an edited field (``causal`` flipped, another ``seed`` or ``dim``) loaded
+    and ran as another class without a word.  A {0,1} construction is rebuilt from its config,
+    which checks more; one saved before the digest (7 Dec) still loads."""
+    saved = saved_digest(path)
+    if saved is None and header.get("construction") != "random":
+        return
+    rebuild = ("rebuild it with the rasp universal --construction random options it was made with "
+               "(--layers, --heads, --dim, --seed, ...) and --save DIR")
+    if saved is None:
+        raise ArtifactError(f"{path}: a random UT saved without the digest that binds its header to its "
+                            "weights (saved before 7 Dec), so an edit could not be told", hint=rebuild)
+    if saved != ut_digest(header, tensors):
+        raise ArtifactError(f"{path}: the header's config does not match the digest saved with the "
+                            "weights (the header or the weights were edited or damaged)", hint=rebuild)
 
 
 # field -> the types a saved config may hold (JSON has no tuples; bool is not an int here)

@@ -155,10 +155,12 @@ class Target:
             tensors["V"] = self.V.contiguous()
         if self.U is not None:
             tensors["U"] = self.U.contiguous()
-        meta = {"format": TARGET_FORMAT,
-                "config": json.dumps({"layers": self.layers, "heads": self.heads, "dim": self.dim,
-                                      "residual": self.residual, "causal": self.causal})}
-        from rasp_compiler.universal.artifact import write_deterministic
+        config = {"layers": self.layers, "heads": self.heads, "dim": self.dim,
+                  "residual": self.residual, "causal": self.causal}
+        from rasp_compiler.universal.artifact import header_digest, write_deterministic
+
+        meta = {"format": TARGET_FORMAT, "config": json.dumps(config),
+                "sha256": header_digest(TARGET_FORMAT, config, tensors)}
 
         # beside it, renamed over it: never half-written, never written through a link; not
         # safetensors' save_file, whose header order of two metadata keys changed between saves
@@ -203,4 +205,12 @@ class Target:
                                                          config.get("dim")):
             raise ArtifactError(f"{path}: header says L={config.get('layers')} H={config.get('heads')} "
                                 f"d={config.get('dim')} but W has shape {tuple(target.W.shape)}")
+        from rasp_compiler.universal.artifact import header_digest, saved_digest
+
+        digest = saved_digest(path)  # absent: saved before 7 Dec, taken as saved (no way to rebuild it)
+        if digest is not None and digest != header_digest(TARGET_FORMAT, config, tensors):
+            # "causal": true for false (or "residual") loaded and ran as another target without a word
+            raise ArtifactError(f"{path}: the header's config does not match the digest saved with the "
+                                "weights (the header or the weights were edited or damaged)",
+                                hint="save the target again from Python: Target(...).save(FILE)")
         return target

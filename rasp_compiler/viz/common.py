@@ -94,9 +94,19 @@ def write_figure(fig: Any, path: Any, fmt: str | None, **options: Any) -> None:
     undated = {"svg": {"Date": None}, "svgz": {"Date": None}, "pdf": {"CreationDate": None}}
     if chosen in undated and "metadata" not in options:
         options["metadata"] = undated[chosen]
-    try:
+    def save(target: Any) -> None:
         with matplotlib.rc_context({"svg.hashsalt": "rasp-compiler"}):
-            fig.savefig(path, format=fmt, dpi=100, **options)
+            fig.savefig(target, format=fmt or chosen, dpi=100, **options)
+
+    try:
+        if isinstance(path, (str, os.PathLike)):
+            from rasp_compiler.atomic_dir import write_file
+
+            # beside it, renamed over it, as every artifact: savefig wrote in place, so a killed
+            # draw left half a picture, and a link there had the file it names overwritten
+            write_file(path, save, example_name="plan.png")
+        else:  # a file object of the caller's
+            save(path)
     except OSError as err:
         raise UserError(f"cannot write {path}: {err.strerror or err}") from None
     finally:

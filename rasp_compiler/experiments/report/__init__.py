@@ -14,6 +14,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
+from rasp_compiler.atomic_dir import write_file
 from rasp_compiler.experiments.grid import full_grid, quick_grid
 from rasp_compiler.experiments.report import markdown, plots
 from rasp_compiler.experiments.report.results import Cells, cell_of, load
@@ -38,4 +39,7 @@ def write_report(results: str | os.PathLike, doc: str | os.PathLike, img: str | 
     rel = os.path.relpath(img, doc.parent)
     lines = markdown.render(cells, got, runs, drawn, rel, quick, results)
     doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text("\n".join(lines) + "\n")
+    text = "\n".join(lines) + "\n"
+    # beside it, renamed over it: write_text followed a link at --doc (the file it named was
+    # replaced by the report) and left half a page when killed
+    write_file(doc, lambda tmp: Path(tmp).write_text(text), example_name="experiments.md")

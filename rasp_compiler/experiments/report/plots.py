@@ -12,6 +12,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from rasp_compiler.atomic_dir import write_file
 from rasp_compiler.experiments.grid import DEFAULTS
 from rasp_compiler.experiments.report.labels import task_label
 from rasp_compiler.experiments.report.results import (
@@ -45,7 +46,8 @@ def draw(results: Path, cells: Cells, got: Got, img: Path, stem: str,
         if fig is None:
             continue
         name = f"{stem}_{what}.png"
-        fig.savefig(img / name, dpi=110)
+        write_file(img / name, lambda tmp, fig=fig: fig.savefig(tmp, dpi=110, format="png"),
+                   example_name=name)   # renamed over it, as --doc: a link there is not followed
         plt.close(fig)
         out.append((title, name))
     return out
