@@ -1053,6 +1053,7 @@ class RaspModel:
         """Token ids [batch, 1 + longest] (BOS, tokens, PAD) and the lengths."""
         seqs = []
         as_given = bool(self.config.get("tokens_as_given"))
+        as_strings = bool(self.config.get("tokens_as_strings"))
         for b, item in enumerate(self.batch_list(batch)):
             toks = list(item)
             if not toks:
@@ -1088,7 +1089,7 @@ class RaspModel:
                         i = self._ids.get(_token_key(str(tok)))
                     except ValueError:  # an int too long for str()
                         i = None
-                if i is None and isinstance(tok, float) and tok.is_integer() and not as_given:
+                if i is None and isinstance(tok, float) and tok.is_integer() and not (as_given or as_strings):
                     i = self._ids.get(_token_key(int(tok)))  # 1.0 is the token 1, as `rasp run` reads it
                 number = _number(tok) if isinstance(tok, str) else None
                 if i is None and number is not None and not as_given:
@@ -1104,6 +1105,11 @@ class RaspModel:
                     elif as_given and number is not None and _token_key(number) in self._ids:
                         hint = (f"the program reads the input as given, and the vocabulary holds the "
                                 f"number {number!r}: pass numbers (--input-json '[{number!r}]')")
+                    elif (as_strings and isinstance(tok, float) and tok.is_integer()
+                          and _token_key(int(tok)) in self._ids):
+                        hint = (f"the program reads tokens as strings, where {tok!r} is "
+                                f"{str(tok)!r}, not the {str(int(tok))!r} of the token {int(tok)}: "
+                                f"pass {int(tok)}")
                     elif (as_given and (isinstance(tok, bool)
                                         or (isinstance(tok, float) and tok.is_integer()))
                           and _token_key(int(tok)) in self._ids):
@@ -1621,7 +1627,8 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _REQUIRED_KEYS = ("format", "vocab", "bos", "pad", "max_len", "causal", "dtype", "d_model", "n_layers",
                   "layers", "residual", "output", "weights_sha256")
 _OPTIONAL_KEYS = ("fixed_length", "input", "program", "attention_scale", "score_gap", "plan",
-                  "critical_path", "notes", "numeric", "simulator", "tokens_as_given", "guards")
+                  "critical_path", "notes", "numeric", "simulator", "tokens_as_given",
+                  "tokens_as_strings", "guards")
 _LAYER_KEYS = ("n_heads", "d_head", "d_mlp")
 _OUTPUT_KEYS = {"categorical": {"encoding", "values", "logit_scale", "node", "feature", "undefined"},
                 "numerical": {"encoding", "integer", "integer_single_key", "integer_tolerance", "node",
@@ -1697,8 +1704,9 @@ def check_config(config: dict, cpath: str) -> None:
         fail(f"causal must be true or false, not {_show(config['causal'])}")
     if config["dtype"] not in _DTYPES:
         fail(f"dtype must be \"float32\" or \"float64\", not {_show(config['dtype'])}")
-    if type(config.get("tokens_as_given", False)) is not bool:
-        fail(f"tokens_as_given must be true or false, not {_show(config['tokens_as_given'])}")
+    for flag in ("tokens_as_given", "tokens_as_strings"):
+        if type(config.get(flag, False)) is not bool:
+            fail(f"{flag} must be true or false, not {_show(config[flag])}")
     if config.get("attention_scale", "1/sqrt(d_head)") != "1/sqrt(d_head)":
         fail(f"attention_scale must be \"1/sqrt(d_head)\" (the only one the runtime computes), not "
              f"{_show(config['attention_scale'])}")

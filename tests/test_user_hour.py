@@ -256,3 +256,26 @@ def test_a_file_of_a_model_directory_given_as_a_program_says_so(tmp_path, capsys
     assert main(["show", str(out / "model.safetensors"), "--input", "ab", "-o", str(tmp_path / "t.png")]) == 1
     err = capsys.readouterr().err
     assert f"is a file of the model directory {out}, not a program" in err and "rasp compile" not in err
+
+
+def test_a_whole_float_is_not_the_int_token_where_the_program_reads_strings(tmp_path, capsys) -> None:
+    # `tokens + "!"` over --vocab '[1,3]' read the input 3.0 as the token 3 and printed "3!", where
+    # `rasp run` reads "3.0" and prints "3.0!": a silent wrong answer.  tokens_int reads 3.0 as 3.
+    from rasp_compiler.cli import main
+
+    cases = (("s", 'res = tokens + "!";\n', None), ("i", "res = tokens_int + 1;\n", "[4, 2]"))
+    for name, src, vocab_out in cases:
+        prog = tmp_path / f"{name}.rasp"
+        prog.write_text(src)
+        model = tmp_path / name
+        assert main(["compile", str(prog), "--vocab", "[1, 3]", "--max-len", "4", "-o", str(model)]) == 0
+        capsys.readouterr()
+        code = main(["eval", str(model), "--input-json", "[3.0, 1]"])
+        out, err = capsys.readouterr()
+        if vocab_out is None:
+            assert code == 1 and "token 3.0 at position 0 of input 0 is not in the vocabulary" in err, err
+            assert "reads tokens as strings, where 3.0 is '3.0'" in err and "Traceback" not in err
+            assert main(["eval", str(model), "--input-json", "[3, 1]"]) == 0
+            assert "[3!, 1!]" in capsys.readouterr().out
+        else:
+            assert code == 0 and vocab_out in out, (out, err)

@@ -443,4 +443,9 @@ def assemble(an: Analysis, low: Lowering, sched: Schedule, *, dtype: str, causal
         # the program reads the input as given (tracr's tokens, tokens_asis): a number typed for a
         # vocabulary of strings is another value there, so the runtime must not read 1 as "1"
         config["tokens_as_given"] = True
+    elif any(isinstance(node, Tokens) and node.type == "str" for node in an.program.nodes()) \
+            and any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vocab):
+        # the program reads a vocabulary of numbers as strings: the input 3.0 is "3.0" there, not
+        # the "3" of the token 3, so the runtime must not take a whole float for the int
+        config["tokens_as_strings"] = True
     return config, out_tensors
