@@ -1162,8 +1162,13 @@ class RaspModel:
                 except OverflowError:  # an int past the float range
                     fv = math.inf
                 if not math.isfinite(fv):
+                    # a string here is the text of --input read one character a token
+                    shown = ", ".join(map(str, vals)) if all(_number(x) is not None for x in vals
+                                                              if isinstance(x, str)) else "1, -0.5"
+                    hint = (f"give the numbers as JSON: --input-json '[{shown}]' on the command line, a "
+                            "list of numbers in Python") if isinstance(v, str) else None
                     raise ModelInputError(f"input {b} position {p} holds {_show(v, False)}: this model reads "
-                                          "finite real numbers")
+                                          "finite real numbers", hint=hint)
                 if not lo <= fv <= hi:
                     raise ModelInputError(f"input {b} position {p} holds {_show(v, False)}, outside the "
                                           f"input range [{lo}, {hi}] the model was compiled for (its "

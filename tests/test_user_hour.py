@@ -279,3 +279,22 @@ def test_a_whole_float_is_not_the_int_token_where_the_program_reads_strings(tmp_
             assert "[3!, 1!]" in capsys.readouterr().out
         else:
             assert code == 0 and vocab_out in out, (out, err)
+
+
+def test_text_given_to_a_real_valued_model_is_hinted_to_json(tmp_path, capsys) -> None:
+    # `rasp eval M --input 1234` on an --input-range model said only "holds '1': this model reads
+    # finite real numbers", without the way to give numbers
+    from pathlib import Path
+
+    from rasp_compiler.cli import main
+
+    maxmin = str(Path(__file__).resolve().parents[1] / "programs" / "maxmin.rasp")
+    model = tmp_path / "mm"
+    assert main(["compile", maxmin, "--input-range", "-3", "3", "--max-len", "4", "--fixed-length", "4",
+                 "-o", str(model)]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(model), "--input", "1234"]) == 1
+    err = capsys.readouterr().err
+    assert "this model reads finite real numbers" in err and "--input-json '[1, 2, 3, 4]'" in err, err
+    assert main(["eval", str(model), "--input-json", "[1, 2, 3, 0.5]"]) == 0
+    assert "[2.0, 1.0, 3.0, 0.5]" in capsys.readouterr().out
