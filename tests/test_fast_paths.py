@@ -164,6 +164,117 @@ def test_integer_means_equal_fraction_means(values: list) -> None:
             assert sorted(got) == sorted(want) and all(type(x) is float for x in got), w
 
 
+@pytest.mark.parametrize("values", [[0, 1], [False, True], [1, False], [0, 1, 1.0], [-2, -1, 0, 1],
+                                    [3.0, 4.0, 5], [7], [0, 2], [0, 1, 3], [2**49, 2**49 + 1], [0.5, 1.5],
+                                    [True]])
+@pytest.mark.parametrize("cap", [200_000, 31, 30, 7])
+def test_sorted_means_equal_sorted_fraction_means(monkeypatch, values: list, cap: int) -> None:
+    """``values.means`` lists the means of a run of integers (0/1 indicators) as k/width without
+    adding them up, and ``sorted_means`` skips the sort where they come in order: both must give
+    what the sets of Fractions (``values.sums``, with the same cut-offs) give, each mean rounded
+    once, sorted as ``sorted_values`` sorts, type for type; None exactly where those give up."""
+    from rasp_compiler.compiler import values as V
+
+    monkeypatch.setattr(V, "MAX_VALUES", cap)
+    cache: dict = {}
+    for w in range(1, 60):
+        s = V.sums(values, w, {}) if w > 1 else None
+        want = [float(v) for v in values] if w == 1 else (None if s is None else [float(x / w) for x in s])
+        got, ordered = V.means(values, w, cache), V.sorted_means(values, w, cache)
+        assert (got is None) == (want is None) == (ordered is None), w
+        if want is not None:
+            assert sorted(got) == sorted(want), w
+            want = V.sorted_values(want)
+            assert [(type(v), repr(v)) for v in ordered] == [(type(v), repr(v)) for v in want], w
+
+
+def test_shared_lists_keeps_the_first_of_equal_lists() -> None:
+    """``shared_lists`` maps each context to one list per distinct (values, types), the first of
+    them, keeping the contexts' order; the reference is a loop over the contexts."""
+    from rasp_compiler.compiler.analysis.sinfo import shared_lists
+
+    rng = random.Random(3)
+    pool = [[0.5, 1.0], [1, 2], [1.0, 2.0], [True], [1], [], ["a"]]
+    for _ in range(200):
+        made = [list(rng.choice(pool)) for _ in range(rng.randint(0, 6))]
+        cond = {(i, 9 - i): rng.choice(made) for i in range(rng.randint(0, 9))} if made else {}
+        canonical: dict = {}
+        want = {ctx: canonical.setdefault((tuple(v), tuple(map(type, v))), v) for ctx, v in cond.items()}
+        got = shared_lists(cond)
+        assert list(got) == list(want) and all(got[c] is want[c] for c in want)
+
+
+@pytest.mark.parametrize("pool", sorted(VALUE_POOLS))
+def test_is_numeric_equals_the_isinstance_rule(pool: str) -> None:
+    """``is_numeric`` reads the set of types where it holds only int, float and bool; subclasses
+    (NumPy floats, an IntEnum) take the isinstance rule, which is the reference."""
+    import enum
+
+    from rasp_compiler.compiler.analysis.sinfo import is_numeric
+
+    class Small(enum.IntEnum):
+        ONE = 1
+
+    rng = random.Random(pool)
+    extra = [np.float64(0.25), Small.ONE, True, False]
+    for _ in range(300):
+        values = [rng.choice(VALUE_POOLS[pool] + extra) for _ in range(rng.randint(0, 5))]
+        want = bool(values) and all(isinstance(v, (int, float)) for v in values) and \
+            not all(isinstance(v, bool) for v in values)
+        assert is_numeric(values) == want, values
+
+
+def test_distinct_rounded_sums_equal_numpy_unique() -> None:
+    """``_linear_map``'s value set per combination of lists takes the steps of ``np.unique`` on
+    the rounded sums; the reference is ``np.unique`` then ``sorted_values``, compared with signs
+    of zero (+0.0 and -0.0 are equal values, and one of them is kept: the same one), NaN and
+    infinities, and integer sums."""
+    from rasp_compiler.compiler.analysis.maps import _distinct_rounded
+    from rasp_compiler.compiler.values import sorted_values
+
+    def signed(values: list) -> list:
+        return [(repr(v), type(v)) for v in values]
+
+    rng = random.Random(5)
+    pool = [0.0, -0.0, 1e-13, -1e-13, 1 / 3, -1 / 3, 0.1 + 0.2, 0.3, 2.5, -7.0, 1e-300]
+    with np.errstate(all="ignore"):
+        for trial in range(500):
+            acc = np.array([rng.choice(pool) for _ in range(rng.randint(0, 40))], dtype=np.float64)
+            if trial % 10 == 0 and len(acc):
+                acc[rng.randrange(len(acc))] = rng.choice([math.nan, math.inf, -math.inf, 1e300])
+            want = sorted_values(float(v) for v in np.unique(np.round(acc, 12)))
+            assert signed(_distinct_rounded(acc)) == signed(want), acc
+    assert signed(_distinct_rounded(np.array([1, 0, 1]))) == signed([0.0, 1.0])
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 13])
+def test_linear_map_of_prefix_means_holds_every_difference(n: int) -> None:
+    """tracr's pair balance (opens - closes, two prefix means of 0/1): at (i, length) its value
+    set holds (a - b)/(i+1) for every a, b in 0..i+1, each once, in increasing order (to the 12
+    places ``_linear_map`` rounds to); and the model agrees with the interpreter."""
+    from fractions import Fraction
+
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.compiler.analysis import Analysis
+    from rasp_compiler.pyapi import compiling, lib
+
+    program = lib.make_pair_balance(rasp.tokens, "(", ")")
+    info = Analysis(rasp.build_program(program), list("()ab"), n).info["pair_balance"]
+    assert getattr(info, "linear", None) is not None and len(info.cond) == n * (n + 1) // 2
+    for (i, _length), vals in info.cond.items():
+        want = sorted({Fraction(a - b, i + 1) for a in range(i + 2) for b in range(i + 2)})
+        assert len(vals) == len(want) and vals == sorted(vals), (i, vals)
+        assert all(type(v) is float and abs(v - float(x)) < 1e-12 for v, x in zip(vals, want, strict=True))
+    assert info.values == sorted(set(v for vals in info.cond.values() for v in vals))
+    model = compiling.compile_rasp_to_model(program, set("()ab"), max_seq_len=n, compiler_bos="BOS")
+    rng = random.Random(n)
+    for _ in range(30):
+        xs = [rng.choice("()ab") for _ in range(rng.randint(1, n))]
+        want = rasp.evaluate(program, xs)
+        got = model.apply(["BOS", *xs]).decoded[1:]
+        assert all(abs(g - v) < 1e-6 for g, v in zip(got, want, strict=True)), xs
+
+
 # -- one-coordinate separation -----------------------------------------------------------------------
 def _separates_reference(coef, pts, mags, dtype) -> bool:
     eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)

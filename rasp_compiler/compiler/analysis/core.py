@@ -231,8 +231,10 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         return f"'{node_id}'" + (f" ({text})" if text and text != node_id else "")
 
     def _base(self, node: Node, kind: str, values: list[Any], encoding: str, *,
-              cond: dict | None = None) -> SInfo:
-        values = sorted_values(values)
+              cond: dict | None = None, ordered: bool = False) -> SInfo:
+        """A base's ``SInfo``; ``ordered``: ``values`` are ``sorted_values``'s list already."""
+        if not ordered:
+            values = sorted_values(values)
         return SInfo(node.id, node.kind, encoding, values, (node.id,), {(v,): v for v in values},
                      base_kind=kind, cond=cond, pos=node.pos, inputs=node.inputs)
 
@@ -273,7 +275,8 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
             raise self.error(node.id, f"{self.describe(node.id)} is marked numerical but holds "
                              f"non-numbers ({_preview(info.values)})",
                              hint="remove numerical(...) or make the values numbers (indicator(...))")
-        if info.encoding == "numerical" and any(isinstance(v, float) and math.isinf(v) for v in info.values):
+        # (a value equals inf exactly where it is an infinite float: ``in`` compares in C)
+        if info.encoding == "numerical" and (math.inf in info.values or -math.inf in info.values):
             # one residual number cannot hold inf (inf - inf is NaN): the run refused every input,
             # blaming damaged weights
             raise self.error(node.id, f"{self.describe(node.id)} is marked numerical but may be "

@@ -65,18 +65,20 @@ def shared_lists(cond: dict[tuple[int, int], list[Any]]) -> dict[tuple[int, int]
     positional mean built one list per (index, length) made every context new, 32,896 of them
     at max_len 256 where two lists of values occur."""
     canonical: dict[tuple, list[Any]] = {}
-    by_id: dict[int, list[Any]] = {}  # lists already shared (a mean's, one per width) are keyed once
-    out = {}
-    for ctx, vals in cond.items():
-        got = by_id.get(id(vals))
-        if got is None:
-            got = by_id[id(vals)] = canonical.setdefault((tuple(vals), tuple(map(type, vals))), vals)
-        out[ctx] = got
-    return out
+    # lists already shared (a mean's, one per width) are keyed once, in order of first occurrence
+    # (the first of equal lists is kept); the contexts are then mapped without a Python loop
+    ids = list(map(id, cond.values()))
+    by_id = dict(zip(ids, cond.values(), strict=True))
+    for key, vals in by_id.items():
+        by_id[key] = canonical.setdefault((tuple(vals), tuple(map(type, vals))), vals)
+    return dict(zip(cond, map(by_id.__getitem__, ids), strict=True))
 
 
 def is_numeric(values: list[Any]) -> bool:
     """Values the interpreter will average: ints/floats, not only booleans."""
+    kinds = set(map(type, values))
+    if kinds <= {int, float, bool}:  # no subclass: the types tell (a mean's hundreds of floats)
+        return bool(kinds) and kinds != {bool}
     return bool(values) and all(isinstance(v, (int, float)) for v in values) and \
         not all(isinstance(v, bool) for v in values)
 
