@@ -243,8 +243,56 @@ def test_distinct_rounded_sums_equal_numpy_unique() -> None:
             if trial % 10 == 0 and len(acc):
                 acc[rng.randrange(len(acc))] = rng.choice([math.nan, math.inf, -math.inf, 1e300])
             want = sorted_values(float(v) for v in np.unique(np.round(acc, 12)))
-            assert signed(_distinct_rounded(acc)) == signed(want), acc
+            got = _distinct_rounded(acc)
+            if np.isnan(acc).any():  # NaN does not compare: the order of a sort is arbitrary
+                got, want = sorted(map(repr, got)), sorted(map(repr, want))
+            assert signed(got) == signed(want), acc
     assert signed(_distinct_rounded(np.array([1, 0, 1]))) == signed([0.0, 1.0])
+
+
+def test_linear_value_sets_equal_one_outer_sum_each() -> None:
+    """``_linear_map`` adds the sums of all its combinations of lists in one array; each
+    combination's value set must be what its own outer sum gives (``np.unique`` of the rounded
+    sums, then ``sorted_values``), signs of zero included, for 1 to 3 inputs, zero weights,
+    integer and float constants, empty lists, and sums that round to -0.0 or overflow."""
+    from rasp_compiler.compiler.analysis.maps import _linear_value_sets
+    from rasp_compiler.compiler.values import sorted_values
+
+    def reference(w: tuple, c: object, key: tuple) -> list:
+        acc = np.array([c])
+        for wj, xs in zip(w, key, strict=False):
+            if wj != 0.0:
+                acc = np.add.outer(acc, wj * np.array(xs)).ravel()
+        return sorted_values(float(v) for v in np.unique(np.round(acc, 12)))
+
+    def signed(sets: list) -> list:
+        return [[(repr(v), type(v)) for v in vs] for vs in sets]
+
+    rng = random.Random(7)
+    pool = [0.0, -0.0, 1e-13, 1 / 3, 2 / 3, 0.1, 0.2, 0.3, 1.0, -1.0, 2.5]
+    with np.errstate(all="ignore"):
+        for trial in range(400):
+            arity = rng.randint(1, 3)
+            w = tuple(rng.choice([1, -1, 0.0, 0.5, -3.0]) for _ in range(arity))
+            c = rng.choice([0, 0.0, -0.0, 1, 0.25])
+            lists = [tuple(rng.sample(pool, rng.randint(0 if trial % 25 == 0 else 1, 5)))
+                     for _ in range(rng.randint(1, 6))]
+            if trial % 40 == 0:
+                lists.append((1e300, math.nan)[: rng.randint(1, 2)])
+            keys = list(dict.fromkeys(tuple(rng.choice(lists) for _ in range(arity)) for _ in range(6)))
+            want = [reference(w, c, key) for key in keys]
+            got = _linear_value_sets(w, c, keys)
+            if any(math.isnan(x) for key in keys for xs in key for x in xs):
+                got, want = [sorted(map(repr, g)) for g in got], [sorted(map(repr, g)) for g in want]
+            assert signed(got) == signed(want), (w, c, keys)
+    w, c = (1, -1), 0
+    keys = [(tuple(k / n for k in range(n + 1)),) * 2 for n in range(1, 41)]
+    assert _linear_value_sets(w, c, keys) == [reference(w, c, key) for key in keys]
+    # long combinations whose sums round to both +0.0 and -0.0
+    tiny = (-1e-13, 0.0, 1e-13, -2e-13, 2e-13, -3e-13, 3e-13, 1 / 3, -1 / 3, 0.5)
+    w, c = (1, 1, 1), 0.0
+    keys = [(tiny, tiny, tiny), (tiny[:9], tiny, tiny[::-1])]
+    assert signed(_linear_value_sets(w, c, keys)) == signed([reference(w, c, key) for key in keys])
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 13])

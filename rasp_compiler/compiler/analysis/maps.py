@@ -363,22 +363,18 @@ class MapTables:
         columns = [map(id, map(i.cond.__getitem__, self.ctx_all)) if i.base_kind == "cond"
                    else itertools.repeat(id(i.values), len(self.ctx_all)) for i in infos]
         combos = list(zip(*columns, strict=True))
-        by_lists: dict[tuple, list[Any]] = {}
         # a context of each combination (its last), to read the combination's lists at
         lists_at = dict(zip(combos, self.ctx_all, strict=True))
+        keys = {}
         for ids in dict.fromkeys(combos):
             ctx = lists_at[ids]
             lists = [i.cond[ctx] if i.base_kind == "cond" else i.values for i in infos]
-            key = tuple(tuple(map(float, vals)) for vals in lists)
-            if key not in cache:
-                acc = np.array([c])
-                for wj, xs in zip(w, key, strict=False):
-                    if wj != 0.0:
-                        acc = np.add.outer(acc, wj * np.array(xs)).ravel()
-                cache[key] = _distinct_rounded(acc)
-            by_lists[ids] = cache[key]
+            keys[ids] = tuple(tuple(map(float, vals)) for vals in lists)
+        distinct = list(dict.fromkeys(keys.values()))
+        cache.update(zip(distinct, _linear_value_sets(w, c, distinct), strict=True))
+        by_lists = {ids: cache[key] for ids, key in keys.items()}
         cond = dict(zip(self.ctx_all, map(by_lists.__getitem__, combos), strict=True))
-        values = sorted_values(v for vs in cache.values() for v in vs)
+        values = sorted_values(itertools.chain.from_iterable(cache.values()))
         info = SInfo(node.id, node.kind, "numerical", values, (node.id,), {(v,): v for v in values},
                      base_kind="cond", cond=cond, pos=node.pos, inputs=node.inputs, fn=call,
                      notes=["opaque"])
@@ -388,6 +384,62 @@ class MapTables:
 
 _UNSEEN = object()
 _MISSING = object()
+
+
+def _linear_value_sets(w: Any, c: Any, keys: list[tuple]) -> list[list[float]]:
+    """For each combination of value lists in ``keys`` (one tuple of floats per input), the
+    distinct values of c + Σ wj·xj over every choice of xj from the lists, rounded to 12 places
+    and sorted: ``_distinct_rounded`` of the outer sums, per combination.  The combinations'
+    sums are added in one array, the same additions in the same order, and each one's run then
+    sorted in place: 40 combinations (tracr's pair balance at max_len 40) cost a few NumPy calls
+    each instead of a dozen.  Where a sum is not a finite float, or is -0.0 (which of +0.0 and
+    -0.0 ``np.unique`` keeps depends on its sort of that array alone), each combination takes
+    ``_distinct_rounded``."""
+    def one(key: tuple) -> list[float]:
+        acc = np.array([c])
+        for wj, xs in zip(w, key, strict=False):
+            if wj != 0.0:
+                acc = np.add.outer(acc, wj * np.array(xs)).ravel()
+        return _distinct_rounded(acc)
+    if len(keys) < 2:
+        return [one(key) for key in keys]
+    acc = np.repeat(np.array([c]), len(keys))
+    sizes = np.ones(len(keys), dtype=np.int64)
+    for j, wj in enumerate(w[:len(keys[0])]):
+        if wj == 0.0:
+            continue
+        counts = np.array([len(key[j]) for key in keys], dtype=np.int64)
+        if not counts.all():
+            return [one(key) for key in keys]
+        ys = wj * np.array(list(itertools.chain.from_iterable(key[j] for key in keys)), dtype=np.float64)
+        grown = sizes * counts
+        seg = np.repeat(np.arange(len(keys)), grown)
+        # entry (a, b) of this combination's outer sum, in its place in the ravelled outer sum
+        local = np.arange(int(grown.sum())) - (np.cumsum(grown) - grown)[seg]
+        step = counts[seg]
+        left = (np.cumsum(sizes) - sizes)[seg] + local // step
+        right = (np.cumsum(counts) - counts)[seg] + local % step
+        acc = acc[left] + ys[right]
+        sizes = grown
+    if acc.dtype != np.float64:
+        return [one(key) for key in keys]
+    rounded = np.round(acc, 12)
+    zeros = rounded[rounded == 0]
+    if not np.isfinite(rounded).all() or np.signbit(zeros).any():
+        return [one(key) for key in keys]
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+        # (no -0.0: equal values are equal bits, and any sort keeps the same ones.  An outer sum
+        # comes in ordered runs, its rows, which the stable sort merges: quicker on long ones)
+        rounded[a:b].sort(kind="stable" if b - a > 600 else None)
+    keep = np.empty(len(rounded), dtype=bool)
+    keep[0] = True
+    np.not_equal(rounded[1:], rounded[:-1], out=keep[1:])
+    keep[starts] = True
+    flat = rounded[keep].tolist()
+    bounds = np.cumsum(np.add.reduceat(keep, starts, dtype=np.int64)).tolist()
+    return [flat[a:b] for a, b in zip([0, *bounds[:-1]], bounds, strict=True)]
 
 
 def _distinct_rounded(acc: np.ndarray) -> list[float]:
