@@ -200,7 +200,11 @@ def means(values: list[Any], width: int, cache: dict) -> list[float] | None:
     """
     if width == 1:
         return [float(v) for v in values]
-    span = _integer_range(values, width)
+    return _means(values, width, cache, _integer_range(values, width))
+
+
+def _means(values: list[Any], width: int, cache: dict, span: tuple[int, int] | None) -> list[float] | None:
+    """``means`` from width 2 on, given ``_integer_range(values, width)``."""
     if span is not None:
         # a mean of 0/1 values (tracr's frac_prevs) at every width of a prefix: k/width for each
         # k, without ``_integer_sums``'s sums of each width before this one
@@ -222,11 +226,12 @@ def sorted_means(values: list[Any], width: int, cache: dict) -> list[float] | No
     """``sorted_values(means(values, width, cache))``.  The means of integers from width 2 on are
     in order already, and distinct (sums under 2^52 over one width: consecutive ones differ by
     1/width, more than a float's spacing there), so they are not sorted again."""
-    got = means(values, width, cache)
-    if got is None:
-        return None
-    if width >= 2 and _integer_range(values, width) is not None:
+    if width == 1:
+        return sorted_values(means(values, width, cache))
+    span = _integer_range(values, width)
+    got = _means(values, width, cache, span)
+    if got is None or span is not None:
         return got
-    if width >= 2 and cache.get(("int", tuple(values), width)) is not None:
+    if cache.get(("int", tuple(values), width)) is not None:
         return got  # ``_integer_sums`` listed them, in order
     return sorted_values(got)

@@ -8,6 +8,7 @@ too many to list keeps only its range (``unbounded``), which a map or a select m
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from typing import Any, Callable
 
@@ -129,10 +130,11 @@ class AttentionOutputs:
                 listed += per_context[w] * len(by_width[w])
                 if listed > limits.MAX_CONDITIONAL_VALUES:
                     raise _Unbounded()
-            cond = {ctx: by_width[w] for ctx, w in widths.items()}
+            cond = dict(zip(widths, map(by_width.__getitem__, widths.values()), strict=True))
             # every context's list, each width's once, in the order the contexts first hold it:
             # the same first value of each group of equal ones (1, 1.0) as reading every context
-            allv = sorted_values(v for w in dict.fromkeys(widths.values()) for v in by_width[w])
+            allv = sorted_values(itertools.chain.from_iterable(
+                map(by_width.__getitem__, dict.fromkeys(widths.values()))))
             # means are floats, which ``sorted_values`` orders without ties: sorting its list
             # again gives it back (not so for the default or the values themselves)
             floats = not unique and 0 not in per_context
