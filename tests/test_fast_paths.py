@@ -295,6 +295,36 @@ def test_linear_value_sets_equal_one_outer_sum_each() -> None:
     assert signed(_linear_value_sets(w, c, keys)) == signed([reference(w, c, key) for key in keys])
 
 
+def test_selects_of_one_comparison_share_their_widths_and_no_other() -> None:
+    """``widths`` computes the widths of two selects of the same comparison of the same s-ops
+    once; selects that differ in the comparison, its order, its negation or a predicate of
+    their own keep their own widths, each the count of keys its comparison selects."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.compiler.analysis import Analysis
+
+    n = 9
+    ix = rasp.indices
+    selects = {
+        "le": rasp.Select(ix, ix, rasp.Comparison.LEQ), "le2": rasp.Select(ix, ix, rasp.Comparison.LEQ),
+        "lt": rasp.Select(ix, ix, rasp.Comparison.LT), "ge": rasp.Select(ix, ix, rasp.Comparison.GEQ),
+        "ne": rasp.Select(ix, ix, rasp.Comparison.NEQ),
+        "fn": rasp.Select(ix, ix, lambda k, q: k <= q), "fn2": rasp.Select(ix, ix, lambda k, q: k < q),
+    }
+    counts = {"le": lambda i, m: i + 1, "le2": lambda i, m: i + 1, "lt": lambda i, m: i,
+              "ge": lambda i, m: m - i, "ne": lambda i, m: m - 1, "fn": lambda i, m: i + 1,
+              "fn2": lambda i, m: i}
+    widths = [rasp.SelectorWidth(sel.named(name)).named(f"w_{name}") for name, sel in selects.items()]
+    total = widths[0]
+    for w in widths[1:]:
+        total = rasp.SequenceMap(lambda a, b: a + b, total, w)
+    an = Analysis(rasp.build_program(total), list("ab"), n)
+    for name in selects:
+        got = an.widths(name)
+        assert got == {(i, m): counts[name](i, m) for m in range(1, n + 1) for i in range(m)}, name
+    assert an.widths("le") is an.widths("le2")
+    assert len({id(an.widths(name)) for name in selects}) == len(selects) - 1
+
+
 @pytest.mark.parametrize("n", [1, 2, 7, 13])
 def test_linear_map_of_prefix_means_holds_every_difference(n: int) -> None:
     """tracr's pair balance (opens - closes, two prefix means of 0/1): at (i, length) its value

@@ -94,7 +94,8 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         self._at_cache: dict[str, tuple[dict | None, bool, bool]] = {}
         self._uniform_cache: dict[str, bool] = {}
         self._lex_cache: dict[str, tuple[str, str, bool, bool] | None] = {}
-        self._width_cache: dict[str, dict[tuple[int, int], int] | None] = {}
+        # by selector, and by the shape of its formula (``SelectorFacts.widths``)
+        self._width_cache: dict[str | tuple, dict[tuple[int, int], int] | None] = {}
         self.partial: set[str] = set()  # maps whose function raised on some value (``undefined``)
         # maps that raised on some value, and selects whose predicate did: each one's first failure
         self.failures: dict[str, tuple[tuple, Exception]] = {}

@@ -363,11 +363,11 @@ class MapTables:
         columns = [map(id, map(i.cond.__getitem__, self.ctx_all)) if i.base_kind == "cond"
                    else itertools.repeat(id(i.values), len(self.ctx_all)) for i in infos]
         combos = list(zip(*columns, strict=True))
-        # a context of each combination (its last), to read the combination's lists at
+        # a context of each combination (its last), to read the combination's lists at; the
+        # combinations in order of first occurrence
         lists_at = dict(zip(combos, self.ctx_all, strict=True))
         keys = {}
-        for ids in dict.fromkeys(combos):
-            ctx = lists_at[ids]
+        for ids, ctx in lists_at.items():
             lists = [i.cond[ctx] if i.base_kind == "cond" else i.values for i in infos]
             keys[ids] = tuple(tuple(map(float, vals)) for vals in lists)
         distinct = list(dict.fromkeys(keys.values()))
