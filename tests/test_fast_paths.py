@@ -198,6 +198,8 @@ def test_shared_lists_keeps_the_first_of_equal_lists() -> None:
     for _ in range(200):
         made = [list(rng.choice(pool)) for _ in range(rng.randint(0, 6))]
         cond = {(i, 9 - i): rng.choice(made) for i in range(rng.randint(0, 9))} if made else {}
+        if rng.random() < 0.5:  # a list of its own at every context (a selector width's [w])
+            cond = {ctx: list(vals) for ctx, vals in cond.items()}
         canonical: dict = {}
         want = {ctx: canonical.setdefault((tuple(v), tuple(map(type, v))), v) for ctx, v in cond.items()}
         got = shared_lists(cond)

@@ -64,25 +64,25 @@ def shared_lists(cond: dict[tuple[int, int], list[Any]]) -> dict[tuple[int, int]
     earlier context, and tell choices apart by the list's identity (``Domains._contexts``): a
     positional mean built one list per (index, length) made every context new, 32,896 of them
     at max_len 256 where two lists of values occur."""
-    # lists already shared (a mean's, one per width) are keyed once, in order of first occurrence
-    # (the first of equal lists is kept, equal lists holding the same types); the contexts are
-    # then mapped without a Python loop, and not at all where no two lists were equal (``cond``
-    # is not changed once made: 820 contexts at max_len 40 cost more than the lists)
-    by_id = dict(zip(map(id, cond.values()), cond.values(), strict=True))
-    by_values: dict[tuple, list[list[Any]]] = {}  # equal values (1, 1.0, True), told apart by type
-    merged = False
-    for key, vals in by_id.items():
-        same = by_values.setdefault(tuple(vals), [])
-        if same:
-            types = tuple(map(type, vals))
-            kept = next((other for other in same if tuple(map(type, other)) == types), None)
-            if kept is not None:
+    lists = list(cond.values())
+    by_id = dict(zip(map(id, lists), lists, strict=True))
+    canonical: dict[tuple, list[Any]] = {}
+    if len(by_id) < len(lists):
+        # lists already shared (a mean's, one per width) are keyed once, in order of first
+        # occurrence (the first of equal lists is kept); the contexts are then mapped without a
+        # Python loop, and not at all where no two lists were equal (``cond`` is not changed once
+        # made: 820 contexts at max_len 40 cost more than a mean's 40 lists)
+        merged = False
+        for key, vals in by_id.items():
+            kept = canonical.setdefault((tuple(vals), tuple(map(type, vals))), vals)
+            if kept is not vals:
                 by_id[key], merged = kept, True
-                continue
-        same.append(vals)
-    if not merged:
-        return cond
-    return dict(zip(cond, map(by_id.__getitem__, map(id, cond.values())), strict=True))
+        if not merged:
+            return cond
+        return dict(zip(cond, map(by_id.__getitem__, map(id, lists)), strict=True))
+    # a list of its own at every context (a selector width's [w]): one pass
+    return {ctx: canonical.setdefault((tuple(vals), tuple(map(type, vals))), vals)
+            for ctx, vals in cond.items()}
 
 
 def is_numeric(values: list[Any]) -> bool:
