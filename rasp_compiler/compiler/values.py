@@ -226,6 +226,16 @@ def sorted_means(values: list[Any], width: int, cache: dict) -> list[float] | No
     """``sorted_values(means(values, width, cache))``.  The means of integers from width 2 on are
     in order already, and distinct (sums under 2^52 over one width: consecutive ones differ by
     1/width, more than a float's spacing there), so they are not sorted again."""
+    # two means of the same values (tracr's opens and closes) list each width once; each gets a
+    # list of its own, as before
+    key = ("sorted", tuple(values), tuple(map(type, values)), width)
+    if key not in cache:
+        cache[key] = _sorted_means(values, width, cache)
+    got = cache[key]
+    return None if got is None else list(got)
+
+
+def _sorted_means(values: list[Any], width: int, cache: dict) -> list[float] | None:
     if width == 1:
         return sorted_values(means(values, width, cache))
     span = _integer_range(values, width)

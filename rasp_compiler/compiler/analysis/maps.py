@@ -412,15 +412,13 @@ def _linear_value_sets(w: Any, c: Any, keys: list[tuple]) -> list[list[float]]:
         if not counts.all():
             return [one(key) for key in keys]
         ys = wj * np.array(list(itertools.chain.from_iterable(key[j] for key in keys)), dtype=np.float64)
-        grown = sizes * counts
-        seg = np.repeat(np.arange(len(keys)), grown)
-        # entry (a, b) of this combination's outer sum, in its place in the ravelled outer sum
-        local = np.arange(int(grown.sum())) - (np.cumsum(grown) - grown)[seg]
-        step = counts[seg]
-        left = (np.cumsum(sizes) - sizes)[seg] + local // step
-        right = (np.cumsum(counts) - counts)[seg] + local % step
-        acc = acc[left] + ys[right]
-        sizes = grown
+        # the ravelled outer sum of each combination: each of its sums so far (a row), plus each
+        # of its values of this input in turn (the row's entries: ys from the combination's start)
+        row_len = np.repeat(counts, sizes)
+        row_start = np.cumsum(row_len) - row_len
+        shift = np.repeat(np.repeat(np.cumsum(counts) - counts, sizes) - row_start, row_len)
+        acc = np.repeat(acc, row_len) + ys[np.arange(len(shift)) + shift]
+        sizes = sizes * counts
     if acc.dtype != np.float64:
         return [one(key) for key in keys]
     rounded = np.round(acc, 12)
