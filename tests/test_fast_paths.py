@@ -164,6 +164,197 @@ def test_integer_means_equal_fraction_means(values: list) -> None:
             assert sorted(got) == sorted(want) and all(type(x) is float for x in got), w
 
 
+@pytest.mark.parametrize("values", [[0, 1], [False, True], [1, False], [0, 1, 1.0], [-2, -1, 0, 1],
+                                    [3.0, 4.0, 5], [7], [0, 2], [0, 1, 3], [2**49, 2**49 + 1], [0.5, 1.5],
+                                    [True]])
+@pytest.mark.parametrize("cap", [200_000, 31, 30, 7])
+def test_sorted_means_equal_sorted_fraction_means(monkeypatch, values: list, cap: int) -> None:
+    """``values.means`` lists the means of a run of integers (0/1 indicators) as k/width without
+    adding them up, and ``sorted_means`` skips the sort where they come in order: both must give
+    what the sets of Fractions (``values.sums``, with the same cut-offs) give, each mean rounded
+    once, sorted as ``sorted_values`` sorts, type for type; None exactly where those give up."""
+    from rasp_compiler.compiler import values as V
+
+    monkeypatch.setattr(V, "MAX_VALUES", cap)
+    cache: dict = {}
+    for w in range(1, 60):
+        s = V.sums(values, w, {}) if w > 1 else None
+        want = [float(v) for v in values] if w == 1 else (None if s is None else [float(x / w) for x in s])
+        got, ordered = V.means(values, w, cache), V.sorted_means(values, w, cache)
+        assert (got is None) == (want is None) == (ordered is None), w
+        if want is not None:
+            assert sorted(got) == sorted(want), w
+            want = V.sorted_values(want)
+            assert [(type(v), repr(v)) for v in ordered] == [(type(v), repr(v)) for v in want], w
+
+
+def test_shared_lists_keeps_the_first_of_equal_lists() -> None:
+    """``shared_lists`` maps each context to one list per distinct (values, types), the first of
+    them, keeping the contexts' order; the reference is a loop over the contexts."""
+    from rasp_compiler.compiler.analysis.sinfo import shared_lists
+
+    rng = random.Random(3)
+    pool = [[0.5, 1.0], [1, 2], [1.0, 2.0], [True], [1], [], ["a"]]
+    for _ in range(200):
+        made = [list(rng.choice(pool)) for _ in range(rng.randint(0, 6))]
+        cond = {(i, 9 - i): rng.choice(made) for i in range(rng.randint(0, 9))} if made else {}
+        if rng.random() < 0.5:  # a list of its own at every context (a selector width's [w])
+            cond = {ctx: list(vals) for ctx, vals in cond.items()}
+        canonical: dict = {}
+        want = {ctx: canonical.setdefault((tuple(v), tuple(map(type, v))), v) for ctx, v in cond.items()}
+        got = shared_lists(cond)
+        assert list(got) == list(want) and all(got[c] is want[c] for c in want)
+
+
+@pytest.mark.parametrize("pool", sorted(VALUE_POOLS))
+def test_is_numeric_equals_the_isinstance_rule(pool: str) -> None:
+    """``is_numeric`` reads the set of types where it holds only int, float and bool; subclasses
+    (NumPy floats, an IntEnum) take the isinstance rule, which is the reference."""
+    import enum
+
+    from rasp_compiler.compiler.analysis.sinfo import is_numeric
+
+    class Small(enum.IntEnum):
+        ONE = 1
+
+    rng = random.Random(pool)
+    extra = [np.float64(0.25), Small.ONE, True, False]
+    for _ in range(300):
+        values = [rng.choice(VALUE_POOLS[pool] + extra) for _ in range(rng.randint(0, 5))]
+        want = bool(values) and all(isinstance(v, (int, float)) for v in values) and \
+            not all(isinstance(v, bool) for v in values)
+        assert is_numeric(values) == want, values
+
+
+def test_distinct_rounded_sums_equal_numpy_unique() -> None:
+    """``_linear_map``'s value set per combination of lists takes the steps of ``np.unique`` on
+    the rounded sums; the reference is ``np.unique`` then ``sorted_values``, compared with signs
+    of zero (+0.0 and -0.0 are equal values, and one of them is kept: the same one), NaN and
+    infinities, and integer sums."""
+    from rasp_compiler.compiler.analysis.maps import _distinct_rounded
+    from rasp_compiler.compiler.values import sorted_values
+
+    def signed(values: list) -> list:
+        return [(repr(v), type(v)) for v in values]
+
+    rng = random.Random(5)
+    pool = [0.0, -0.0, 1e-13, -1e-13, 1 / 3, -1 / 3, 0.1 + 0.2, 0.3, 2.5, -7.0, 1e-300]
+    with np.errstate(all="ignore"):
+        for trial in range(500):
+            acc = np.array([rng.choice(pool) for _ in range(rng.randint(0, 40))], dtype=np.float64)
+            if trial % 10 == 0 and len(acc):
+                acc[rng.randrange(len(acc))] = rng.choice([math.nan, math.inf, -math.inf, 1e300])
+            want = sorted_values(float(v) for v in np.unique(np.round(acc, 12)))
+            got = _distinct_rounded(acc)
+            if np.isnan(acc).any():  # NaN does not compare: the order of a sort is arbitrary
+                got, want = sorted(map(repr, got)), sorted(map(repr, want))
+            assert signed(got) == signed(want), acc
+    assert signed(_distinct_rounded(np.array([1, 0, 1]))) == signed([0.0, 1.0])
+
+
+def test_linear_value_sets_equal_one_outer_sum_each() -> None:
+    """``_linear_map`` adds the sums of all its combinations of lists in one array; each
+    combination's value set must be what its own outer sum gives (``np.unique`` of the rounded
+    sums, then ``sorted_values``), signs of zero included, for 1 to 3 inputs, zero weights,
+    integer and float constants, empty lists, and sums that round to -0.0 or overflow."""
+    from rasp_compiler.compiler.analysis.maps import _linear_value_sets
+    from rasp_compiler.compiler.values import sorted_values
+
+    def reference(w: tuple, c: object, key: tuple) -> list:
+        acc = np.array([c])
+        for wj, xs in zip(w, key, strict=False):
+            if wj != 0.0:
+                acc = np.add.outer(acc, wj * np.array(xs)).ravel()
+        return sorted_values(float(v) for v in np.unique(np.round(acc, 12)))
+
+    def signed(sets: list) -> list:
+        return [[(repr(v), type(v)) for v in vs] for vs in sets]
+
+    rng = random.Random(7)
+    pool = [0.0, -0.0, 1e-13, 1 / 3, 2 / 3, 0.1, 0.2, 0.3, 1.0, -1.0, 2.5]
+    with np.errstate(all="ignore"):
+        for trial in range(400):
+            arity = rng.randint(1, 3)
+            w = tuple(rng.choice([1, -1, 0.0, 0.5, -3.0]) for _ in range(arity))
+            c = rng.choice([0, 0.0, -0.0, 1, 0.25])
+            lists = [tuple(rng.sample(pool, rng.randint(0 if trial % 25 == 0 else 1, 5)))
+                     for _ in range(rng.randint(1, 6))]
+            if trial % 40 == 0:
+                lists.append((1e300, math.nan)[: rng.randint(1, 2)])
+            keys = list(dict.fromkeys(tuple(rng.choice(lists) for _ in range(arity)) for _ in range(6)))
+            want = [reference(w, c, key) for key in keys]
+            got = _linear_value_sets(w, c, keys)
+            if any(math.isnan(x) for key in keys for xs in key for x in xs):
+                got, want = [sorted(map(repr, g)) for g in got], [sorted(map(repr, g)) for g in want]
+            assert signed(got) == signed(want), (w, c, keys)
+    w, c = (1, -1), 0
+    keys = [(tuple(k / n for k in range(n + 1)),) * 2 for n in range(1, 41)]
+    assert _linear_value_sets(w, c, keys) == [reference(w, c, key) for key in keys]
+    # long combinations whose sums round to both +0.0 and -0.0
+    tiny = (-1e-13, 0.0, 1e-13, -2e-13, 2e-13, -3e-13, 3e-13, 1 / 3, -1 / 3, 0.5)
+    w, c = (1, 1, 1), 0.0
+    keys = [(tiny, tiny, tiny), (tiny[:9], tiny, tiny[::-1])]
+    assert signed(_linear_value_sets(w, c, keys)) == signed([reference(w, c, key) for key in keys])
+
+
+def test_selects_of_one_comparison_share_their_widths_and_no_other() -> None:
+    """``widths`` computes the widths of two selects of the same comparison of the same s-ops
+    once; selects that differ in the comparison, its order, its negation or a predicate of
+    their own keep their own widths, each the count of keys its comparison selects."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.compiler.analysis import Analysis
+
+    n = 9
+    ix = rasp.indices
+    selects = {
+        "le": rasp.Select(ix, ix, rasp.Comparison.LEQ), "le2": rasp.Select(ix, ix, rasp.Comparison.LEQ),
+        "lt": rasp.Select(ix, ix, rasp.Comparison.LT), "ge": rasp.Select(ix, ix, rasp.Comparison.GEQ),
+        "ne": rasp.Select(ix, ix, rasp.Comparison.NEQ),
+        "fn": rasp.Select(ix, ix, lambda k, q: k <= q), "fn2": rasp.Select(ix, ix, lambda k, q: k < q),
+    }
+    counts = {"le": lambda i, m: i + 1, "le2": lambda i, m: i + 1, "lt": lambda i, m: i,
+              "ge": lambda i, m: m - i, "ne": lambda i, m: m - 1, "fn": lambda i, m: i + 1,
+              "fn2": lambda i, m: i}
+    widths = [rasp.SelectorWidth(sel.named(name)).named(f"w_{name}") for name, sel in selects.items()]
+    total = widths[0]
+    for w in widths[1:]:
+        total = rasp.SequenceMap(lambda a, b: a + b, total, w)
+    an = Analysis(rasp.build_program(total), list("ab"), n)
+    for name in selects:
+        got = an.widths(name)
+        assert got == {(i, m): counts[name](i, m) for m in range(1, n + 1) for i in range(m)}, name
+    assert an.widths("le") is an.widths("le2")
+    assert len({id(an.widths(name)) for name in selects}) == len(selects) - 1
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 13])
+def test_linear_map_of_prefix_means_holds_every_difference(n: int) -> None:
+    """tracr's pair balance (opens - closes, two prefix means of 0/1): at (i, length) its value
+    set holds (a - b)/(i+1) for every a, b in 0..i+1, each once, in increasing order (to the 12
+    places ``_linear_map`` rounds to); and the model agrees with the interpreter."""
+    from fractions import Fraction
+
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.compiler.analysis import Analysis
+    from rasp_compiler.pyapi import compiling, lib
+
+    program = lib.make_pair_balance(rasp.tokens, "(", ")")
+    info = Analysis(rasp.build_program(program), list("()ab"), n).info["pair_balance"]
+    assert getattr(info, "linear", None) is not None and len(info.cond) == n * (n + 1) // 2
+    for (i, _length), vals in info.cond.items():
+        want = sorted({Fraction(a - b, i + 1) for a in range(i + 2) for b in range(i + 2)})
+        assert len(vals) == len(want) and vals == sorted(vals), (i, vals)
+        assert all(type(v) is float and abs(v - float(x)) < 1e-12 for v, x in zip(vals, want, strict=True))
+    assert info.values == sorted(set(v for vals in info.cond.values() for v in vals))
+    model = compiling.compile_rasp_to_model(program, set("()ab"), max_seq_len=n, compiler_bos="BOS")
+    rng = random.Random(n)
+    for _ in range(30):
+        xs = [rng.choice("()ab") for _ in range(rng.randint(1, n))]
+        want = rasp.evaluate(program, xs)
+        got = model.apply(["BOS", *xs]).decoded[1:]
+        assert all(abs(g - v) < 1e-6 for g, v in zip(got, want, strict=True)), xs
+
+
 # -- one-coordinate separation -----------------------------------------------------------------------
 def _separates_reference(coef, pts, mags, dtype) -> bool:
     eps = float(np.finfo(np.float32 if dtype == "float32" else np.float64).eps)

@@ -163,13 +163,55 @@ def _integer_sums(values: list[Any], width: int, cache: dict) -> Any:
     return out
 
 
+def _integer_range(values: list[Any], width: int) -> tuple[int, int] | None:
+    """(lo, hi) where ``values`` are the integers lo..hi, every one of them (0/1 indicators,
+    booleans), and ``_integer_sums`` takes them at ``width``: their sums of ``width`` values are
+    then every integer from width·lo to width·hi, known without adding them up.  Else None."""
+    ints = set()
+    for v in values:
+        t = type(v)
+        if t is float:
+            if not (math.isfinite(v) and v.is_integer()):
+                return None
+        elif t is not int and t is not bool:
+            return None
+        if abs(v) * width >= 2 ** 52:
+            return None
+        ints.add(int(v))
+    if not ints:
+        return None
+    lo, hi = min(ints), max(ints)
+    return (lo, hi) if len(ints) == hi - lo + 1 else None
+
+
+def _range_sums_fit(values: list[Any], width: int, lo: int, hi: int) -> bool:
+    """Whether ``_integer_sums`` lists the sums of ``width`` values of the integers lo..hi rather
+    than giving up: its cut-offs at each width k <= ``width``, on the k·(hi-lo)+1 sums there,
+    grow with k, so the last width decides."""
+    last, before = width * (hi - lo) + 1, (width - 1) * (hi - lo) + 1
+    return before * len(values) <= MAX_VALUES and last <= MAX_VALUES
+
+
 def means(values: list[Any], width: int, cache: dict) -> list[float] | None:
     """Every mean of ``width`` values from ``values`` (width >= 1), as floats; None if too many.
+    From width 2 on, where the values are integers, the list is in increasing order.
 
     This is the k/n rule tracr gets wrong: a mean of 0/1 values over 3 keys can be 0, 1/3, 2/3 or 1.
     """
     if width == 1:
         return [float(v) for v in values]
+    return _means(values, width, cache, _integer_range(values, width))
+
+
+def _means(values: list[Any], width: int, cache: dict, span: tuple[int, int] | None) -> list[float] | None:
+    """``means`` from width 2 on, given ``_integer_range(values, width)``."""
+    if span is not None:
+        # a mean of 0/1 values (tracr's frac_prevs) at every width of a prefix: k/width for each
+        # k, without ``_integer_sums``'s sums of each width before this one
+        lo, hi = span
+        if not _range_sums_fit(values, width, lo, hi):
+            return None
+        return [k / width for k in range(width * lo, width * hi + 1)]
     ints = _integer_sums(values, width, cache)
     if ints is not False:
         # int / int is correctly rounded in Python, as float(Fraction(s, width)) is: the same floats
@@ -178,3 +220,28 @@ def means(values: list[Any], width: int, cache: dict) -> list[float] | None:
     if s is None:
         return None
     return [float(x / width) for x in s]
+
+
+def sorted_means(values: list[Any], width: int, cache: dict) -> list[float] | None:
+    """``sorted_values(means(values, width, cache))``.  The means of integers from width 2 on are
+    in order already, and distinct (sums under 2^52 over one width: consecutive ones differ by
+    1/width, more than a float's spacing there), so they are not sorted again."""
+    # two means of the same values (tracr's opens and closes) list each width once; each gets a
+    # list of its own, as before
+    key = ("sorted", tuple(values), tuple(map(type, values)), width)
+    if key not in cache:
+        cache[key] = _sorted_means(values, width, cache)
+    got = cache[key]
+    return None if got is None else list(got)
+
+
+def _sorted_means(values: list[Any], width: int, cache: dict) -> list[float] | None:
+    if width == 1:
+        return sorted_values(means(values, width, cache))
+    span = _integer_range(values, width)
+    got = _means(values, width, cache, span)
+    if got is None or span is not None:
+        return got
+    if cache.get(("int", tuple(values), width)) is not None:
+        return got  # ``_integer_sums`` listed them, in order
+    return sorted_values(got)

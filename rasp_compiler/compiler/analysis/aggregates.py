@@ -8,6 +8,7 @@ too many to list keeps only its range (``unbounded``), which a map or a select m
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from typing import Any, Callable
 
@@ -16,7 +17,7 @@ import numpy as np
 from rasp_compiler.compiler.analysis import limits
 from rasp_compiler.compiler.analysis.sinfo import SInfo, _preview, is_numeric
 from rasp_compiler.compiler.notes import SEVERAL_KEYS
-from rasp_compiler.compiler.values import MAX_VALUES, means, sorted_values
+from rasp_compiler.compiler.values import MAX_VALUES, means, sorted_means, sorted_values
 from rasp_compiler.graph.nodes import Aggregate, SelectorWidth
 from rasp_compiler.graph.semantics import exact_means
 
@@ -85,17 +86,23 @@ class AttentionOutputs:
             if exact is not None:
                 allv = sorted_values(v for vs in exact.values() for v in vs)
                 return self._base(node, "cond", allv, enc, cond=exact)
-        per_width: dict[int, list[Any] | None] = {}
+        per_width: dict[tuple[int, bool], list[Any] | None] = {}
 
-        def mean_set(w: int) -> list[Any]:
-            if w not in per_width:
+        def mean_set(w: int, ordered: bool = False) -> list[Any]:
+            """The means of width ``w``; ``ordered``: as ``sorted_values`` gives them."""
+            if (w, ordered) not in per_width:
                 if w == 0:
-                    per_width[w] = [default]
+                    got = [default]
                 elif unique:  # never more than one key: the values themselves
-                    per_width[w] = list(sinfo.values)
+                    got = list(sinfo.values)
+                elif ordered:
+                    got = sorted_means(sinfo.values, w, self._sum_cache)
                 else:
-                    per_width[w] = means(sinfo.values, w, self._sum_cache)
-            got = per_width[w]
+                    got = means(sinfo.values, w, self._sum_cache)
+                if ordered and got is not None and (w == 0 or unique):
+                    got = sorted_values(got)
+                per_width[(w, ordered)] = got
+            got = per_width[(w, ordered)]
             if got is None:
                 raise _Unbounded()
             return got
@@ -109,7 +116,7 @@ class AttentionOutputs:
             info.notes.append("unbounded")
             return info
 
-    def _mean_info(self, node: Aggregate, sinfo: SInfo, widths: Any, mean_set: Callable[[int], list],
+    def _mean_info(self, node: Aggregate, sinfo: SInfo, widths: Any, mean_set: Callable[..., list],
                    enc: str, unique: bool) -> SInfo:
         default = node.default
         if widths is not None:
@@ -119,15 +126,19 @@ class AttentionOutputs:
             per_context = Counter(widths.values())
             by_width, listed = {}, 0
             for w in sorted(per_context):
-                by_width[w] = sorted_values(mean_set(w))
+                by_width[w] = mean_set(w, ordered=True)
                 listed += per_context[w] * len(by_width[w])
                 if listed > limits.MAX_CONDITIONAL_VALUES:
                     raise _Unbounded()
-            cond = {ctx: by_width[w] for ctx, w in widths.items()}
+            cond = dict(zip(widths, map(by_width.__getitem__, widths.values()), strict=True))
             # every context's list, each width's once, in the order the contexts first hold it:
             # the same first value of each group of equal ones (1, 1.0) as reading every context
-            allv = sorted_values(v for w in dict.fromkeys(widths.values()) for v in by_width[w])
-            info = self._base(node, "cond", allv, enc, cond=cond)
+            allv = sorted_values(itertools.chain.from_iterable(
+                map(by_width.__getitem__, dict.fromkeys(widths.values()))))
+            # means are floats, which ``sorted_values`` orders without ties: sorting its list
+            # again gives it back (not so for the default or the values themselves)
+            floats = not unique and 0 not in per_context
+            info = self._base(node, "cond", allv, enc, cond=cond, ordered=floats)
         else:
             allv = [default]
             for w in range(1, max(self.lengths) + 1):

@@ -94,7 +94,8 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         self._at_cache: dict[str, tuple[dict | None, bool, bool]] = {}
         self._uniform_cache: dict[str, bool] = {}
         self._lex_cache: dict[str, tuple[str, str, bool, bool] | None] = {}
-        self._width_cache: dict[str, dict[tuple[int, int], int] | None] = {}
+        # by selector, and by the shape of its formula (``SelectorFacts.widths``)
+        self._width_cache: dict[str | tuple, dict[tuple[int, int], int] | None] = {}
         self.partial: set[str] = set()  # maps whose function raised on some value (``undefined``)
         # maps that raised on some value, and selects whose predicate did: each one's first failure
         self.failures: dict[str, tuple[tuple, Exception]] = {}
@@ -231,8 +232,10 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         return f"'{node_id}'" + (f" ({text})" if text and text != node_id else "")
 
     def _base(self, node: Node, kind: str, values: list[Any], encoding: str, *,
-              cond: dict | None = None) -> SInfo:
-        values = sorted_values(values)
+              cond: dict | None = None, ordered: bool = False) -> SInfo:
+        """A base's ``SInfo``; ``ordered``: ``values`` are ``sorted_values``'s list already."""
+        if not ordered:
+            values = sorted_values(values)
         return SInfo(node.id, node.kind, encoding, values, (node.id,), {(v,): v for v in values},
                      base_kind=kind, cond=cond, pos=node.pos, inputs=node.inputs)
 
@@ -273,7 +276,8 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
             raise self.error(node.id, f"{self.describe(node.id)} is marked numerical but holds "
                              f"non-numbers ({_preview(info.values)})",
                              hint="remove numerical(...) or make the values numbers (indicator(...))")
-        if info.encoding == "numerical" and any(isinstance(v, float) and math.isinf(v) for v in info.values):
+        # (a value equals inf exactly where it is an infinite float: ``in`` compares in C)
+        if info.encoding == "numerical" and (math.inf in info.values or -math.inf in info.values):
             # one residual number cannot hold inf (inf - inf is NaN): the run refused every input,
             # blaming damaged weights
             raise self.error(node.id, f"{self.describe(node.id)} is marked numerical but may be "

@@ -356,28 +356,25 @@ class MapTables:
         if sum(i.base_kind == "cond" for i in infos) < 2:
             return None
         w, c = form
-        cond: dict[tuple[int, int], list[Any]] = {}
         cache: dict[tuple, list[Any]] = {}
         # contexts whose inputs hold the same lists (``shared_lists``) give the same sums: their
-        # values once per combination of lists (820 contexts at max_len 40, 40 combinations)
-        by_lists: dict[tuple, list[Any]] = {}
-        for ctx in self.ctx_all:
+        # values once per combination of lists (820 contexts at max_len 40, 40 combinations).
+        # The lists are held by the inputs' SInfo, so their ids stay unique.
+        columns = [map(id, map(i.cond.__getitem__, self.ctx_all)) if i.base_kind == "cond"
+                   else itertools.repeat(id(i.values), len(self.ctx_all)) for i in infos]
+        combos = list(zip(*columns, strict=True))
+        # a context of each combination (its last), to read the combination's lists at; the
+        # combinations in order of first occurrence
+        lists_at = dict(zip(combos, self.ctx_all, strict=True))
+        keys = {}
+        for ids, ctx in lists_at.items():
             lists = [i.cond[ctx] if i.base_kind == "cond" else i.values for i in infos]
-            ids = tuple(map(id, lists))  # the lists are held by the inputs' SInfo: ids stay unique
-            if ids in by_lists:
-                cond[ctx] = by_lists[ids]
-                continue
-            sets = [np.array([float(v) for v in vals]) for vals in lists]
-            key = tuple(tuple(x) for x in sets)
-            if key not in cache:
-                acc = np.array([c])
-                for wj, xs in zip(w, sets, strict=False):
-                    if wj != 0.0:
-                        acc = np.add.outer(acc, wj * xs).ravel()
-                vals = np.unique(np.round(acc, 12))
-                cache[key] = sorted_values(float(v) for v in vals)
-            cond[ctx] = by_lists[ids] = cache[key]
-        values = sorted_values(v for vs in cache.values() for v in vs)
+            keys[ids] = tuple(tuple(map(float, vals)) for vals in lists)
+        distinct = list(dict.fromkeys(keys.values()))
+        cache.update(zip(distinct, _linear_value_sets(w, c, distinct), strict=True))
+        by_lists = {ids: cache[key] for ids, key in keys.items()}
+        cond = dict(zip(self.ctx_all, map(by_lists.__getitem__, combos), strict=True))
+        values = sorted_values(itertools.chain.from_iterable(cache.values()))
         info = SInfo(node.id, node.kind, "numerical", values, (node.id,), {(v,): v for v in values},
                      base_kind="cond", cond=cond, pos=node.pos, inputs=node.inputs, fn=call,
                      notes=["opaque"])
@@ -387,6 +384,78 @@ class MapTables:
 
 _UNSEEN = object()
 _MISSING = object()
+
+
+def _linear_value_sets(w: Any, c: Any, keys: list[tuple]) -> list[list[float]]:
+    """For each combination of value lists in ``keys`` (one tuple of floats per input), the
+    distinct values of c + Σ wj·xj over every choice of xj from the lists, rounded to 12 places
+    and sorted: ``_distinct_rounded`` of the outer sums, per combination.  The combinations'
+    sums are added in one array, the same additions in the same order, and each one's run then
+    sorted in place: 40 combinations (tracr's pair balance at max_len 40) cost a few NumPy calls
+    each instead of a dozen.  Where a sum is not a finite float, or is -0.0 (which of +0.0 and
+    -0.0 ``np.unique`` keeps depends on its sort of that array alone), each combination takes
+    ``_distinct_rounded``."""
+    def one(key: tuple) -> list[float]:
+        acc = np.array([c])
+        for wj, xs in zip(w, key, strict=False):
+            if wj != 0.0:
+                acc = np.add.outer(acc, wj * np.array(xs)).ravel()
+        return _distinct_rounded(acc)
+    if len(keys) < 2:
+        return [one(key) for key in keys]
+    acc = np.repeat(np.array([c]), len(keys))
+    sizes = np.ones(len(keys), dtype=np.int64)
+    for j, wj in enumerate(w[:len(keys[0])]):
+        if wj == 0.0:
+            continue
+        counts = np.array([len(key[j]) for key in keys], dtype=np.int64)
+        if not counts.all():
+            return [one(key) for key in keys]
+        ys = wj * np.array(list(itertools.chain.from_iterable(key[j] for key in keys)), dtype=np.float64)
+        # the ravelled outer sum of each combination: each of its sums so far (a row), plus each
+        # of its values of this input in turn (the row's entries: ys from the combination's start)
+        row_len = np.repeat(counts, sizes)
+        row_start = np.cumsum(row_len) - row_len
+        shift = np.repeat(np.repeat(np.cumsum(counts) - counts, sizes) - row_start, row_len)
+        acc = np.repeat(acc, row_len) + ys[np.arange(len(shift)) + shift]
+        sizes = sizes * counts
+    if acc.dtype != np.float64:
+        return [one(key) for key in keys]
+    rounded = np.round(acc, 12)
+    zeros = rounded[rounded == 0]
+    if not np.isfinite(rounded).all() or np.signbit(zeros).any():
+        return [one(key) for key in keys]
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+        # (no -0.0: equal values are equal bits, and any sort keeps the same ones.  An outer sum
+        # comes in ordered runs, its rows, which the stable sort merges: quicker on long ones)
+        rounded[a:b].sort(kind="stable" if b - a > 600 else None)
+    keep = np.empty(len(rounded), dtype=bool)
+    keep[0] = True
+    np.not_equal(rounded[1:], rounded[:-1], out=keep[1:])
+    keep[starts] = True
+    flat = rounded[keep].tolist()
+    bounds = np.cumsum(np.add.reduceat(keep, starts, dtype=np.int64)).tolist()
+    return [flat[a:b] for a, b in zip([0, *bounds[:-1]], bounds, strict=True)]
+
+
+def _distinct_rounded(acc: np.ndarray) -> list[float]:
+    """``sorted_values(float(v) for v in np.unique(np.round(acc, 12)))``.  For finite floats, the
+    steps of ``np.unique`` on the same array, its sort included (which of +0.0 and -0.0 stays
+    depends on it), without its checks and wrappers, and without ``sorted_values``: its floats
+    come sorted and distinct.  ``_linear_map`` calls this once per combination of its inputs'
+    lists, 40 times in each compile of tracr's pair balance at max_len 40."""
+    rounded = np.round(acc, 12)
+    if rounded.dtype == np.float64 and len(rounded):
+        ordered = np.sort(rounded)
+        if math.isfinite(ordered[0]) and math.isfinite(ordered[-1]):  # a NaN sorts last
+            keep = np.empty(len(ordered), dtype=bool)
+            keep[0] = True
+            np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+            return ordered[keep].tolist()
+    # (``np.unique`` keeps one NaN of several, and a NaN equals nothing)
+    return sorted_values(float(v) for v in np.unique(rounded))
 
 
 def _carrier(an: Any, inputs: tuple[str, ...], bases: tuple[str, ...]) -> str | None:

@@ -29,6 +29,12 @@ class SelectorFacts:
         if sel_id in self._width_cache:
             return self._width_cache[sel_id]
         f = self.formula(sel_id)
+        # two selects of the same comparison of the same s-ops (each make_frac_prevs builds its
+        # own select(indices, indices, <=)) have the same widths: computed once
+        shape = _shape(f)
+        if shape is not None and shape in self._width_cache:
+            self._width_cache[sel_id] = self._width_cache[shape]
+            return self._width_cache[sel_id]
         result: dict[tuple[int, int], int] | None = None
         atoms = sl.atoms(f)
         if all(self.positional(a.key) and self.positional(a.query) for a in atoms):
@@ -42,6 +48,8 @@ class SelectorFacts:
                     for i, w in enumerate(sel.sum(axis=1).tolist()):
                         result[(i, n)] = int(w)
         self._width_cache[sel_id] = result
+        if shape is not None:
+            self._width_cache[shape] = result
         return result
 
     def _index_widths(self, f: sl.Formula) -> dict[tuple[int, int], int]:
@@ -290,3 +298,12 @@ class SelectorFacts:
         if len(same) == 1 and len(order) == 1:
             return same[0].key
         return None
+
+
+def _shape(f: sl.Formula) -> tuple | None:
+    """The formula without the names of its selects, which a built-in comparison does not read
+    (``sl.atom_matrix``): equal shapes select alike.  None where an atom calls a predicate."""
+    if isinstance(f, sl.Atom):
+        return None if f.fn is not None else ("atom", f.key, f.query, f.op, f.negated)
+    parts = tuple(_shape(p) for p in f.parts)
+    return None if None in parts else (type(f).__name__, parts)
