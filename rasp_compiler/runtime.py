@@ -23,7 +23,8 @@ multi-head softmax attention (scores divided by sqrt(d_head), padded keys masked
 causal) then a ReLU MLP, both added to the residual stream; a linear unembedding to logits.  On a
 CPU, each product large enough to gain runs on the dimensions its weights touch: the residual
 dimensions a sublayer reads and writes, and the head dimensions both factors of q.k or of v.W_O use
-(the same sums without their zero terms).
+(the same sums without their zero terms); a product with one term an output is x's column times a
+number (no sum at all), and an MLP that reads one residual column runs once a distinct value of it.
 
 Real-valued models (``rasp compile --input-range``): ``config["input"] = {"kind": "numerical",
 "range": [lo, hi]}``; every token is the number token (id 0) and its value is added times
