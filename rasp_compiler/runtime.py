@@ -694,7 +694,9 @@ class _Attention:
         mixed, attns, logits_ = [], [], []
         for hi in range(self.heads):
             qh, kh = (m.narrow(-1, hi * self.qk, self.qk) for m in (q, k))
-            scores = (qh @ kh.transpose(-1, -2)).div_(scale)
+            # one head dimension: each score is one product, so a broadcast multiply (a batched
+            # matrix product of inner size 1 took 0.51 ms at [256, 21, 21], the multiply 0.07)
+            scores = (qh * kh.transpose(-1, -2) if self.qk == 1 else qh @ kh.transpose(-1, -2)).div_(scale)
             if masked is not None:
                 scores.masked_fill_(masked, neg)
             attn = attention_softmax(scores, neg)

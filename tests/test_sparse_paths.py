@@ -341,3 +341,15 @@ def test_an_mlp_of_one_number_runs_once_a_distinct_value() -> None:
         "layers.0.mlp.W_out"]
     xs = _inputs(s, 20, count=200)
     assert torch.equal(_logits(model, xs, "dense"), _logits(model, xs, "auto"))
+
+
+def test_scores_of_one_head_dimension_are_products() -> None:
+    """tracr's length compares one number of the query with one of the key: its q.k has one term
+    (after the head dimensions both factors use are gathered), computed as a broadcast product,
+    not a batched matrix product of inner size 1; the logits stay the dense ones in float64."""
+    s = next(p for p in PROGRAMS if p.name == "tracr/length")
+    model = compile_program(load_program(str(s.file)), list(s.vocab5), 16, dtype="float64")
+    layers, _ = model.module._layers()
+    assert layers[0].attn is not None and layers[0].attn.qk == 1
+    xs = _inputs(s, 16)
+    assert torch.equal(_logits(model, xs, "dense"), _logits(model, xs, "auto"))
