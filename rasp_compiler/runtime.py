@@ -863,11 +863,8 @@ class _Mlp:
         row.scatter_reduce_(0, slot, place, "amax")  # a row of each (value, class) there is
         unused = row < 0  # a (value, class) no row has: any row of that class fills its place
         row[unused] = torch.arange(slots, device=xs.device)[unused] % BY_VALUE_ROWS
-        run = self.delta(xs.index_select(0, torch.cat([row, torch.arange(body, n, device=xs.device)])))
-        out = run.new_empty(n, run.shape[1])
-        torch.index_select(run[:slots], 0, slot, out=out[:body])
-        out[body:] = run[slots:]
-        return out
+        out = self.delta(xs.index_select(0, torch.cat([row, place.new_tensor(range(body, n))])))
+        return torch.cat([out[:slots].index_select(0, slot), out[slots:]])
 
 
 class _Explained:
