@@ -24,7 +24,7 @@ causal) then a ReLU MLP, both added to the residual stream; a linear unembedding
 CPU, each product large enough to gain runs on the dimensions its weights touch: the residual
 dimensions a sublayer reads and writes, and the head dimensions both factors of q.k or of v.W_O use
 (the same sums without their zero terms); a product with one term an output is x's column times a
-number (no sum at all), and an MLP that reads one residual column runs once a distinct value of it.
+number (no sum at all).
 
 Real-valued models (``rasp compile --input-range``): ``config["input"] = {"kind": "numerical",
 "range": [lo, hi]}``; every token is the number token (id 0) and its value is added times
@@ -338,12 +338,6 @@ LOOKUP_MAX_ELEMENTS = 1 << 22
 # fewer than MLP_SLICE_ROWS positions.
 MLP_SLICE_ELEMENTS = 1 << 18
 MLP_SLICE_ROWS = 64
-# An MLP that reads one residual column and has at least this many hidden units runs once a
-# distinct value of that column (``_Mlp.delta_by_value``) and position modulo BY_VALUE_ROWS: a
-# multiple of the BLAS's blocks of rows (2 to 24 rows in the kernels we know of).
-BY_VALUE_MIN_UNITS = 8
-BY_VALUE_ROWS = 48
-_SAME_SIZE_INT = {2: torch.int16, 4: torch.int32, 8: torch.int64}  # a float's bits as an integer
 
 
 def _mlp_slice_rows(d_mlp: int, device_type: str, chunk_elements: int) -> int:
@@ -770,12 +764,6 @@ class _Mlp:
             self.in_terms = _one_term_each(self.w_in, reads_i)
             if self.in_terms is not None:
                 reasons["W_in"] += "; one term a unit: x's column times a number"
-        # an MLP of one number (a numerical s-op mapped to others) runs once a distinct number
-        self.by_value = (self.reads is not None and len(self.reads) == 1 and not self.transposed
-                         and self.w_in.shape[1] >= BY_VALUE_MIN_UNITS)
-        if self.by_value:
-            for n in ("W_in", "W_out"):
-                reasons[n] += "; reads one number: runs once a distinct value of it"
         if self.transposed:
             self.w_in_t = self._left(self.w_in, path["W_in"])
             self.w_out_t = self._left(self.w_out, path["W_out"])
@@ -829,42 +817,13 @@ class _Mlp:
         # MLP_SLICE_ROWS positions: a slice of 6 positions of a 42,310-unit MLP read its whole
         # W_out (148 MB) for each 6 positions.  A GPU takes slices of chunk_elements: small slices
         # made histogram at max_len 64 ten times slower there.
-        delta = self.delta_by_value if self.by_value else self.delta
         for s in range(0, flat.shape[0], step):
             o, xs = out[s:s + step], flat[s:s + step]
             if not wide:
-                _add_columns(o, self.writes, delta(xs), in_place=True)
+                _add_columns(o, self.writes, self.delta(xs), in_place=True)
             else:  # the sum is taken wide and rounded once (delta + x is x + delta, bit for bit)
-                _set_columns(o, self.writes, delta(xs).add_(_columns(xs, self.writes)))
+                _set_columns(o, self.writes, self.delta(xs).add_(_columns(xs, self.writes)))
         return out.reshape(x.shape)
-
-    def delta_by_value(self, xs: torch.Tensor) -> torch.Tensor:
-        """delta(xs) of an MLP that reads one column, computed on one row per distinct value of
-        that column (its bits: -0 and 0 apart) and gathered back to every row.  The BLAS adds a
-        row's terms in an order that depends on the row's place in its blocks of rows (in
-        float64 here, even rows and odd rows of equal numbers can differ in the last bit) and
-        runs the last rows of a product, past its whole blocks, apart: so each value gets a row
-        for each position modulo BY_VALUE_ROWS, at a position of that class, and the last
-        (rows mod BY_VALUE_ROWS) rows run as they are, last too.  tracr's hist at max length 20:
-        5,376 positions, 12 distinct counts, 576 + 0 rows run."""
-        n = xs.shape[0]
-        body = n - n % BY_VALUE_ROWS
-        if body == 0:
-            return self.delta(xs)
-        column = xs[:body, int(self.reads.index[0])]  # type: ignore[union-attr]
-        bits = column.contiguous().view(_SAME_SIZE_INT[column.element_size()])
-        values, value_of = torch.unique(bits, return_inverse=True)
-        slots = len(values) * BY_VALUE_ROWS
-        if 2 * slots > n:  # few repeats: no gain
-            return self.delta(xs)
-        place = torch.arange(body, device=xs.device)
-        slot = value_of * BY_VALUE_ROWS + place % BY_VALUE_ROWS  # (value, position modulo the blocks)
-        row = torch.full((slots,), -1, dtype=torch.long, device=xs.device)
-        row.scatter_reduce_(0, slot, place, "amax")  # a row of each (value, class) there is
-        unused = row < 0  # a (value, class) no row has: any row of that class fills its place
-        row[unused] = torch.arange(slots, device=xs.device)[unused] % BY_VALUE_ROWS
-        out = self.delta(xs.index_select(0, torch.cat([row, place.new_tensor(range(body, n))])))
-        return torch.cat([out[:slots].index_select(0, slot), out[slots:]])
 
 
 class _Explained:

@@ -309,40 +309,6 @@ def test_short_float32_inputs_have_the_same_logits_alone_and_in_a_longer_batch()
             assert torch.equal(alone[0], batch[i, :alone.shape[1]]), (name, x)
 
 
-def test_an_mlp_of_one_number_runs_once_a_distinct_value() -> None:
-    """An MLP that reads one residual column (tracr's hist: a count mapped to its one-hot) runs on
-    one row per distinct value of it and position modulo the BLAS's row blocks, and gathers the
-    rows back: the bits of every row run, on random numbers whose sums round (one row per value
-    alone differs in the last bit: the BLAS adds even and odd rows apart), -0 and 0 kept apart,
-    and the logits stay the dense ones."""
-    import rasp_compiler.runtime as runtime
-
-    g = torch.Generator().manual_seed(3)
-    for dtype in (torch.float64, torch.float32):
-        w_in, w_out, b_out = (torch.zeros(30, 40, dtype=dtype), torch.zeros(40, 30, dtype=dtype),
-                              torch.zeros(30, dtype=dtype))
-        w_in[2] = torch.randn(40, generator=g, dtype=dtype)
-        w_out[:, 8:] = torch.randn(40, 22, generator=g, dtype=dtype)
-        b_out[8:] = torch.randn(22, generator=g, dtype=dtype)
-        mlp = runtime._Mlp(0, w_in, torch.randn(40, generator=g, dtype=dtype), w_out, b_out, None, None,
-                           "auto")
-        assert mlp.by_value and "runs once a distinct value" in mlp.info[1]["why"]
-        for rows in (5, 300, 1001, 2821):
-            x = torch.randn(rows, 30, generator=g, dtype=dtype)
-            x[:, 2] = torch.tensor([0.0, -0.0, 1.5, -2.25, 1e-30, 7.0], dtype=dtype)[
-                torch.randint(0, 6, (rows,), generator=g)]
-            by_value, every_row = mlp.delta_by_value(x), mlp.delta(x)
-            assert torch.equal(by_value, every_row), (dtype, rows)
-            assert torch.equal(by_value.signbit(), every_row.signbit())
-
-    s = next(p for p in PROGRAMS if p.name == "tracr/hist")
-    model = compile_program(load_program(str(s.file)), list(s.vocab5), 20, dtype="float64")
-    assert "runs once a distinct value" in {e["tensor"]: e["why"] for e in model.module.explain()}[
-        "layers.0.mlp.W_out"]
-    xs = _inputs(s, 20, count=200)
-    assert torch.equal(_logits(model, xs, "dense"), _logits(model, xs, "auto"))
-
-
 def test_scores_of_one_head_dimension_are_products() -> None:
     """tracr's length compares one number of the query with one of the key: its q.k has one term
     (after the head dimensions both factors use are gathered), computed as a broadcast product,
