@@ -23,7 +23,8 @@ multi-head softmax attention (scores divided by sqrt(d_head), padded keys masked
 causal) then a ReLU MLP, both added to the residual stream; a linear unembedding to logits.  On a
 CPU, each product large enough to gain runs on the dimensions its weights touch: the residual
 dimensions a sublayer reads and writes, and the head dimensions both factors of q.k or of v.W_O use
-(the same sums without their zero terms).
+(the same sums without their zero terms); a product with one term an output is x's column times a
+number (no sum at all).
 
 Real-valued models (``rasp compile --input-range``): ``config["input"] = {"kind": "numerical",
 "range": [lo, hi]}``; every token is the number token (id 0) and its value is added times
@@ -243,7 +244,10 @@ class Transformer(torch.nn.Module):
                                       values=None if values is None else values[s:s + step])
                          for s in range(0, b, step)]
                 return torch.cat(parts, dim=0)
-        x = self.w("embed.token")[ids] + self.w("embed.pos")[:t].unsqueeze(0)
+        # rows gathered by index_select: three times faster than indexing with ``ids`` ([256, 21]
+        # ids: 54 against 195 us), the same rows
+        x = self.w("embed.token").index_select(0, ids.reshape(-1)).view(b, t, -1) \
+            + self.w("embed.pos")[:t].unsqueeze(0)
         if values is not None:  # numerical tokens: embedded linearly, value * embed.value
             x = x + values.to(x.dtype).unsqueeze(-1) * self.w("embed.value")
         pos = torch.arange(t, device=ids.device)
@@ -252,6 +256,8 @@ class Transformer(torch.nn.Module):
         masked = (pos.unsqueeze(0) > lengths.unsqueeze(1))[:, None, None, :]
         if self.causal:
             masked = masked | (pos.unsqueeze(0) > pos.unsqueeze(1))
+        elif not bool(masked.any()):
+            masked = None  # inputs of one length: no key to mask, no masked_fill (0.2 ms at [256, 21, 21])
         neg = torch.finfo(x.dtype).min
         # x is this call's own tensor: updated in place unless a trace keeps every step or
         # autograd may have saved it
@@ -404,6 +410,11 @@ class _Product:
             bias = None if bias is None else bias.index_select(0, writes)
         self.bias = bias
         self.lookup: _Lookup | None = None
+        self.terms: tuple[_Cols, torch.Tensor] | None = None
+        if path == "columns":
+            self.terms = _one_term_each(self.w, reads)
+            if self.terms is not None:
+                self.why += "; one term an output: x's column times a number"
 
     @classmethod
     def build(cls, name: str, w: torch.Tensor, mode: str, bias: torch.Tensor | None = None,
@@ -457,11 +468,31 @@ class _Product:
             out = self.lookup.times(x, {} if hot is None else hot)
             if out is not None:
                 return out
-        out = _columns(x, self.reads) @ self.w
+        if self.terms is not None:
+            out = _columns(x, self.terms[0]) * self.terms[1]
+        else:
+            out = _columns(x, self.reads) @ self.w
         return out if self.bias is None else out + self.bias
 
     def add_to(self, x: torch.Tensor, delta: torch.Tensor, in_place: bool) -> torch.Tensor:
         return _add_columns(x, self.writes, delta, in_place=in_place)
+
+
+def _one_term_each(w: torch.Tensor, reads: torch.Tensor | None) -> tuple["_Cols", torch.Tensor] | None:
+    """Where every column of the gathered weight ``w`` has at most one non-zero, x @ w is, per
+    output, x's column at that row times the weight (or 0 where the column is empty): one rounding
+    of one product, the same bits as any sum that adds exact zeros to it, and as the dense path's.
+    Returns (the residual columns to read, one per output; the weights), or None.  A product by a
+    narrow weight costs a BLAS call several times its arithmetic (a [2816, 7] x [7, 7] product:
+    56 us, its 20,000 multiplies here 10 us), and compiled weights are often such: a value copied,
+    a one-hot unembedded, a number spread over an MLP's units."""
+    if w.shape[0] == 1:  # one row: x's column [..., 1] times the row, broadcast
+        return _Cols(torch.zeros(1, dtype=torch.long) if reads is None else reads), w[0]
+    nonzero = w != 0
+    if w.numel() == 0 or int(nonzero.sum(0).max()) > 1:
+        return None
+    row = nonzero.to(torch.uint8).argmax(0)  # each column's non-zero row (0 where it has none)
+    return _Cols(row if reads is None else reads[row]), w.gather(0, row.unsqueeze(0)).squeeze(0)
 
 
 class _Lookup:
@@ -586,6 +617,28 @@ def _sums_exact(w: torch.Tensor, blocks: list[tuple[int, int]]) -> bool:
     return bool((bound <= least * 2.0 ** digits).all())
 
 
+# torch's CPU softmax over a last dimension of float32 shorter than one vector register (16 keys
+# with AVX-512) runs the row's tail through partial loads, six times slower at 11 keys than at 16
+# (0.60 ms against 0.10 ms for [256, 11, 11]: tracr's hist at max length 10).  Such scores are
+# softmaxed padded with masked keys up to SOFTMAX_KEYS: a masked key's exp is exactly 0, so it adds
+# nothing.  From a full vector on (16 keys or more with AVX-512, 8 with AVX2) the padded softmax
+# gives the unpadded one's bits (the lanes' sums gain only +0 terms); below it the unpadded sum adds
+# its few lanes in another order, so padding may move a probability's last bit: every input, alone
+# or in any batch, then takes the padded softmax, as every batch under 16 positions does.  float64
+# gains nothing from it (its exp dominates) and is left as it was.
+SOFTMAX_KEYS = 16
+
+
+def attention_softmax(scores: torch.Tensor, neg: float) -> torch.Tensor:
+    """softmax(scores) over the last dimension (the keys), masked keys already at ``neg``: the
+    attention pattern as forward computes it (see SOFTMAX_KEYS)."""
+    keys = scores.shape[-1]
+    if scores.dtype != torch.float32 or keys >= SOFTMAX_KEYS or scores.device.type != "cpu":
+        return torch.softmax(scores, dim=-1)
+    padded = torch.nn.functional.pad(scores, (0, SOFTMAX_KEYS - keys), value=neg)
+    return torch.softmax(padded, dim=-1)[..., :keys]
+
+
 class _Attention:
     """One layer's heads: W_Q, W_K, W_V [h, d, e] and W_O [h, e, d] as three projections of the
     residual stream and one output product.  On the sparse path each runs on the residual columns
@@ -622,21 +675,25 @@ class _Attention:
     def products(self) -> list[_Product]:
         return [self.q, self.k, self.v, self.o]
 
-    def apply(self, x: torch.Tensor, masked: torch.Tensor, neg: float, scale: float, keep: bool,
+    def apply(self, x: torch.Tensor, masked: torch.Tensor | None, neg: float, scale: float, keep: bool,
               in_place: bool, hot: dict[int, tuple[int, torch.Tensor | None]]
               ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
         """x + the heads' outputs; with ``keep`` also each head's pattern and scores [b, 1, t, t].
         ``hot``: the one-hot blocks' indices read from x so far (``_Lookup``), kept up to date."""
         q, k, v = self.q.times(x, hot), self.k.times(x, hot), self.v.times(x, hot)  # [b, t, heads * e]
-        masked = masked[:, 0]  # [b, 1 or t, t]
+        masked = None if masked is None else masked[:, 0]  # [b, 1 or t, t]; None: no key masked
         # one head at a time, on its columns of q, k and v (strided views: no copies): the scores
         # [b, t, t] of one head are the most one layer holds (U at n = 8, d = 32 has 65 heads of
         # 2,305² float64 scores, 2.8 GB a copy)
         mixed, attns, logits_ = [], [], []
         for hi in range(self.heads):
             qh, kh = (m.narrow(-1, hi * self.qk, self.qk) for m in (q, k))
-            scores = (qh @ kh.transpose(-1, -2)).div_(scale).masked_fill_(masked, neg)
-            attn = torch.softmax(scores, dim=-1)
+            # one head dimension: each score is one product, so a broadcast multiply (a batched
+            # matrix product of inner size 1 took 0.51 ms at [256, 21, 21], the multiply 0.07)
+            scores = (qh * kh.transpose(-1, -2) if self.qk == 1 else qh @ kh.transpose(-1, -2)).div_(scale)
+            if masked is not None:
+                scores.masked_fill_(masked, neg)
+            attn = attention_softmax(scores, neg)
             mixed.append(attn @ v.narrow(-1, hi * self.ov, self.ov))
             if keep:
                 attns.append(attn.unsqueeze(1))
@@ -665,6 +722,7 @@ class _Mlp:
         self.w_in, self.b_in, self.w_out, self.b_out = w_in, b_in, w_out, b_out
         self.w_gate, self.b_gate = w_gate, b_gate
         self.csr_in = self.csr_gate = self.csr_out = None
+        self.in_terms: tuple[_Cols, torch.Tensor] | None = None  # W_in with one term a unit
         shapes = {n: (tuple(w.shape), int(torch.count_nonzero(w))) for n, w in
                   (("W_in", w_in), ("W_out", w_out)) + ((("W_gate", w_gate),) if w_gate is not None else ())}
         why = _sparse_wanted(w_in, mode) or _sparse_wanted(w_out, mode)
@@ -702,6 +760,10 @@ class _Mlp:
                         path[n], reasons[n] = "columns", gathered
         # the hidden activations run transposed, [units, positions], where a factor is a CSR matrix
         self.transposed = "csr" in path.values()
+        if path["W_in"] == "columns" and not self.transposed:
+            self.in_terms = _one_term_each(self.w_in, reads_i)
+            if self.in_terms is not None:
+                reasons["W_in"] += "; one term a unit: x's column times a number"
         if self.transposed:
             self.w_in_t = self._left(self.w_in, path["W_in"])
             self.w_out_t = self._left(self.w_out, path["W_out"])
@@ -726,19 +788,24 @@ class _Mlp:
 
     def delta(self, xs: torch.Tensor) -> torch.Tensor:
         """MLP(xs) [positions, columns written] in the MLP's dtype."""
-        xr = _columns(xs, self.reads).to(self.w_in.dtype)
         if self.transposed:
-            xt = xr.t().contiguous()
+            xt = _columns(xs, self.reads).to(self.w_in.dtype).t().contiguous()
             # products then biases, as in other implementations (TransformerLens): torch.addmm
             # may round its fused sum differently
             h = (_mm(self.w_in_t, xt) + self.b_in_col).relu_()
             if self.w_gate_t is not None:
                 h = h * (_mm(self.w_gate_t, xt) + self.b_gate_col)
             return _mm(self.w_out_t, h).t() + self.b_out
-        h = (xr @ self.w_in + self.b_in).relu_()
+        # Biases are added in place: the same sums, one fresh [positions, units] tensor fewer
+        # (a float64 one of 5,376 x 40 costs more in fresh pages than its arithmetic).
+        if self.in_terms is not None:  # no sum to take (_one_term_each)
+            cols, w_in = self.in_terms
+            h = torch.mul(_columns(xs, cols).to(w_in.dtype), w_in).add_(self.b_in).relu_()
+        else:
+            h = (_columns(xs, self.reads).to(self.w_in.dtype) @ self.w_in).add_(self.b_in).relu_()
         if self.w_gate is not None:  # a gated unit: relu(x W_in + b_in) * (x W_gate + b_gate)
-            h = h * (xr @ self.w_gate + self.b_gate)
-        return h @ self.w_out + self.b_out
+            h = h * (_columns(xs, self.reads).to(self.w_in.dtype) @ self.w_gate + self.b_gate)
+        return (h @ self.w_out).add_(self.b_out)
 
     def apply(self, x: torch.Tensor, step: int, in_place: bool) -> torch.Tensor:
         """x + MLP(x), over slices of ``step`` positions; with ``in_place`` x itself is updated."""
@@ -754,8 +821,8 @@ class _Mlp:
             o, xs = out[s:s + step], flat[s:s + step]
             if not wide:
                 _add_columns(o, self.writes, self.delta(xs), in_place=True)
-            else:  # the sum is taken wide and rounded once
-                _set_columns(o, self.writes, _columns(xs, self.writes).to(self.w_in.dtype) + self.delta(xs))
+            else:  # the sum is taken wide and rounded once (delta + x is x + delta, bit for bit)
+                _set_columns(o, self.writes, self.delta(xs).add_(_columns(xs, self.writes)))
         return out.reshape(x.shape)
 
 
@@ -787,7 +854,8 @@ class _Cols:
         self.index, self.n = index, len(index)
         self._set: set[int] | None = None
         start = int(index[0]) if self.n else 0
-        self.span = (start, self.n) if self.n and int(index[-1]) - start == self.n - 1 else None
+        # consecutive and increasing (a read of one column per output may repeat or permute them)
+        self.span = (start, self.n) if self.n and bool((index.diff() == 1).all()) else None
 
     def __len__(self) -> int:
         return self.n

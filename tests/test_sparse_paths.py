@@ -235,3 +235,87 @@ def test_sums_that_could_round_in_another_order_are_not_looked_up() -> None:
                       [0.0, 0.0, 0.0, 0.0, 1.0, 0.0]])
     assert torch.equal(lookup.times(x, {}), x @ w2)
     assert runtime._Lookup.build(w.double(), blocks[:2]) is None  # a row it reads outside the blocks
+
+
+# -- products of one term an output, the short-row softmax (issue 50: small models' forward) ---------
+def test_a_product_of_one_term_an_output_is_that_product_bit_for_bit() -> None:
+    """A weight whose every column has one non-zero (or none) is read as x's column times the
+    weight, the columns read in any order and repeated: the dense product's bits (one rounding,
+    plus exact zeros), in float64 on numbers whose sums would round; ``explain`` says so."""
+    import rasp_compiler.runtime as runtime
+
+    g = torch.Generator().manual_seed(5)
+    w = torch.zeros(12, 6, dtype=torch.float64)
+    for col, row in enumerate([7, 3, 9, 3, 8]):  # rows read out of order, row 3 twice; column 5 empty
+        w[row, col] = float(torch.randn(1, generator=g, dtype=torch.float64))
+    bias = torch.randn(6, generator=g, dtype=torch.float64)
+    x = torch.randn(4, 5, 12, generator=g, dtype=torch.float64) * 1e3
+    p = runtime._Product.build("W", w, "auto", bias=bias)
+    assert p.path == "columns" and p.terms is not None and "one term an output" in p.explained()["why"]
+    assert torch.equal(p.times(x), (x @ w + bias)[..., p.writes.index])
+    assert torch.equal(runtime._Product.build("W", w, "dense", bias=bias).times(x), x @ w + bias)
+    w[4, 1] = 1.5  # a second term in column 1: a sum, left to the BLAS
+    assert runtime._Product.build("W", w, "auto").terms is None
+    # consecutive but permuted columns are no span (read as a view they would be in order)
+    assert runtime._Cols(torch.tensor([3, 5, 4, 6])).span is None
+    assert runtime._Cols(torch.tensor([3, 4, 5, 6])).span == (3, 4)
+
+
+def test_tracr_hist_copies_and_unembeds_without_a_blas_call() -> None:
+    """tracr's hist: its value copy, output, unembedding and its MLP's first layer (one number
+    spread over 20 units) have one term an output; the logits stay the dense ones in float64."""
+    s = next(p for p in PROGRAMS if p.name == "tracr/hist")
+    model = compile_program(load_program(str(s.file)), list(s.vocab5), 10, dtype="float64")
+    why = {e["tensor"]: e["why"] for e in model.module.explain()}
+    for name in ("layers.0.attn.W_V", "layers.0.attn.W_O", "unembed.W_U"):
+        assert "one term an output" in why[name]
+    assert "one term a unit" in why["layers.0.mlp.W_in"]
+    xs = _inputs(s, 10)
+    assert torch.equal(_logits(model, xs, "dense"), _logits(model, xs, "auto"))
+
+
+@pytest.mark.parametrize("keys", [1, 3, 7, 11, 15, 16, 17, 40])
+def test_the_attention_softmax_of_a_row_does_not_depend_on_its_padding(keys: int) -> None:
+    """A query's pattern over ``keys`` keys is the same bits with masked keys after them (a longer
+    input in the batch).  torch's CPU softmax of a float32 row shorter than one vector register
+    adds its lanes in another order than a longer row's: the runtime pads such rows to
+    SOFTMAX_KEYS masked keys (``attention_softmax``)."""
+    import rasp_compiler.runtime as runtime
+
+    g = torch.Generator().manual_seed(keys)
+    neg = torch.finfo(torch.float32).min
+    scores = torch.randn(32, 9, keys, generator=g) * 5
+    got = runtime.attention_softmax(scores, neg)
+    for longer in (keys + 1, keys + 10, 64 + keys):
+        padded = torch.nn.functional.pad(scores, (0, longer - keys), value=neg)
+        assert torch.equal(runtime.attention_softmax(padded, neg)[..., :keys], got)
+    assert torch.allclose(got, torch.softmax(scores, dim=-1), rtol=0, atol=1e-6)
+    if keys >= runtime.SOFTMAX_KEYS:
+        assert torch.equal(got, torch.softmax(scores, dim=-1))
+
+
+def test_short_float32_inputs_have_the_same_logits_alone_and_in_a_longer_batch() -> None:
+    """float32, max length 20: inputs of 1-14 tokens (fewer than 16 keys, padded softmax; alone
+    no key is masked, no masked_fill) give the same logits alone as beside a longer input."""
+    for name in ("tracr/hist", "sort", "most_frequent"):
+        s = next(p for p in PROGRAMS if p.name == name)
+        model = compile_program(load_program(str(s.file)), list(s.vocab5), 20)
+        rng = random.Random(name)
+        vocab = list(s.vocab5)
+        xs = [[rng.choice(vocab) for _ in range(rng.randint(1, 14))] for _ in range(12)]
+        batch = _logits(model, xs + [[vocab[0]] * 20], "auto")
+        for i, x in enumerate(xs):
+            alone = _logits(model, [x], "auto")
+            assert torch.equal(alone[0], batch[i, :alone.shape[1]]), (name, x)
+
+
+def test_scores_of_one_head_dimension_are_products() -> None:
+    """tracr's length compares one number of the query with one of the key: its q.k has one term
+    (after the head dimensions both factors use are gathered), computed as a broadcast product,
+    not a batched matrix product of inner size 1; the logits stay the dense ones in float64."""
+    s = next(p for p in PROGRAMS if p.name == "tracr/length")
+    model = compile_program(load_program(str(s.file)), list(s.vocab5), 16, dtype="float64")
+    layers, _ = model.module._layers()
+    assert layers[0].attn is not None and layers[0].attn.qk == 1
+    xs = _inputs(s, 16)
+    assert torch.equal(_logits(model, xs, "dense"), _logits(model, xs, "auto"))
