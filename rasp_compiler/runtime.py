@@ -322,7 +322,12 @@ PATH_MODES = ("auto", "dense")
 COLUMNS_MAX_SHARE = 3 / 4
 # A gathered MLP weight of at least this many entries, with at most this share non-zero, runs as a
 # CSR matrix (the hidden activations then kept transposed, [units, positions], so that no large
-# tensor is transposed): a step MLP's W_out writes one or two outputs per unit.
+# tensor is transposed): a step MLP's W_out writes one or two outputs per unit.  Only where every
+# output adds at most two non-zero terms (``_two_terms_at_most``): a CSR product adds an output's
+# terms in unit order, the BLAS in blocks of its inner dimension, and the two differ in the last bit
+# where a partial sum rounds (a random program's 503-unit W_out, 7 Dec; the gathered product kept
+# the dense bits).  On the shipped programs CSR gained nothing over the gathered product by then
+# (dyck2 at 64: 1.42 s against 1.45 s, batch 1,024).
 CSR_MIN_ELEMENTS = 1 << 14
 CSR_MAX_DENSITY = 1 / 16
 # A projection that reads only one-hot blocks of the residual stream (a categorical s-op's values,
@@ -597,6 +602,12 @@ def _forget(hot: dict[int, tuple[int, torch.Tensor | None]], writes: "_Cols | No
         del hot[start]
 
 
+def _two_terms_at_most(w: torch.Tensor) -> bool:
+    """Whether every column of w has at most two non-zeros: x @ w then adds at most two terms an
+    output, and a + b is b + a bit for bit, whatever order or grouping a product takes."""
+    return w.numel() == 0 or int((w != 0).sum(0).max()) <= 2
+
+
 def _sums_exact(w: torch.Tensor, blocks: list[tuple[int, int]]) -> bool:
     """Whether every column of w adds alike in any order when one row of each block is taken:
     at most two blocks hold a non-zero in it, or every partial sum of such rows is a multiple of
@@ -754,7 +765,8 @@ class _Mlp:
                     if w is None:
                         continue
                     density = int(torch.count_nonzero(w)) / max(1, w.numel())
-                    if w.numel() >= CSR_MIN_ELEMENTS and density <= CSR_MAX_DENSITY:
+                    if w.numel() >= CSR_MIN_ELEMENTS and density <= CSR_MAX_DENSITY \
+                            and _two_terms_at_most(w):
                         path[n], reasons[n] = "csr", f"{gathered}; {density:.1%} of those non-zero"
                     else:
                         path[n], reasons[n] = "columns", gathered

@@ -116,7 +116,8 @@ def test_sparse_mlp_products_equal_dense_ones(monkeypatch, path: str, vocab: str
         model = compile_program(load_program(path), list(vocab), 12)
         inputs = random_inputs(list(vocab), 12, 40, seed=4)
     dense = model.forward(inputs)
-    for name, value in (("COLUMNS_MAX_SHARE", 1.0), ("CSR_MIN_ELEMENTS", 1), ("CSR_MAX_DENSITY", 1.0)):
+    for name, value in (("COLUMNS_MAX_SHARE", 1.0), ("CSR_MIN_ELEMENTS", 1), ("CSR_MAX_DENSITY", 1.0),
+                        ("_two_terms_at_most", lambda w: True)):
         monkeypatch.setattr(runtime, name, value)
     model.module._prepared = None  # prepared again under the forced limits
     paths = {e["tensor"]: e["path"] for e in model.module.explain()}
