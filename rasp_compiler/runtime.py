@@ -244,8 +244,7 @@ class Transformer(torch.nn.Module):
                                       values=None if values is None else values[s:s + step])
                          for s in range(0, b, step)]
                 return torch.cat(parts, dim=0)
-        # rows gathered by index_select: three times faster than indexing with ``ids`` ([256, 21]
-        # ids: 54 against 195 us), the same rows
+        # rows gathered by index_select: the same rows, several times faster than indexing with ``ids``
         x = self.w("embed.token").index_select(0, ids.reshape(-1)).view(b, t, -1) \
             + self.w("embed.pos")[:t].unsqueeze(0)
         if values is not None:  # numerical tokens: embedded linearly, value * embed.value
@@ -257,7 +256,7 @@ class Transformer(torch.nn.Module):
         if self.causal:
             masked = masked | (pos.unsqueeze(0) > pos.unsqueeze(1))
         elif not bool(masked.any()):
-            masked = None  # inputs of one length: no key to mask, no masked_fill (0.2 ms at [256, 21, 21])
+            masked = None  # inputs of one length: no key to mask, so no masked_fill to pay for
         neg = torch.finfo(x.dtype).min
         # x is this call's own tensor: updated in place unless a trace keeps every step or
         # autograd may have saved it
@@ -325,9 +324,7 @@ COLUMNS_MAX_SHARE = 3 / 4
 # tensor is transposed): a step MLP's W_out writes one or two outputs per unit.  Only where every
 # output adds at most two non-zero terms (``_two_terms_at_most``): a CSR product adds an output's
 # terms in unit order, the BLAS in blocks of its inner dimension, and the two differ in the last bit
-# where a partial sum rounds (a random program's 503-unit W_out, 7 Dec; the gathered product kept
-# the dense bits).  On the shipped programs CSR gained nothing over the gathered product by then
-# (dyck2 at 64: 1.42 s against 1.45 s, batch 1,024).
+# where a partial sum rounds (DEVELOPERS.md, "How the runtime chooses each product's path").
 CSR_MIN_ELEMENTS = 1 << 14
 CSR_MAX_DENSITY = 1 / 16
 # A projection that reads only one-hot blocks of the residual stream (a categorical s-op's values,
@@ -488,9 +485,8 @@ def _one_term_each(w: torch.Tensor, reads: torch.Tensor | None) -> tuple["_Cols"
     output, x's column at that row times the weight (or 0 where the column is empty): one rounding
     of one product, the same bits as any sum that adds exact zeros to it, and as the dense path's.
     Returns (the residual columns to read, one per output; the weights), or None.  A product by a
-    narrow weight costs a BLAS call several times its arithmetic (a [2816, 7] x [7, 7] product:
-    56 us, its 20,000 multiplies here 10 us), and compiled weights are often such: a value copied,
-    a one-hot unembedded, a number spread over an MLP's units."""
+    narrow weight costs a BLAS call several times its arithmetic, and compiled weights are often
+    such: a value copied, a one-hot unembedded, a number spread over an MLP's units."""
     if w.shape[0] == 1:  # one row: x's column [..., 1] times the row, broadcast
         return _Cols(torch.zeros(1, dtype=torch.long) if reads is None else reads), w[0]
     nonzero = w != 0
@@ -629,10 +625,10 @@ def _sums_exact(w: torch.Tensor, blocks: list[tuple[int, int]]) -> bool:
 
 
 # torch's CPU softmax over a last dimension of float32 shorter than one vector register (16 keys
-# with AVX-512) runs the row's tail through partial loads, six times slower at 11 keys than at 16
-# (0.60 ms against 0.10 ms for [256, 11, 11]: tracr's hist at max length 10).  Such scores are
-# softmaxed padded with masked keys up to SOFTMAX_KEYS: a masked key's exp is exactly 0, so it adds
-# nothing.  From a full vector on (16 keys or more with AVX-512, 8 with AVX2) the padded softmax
+# with AVX-512) runs the row's tail through partial loads, several times slower than a full row
+# (docs/compiler-results.md, tracr side by side).  Such scores are softmaxed padded with masked
+# keys up to SOFTMAX_KEYS: a masked key's exp is exactly 0, so it adds nothing.  From a full
+# vector on (16 keys or more with AVX-512, 8 with AVX2) the padded softmax
 # gives the unpadded one's bits (the lanes' sums gain only +0 terms); below it the unpadded sum adds
 # its few lanes in another order, so padding may move a probability's last bit: every input, alone
 # or in any batch, then takes the padded softmax, as every batch under 16 positions does.  float64
