@@ -16,9 +16,10 @@ few sizes, each in float32 and float64.
 
 ``--random N`` fingerprints N programs of the differential generator (``random_source``) instead,
 from seed ``--start``, at each length, over their own vocabulary; a refusal is a cell too (its
-message).  ``--set NAME=VALUE`` lowers an ``analysis.limits`` size limit first (``None`` turns
-DEFER_FROM off), so that small programs take the paths large ones do: the plan search's
-redesign (5 Dec) was checked with these five runs, 1,100 programs, before and after:
+message).  ``--set NAME=VALUE`` lowers an ``analysis.limits`` (or ``lowering.limits``) size
+limit first (``None`` turns DEFER_FROM off), so that small programs take the paths large ones
+do: the plan search's redesign (5 Dec) was checked with these five runs, 1,100 programs, before
+and after:
 
     --random 300 --start 12200000 --lengths 8 --set DEFER_FROM=50
     --random 200 --start 12300000 --lengths 12
@@ -44,6 +45,7 @@ from shipped import PROGRAMS  # noqa: E402
 
 from rasp_compiler.compiler import compile_program, compile_weights  # noqa: E402
 from rasp_compiler.compiler.analysis import limits  # noqa: E402
+from rasp_compiler.compiler.lowering import limits as lowering_limits  # noqa: E402
 from rasp_compiler.errors import UserError  # noqa: E402
 from rasp_compiler.lang import load_program, program_from_source  # noqa: E402
 from rasp_compiler.testing import random_source  # noqa: E402
@@ -126,9 +128,11 @@ def random_fingerprint(count: int, start: int, lengths: tuple[int, ...]) -> dict
 
 def _set_limit(assignment: str) -> None:
     name, _, value = assignment.partition("=")
-    if not hasattr(limits, name) or not name.isupper():
-        raise SystemExit(f"--set: no size limit {name!r} in analysis.limits")
-    setattr(limits, name, None if value == "None" else int(value))
+    for module in (limits, lowering_limits):
+        if hasattr(module, name) and name.isupper():
+            setattr(module, name, None if value == "None" else int(value))
+            return
+    raise SystemExit(f"--set: no size limit {name!r} in analysis.limits or lowering.limits")
 
 
 def main() -> int:
@@ -142,7 +146,8 @@ def main() -> int:
                     help="the programs over real-valued tokens and the simulator U instead")
     ap.add_argument("--start", type=int, default=12_200_000, help="first seed of --random")
     ap.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE",
-                    help="lower an analysis.limits size limit first (DEFER_FROM=None turns it off)")
+                    help="lower an analysis.limits or lowering.limits size limit first (DEFER_FROM=None "
+                         "turns it off)")
     args = ap.parse_args()
     if not args.out and not args.compare:
         ap.error("give --out FILE, --compare FILE or both")

@@ -108,3 +108,29 @@ def test_a_loaded_model_has_no_record_and_a_compiled_one_does(tmp_path, name) ->
     assert sum(t["outcome"] == "kept" for t in built.plans_tried) == 1
     built.save(str(tmp_path / "m"))
     assert load(str(tmp_path / "m")).plans_tried is None
+
+
+def test_the_analysis_tabulates_over_opaque_numbers_only_as_far_as_the_lowering_fuses() -> None:
+    from rasp_compiler.compiler.lowering import limits as lowering_limits
+
+    assert limits.OPAQUE_NUMBERS_CAP == max(lowering_limits.MULTI_NUMERIC_CAP,
+                                            lowering_limits.OPAQUE_FRONTIER_CAP)
+
+
+def test_maps_over_two_balances_past_the_cap_stay_opaque_and_lose_nothing(monkeypatch) -> None:
+    # tracr's shuffle-Dyck-2 at 40: `balance < 0 or other < 0` and two maps like it have 91,880
+    # joint assignments over the two balances.  Tabulated (the cap lifted), they made the compiler
+    # build a second, plain plan that was no shallower; past the cap one plan is built, the same
+    from rasp_compiler.pyapi import compiling, lib
+
+    def compiled() -> tuple:
+        program = lib.make_shuffle_dyck(["()", "{}"])
+        model = compiling.compile_rasp_to_model(program, set("(){}x"), max_seq_len=40, compiler_bos="BOS")
+        return model.model.config["weights_sha256"], model.model.n_layers, model.model.plans_tried
+
+    digest, layers, tried = compiled()
+    monkeypatch.setattr(limits, "OPAQUE_NUMBERS_CAP", 10**9)
+    lifted_digest, lifted_layers, lifted_tried = compiled()
+    assert len(tried) == 1 < len(lifted_tried)
+    assert not any(t["layers"] is not None and t["layers"] < layers for t in lifted_tried)
+    assert (digest, layers) == (lifted_digest, lifted_layers)

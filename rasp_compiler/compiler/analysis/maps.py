@@ -215,6 +215,9 @@ class MapTables:
         # rebased from REBASE_SIZE on.
         domain_cap = self.domain_cap or limits.DOMAIN_CAP
         cap = min(self.tabulate_up_to or domain_cap, domain_cap)
+        if sum(self.info[b].kind in ("map", "sequence_map") and self.info[b].encoding == "numerical"
+               for b in bases) >= 2:  # (the lowering would not fuse over more of them)
+            cap = min(cap, limits.OPAQUE_NUMBERS_CAP)
         # a numerical map of categorical inputs only (``indicator(any_negative)``) has no more values
         # than they have: rebased, it would gain nothing and could no longer fuse over their frontier
         numbers_in = any(self.info[i].encoding == "numerical" for i in inputs)
