@@ -148,18 +148,26 @@ def _large_table(rng: random.Random, kind: str) -> tuple[list[tuple[tuple, float
     return rows, n_in
 
 
-def test_affine_and_separable_probes_give_what_the_whole_table_gives(monkeypatch):
-    """``tables._probe`` only ever turns down a table the whole check turns down: the answers
-    with it and without it (``PROBE_ROWS`` past every table) are the same, fit for fit."""
-    rng = random.Random(53)
+@pytest.mark.parametrize("size", ["large", "medium"])
+def test_affine_and_separable_probes_give_what_the_whole_table_gives(monkeypatch, size):
+    """``tables._probes`` only ever turn down a table the whole check turns down: the answers
+    with them and without them (``PROBE_ROWS`` and ``SMALL_PROBE_ROWS`` past every table) are
+    the same, fit for fit.  Medium tables (between the two probes' sizes) get the small probe
+    alone."""
+    rng = random.Random(f"53 {size}")
     outcomes = {"affine": set(), "separable": set()}
     for trial in range(36):
         rows, n_in = _large_table(rng, ("affine", "separable", "threshold")[trial % 3])
-        assert len(rows) > 4 * tables.PROBE_ROWS
+        if size == "medium":
+            rows = rows[:rng.randint(4 * tables.SMALL_PROBE_ROWS + 1, 4 * tables.PROBE_ROWS)]
+            assert len(tables._probes(len(rows))) == 1
+        else:
+            assert len(rows) > 4 * tables.PROBE_ROWS and len(tables._probes(len(rows))) == 2
         got_affine, got_sep = tables.affine(rows), tables.separable(rows, n_in)
         with monkeypatch.context() as m:
             m.setattr(tables, "PROBE_ROWS", 10**9)
-            assert tables._probe(len(rows)) is None
+            m.setattr(tables, "SMALL_PROBE_ROWS", 10**9)
+            assert tables._probes(len(rows)) == []
             want_affine, want_sep = tables.affine(rows), tables.separable(rows, n_in)
         assert (got_affine is None) == (want_affine is None)
         if got_affine is not None:
@@ -260,3 +268,35 @@ def test_by_coordinates_matches_the_lookup_per_combination():
         assert got_calls == want_calls
         compared += got is not None
     assert compared > 100
+
+
+def _codes_by_type_and_value(pts: list) -> np.ndarray | None:
+    """``numeric.output_codes`` as it was first written: every output keyed with its type."""
+    keys = [(type(y), y) for _, y in pts]
+    ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    if any(t is float and y != y for t, y in ids):
+        return None
+    return np.array([ids[k] for k in keys], dtype=np.int64)
+
+
+@pytest.mark.parametrize("pool", ["ints", "bools and ints", "floats", "mixed", "nan", "tuples"])
+def test_points_array_and_output_codes_equal_the_plain_reads(pool):
+    """``points_array`` reads the coordinates flat, ``output_codes`` keys outputs of one type by
+    themselves: the same array and the same codes as ``np.array`` and keys with their types."""
+    from rasp_compiler.compiler.numeric import output_codes, points_array
+
+    outputs = {"ints": [0, 1, 2, -3], "bools and ints": [True, False, 1, 0], "floats": [0.0, -0.0, 0.5, 1.0],
+               "mixed": [1, 1.0, True, "1", None, (1,)], "nan": [float("nan"), 1.0, 2.0],
+               "tuples": [(1, "a"), (1, "b"), (0, "a")]}[pool]
+    rng = random.Random(pool)
+    for _ in range(30):
+        k, n = rng.randint(1, 3), rng.randint(0, 40)
+        pts = [(tuple(rng.choice([0.0, 0.25, -1.5, 3.0, 1e300]) for _ in range(k)), rng.choice(outputs))
+               for _ in range(n)]
+        want_xs = np.array([x for x, _ in pts], dtype=np.float64).reshape(n, k)
+        got_xs = points_array(pts, k)
+        assert got_xs.dtype == want_xs.dtype and np.array_equal(got_xs, want_xs)
+        got, want = output_codes(pts), _codes_by_type_and_value(pts)
+        assert (got is None) == (want is None)
+        if want is not None:
+            assert np.array_equal(got, want)
