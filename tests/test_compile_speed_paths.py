@@ -300,3 +300,45 @@ def test_points_array_and_output_codes_equal_the_plain_reads(pool):
         assert (got is None) == (want is None)
         if want is not None:
             assert np.array_equal(got, want)
+
+
+def test_rows_found_not_affine_are_not_fitted_again_and_the_weights_stay(monkeypatch):
+    """An MLP op whose rows the lowering found not affine (``MapRows._count_units``) is not
+    fitted again by the assembly (``blocks.mlp_weights``): tracr's shuffle-Dyck-2 has such ops,
+    and its weights are those of an assembly that fits every op's rows again."""
+    from rasp_compiler.compiler import blocks, compile_weights
+    from rasp_compiler.compiler.lowering.map_rows import MapRows
+    from rasp_compiler.pyapi import as_program, lib
+
+    program = as_program(lib.make_shuffle_dyck(["()", "{}"]))
+    fitted: list[int] = []
+    real_affine, real_with_shared = blocks.affine, MapRows._with_shared
+
+    def counted(rows):
+        fitted.append(len(rows))
+        return real_affine(rows)
+
+    marked: list[str] = []
+
+    def noted(self, op):
+        op = real_with_shared(self, op)
+        if getattr(op, "not_affine", False):
+            marked.append(op.id)
+        return op
+
+    monkeypatch.setattr(blocks, "affine", counted)
+    monkeypatch.setattr(MapRows, "_with_shared", noted)
+    got = compile_weights(program, list("(){}a"), 10)
+    assert marked, "no op of shuffle-Dyck-2 was found not affine"
+    skipped = len(fitted)
+
+    def forgotten(self, op):  # the assembly as before: every op's rows fitted again
+        op = real_with_shared(self, op)
+        op.not_affine = False
+        return op
+
+    fitted.clear()
+    monkeypatch.setattr(MapRows, "_with_shared", forgotten)
+    want = compile_weights(program, list("(){}a"), 10)
+    assert len(fitted) > skipped
+    assert got.config["weights_sha256"] == want.config["weights_sha256"]

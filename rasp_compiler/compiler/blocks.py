@@ -351,7 +351,10 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
         if rows:
             _step_mlp(op, layout, acc, out, ins, num, cat, lambda: rows, dtype)
         return
-    fit = affine(sorted_rows()) if len(num) >= 2 and not out.categorical and not cat and op.rows else None
+    # (not where the lowering found these rows not affine: fitting them again sorts them first,
+    # 1 ms for the 1,377 rows of tracr's shuffle-Dyck-2's ``any_negative`` at max_len 10)
+    fit = affine(sorted_rows()) if len(num) >= 2 and not out.categorical and not cat and op.rows \
+        and not getattr(op, "not_affine", False) else None
     if getattr(op, "linear", None) is not None:
         fit = (np.array(op.linear[0]), op.linear[1])  # type: ignore[attr-defined]
     if fit is not None:
