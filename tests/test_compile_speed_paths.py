@@ -342,3 +342,22 @@ def test_rows_found_not_affine_are_not_fitted_again_and_the_weights_stay(monkeyp
     want = compile_weights(program, list("(){}a"), 10)
     assert len(fitted) > skipped
     assert got.config["weights_sha256"] == want.config["weights_sha256"]
+
+
+def test_numerical_steps_read_only_the_outputs_beside_each_step():
+    """``blocks._Output.steps`` of a numerical output: the differences ys[i + 1] - ys[i] at the
+    steps, as the whole list converted to floats gives them."""
+    from types import SimpleNamespace
+
+    from rasp_compiler.compiler.blocks import _Output
+
+    layout = SimpleNamespace(features={"y": SimpleNamespace(encoding="numerical")}, dim=lambda fid, v=None: 7)
+    out = _Output(SimpleNamespace(target="y"), layout)
+    rng = random.Random(54)
+    for _ in range(50):
+        ys = [rng.choice([0, 1, True, False, 0.5, -2.25, 1e300, 3]) for _ in range(rng.randint(1, 30))]
+        at = np.array(changes(ys), dtype=np.intp)
+        dims, w = out.steps(ys, at)
+        yf = np.array([float(y) for y in ys], dtype=np.float64)
+        assert np.array_equal(dims, np.full((len(at), 1), 7))
+        assert w.shape == (len(at), 1) and np.array_equal(w, (yf[at + 1] - yf[at])[:, None])

@@ -305,9 +305,12 @@ class _Output:
             dim = self.layout.dim
             dims = np.array([[dim(self.target, ys[i + 1]), dim(self.target, ys[i])] for i in idx], dtype=int)
             return dims, np.tile(np.array([1.0, -1.0]), (len(idx), 1))
-        yf = np.array([float(y) for y in ys], dtype=np.float64)
+        # the outputs on either side of each step only: the points outnumber the steps (1,377
+        # against 65 in tracr's shuffle-Dyck-2's any_negative at max_len 10)
+        before = np.array([float(ys[i]) for i in idx], dtype=np.float64)
+        after = np.array([float(ys[i + 1]) for i in idx], dtype=np.float64)
         dims = np.full((len(idx), 1), self.tdim(), dtype=int)
-        return dims, (yf[at + 1] - yf[at])[:, None]
+        return dims, (after - before)[:, None]
 
 
 def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
