@@ -306,7 +306,7 @@ def group_points(rows: list[tuple[tuple, Any]], num: list[int]) -> dict[tuple, P
     if not rows:
         return groups
     cat = [k for k in range(len(rows[0][0])) if k not in num]
-    argrows = [args for args, _ in rows]
+    argrows = list(map(_coordinates, rows))  # each row's arguments
     if num and not cat and set(map(type, argrows)) == {tuple} and set(map(len, argrows)) == {len(num)}:
         # numbers only (two balances): one group, each point's arguments in ``num``'s order
         if num == list(range(len(num))) and set(map(type, itertools.chain.from_iterable(argrows))) == {float}:
@@ -315,7 +315,7 @@ def group_points(rows: list[tuple[tuple, Any]], num: list[int]) -> dict[tuple, P
             pick = operator.itemgetter(*num)
             xs = [tuple(map(float, pick(args))) for args in argrows] if len(num) > 1 else \
                 [(float(args[num[0]]),) for args in argrows]
-        return {(): list(zip(xs, (y for _, y in rows), strict=True))}
+        return {(): list(zip(xs, map(_output, rows), strict=True))}
     for args, y in rows:
         key = tuple(args[k] for k in cat)
         groups.setdefault(key, []).append((tuple(float(args[j]) for j in num), y))
