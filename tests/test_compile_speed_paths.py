@@ -361,3 +361,23 @@ def test_numerical_steps_read_only_the_outputs_beside_each_step():
         yf = np.array([float(y) for y in ys], dtype=np.float64)
         assert np.array_equal(dims, np.full((len(at), 1), 7))
         assert w.shape == (len(at), 1) and np.array_equal(w, (yf[at + 1] - yf[at])[:, None])
+
+
+def test_row_classes_equal_numpy_unique_along_rows():
+    """``selector_blocks.row_classes`` gives ``np.unique(axis=0)``'s first occurrences and
+    classes, on boolean score blocks (repeated rows, all alike, all distinct, no columns) and on
+    another dtype (which it hands to ``np.unique``)."""
+    from rasp_compiler.compiler.lowering.selector_blocks import row_classes
+
+    rng = np.random.default_rng(55)
+    shapes = [(int(rng.integers(1, 60)), int(rng.integers(0, 12))) for _ in range(200)]
+    for n, k in shapes + [(5, 0), (40, 40)]:
+        pool = rng.random((int(rng.integers(1, 6)), k)) < rng.random()
+        matrix = pool[rng.integers(0, len(pool), size=n)]
+        if rng.random() < 0.3:
+            matrix = matrix.T  # (not contiguous: as ``blocks`` hands a key side over)
+        for m in (matrix, matrix.astype(np.int64)):
+            _, first, cls = np.unique(m, axis=0, return_index=True, return_inverse=True)
+            got_first, got_classes = row_classes(m)
+            assert got_first == first.tolist()
+            assert got_classes == tuple(cls.ravel().tolist())
