@@ -381,3 +381,23 @@ def test_row_classes_equal_numpy_unique_along_rows():
             got_first, got_classes = row_classes(m)
             assert got_first == first.tolist()
             assert got_classes == tuple(cls.ravel().tolist())
+
+
+def test_a_selector_widths_contexts_share_one_list_per_width():
+    """A selector width's conditional values (``AttentionOutputs._selector_width``): each
+    context's list is [its width], one list object per width, as ``sinfo.shared_lists`` makes of
+    a list per context (the contexts' choices are told apart by their lists' identity)."""
+    from rasp_compiler.compiler.analysis import Analysis
+    from rasp_compiler.compiler.analysis.sinfo import shared_lists
+    from rasp_compiler.pyapi import as_program, lib
+
+    for program in (lib.make_length(), lib.make_hist(), lib.make_frac_prevs(lib.tokens == "a")):
+        an = Analysis(as_program(program), list("abc"), 12)
+        for sid, info in an.info.items():
+            if info.kind != "selector_width" or info.cond is None:
+                continue
+            want = shared_lists({ctx: [vals[0]] for ctx, vals in info.cond.items()})
+            assert info.cond == want
+            firsts = {}
+            for ctx, vals in info.cond.items():
+                assert vals is firsts.setdefault(vals[0], vals), (sid, ctx)
