@@ -401,3 +401,32 @@ def test_a_selector_widths_contexts_share_one_list_per_width():
             firsts = {}
             for ctx, vals in info.cond.items():
                 assert vals is firsts.setdefault(vals[0], vals), (sid, ctx)
+
+
+def test_step_pairs_are_laid_out_as_stack_lays_them():
+    """``blocks._interleaved`` against ``np.stack(axis=1)`` and a reshape, and a categorical
+    output's steps against ``Layout.dim`` of each value."""
+    from types import SimpleNamespace
+
+    from rasp_compiler.compiler.blocks import Layout, _interleaved, _Output
+    from rasp_compiler.compiler.lowering import Feature
+
+    rng = np.random.default_rng(56)
+    for shape in [(1,), (7,), (5, 1), (4, 3)]:
+        a, b = rng.random(shape), -rng.random(shape)
+        want = np.stack([a, b], axis=1).reshape(2 * shape[0], *shape[1:])
+        got = _interleaved(a, b)
+        assert got.shape == want.shape and got.dtype == want.dtype and np.array_equal(got, want)
+    values = [0, 1, 2, True, "a", (1, "b"), 2.5]
+    layout = Layout([Feature("x", "numerical", [0.5], None, "map"),
+                     Feature("y", "categorical", values, None, "map")])
+    out = _Output(SimpleNamespace(target="y"), layout)
+    pyrng = random.Random(56)
+    for _ in range(30):
+        ys = [pyrng.choice(values) for _ in range(pyrng.randint(2, 12))]
+        at = np.array(changes(ys), dtype=np.intp)
+        if not len(at):
+            continue
+        dims, w = out.steps(ys, at)
+        want = np.array([[layout.dim("y", ys[i + 1]), layout.dim("y", ys[i])] for i in at.tolist()])
+        assert np.array_equal(dims, want) and np.array_equal(w, np.tile([1.0, -1.0], (len(at), 1)))
