@@ -430,3 +430,32 @@ def test_step_pairs_are_laid_out_as_stack_lays_them():
         dims, w = out.steps(ys, at)
         want = np.array([[layout.dim("y", ys[i + 1]), layout.dim("y", ys[i])] for i in at.tolist()])
         assert np.array_equal(dims, want) and np.array_equal(w, np.tile([1.0, -1.0], (len(at), 1)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_an_order_whose_changes_are_counted_separates(dtype):
+    """``numeric.projection`` takes an order whose output changes ``_order_cost`` counted without
+    asking ``_separates`` again: wherever the count is given, ``_separates`` holds too."""
+    from rasp_compiler.compiler import numeric as nm
+
+    rng = np.random.default_rng(57)
+    counted = separated = 0
+    for _ in range(150):
+        k = int(rng.integers(2, 4))
+        n = int(rng.integers(2, 400))
+        denominators = rng.integers(1, 40, size=(1, k))
+        grid = rng.integers(-40, 41, size=(n, k)) / denominators
+        if rng.random() < 0.3:  # some points a rounding apart
+            grid[: n // 2] += rng.choice([0.0, 1e-9, 1e-13], size=(n // 2, k))
+        xs_list = [tuple(float(v) for v in row) for row in grid]
+        outputs = [int(v) for v in np.floor(grid.sum(axis=1) * rng.choice([0.5, 1.0, 3.0]))]
+        pts = list(dict(zip(xs_list, outputs, strict=True)).items())
+        xs, codes = nm.points_array(pts, k), nm.output_codes(pts)
+        mags = [float(np.max(np.abs(xs[:, j]))) for j in range(k)]
+        for forms in nm._lexicographic_orders(k):
+            coef = nm._lexicographic(xs, forms)
+            if coef is None or nm._order_cost(coef, xs, codes, mags, dtype) is None:
+                continue
+            counted += 1
+            separated += nm._separates(coef, pts, mags, dtype, xs, codes)
+    assert counted > 100 and separated == counted

@@ -141,11 +141,13 @@ def _uniform_projection(pts: list[tuple[tuple[float, ...], Any]], mags: list[flo
         at = dtype if rank == 0 else "float32"
         cost = _order_cost(coef, xs, ys, mags, at)
         if cost is not None:
-            ranked.append((cost, rank, coef, at))
+            ranked.append((cost, rank, coef, at, True))
         elif rank == 0:
-            ranked.append((len(pts), rank, coef, at))   # checked exactly below, as before
-    for _, _, coef, at in sorted(ranked, key=lambda r: (r[0], r[1])):
-        if _separates(coef, pts, mags, at, xs, codes):
+            ranked.append((len(pts), rank, coef, at, False))   # checked exactly below, as before
+    for _, _, coef, at, counted in sorted(ranked, key=lambda r: (r[0], r[1])):
+        # an order whose changes were counted passed ``_separates``' own test there (the same z,
+        # order, noise and output codes), unless the outputs have no codes (a NaN among them)
+        if (counted and codes is not None) or _separates(coef, pts, mags, at, xs, codes):
             return coef
     # Mixed radix leaves a gap of only the first coordinate's smallest step between the blocks
     # of consecutive values of a later coordinate, below the rounding noise once that
