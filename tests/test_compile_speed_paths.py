@@ -148,18 +148,26 @@ def _large_table(rng: random.Random, kind: str) -> tuple[list[tuple[tuple, float
     return rows, n_in
 
 
-def test_affine_and_separable_probes_give_what_the_whole_table_gives(monkeypatch):
-    """``tables._probe`` only ever turns down a table the whole check turns down: the answers
-    with it and without it (``PROBE_ROWS`` past every table) are the same, fit for fit."""
-    rng = random.Random(53)
+@pytest.mark.parametrize("size", ["large", "medium"])
+def test_affine_and_separable_probes_give_what_the_whole_table_gives(monkeypatch, size):
+    """``tables._probes`` only ever turn down a table the whole check turns down: the answers
+    with them and without them (``PROBE_ROWS`` and ``SMALL_PROBE_ROWS`` past every table) are
+    the same, fit for fit.  Medium tables (between the two probes' sizes) get the small probe
+    alone."""
+    rng = random.Random(f"53 {size}")
     outcomes = {"affine": set(), "separable": set()}
     for trial in range(36):
         rows, n_in = _large_table(rng, ("affine", "separable", "threshold")[trial % 3])
-        assert len(rows) > 4 * tables.PROBE_ROWS
+        if size == "medium":
+            rows = rows[:rng.randint(4 * tables.SMALL_PROBE_ROWS + 1, 4 * tables.PROBE_ROWS)]
+            assert len(tables._probes(len(rows))) == 1
+        else:
+            assert len(rows) > 4 * tables.PROBE_ROWS and len(tables._probes(len(rows))) == 2
         got_affine, got_sep = tables.affine(rows), tables.separable(rows, n_in)
         with monkeypatch.context() as m:
             m.setattr(tables, "PROBE_ROWS", 10**9)
-            assert tables._probe(len(rows)) is None
+            m.setattr(tables, "SMALL_PROBE_ROWS", 10**9)
+            assert tables._probes(len(rows)) == []
             want_affine, want_sep = tables.affine(rows), tables.separable(rows, n_in)
         assert (got_affine is None) == (want_affine is None)
         if got_affine is not None:
@@ -260,3 +268,194 @@ def test_by_coordinates_matches_the_lookup_per_combination():
         assert got_calls == want_calls
         compared += got is not None
     assert compared > 100
+
+
+def _codes_by_type_and_value(pts: list) -> np.ndarray | None:
+    """``numeric.output_codes`` as it was first written: every output keyed with its type."""
+    keys = [(type(y), y) for _, y in pts]
+    ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    if any(t is float and y != y for t, y in ids):
+        return None
+    return np.array([ids[k] for k in keys], dtype=np.int64)
+
+
+@pytest.mark.parametrize("pool", ["ints", "bools and ints", "floats", "mixed", "nan", "tuples"])
+def test_points_array_and_output_codes_equal_the_plain_reads(pool):
+    """``points_array`` reads the coordinates flat, ``output_codes`` keys outputs of one type by
+    themselves: the same array and the same codes as ``np.array`` and keys with their types."""
+    from rasp_compiler.compiler.numeric import output_codes, points_array
+
+    outputs = {"ints": [0, 1, 2, -3], "bools and ints": [True, False, 1, 0], "floats": [0.0, -0.0, 0.5, 1.0],
+               "mixed": [1, 1.0, True, "1", None, (1,)], "nan": [float("nan"), 1.0, 2.0],
+               "tuples": [(1, "a"), (1, "b"), (0, "a")]}[pool]
+    rng = random.Random(pool)
+    for _ in range(30):
+        k, n = rng.randint(1, 3), rng.randint(0, 40)
+        pts = [(tuple(rng.choice([0.0, 0.25, -1.5, 3.0, 1e300]) for _ in range(k)), rng.choice(outputs))
+               for _ in range(n)]
+        want_xs = np.array([x for x, _ in pts], dtype=np.float64).reshape(n, k)
+        got_xs = points_array(pts, k)
+        assert got_xs.dtype == want_xs.dtype and np.array_equal(got_xs, want_xs)
+        got, want = output_codes(pts), _codes_by_type_and_value(pts)
+        assert (got is None) == (want is None)
+        if want is not None:
+            assert np.array_equal(got, want)
+
+
+def test_rows_found_not_affine_are_not_fitted_again_and_the_weights_stay(monkeypatch):
+    """An MLP op whose rows the lowering found not affine (``MapRows._count_units``) is not
+    fitted again by the assembly (``blocks.mlp_weights``): tracr's shuffle-Dyck-2 has such ops,
+    and its weights are those of an assembly that fits every op's rows again."""
+    from rasp_compiler.compiler import blocks, compile_weights
+    from rasp_compiler.compiler.lowering.map_rows import MapRows
+    from rasp_compiler.pyapi import as_program, lib
+
+    program = as_program(lib.make_shuffle_dyck(["()", "{}"]))
+    fitted: list[int] = []
+    real_affine, real_with_shared = blocks.affine, MapRows._with_shared
+
+    def counted(rows):
+        fitted.append(len(rows))
+        return real_affine(rows)
+
+    marked: list[str] = []
+
+    def noted(self, op):
+        op = real_with_shared(self, op)
+        if getattr(op, "not_affine", False):
+            marked.append(op.id)
+        return op
+
+    monkeypatch.setattr(blocks, "affine", counted)
+    monkeypatch.setattr(MapRows, "_with_shared", noted)
+    got = compile_weights(program, list("(){}a"), 10)
+    assert marked, "no op of shuffle-Dyck-2 was found not affine"
+    skipped = len(fitted)
+
+    def forgotten(self, op):  # the assembly as before: every op's rows fitted again
+        op = real_with_shared(self, op)
+        op.not_affine = False
+        return op
+
+    fitted.clear()
+    monkeypatch.setattr(MapRows, "_with_shared", forgotten)
+    want = compile_weights(program, list("(){}a"), 10)
+    assert len(fitted) > skipped
+    assert got.config["weights_sha256"] == want.config["weights_sha256"]
+
+
+def test_numerical_steps_read_only_the_outputs_beside_each_step():
+    """``blocks._Output.steps`` of a numerical output: the differences ys[i + 1] - ys[i] at the
+    steps, as the whole list converted to floats gives them."""
+    from types import SimpleNamespace
+
+    from rasp_compiler.compiler.blocks import _Output
+
+    layout = SimpleNamespace(features={"y": SimpleNamespace(encoding="numerical")}, dim=lambda fid, v=None: 7)
+    out = _Output(SimpleNamespace(target="y"), layout)
+    rng = random.Random(54)
+    for _ in range(50):
+        ys = [rng.choice([0, 1, True, False, 0.5, -2.25, 1e300, 3]) for _ in range(rng.randint(1, 30))]
+        at = np.array(changes(ys), dtype=np.intp)
+        dims, w = out.steps(ys, at)
+        yf = np.array([float(y) for y in ys], dtype=np.float64)
+        assert np.array_equal(dims, np.full((len(at), 1), 7))
+        assert w.shape == (len(at), 1) and np.array_equal(w, (yf[at + 1] - yf[at])[:, None])
+
+
+def test_row_classes_equal_numpy_unique_along_rows():
+    """``selector_blocks.row_classes`` gives ``np.unique(axis=0)``'s first occurrences and
+    classes, on boolean score blocks (repeated rows, all alike, all distinct, no columns) and on
+    another dtype (which it hands to ``np.unique``)."""
+    from rasp_compiler.compiler.lowering.selector_blocks import row_classes
+
+    rng = np.random.default_rng(55)
+    shapes = [(int(rng.integers(1, 60)), int(rng.integers(0, 12))) for _ in range(200)]
+    for n, k in shapes + [(5, 0), (40, 40)]:
+        pool = rng.random((int(rng.integers(1, 6)), k)) < rng.random()
+        matrix = pool[rng.integers(0, len(pool), size=n)]
+        if rng.random() < 0.3:
+            matrix = matrix.T  # (not contiguous: as ``blocks`` hands a key side over)
+        for m in (matrix, matrix.astype(np.int64)):
+            _, first, cls = np.unique(m, axis=0, return_index=True, return_inverse=True)
+            got_first, got_classes = row_classes(m)
+            assert got_first == first.tolist()
+            assert got_classes == tuple(cls.ravel().tolist())
+
+
+def test_a_selector_widths_contexts_share_one_list_per_width():
+    """A selector width's conditional values (``AttentionOutputs._selector_width``): each
+    context's list is [its width], one list object per width, as ``sinfo.shared_lists`` makes of
+    a list per context (the contexts' choices are told apart by their lists' identity)."""
+    from rasp_compiler.compiler.analysis import Analysis
+    from rasp_compiler.compiler.analysis.sinfo import shared_lists
+    from rasp_compiler.pyapi import as_program, lib
+
+    for program in (lib.make_length(), lib.make_hist(), lib.make_frac_prevs(lib.tokens == "a")):
+        an = Analysis(as_program(program), list("abc"), 12)
+        for sid, info in an.info.items():
+            if info.kind != "selector_width" or info.cond is None:
+                continue
+            want = shared_lists({ctx: [vals[0]] for ctx, vals in info.cond.items()})
+            assert info.cond == want
+            firsts = {}
+            for ctx, vals in info.cond.items():
+                assert vals is firsts.setdefault(vals[0], vals), (sid, ctx)
+
+
+def test_step_pairs_are_laid_out_as_stack_lays_them():
+    """``blocks._interleaved`` against ``np.stack(axis=1)`` and a reshape, and a categorical
+    output's steps against ``Layout.dim`` of each value."""
+    from types import SimpleNamespace
+
+    from rasp_compiler.compiler.blocks import Layout, _interleaved, _Output
+    from rasp_compiler.compiler.lowering import Feature
+
+    rng = np.random.default_rng(56)
+    for shape in [(1,), (7,), (5, 1), (4, 3)]:
+        a, b = rng.random(shape), -rng.random(shape)
+        want = np.stack([a, b], axis=1).reshape(2 * shape[0], *shape[1:])
+        got = _interleaved(a, b)
+        assert got.shape == want.shape and got.dtype == want.dtype and np.array_equal(got, want)
+    values = [0, 1, 2, True, "a", (1, "b"), 2.5]
+    layout = Layout([Feature("x", "numerical", [0.5], None, "map"),
+                     Feature("y", "categorical", values, None, "map")])
+    out = _Output(SimpleNamespace(target="y"), layout)
+    pyrng = random.Random(56)
+    for _ in range(30):
+        ys = [pyrng.choice(values) for _ in range(pyrng.randint(2, 12))]
+        at = np.array(changes(ys), dtype=np.intp)
+        if not len(at):
+            continue
+        dims, w = out.steps(ys, at)
+        want = np.array([[layout.dim("y", ys[i + 1]), layout.dim("y", ys[i])] for i in at.tolist()])
+        assert np.array_equal(dims, want) and np.array_equal(w, np.tile([1.0, -1.0], (len(at), 1)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_an_order_whose_changes_are_counted_separates(dtype):
+    """``numeric.projection`` takes an order whose output changes ``_order_cost`` counted without
+    asking ``_separates`` again: wherever the count is given, ``_separates`` holds too."""
+    from rasp_compiler.compiler import numeric as nm
+
+    rng = np.random.default_rng(57)
+    counted = separated = 0
+    for _ in range(150):
+        k = int(rng.integers(2, 4))
+        n = int(rng.integers(2, 400))
+        denominators = rng.integers(1, 40, size=(1, k))
+        grid = rng.integers(-40, 41, size=(n, k)) / denominators
+        if rng.random() < 0.3:  # some points a rounding apart
+            grid[: n // 2] += rng.choice([0.0, 1e-9, 1e-13], size=(n // 2, k))
+        xs_list = [tuple(float(v) for v in row) for row in grid]
+        outputs = [int(v) for v in np.floor(grid.sum(axis=1) * rng.choice([0.5, 1.0, 3.0]))]
+        pts = list(dict(zip(xs_list, outputs, strict=True)).items())
+        xs, codes = nm.points_array(pts, k), nm.output_codes(pts)
+        mags = [float(np.max(np.abs(xs[:, j]))) for j in range(k)]
+        for forms in nm._lexicographic_orders(k):
+            coef = nm._lexicographic(xs, forms)
+            if coef is None or nm._order_cost(coef, xs, codes, mags, dtype) is None:
+                continue
+            counted += 1
+            separated += nm._separates(coef, pts, mags, dtype, xs, codes)
+    assert counted > 100 and separated == counted

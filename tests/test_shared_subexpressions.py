@@ -177,3 +177,25 @@ def test_one_merge_pass_finds_every_repeat_so_rewritten_skips_the_second_on_an_u
             assert _shape(rewritten(program, n)) == _shape(always_twice), (name, n)
             checked += 1
     assert checked > 100
+
+
+def test_merged_program_keeps_the_nodes_whose_inputs_stay_and_copies_the_others():
+    """Each node of the merged program equals the kept node with its inputs mapped to the kept
+    ones: the very node where no input was merged away, a copy with the new inputs elsewhere."""
+    import dataclasses
+
+    program = program_from_source(REPEATED, "<repeated>")
+    merged = shared_subexpressions(program)
+    assert set(merged.graph) < set(program.graph)
+    kept_inputs = copied = 0
+    for nid in merged.graph:
+        old, new = program.node(nid), merged.node(nid)
+        assert new.inputs == tuple(i if i in merged.graph else new.inputs[k]
+                                   for k, i in enumerate(old.inputs))
+        assert new == dataclasses.replace(old, inputs=new.inputs)
+        if new.inputs == old.inputs:
+            assert new is old
+            kept_inputs += 1
+        else:
+            copied += 1
+    assert kept_inputs and copied

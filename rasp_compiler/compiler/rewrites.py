@@ -112,7 +112,12 @@ def shared_subexpressions(program: Program) -> Program:
     for nid, rep in kept.items():
         if nid == rep:
             node = program.node(nid)
-            graph.add_node(nid, node=dataclasses.replace(node, inputs=tuple(kept[i] for i in node.inputs)))
+            inputs = tuple(kept[i] for i in node.inputs)
+            # (a node whose inputs were all kept is itself: a copy would be equal, and cost a
+            # dataclass construction per node of every compile)
+            if inputs != node.inputs:
+                node = dataclasses.replace(node, inputs=inputs)
+            graph.add_node(nid, node=node)
     for nid in graph:
         for arg, src in enumerate(graph.nodes[nid]["node"].inputs):
             graph.add_edge(src, nid, arg=arg)

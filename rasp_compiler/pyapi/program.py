@@ -115,21 +115,21 @@ def build_program(output: RASPExpr, source_file: str = PYTHON_FILE) -> Program:
         inputs = tuple(id_of(i) for i in e.inputs)
         built.append((e, e.cls(id=id_of(e), inputs=inputs, name=e.ident, **fields)))
     constants = {n.id: n.value for _, n in built if isinstance(n, Constant)}
-    for e, node in built:
-        # The position is the Python line that built the node; its text is the RASP operation,
-        # which is what plans, pictures and error messages show.
-        if _primitive_key(e):
-            add_node(graph, node)  # built in, like the elaborator's tokens/indices/length: no position
-            continue
-        file, line = e.where
-        try:
-            with deep_recursion():  # a map merged from a chain of unnamed maps nests a step per map
+    with deep_recursion():  # a map merged from a chain of unnamed maps nests a step per map
+        for e, node in built:
+            # The position is the Python line that built the node; its text is the RASP operation,
+            # which is what plans, pictures and error messages show.
+            if _primitive_key(e):
+                add_node(graph, node)  # built in, like the elaborator's tokens/indices/length: no position
+                continue
+            file, line = e.where
+            try:
                 text = node_text(node, {}, constants)
-        except RecursionError:
-            raise UserError(f"the chain of unnamed maps merged into '{node.id}' (built at {file}:{line}) "
-                            "is too long", hint="name some steps of the chain with .named(...): a named "
-                                                "map is a node of its own, not merged") from None
-        add_node(graph, _with_pos(node, SourcePos(file, line, 1, text)))
+            except RecursionError:
+                raise UserError(f"the chain of unnamed maps merged into '{node.id}' (built at {file}:{line}) "
+                                "is too long", hint="name some steps of the chain with .named(...): a named "
+                                                    "map is a node of its own, not merged") from None
+            add_node(graph, _with_pos(node, SourcePos(file, line, 1, text)))
     # A name given twice stands for the node whose id it is (the first built; the second's id is
     # `x_2`), as the plan and to_source show: the last one took it, so output="x" compiled x_2.
     names: dict[str, str] = {}

@@ -187,8 +187,11 @@ class AttentionOutputs:
         enc = node.encoding or "categorical"
         widths = self.widths(node.inputs[0])
         if widths is not None:
-            cond = {ctx: [w] for ctx, w in widths.items()}
-            return self._base(node, "cond", sorted({w for w in widths.values()}), enc, cond=cond)
+            # one list per width, shared by its contexts (as ``shared_lists`` would make them,
+            # without keying a list of each of the 820 contexts at max_len 40)
+            lists = {w: [w] for w in widths.values()}
+            cond = dict(zip(widths, map(lists.__getitem__, widths.values()), strict=True))
+            return self._base(node, "cond", sorted(lists), enc, cond=cond)
         return self._base(node, "free", list(range(0, max(self.lengths) + 1)), enc)
 
 

@@ -35,8 +35,9 @@ class Lowering(Maps, MapRows, AffineNumbers, SelectorBlocks, CausalCheck, Aggreg
         self._shared: dict[int, tuple[list, SharedSteps]] = {}
         # (rows' id, inputs, numerical output?) -> (the rows, their hidden units) (``_units``)
         self._unit_counts: dict[tuple, tuple[list, int | None]] = {}
-        # (rows' id, inputs) -> (the rows, their numerical positions, their step MLP's groups) (``_units``)
-        self._step_plans: dict[tuple, tuple[list, list[int], list[StepGroup]]] = {}
+        # (rows' id, inputs) -> (the rows, their numerical positions, their step MLP's groups, whether
+        # they were found not affine) (``_units``)
+        self._step_plans: dict[tuple, tuple[list, list[int], list[StepGroup], bool]] = {}
         self.output = self.need(an.program.output)
 
     def _feature(self, sid: str, info: SInfo, node: str | None, kind: str = "") -> Feature:

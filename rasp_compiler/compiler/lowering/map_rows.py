@@ -122,7 +122,8 @@ class MapRows:
         num = [k for k, i in enumerate(inputs) if self.an.info[i].encoding == "numerical"]
         if not num:
             return len(rows)
-        if len(num) >= 2 and len(num) == len(inputs) and out_numeric and affine(rows) is not None:
+        all_numbers = len(num) >= 2 and len(num) == len(inputs) and out_numeric
+        if all_numbers and affine(rows) is not None:
             return len(num)
         mags = [max((abs(float(v)) for v in self.an.info[inputs[j]].values), default=0.0) for j in num]
         relative = [is_bos_weight(inputs[j]) for j in num]
@@ -130,7 +131,12 @@ class MapRows:
         plan = step_groups(groups, mags, self.an.dtype, relative)
         total = None if plan is None else plan_units(plan)
         if plan is not None:  # the assembly's step MLP of these rows (``_with_shared``)
-            self._step_plans[(id(rows), tuple(inputs))] = (rows, num, plan)
+            key = (id(rows), tuple(inputs))
+            held = self._step_plans.get(key)
+            # whether these rows were found not affine, here or on an earlier count of the same
+            # rows: the assembly need not sort them to fit them again (``blocks.mlp_weights``)
+            not_affine = all_numbers or (held is not None and held[0] is rows and held[3])
+            self._step_plans[key] = (rows, num, plan, not_affine)
         if total is not None and len(num) == 1 and len(inputs) > 1 and not out_numeric:
             shared = shared_steps(groups)
             if shared is not None and shared.units() < total:
@@ -162,7 +168,8 @@ class MapRows:
             op.shared_steps = held[1]  # type: ignore[attr-defined]
         plan = self._step_plans.get((id(op.rows), tuple(op.inputs)))
         if plan is not None and plan[0] is op.rows:
-            op.step_plan = plan[1:]  # type: ignore[attr-defined]
+            op.step_plan = plan[1:3]  # type: ignore[attr-defined]
+            op.not_affine = plan[3]  # type: ignore[attr-defined]
         return op
 
     def _separable(self, inputs: list[str], rows: list[tuple[tuple, Any]]) -> tuple[int, Any] | None:
