@@ -398,6 +398,10 @@ class Session(Expressions):
             raise self.error(f"draw takes an s-op and, optionally, an example: draw(reverse) or "
                              f'draw(reverse, "abc"); got {a_kind(value)}', sop_tree, ctx)
         if self.on_draw is not None:
+            if example_tree is not None and (bad := _not_an_example(example)):
+                # located here: the REPL's own check named no line (a loaded file's neither)
+                raise self.error(f"the example to draw on is a non-empty string or list of atoms, got {bad}",
+                                 example_tree, ctx)
             self.on_draw(value, example, self.pos(sop_tree, ctx).text, shown)
 
     def load(self, token: Token, env: Env, ctx: _Context, on_result=None) -> None:
@@ -757,3 +761,14 @@ def load_program(path: str | Path, output: str = "out") -> Program:
     session = Session()
     session.exec_source(text, str(path), directory=p.resolve().parent)
     return session.program(output, str(path))
+
+
+def _not_an_example(example: Any) -> str | None:
+    """What ``draw(sop, example)`` was given where it is not an example (``3``, ``""``, ``a list
+    holding a selector``), as the REPL's ``set example`` shows it; None where it is one."""
+    if not isinstance(example, (str, list)):
+        return str(example) if is_atom(example) else a_kind(example)
+    if not example:
+        return '""' if isinstance(example, str) else "[]"
+    bad = [v for v in example if not is_atom(v)] if isinstance(example, list) else []
+    return f"a list holding {a_kind(bad[0])}" if bad else None
