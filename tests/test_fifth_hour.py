@@ -31,3 +31,21 @@ def test_a_draw_example_of_the_wrong_kind_is_located(tmp_path: Path, monkeypatch
     assert not list(tmp_path.glob("draw-*.png"))
     out = repl('draw(tokens, "ab");\n')  # a good example still draws
     assert "wrote draw-1.png" in out and (tmp_path / "draw-1.png").exists(), out
+
+
+def test_a_program_named_as_load_names_it_gets_the_file_as_hint(tmp_path: Path, monkeypatch, capsys) -> None:
+    """`rasp run reverse` (as the REPL's `load "reverse";` names it) said only "no such file"."""
+    from rasp_compiler.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.rasp").write_text("x = tokens;\n")
+    assert main(["run", "mine", "--input", "ab"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: no such file: mine\n  hint: did you mean mine.rasp?"), err
+    assert main(["compile", "sort_by_frequency", "--vocab", "ab", "--max-len", "3", "-o", "m"]) == 1
+    err = capsys.readouterr().err
+    assert "hint: did you mean " in err and "programs/sort_by_frequency.rasp?" in err, err
+    assert main(["run", "-", "--input", "ab"]) == 1
+    assert "for one on standard input give /dev/stdin" in capsys.readouterr().err
+    assert main(["run", "nothing", "--input", "ab"]) == 1
+    assert capsys.readouterr().err == "error: no such file: nothing\n"

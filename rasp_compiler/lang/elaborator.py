@@ -19,6 +19,7 @@ a program may shadow any library name, and the REPL can feed it statement after 
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -751,7 +752,7 @@ def load_program(path: str | Path, output: str = "out") -> Program:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UserError(f"no such file: {path}") from None
+        raise UserError(f"no such file: {path}", hint=_missing_file_hint(p)) from None
     except IsADirectoryError:
         hint = ("a compiled model runs with 'rasp eval DIR --input ...'"
                 if (p / "config.json").is_file() else "give a .rasp file")
@@ -761,6 +762,24 @@ def load_program(path: str | Path, output: str = "out") -> Program:
     session = Session()
     session.exec_source(text, str(path), directory=p.resolve().parent)
     return session.program(output, str(path))
+
+
+def _missing_file_hint(p: Path) -> str | None:
+    """Where the file meant may be: ``rasp run reverse`` names a file as the REPL's ``load
+    "reverse";`` does (``.rasp`` added; a bare name also in programs/), or ``-`` for stdin."""
+    if str(p) == "-":
+        return "a program is read from a file; for one on standard input give /dev/stdin"
+    if p.suffix == ".rasp":
+        return None
+    candidates = [p.with_name(p.name + ".rasp")]
+    if len(p.parts) == 1:
+        candidates.append(PROGRAMS_DIR / (p.name + ".rasp"))
+    for found in candidates:
+        if found.is_file():
+            shown = os.path.relpath(found) if found.is_absolute() else str(found)
+            shown = str(found) if shown.startswith("..") else shown
+            return f"did you mean {shown}? (load adds .rasp to a name; a command takes the file's name)"
+    return None
 
 
 def _not_an_example(example: Any) -> str | None:
