@@ -49,3 +49,27 @@ def test_a_program_named_as_load_names_it_gets_the_file_as_hint(tmp_path: Path, 
     assert "for one on standard input give /dev/stdin" in capsys.readouterr().err
     assert main(["run", "nothing", "--input", "ab"]) == 1
     assert capsys.readouterr().err == "error: no such file: nothing\n"
+
+
+def test_an_expression_failing_on_every_token_gets_the_operators_hint(tmp_path: Path, capsys) -> None:
+    """`tokens + 1` compiled over `--vocab 123` (tokens are strings) fails on every value; the hint
+    spoke of a Python map function's arity ("a map's function takes one value ... and returns one")
+    instead of the interpreter's "read numbers with tokens_int"."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.cli import main
+    from rasp_compiler.errors import CompileError
+
+    prog = tmp_path / "inc.rasp"
+    prog.write_text("w = tokens + 1;\n")
+    assert main(["compile", str(prog), "--vocab", "123", "--max-len", "4", "-o", str(tmp_path / "m")]) == 1
+    err = capsys.readouterr().err
+    assert "fails on every value it may receive" in err and err.count("error:") == 1, err
+    assert "hint: a string meets a number: `tokens` holds the input as strings; read numbers with" in err
+    assert "a map's function takes one value" not in err
+    # a Python function keeps the hint that is about it
+    try:
+        rasp.compile_program(rasp.Map(lambda x: x + 1, rasp.tokens), vocab="12", max_len=3)
+    except CompileError as e:
+        assert "a map's function takes one value" in str(e.hint)
+    else:
+        raise AssertionError("compiled a map that fails on every value")
