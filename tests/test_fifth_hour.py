@@ -73,3 +73,26 @@ def test_an_expression_failing_on_every_token_gets_the_operators_hint(tmp_path: 
         assert "a map's function takes one value" in str(e.hint)
     else:
         raise AssertionError("compiled a map that fails on every value")
+
+
+def test_an_integer_float_over_a_vocabulary_of_digit_strings_is_told_to_pass_the_int(tmp_path: Path,
+                                                                                     capsys) -> None:
+    """`--vocab 123` holds the strings '1', '2', '3'; `--input-json '[1, 2]'` reads 1 as '1', but
+    1.0 as '1.0' (as `rasp run` does: `tokens + "!"` gives `1.0!`), so it is refused. The hint said
+    "compile again with a --vocab that includes it", and the vocabulary does."""
+    from rasp_compiler.cli import main
+
+    prog = tmp_path / "bang.rasp"
+    prog.write_text('v = tokens + "!";\n')
+    out = tmp_path / "m"
+    assert main(["compile", str(prog), "--vocab", "123", "--max-len", "3", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(out), "--input-json", "[1, 2]", "--json"]) == 0
+    assert capsys.readouterr().out.strip() == '{"output": ["1!", "2!"]}'
+    assert main(["eval", str(out), "--input-json", "[1.0, 2]"]) == 1
+    err = capsys.readouterr().err
+    assert "token 1.0 at position 0 of input 0 is not in the vocabulary ('1', '2', '3')" in err, err
+    assert "hint: the vocabulary holds the string '1', which the number 1 is read as, but 1.0 reads as " \
+           "'1.0': pass 1" in err, err
+    assert main(["run", str(prog), "--input-json", "[1.0, 2]", "--json"]) == 0  # what the model refuses
+    assert capsys.readouterr().out.strip() == '{"output": ["1.0!", "2!"]}'
