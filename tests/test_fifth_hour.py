@@ -96,3 +96,17 @@ def test_an_integer_float_over_a_vocabulary_of_digit_strings_is_told_to_pass_the
            "'1.0': pass 1" in err, err
     assert main(["run", str(prog), "--input-json", "[1.0, 2]", "--json"]) == 0  # what the model refuses
     assert capsys.readouterr().out.strip() == '{"output": ["1.0!", "2!"]}'
+
+
+def test_load_paper_examples_as_the_original_readme_does_names_the_copy(tmp_path: Path, monkeypatch) -> None:
+    """The original README opens with `load "paper_examples";`; here it said "cannot find" and that
+    load looks in programs/, though a checkout holds a copy in tests/data/."""
+    monkeypatch.chdir(tmp_path)
+    out = repl('load "paper_examples";\n')
+    assert "<repl:1>:1:6: error: cannot find 'paper_examples.rasp' to load" in out, out
+    copy = Path(__file__).parent / "data" / "paper_examples"
+    assert f'this checkout holds a copy: load "{copy}";' in out, out
+    out = repl(f'load "{copy}";\nreverse("abc");\n')  # the hint's statement loads it
+    assert "error" not in out and "=  [c, b, a] (strings)" in out, out
+    out = repl('load "nothing_here";\n')
+    assert "hint: load looks next to the loading file, then in the current directory" in out, out

@@ -55,6 +55,9 @@ from rasp_compiler.lang.values import (
 LIBRARY_PATH = Path(__file__).resolve().parent / "rasplib.rasp"
 LIBRARY_FILE = "rasplib.rasp"
 PROGRAMS_DIR = Path(__file__).resolve().parents[2] / "programs"
+# the original repository's own files, of which a checkout holds copies in tests/data/ (its README
+# starts a session with `load "paper_examples";`)
+ORIGINAL_FILES = ("paper_examples", "rover", "long_addition")
 MAX_CALL_DEPTH = 100
 # Budgets that turn a runaway program (exponential recursion, huge loops) into an error, not a hang.
 MAX_CALLS = 200_000
@@ -449,9 +452,14 @@ class Session(Expressions):
             if folder is not None:  # "cannot find" misled: the name is there, as a directory
                 raise self.error(f"cannot load '{name}': {folder} is a directory, not a RASP file",
                                  token, ctx)
-            raise self.error(f"cannot find '{name}.rasp' to load", token, ctx,
-                             hint="load looks next to the loading file, then in the current directory, "
-                                  "then in programs/")
+            hint = "load looks next to the loading file, then in the current directory, then in programs/"
+            original = PROGRAMS_DIR.parent / "tests" / "data" / f"{name}.rasp"
+            if name in ORIGINAL_FILES and original.is_file():
+                shown = os.path.relpath(original.with_suffix(""))
+                shown = str(original.with_suffix("")) if shown.startswith("..") else shown
+                hint = (f"{name}.rasp is the original RASP repository's file, not shipped in programs/; "
+                        f'this checkout holds a copy: load "{shown}";')
+            raise self.error(f"cannot find '{name}.rasp' to load", token, ctx, hint=hint)
         if path.resolve() in self._loading:
             raise self.error(f"'{name}' loads itself (through {' → '.join(p.stem for p in self._loading)})",
                              token, ctx)
