@@ -110,3 +110,28 @@ def test_load_paper_examples_as_the_original_readme_does_names_the_copy(tmp_path
     assert "error" not in out and "=  [c, b, a] (strings)" in out, out
     out = repl('load "nothing_here";\n')
     assert "hint: load looks next to the loading file, then in the current directory" in out, out
+
+
+def test_verify_a_copy_of_a_program_that_loads_a_helper(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A program that `load`s a helper records the helper's absolute path in the plan's source
+    locations; `rasp verify` of its model against a copy of both files elsewhere (a colleague's
+    checkout) said "config.json's 'plan' differs ... compiled from another program", every tensor
+    matching."""
+    from rasp_compiler.cli import main
+
+    helper = "def f(x) { return aggregate(select(indices, length - indices - 1, ==), x); }\n"
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "helper.rasp").write_text(helper)
+        (tmp_path / d / "prog.rasp").write_text('load "helper";\ny = f(tokens);\n')
+    monkeypatch.chdir(tmp_path / "a")
+    assert main(["compile", "prog.rasp", "--vocab", "abc", "--max-len", "4", "-o", "m"]) == 0
+    assert str(tmp_path / "a" / "helper.rasp") in (tmp_path / "a" / "m" / "config.json").read_text()
+    capsys.readouterr()
+    monkeypatch.chdir(tmp_path)
+    assert main(["verify", "a/m", "b/prog.rasp"]) == 0, capsys.readouterr().err
+    assert "a/m matches b/prog.rasp: 16 tensors" in capsys.readouterr().out
+    # another helper is still another program
+    (tmp_path / "b" / "helper.rasp").write_text(helper.replace("length - indices - 1", "indices"))
+    assert main(["verify", "a/m", "b/prog.rasp"]) == 1
+    assert "is not what b/prog.rasp compiles to" in capsys.readouterr().err
