@@ -135,3 +135,20 @@ def test_verify_a_copy_of_a_program_that_loads_a_helper(tmp_path: Path, monkeypa
     (tmp_path / "b" / "helper.rasp").write_text(helper.replace("length - indices - 1", "indices"))
     assert main(["verify", "a/m", "b/prog.rasp"]) == 1
     assert "is not what b/prog.rasp compiles to" in capsys.readouterr().err
+
+
+def test_a_python_script_given_as_the_program_is_named_so(tmp_path: Path, capsys) -> None:
+    """`rasp compile prog.py ...` (a tracr-style script) was parsed as RASP: "missing ';'" at its
+    first `from ... import ...`."""
+    from rasp_compiler.cli import main
+
+    script = tmp_path / "prog.py"
+    script.write_text("from rasp_compiler import pyapi as rasp\nsop = rasp.tokens\n")
+    for argv in (["run", str(script), "--input", "ab"],
+                 ["compile", str(script), "--vocab", "ab", "--max-len", "3", "-o", str(tmp_path / "m")],
+                 ["check", str(script), "--vocab", "ab", "--max-len", "3"]):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {script} is a Python file, not a RASP program\n"), err
+        assert "rasp.compile_program(sop, vocab, max_len)" in err and "missing ';'" not in err
+    assert not (tmp_path / "m").exists()

@@ -757,6 +757,11 @@ def load_program(path: str | Path, output: str = "out") -> Program:
         if held is not None:  # config.json was parsed as RASP ("missing ';'" at its last line)
             raise UserError(f"{path} is a file of an artifact, not a RASP program",
                             hint=f"{held}; give a .rasp file here")
+    if p.suffix == ".py" and p.is_file():  # a tracr-style script: "missing ';'" at its first import
+        raise UserError(f"{path} is a Python file, not a RASP program",
+                        hint="run it with python; a program built with rasp_compiler.pyapi compiles with "
+                             "rasp.compile_program(sop, vocab, max_len) (model.save(DIR) writes what rasp "
+                             "eval reads), and rasp.to_source(sop, vocab=..., max_len=...) writes it as RASP")
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
