@@ -152,3 +152,5 @@ def test_a_python_script_given_as_the_program_is_named_so(tmp_path: Path, capsys
         assert err.startswith(f"error: {script} is a Python file, not a RASP program\n"), err
         assert "rasp.compile_program(sop, vocab, max_len)" in err and "missing ';'" not in err
     assert not (tmp_path / "m").exists()
+    out = repl(f'load "{script}";\n')  # the REPL's load: it looked for prog.py.rasp, with no word of why
+    assert "prog.py.rasp' to load" in out and "hint: load reads RASP files" in out, out

@@ -454,7 +454,10 @@ class Session(Expressions):
                                  token, ctx)
             hint = "load looks next to the loading file, then in the current directory, then in programs/"
             original = PROGRAMS_DIR.parent / "tests" / "data" / f"{name}.rasp"
-            if name in ORIGINAL_FILES and original.is_file():
+            if name.endswith(".py"):
+                hint = ("load reads RASP files; a Python program (rasp_compiler.pyapi) runs with python, "
+                        "and rasp.to_source(sop, vocab=..., max_len=...) writes it as RASP")
+            elif name in ORIGINAL_FILES and original.is_file():
                 shown = os.path.relpath(original.with_suffix(""))
                 shown = str(original.with_suffix("")) if shown.startswith("..") else shown
                 hint = (f"{name}.rasp is the original RASP repository's file, not shipped in programs/; "
