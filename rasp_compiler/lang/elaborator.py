@@ -768,7 +768,7 @@ def load_program(path: str | Path, output: str = "out") -> Program:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UserError(f"no such file: {path}", hint=_missing_file_hint(p)) from None
+        raise UserError(f"no such file: {path}", hint=missing_file_hint(p)) from None
     except IsADirectoryError:
         hint = ("a compiled model runs with 'rasp eval DIR --input ...'"
                 if (p / "config.json").is_file() else "give a .rasp file")
@@ -780,7 +780,7 @@ def load_program(path: str | Path, output: str = "out") -> Program:
     return session.program(output, str(path))
 
 
-def _missing_file_hint(p: Path) -> str | None:
+def missing_file_hint(p: Path) -> str | None:
     """Where the file meant may be: ``rasp run reverse`` names a file as the REPL's ``load
     "reverse";`` does (``.rasp`` added; a bare name also in programs/), or ``-`` for stdin."""
     if str(p) == "-":
