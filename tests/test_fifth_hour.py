@@ -50,7 +50,8 @@ def test_a_program_named_as_load_names_it_gets_the_file_as_hint(tmp_path: Path, 
     assert main(["run", "nothing", "--input", "ab"]) == 1
     assert capsys.readouterr().err == "error: no such file: nothing\n"
     assert main(["show", "mine", "--vocab", "ab", "--max-len", "3", "-o", "p.png"]) == 1
-    assert "error: mine: no such file or directory\n  hint: did you mean mine.rasp?" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "error: mine: no such file or directory\n  hint: did you mean mine.rasp?" in err, err
 
 
 def test_an_expression_failing_on_every_token_gets_the_operators_hint(tmp_path: Path, capsys) -> None:
