@@ -29,6 +29,9 @@ def test_a_draw_example_of_the_wrong_kind_is_located(tmp_path: Path, monkeypatch
     assert f"{tmp_path / 'lib.rasp'}:3:9: error: the example to draw on" in out, out
     assert out.count("error:") == 1 and "Example: b(\"hello\") = [h, e, l, l, o]" in out  # the file went on
     assert not list(tmp_path.glob("draw-*.png"))
+    out = repl("draw(tokens_int + 1);\n")  # an example the s-op cannot read, at the s-op too
+    assert "<repl:1>:1:6: error: tokens_int cannot read input position 0 ('h') as int" in out, out
+    assert "hint: this s-op reads numbers: draw(x, [1, 2, 3])" in out
     out = repl('draw(tokens, "ab");\n')  # a good example still draws
     assert "wrote draw-1.png" in out and (tmp_path / "draw-1.png").exists(), out
 

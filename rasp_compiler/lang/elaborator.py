@@ -406,7 +406,10 @@ class Session(Expressions):
                 # located here: the REPL's own check named no line (a loaded file's neither)
                 raise self.error(f"the example to draw on is a non-empty string or list of atoms, got {bad}",
                                  example_tree, ctx)
-            self.on_draw(value, example, self.pos(sop_tree, ctx).text, shown)
+            try:
+                self.on_draw(value, example, self.pos(sop_tree, ctx).text, shown)
+            except InputError as err:  # the example cannot be read (tokens_int on "hello"): at the s-op
+                raise self.error(err.message, sop_tree, ctx, hint=err.hint) from None
 
     def load(self, token: Token, env: Env, ctx: _Context, on_result=None) -> None:
         path, text, file_env = self.load_source(token, ctx)
