@@ -160,3 +160,26 @@ def test_a_python_script_given_as_the_program_is_named_so(tmp_path: Path, capsys
     assert not (tmp_path / "m").exists()
     out = repl(f'load "{script}";\n')  # the REPL's load: it looked for prog.py.rasp, with no word of why
     assert "prog.py.rasp' to load" in out and "hint: load reads RASP files" in out, out
+
+
+def test_an_s_op_where_only_an_atom_goes_is_told_so() -> None:
+    """`rasp.Full(rasp.tokens)` said "Full's value must be an s-op or an atom ..., got SOp": it
+    takes no s-op (nor does an aggregate's default or a ConstantSOp's value), and SOp is the class
+    the user never named."""
+    import pytest
+
+    from rasp_compiler import pyapi as rasp
+
+    tokens = rasp.tokens
+    sel = rasp.Select(tokens, tokens, rasp.Comparison.EQ)
+    atom = "an atom (str, int, float, bool), got"
+    cases = [(lambda: rasp.Full(tokens), f"Full's value must be {atom} an s-op (tokens)"),
+             (lambda: rasp.Aggregate(sel, tokens, default=tokens),
+              f"aggregate's default must be {atom} an s-op (tokens)"),
+             (lambda: rasp.ConstantSOp([1, tokens]), "each of ConstantSOp's values must be an atom"),
+             (lambda: tokens + [1], f"an operand must be an s-op or {atom} list")]
+    for build, words in cases:
+        with pytest.raises(rasp.PyApiTypeError) as err:
+            build()
+        assert str(err.value).startswith(words), err.value
+        assert "got SOp" not in str(err.value)

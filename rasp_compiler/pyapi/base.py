@@ -215,10 +215,13 @@ class RASPExpr:
         return annotate(self, **values)
 
 
-def _atom(value: Any, what: str) -> Any:
+def _atom(value: Any, what: str, sop_too: bool = False) -> Any:
+    """``value``, an atom; ``sop_too`` where the caller also takes an s-op (an operand), so that the
+    message names what it takes (`Full(tokens)` was told it "must be an s-op ... got SOp")."""
     if not isinstance(value, ATOMS):
-        raise PyApiTypeError(f"{what} must be an s-op or an atom (str, int, float, bool), "
-                             f"got {type(value).__name__}")
+        got = f"an s-op ({value.label})" if isinstance(value, SOp) else type(value).__name__
+        raise PyApiTypeError(f"{what} must be {'an s-op or ' * sop_too}an atom (str, int, float, bool), "
+                             f"got {got}")
     return value
 
 
@@ -245,7 +248,7 @@ def _elementwise(make: Callable[..., Expr], args: list[Any], simplify: bool = Tr
         elif isinstance(a, Selector):
             raise PyApiTypeError("selectors combine only with &, | and ~ (with other selectors)")
         else:
-            exprs.append(Const(_atom(a, "an operand")))
+            exprs.append(Const(_atom(a, "an operand", sop_too=True)))
     fn = make(*exprs)
     return Map(fn, inputs[0], simplify) if len(inputs) == 1 else SequenceMap(fn, *inputs)
 
