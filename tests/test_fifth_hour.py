@@ -183,3 +183,34 @@ def test_an_s_op_where_only_an_atom_goes_is_told_so() -> None:
             build()
         assert str(err.value).startswith(words), err.value
         assert "got SOp" not in str(err.value)
+
+
+def test_an_error_inside_tracrs_library_names_the_users_call() -> None:
+    """`lib.make_sort_unique(tokens, tokens)` run on repeated string keys fails in the aggregate
+    lib.py builds; the error named lib.py's line alone, not the user's call of the library. The
+    compiled config is unchanged (the call is not recorded there)."""
+    import inspect
+
+    import pytest
+
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.errors import CompileError, RaspError
+    from rasp_compiler.pyapi import lib
+
+    here = inspect.currentframe().f_lineno + 1
+    sort = lib.make_sort_unique(rasp.tokens, rasp.tokens)
+    with pytest.raises(RaspError) as err:
+        rasp.evaluate(sort, ["b", "b", "a"])
+    assert "mean of non-numbers" in err.value.message and err.value.file.endswith("lib.py"), err.value
+    assert err.value.message.endswith(f"(in lib.make_sort_unique, called at {__file__}:{here})"), err.value
+    # through another library function: the one the user called
+    here = inspect.currentframe().f_lineno + 1
+    keyed = lib.make_sort(rasp.tokens, rasp.tokens, max_seq_len=4, min_key=1)
+    with pytest.raises(CompileError) as err:  # string keys: `x + min_key * i / max_seq_len` fails
+        rasp.compile_program(keyed, vocab="ab", max_len=4)
+    assert err.value.message.endswith(f"(in lib.make_sort, called at {__file__}:{here})"), err.value
+    # the user's own code keeps its line alone
+    mine = rasp.Aggregate(rasp.Select(rasp.indices, rasp.indices, rasp.Comparison.LEQ), rasp.tokens)
+    with pytest.raises(RaspError) as err:
+        rasp.evaluate(mine, ["a", "b"])
+    assert "(in lib." not in err.value.message and err.value.file == __file__
