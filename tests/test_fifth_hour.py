@@ -214,3 +214,20 @@ def test_an_error_inside_tracrs_library_names_the_users_call() -> None:
     with pytest.raises(RaspError) as err:
         rasp.evaluate(mine, ["a", "b"])
     assert "(in lib." not in err.value.message and err.value.file == __file__
+
+
+def test_a_python_import_in_rasp_text_is_named_as_python(tmp_path: Path, capsys) -> None:
+    """`from tracr.rasp import rasp` (or `import foo;`) at the head of a statement said "missing ';'
+    at the end of the statement", as `lambda` and `rasp.tokens` no longer do."""
+    from rasp_compiler.cli import main
+
+    prog = tmp_path / "p.rasp"
+    prog.write_text("# a tracr program\n\nfrom tracr.rasp import rasp\nx = 1;\n")
+    assert main(["run", str(prog), "--input", "ab"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{prog}:3:1: error: RASP has no from statement: this looks like Python"), err
+    assert 'hint: load "name"; runs a RASP file' in err and "missing ';'" not in err
+    out = repl("x = 1; import y;\nimport = 3;\ny = x import;\n")
+    assert "<repl:1>:1:8: error: RASP has no import statement" in out, out
+    assert "value: import =  3" in out  # a name like any other where it is not a statement's head
+    assert "<repl:3>:1:6: error: missing ';'" in out

@@ -476,6 +476,14 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
                          width=len(word), hint="in RASP a map is an expression on the s-op (`tokens == "
                          "\"a\"`, `indices + 1`); Python with lambdas is built with rasp_compiler.pyapi "
                          "(docs/python-api.md)")
+    head = text[max(text.rfind(c, 0, start) for c in "\n;}") + 1:start]  # the statement before `word`
+    if word in ("import", "from") and "SEMICOLON" in expected and tok.type == "NAME" \
+            and not head.strip() and "\n" not in text[start:pos]:
+        # `import foo;`, `from tracr.rasp import rasp`: Python at the head of a statement
+        line, col = _position(text, start)
+        return RaspError(f"RASP has no {word} statement: this looks like Python", file, line, col, text,
+                         width=len(word), hint="load \"name\"; runs a RASP file (name.rasp); tracr-style "
+                         "Python is built with rasp_compiler.pyapi (docs/python-api.md)")
     if "SEMICOLON" in expected:
         pline, pcol = _previous_token_end(text, pos)
         new_line = pline < line
