@@ -231,3 +231,6 @@ def test_a_python_import_in_rasp_text_is_named_as_python(tmp_path: Path, capsys)
     assert "<repl:1>:1:8: error: RASP has no import statement" in out, out
     assert "value: import =  3" in out  # a name like any other where it is not a statement's head
     assert "<repl:3>:1:6: error: missing ';'" in out
+    out = repl("x = tokens;\nprint(x);\n")  # Python's print: "unknown name 'print'" and no hint
+    assert "<repl:2>:1:1: error: unknown name 'print'\n" in out and "hint: RASP has no print: at the " \
+           "prompt a statement shows its value (`x;`" in out, out
