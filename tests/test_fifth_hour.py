@@ -234,3 +234,16 @@ def test_a_python_import_in_rasp_text_is_named_as_python(tmp_path: Path, capsys)
     out = repl("x = tokens;\nprint(x);\n")  # Python's print: "unknown name 'print'" and no hint
     assert "<repl:2>:1:1: error: unknown name 'print'\n" in out and "hint: RASP has no print: at the " \
            "prompt a statement shows its value (`x;`" in out, out
+
+
+def test_python_and_c_habits_get_rasp_words() -> None:
+    """`x += 1;` was told "to compare, write '=='", `while` "missing ';'", `c ? a : b` "unexpected
+    character '?'" with no hint, and `x is 1` "did you mean 'in'?"."""
+    out = repl("x = 1;\nx += 1;\nwhile x < 3 { x = x + 1; }\nz = x == 1 ? 2 : 3;\nr = x is 1;\n")
+    assert "<repl:2>:1:3: error: RASP has no '+=': write the assignment out\n" in out, out
+    assert "hint: x = x + ...;" in out and "to compare, write '=='" not in out
+    assert "<repl:3>:1:1: error: RASP has no while loop\n" in out and "for i in range(n)" in out, out
+    assert "<repl:4>:1:12: error: unexpected character '?'" in out
+    assert "hint: RASP's conditional is `a if condition else b`" in out
+    assert "<repl:5>:1:7: error: 'is' is not a RASP keyword" in out and "write '=='" in out, out
+    assert "did you mean 'in'" not in out
