@@ -405,4 +405,6 @@ def _located(program: Program, node: Node, message: str, hint: str | None = None
     width = len(pos.text) if pos.text and "\n" not in pos.text else 1
     if pos.context:  # made inside a function of the program, or a loop: which call or pass
         message += f" (in {pos.context})"
+    if pos.called:  # made inside tracr's library (pyapi.lib): where the user called it
+        message += f" (in {pos.called})"
     return RaspError(message, pos.file, pos.line, pos.col, source, hint=hint, width=width)

@@ -1181,6 +1181,11 @@ class RaspModel:
                     elif as_given and number is not None and _token_key(number) in self._ids:
                         hint = (f"the program reads the input as given, and the vocabulary holds the "
                                 f"number {number!r}: pass numbers (--input-json '[{number!r}]')")
+                    elif (not as_given and isinstance(tok, float) and tok.is_integer()
+                          and _token_key(str(int(tok))) in self._ids):
+                        # --vocab 123 holds the string '1': 1 is read as it, 1.0 as '1.0'
+                        hint = (f"the vocabulary holds the string {str(int(tok))!r}, which the number "
+                                f"{int(tok)} is read as, but {tok!r} reads as {str(tok)!r}: pass {int(tok)}")
                     elif (as_strings and isinstance(tok, float) and tok.is_integer()
                           and _token_key(int(tok)) in self._ids):
                         hint = (f"the program reads tokens as strings, where {tok!r} is "

@@ -78,8 +78,13 @@ def main(args: argparse.Namespace) -> int:
     fmt = picture_format(args.out, args.format)
     check_directory_of(args.out)
     if not os.path.exists(args.target):
+        from pathlib import Path
+
+        from rasp_compiler.lang.elaborator import missing_file_hint
+
         raise UserError(f"{args.target}: no such file or directory",
-                        hint="give a .rasp program or a directory written by 'rasp compile'")
+                        hint=missing_file_hint(Path(args.target))
+                        or "give a .rasp program or a directory written by 'rasp compile'")
     parent = os.path.dirname(args.target) or "."
     if os.path.basename(args.target) in ("config.json", "model.safetensors") and all(
             os.path.isfile(os.path.join(parent, name)) for name in ("config.json", "model.safetensors")):

@@ -64,13 +64,19 @@ def recorded_options(config: dict) -> dict[str, Any]:
 
 def _without_path(config: dict) -> dict:
     """``config`` with the program's path (recorded as given to the compiler, and in every source
-    location of the plan) replaced by one placeholder: where the file was is not what it is."""
+    location of the plan) replaced by one placeholder, and the directory of every other file's
+    source location (a file it `load`s, recorded by its absolute path) dropped: where the files
+    were is not what they are."""
     import json
+    import re
 
     path = config.get("program")
     text = json.dumps(config, sort_keys=True)
     if isinstance(path, str) and path:
         text = text.replace(json.dumps(path)[1:-1], "<PROGRAM>")
+    # `/tmp/a/helper.rasp:3` -> `helper.rasp:3`: a copy of the program and its helpers elsewhere (a
+    # colleague's checkout) compiled the same tensors and was said to be another program
+    text = re.sub(r'[^"\s(,]*/([^/"\s(,]+\.rasp:\d)', r"\1", text)
     return json.loads(text)
 
 

@@ -62,6 +62,10 @@ class SourcePos:
     # m), m = 0``); empty elsewhere.  It tells apart nodes made by one line run several times.
     # Not part of equality: only plans and pictures read it.
     context: str = field(default="", compare=False)
+    # For a node built inside tracr's library of the Python API: the library function the user
+    # called and their line (``lib.make_sort_unique, called at prog.py:11``).  Only the
+    # interpreter's errors read it, so that one located in lib.py names the user's line too.
+    called: str = field(default="", compare=False)
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.col}"

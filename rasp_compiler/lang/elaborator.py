@@ -19,6 +19,7 @@ a program may shadow any library name, and the REPL can feed it statement after 
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -54,6 +55,9 @@ from rasp_compiler.lang.values import (
 LIBRARY_PATH = Path(__file__).resolve().parent / "rasplib.rasp"
 LIBRARY_FILE = "rasplib.rasp"
 PROGRAMS_DIR = Path(__file__).resolve().parents[2] / "programs"
+# the original repository's own files, of which a checkout holds copies in tests/data/ (its README
+# starts a session with `load "paper_examples";`)
+ORIGINAL_FILES = ("paper_examples", "rover", "long_addition")
 MAX_CALL_DEPTH = 100
 # Budgets that turn a runaway program (exponential recursion, huge loops) into an error, not a hang.
 MAX_CALLS = 200_000
@@ -398,7 +402,14 @@ class Session(Expressions):
             raise self.error(f"draw takes an s-op and, optionally, an example: draw(reverse) or "
                              f'draw(reverse, "abc"); got {a_kind(value)}', sop_tree, ctx)
         if self.on_draw is not None:
-            self.on_draw(value, example, self.pos(sop_tree, ctx).text, shown)
+            if example_tree is not None and (bad := _not_an_example(example)):
+                # located here: the REPL's own check named no line (a loaded file's neither)
+                raise self.error(f"the example to draw on is a non-empty string or list of atoms, got {bad}",
+                                 example_tree, ctx)
+            try:
+                self.on_draw(value, example, self.pos(sop_tree, ctx).text, shown)
+            except InputError as err:  # the example cannot be read (tokens_int on "hello"): at the s-op
+                raise self.error(err.message, sop_tree, ctx, hint=err.hint) from None
 
     def load(self, token: Token, env: Env, ctx: _Context, on_result=None) -> None:
         path, text, file_env = self.load_source(token, ctx)
@@ -444,9 +455,17 @@ class Session(Expressions):
             if folder is not None:  # "cannot find" misled: the name is there, as a directory
                 raise self.error(f"cannot load '{name}': {folder} is a directory, not a RASP file",
                                  token, ctx)
-            raise self.error(f"cannot find '{name}.rasp' to load", token, ctx,
-                             hint="load looks next to the loading file, then in the current directory, "
-                                  "then in programs/")
+            hint = "load looks next to the loading file, then in the current directory, then in programs/"
+            original = PROGRAMS_DIR.parent / "tests" / "data" / f"{name}.rasp"
+            if name.endswith(".py"):
+                hint = ("load reads RASP files; a Python program (rasp_compiler.pyapi) runs with python, "
+                        "and rasp.to_source(sop, vocab=..., max_len=...) writes it as RASP")
+            elif name in ORIGINAL_FILES and original.is_file():
+                shown = os.path.relpath(original.with_suffix(""))
+                shown = str(original.with_suffix("")) if shown.startswith("..") else shown
+                hint = (f"{name}.rasp is the original RASP repository's file, not shipped in programs/; "
+                        f'this checkout holds a copy: load "{shown}";')
+            raise self.error(f"cannot find '{name}.rasp' to load", token, ctx, hint=hint)
         if path.resolve() in self._loading:
             raise self.error(f"'{name}' loads itself (through {' → '.join(p.stem for p in self._loading)})",
                              token, ctx)
@@ -744,10 +763,15 @@ def load_program(path: str | Path, output: str = "out") -> Program:
         if held is not None:  # config.json was parsed as RASP ("missing ';'" at its last line)
             raise UserError(f"{path} is a file of an artifact, not a RASP program",
                             hint=f"{held}; give a .rasp file here")
+    if p.suffix == ".py" and p.is_file():  # a tracr-style script: "missing ';'" at its first import
+        raise UserError(f"{path} is a Python file, not a RASP program",
+                        hint="run it with python; a program built with rasp_compiler.pyapi compiles with "
+                             "rasp.compile_program(sop, vocab, max_len) (model.save(DIR) writes what rasp "
+                             "eval reads), and rasp.to_source(sop, vocab=..., max_len=...) writes it as RASP")
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UserError(f"no such file: {path}") from None
+        raise UserError(f"no such file: {path}", hint=missing_file_hint(p)) from None
     except IsADirectoryError:
         hint = ("a compiled model runs with 'rasp eval DIR --input ...'"
                 if (p / "config.json").is_file() else "give a .rasp file")
@@ -757,3 +781,32 @@ def load_program(path: str | Path, output: str = "out") -> Program:
     session = Session()
     session.exec_source(text, str(path), directory=p.resolve().parent)
     return session.program(output, str(path))
+
+
+def missing_file_hint(p: Path) -> str | None:
+    """Where the file meant may be: ``rasp run reverse`` names a file as the REPL's ``load
+    "reverse";`` does (``.rasp`` added; a bare name also in programs/), or ``-`` for stdin."""
+    if str(p) == "-":
+        return "a program is read from a file; for one on standard input give /dev/stdin"
+    if p.suffix == ".rasp":
+        return None
+    candidates = [p.with_name(p.name + ".rasp")]
+    if len(p.parts) == 1:
+        candidates.append(PROGRAMS_DIR / (p.name + ".rasp"))
+    for found in candidates:
+        if found.is_file():
+            shown = os.path.relpath(found) if found.is_absolute() else str(found)
+            shown = str(found) if shown.startswith("..") else shown
+            return f"did you mean {shown}? (load adds .rasp to a name; a command takes the file's name)"
+    return None
+
+
+def _not_an_example(example: Any) -> str | None:
+    """What ``draw(sop, example)`` was given where it is not an example (``3``, ``""``, ``a list
+    holding a selector``), as the REPL's ``set example`` shows it; None where it is one."""
+    if not isinstance(example, (str, list)):
+        return str(example) if is_atom(example) else a_kind(example)
+    if not example:
+        return '""' if isinstance(example, str) else "[]"
+    bad = [v for v in example if not is_atom(v)] if isinstance(example, list) else []
+    return f"a list holding {a_kind(bad[0])}" if bad else None

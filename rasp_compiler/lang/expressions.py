@@ -127,6 +127,10 @@ class Expressions:
                         "Python function is a map in rasp_compiler.pyapi (docs/python-api.md)")
             if name.startswith("_") and close is None:
                 hint = "names starting with '_' stay private to the file that defines them"
+            if name == "print":  # Python's habit: the REPL shows what a statement gives
+                hint = ("RASP has no print: at the prompt a statement shows its value (`x;`, or "
+                        "`x(\"abc\");` on an input); a file's result is its last statement (rasp run FILE "
+                        "--output NAME for another)")
             raise self.error(f"unknown name '{name}'", tree, ctx, hint=hint) from None
 
     def e_int(self, tree: Tree, env: Env, ctx: _Context) -> int:

@@ -274,8 +274,11 @@ def _misspelled_keyword(err: UnexpectedToken, text: str, file: str) -> RaspError
         return None
     _, name, kw, at = best
     line, col = _position(text, at)
+    hint = f"did you mean '{kw}'?"
+    if name == "is":  # Python's `x is 1`: RASP compares values ('in' was suggested)
+        hint = "RASP compares values: write '==' (or 'in' to test membership in a list)"
     return RaspError(f"'{name}' is not a RASP keyword, and as a name it cannot stand here",
-                     file, line, col, text, width=len(name), hint=f"did you mean '{kw}'?")
+                     file, line, col, text, width=len(name), hint=hint)
 
 
 def translate(err: UnexpectedInput, text: str, file: str) -> RaspError:
@@ -314,8 +317,18 @@ def _unexpected_character(err: UnexpectedCharacters, text: str, file: str) -> Ra
         hint = "names use only ASCII letters, digits and '_'; other characters may go in \"strings\""
     elif c == "\ufeff":
         hint = "a byte-order mark in the middle of the text: delete it"
+    elif c == "?":  # C's `c ? a : b`
+        hint = "RASP's conditional is `a if condition else b`"
     return RaspError(f"unexpected character {shown}", file, line, col, text, hint=hint)
 
+
+# Python statements a tracr user may type, each said in RASP's words (the parser saw a missing ';')
+_PYTHON_STATEMENTS = {
+    word: (f"RASP has no {word} statement: this looks like Python",
+           "load \"name\"; runs a RASP file (name.rasp); tracr-style Python is built with "
+           "rasp_compiler.pyapi (docs/python-api.md)") for word in ("import", "from")}
+_PYTHON_STATEMENTS["while"] = ("RASP has no while loop",
+                               "loop over a list: for i in range(n) { ... } (n known when the line runs)")
 
 # keywords that read as names (`round = 3;`); `and`, `or`, `in`, … fail before the '='
 _ASSIGNABLE_LOOKING_KEYWORDS = {"round", "indicator", "select", "aggregate", "def", "return", "for", "load",
@@ -476,6 +489,13 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
                          width=len(word), hint="in RASP a map is an expression on the s-op (`tokens == "
                          "\"a\"`, `indices + 1`); Python with lambdas is built with rasp_compiler.pyapi "
                          "(docs/python-api.md)")
+    head = text[max(text.rfind(c, 0, start) for c in "\n;}") + 1:start]  # the statement before `word`
+    if word in _PYTHON_STATEMENTS and "SEMICOLON" in expected and tok.type == "NAME" \
+            and not head.strip() and "\n" not in text[start:pos]:
+        # `import foo;`, `from tracr.rasp import rasp`, `while x < 3 {`: Python at a statement's head
+        line, col = _position(text, start)
+        message, hint = _PYTHON_STATEMENTS[word]
+        return RaspError(message, file, line, col, text, width=len(word), hint=hint)
     if "SEMICOLON" in expected:
         pline, pcol = _previous_token_end(text, pos)
         new_line = pline < line
@@ -499,6 +519,11 @@ def _unexpected_token(err: UnexpectedToken, text: str, file: str) -> RaspError:
             line, col = _position(text, start)
             return RaspError(f"'{word}' is a RASP keyword, so it cannot be assigned", file, line, col, text,
                              width=len(word), hint=f"choose another name, e.g. '{word}_'")
+        op = text[pos - 1:pos]
+        if op and op in "+-*/%^":  # `x += 1;` ("to compare, write '=='" misled)
+            name = _word_before(text, pos - 1)[0] or "x"
+            return RaspError(f"RASP has no '{op}=': write the assignment out", file, line, col - 1, text,
+                             width=2, hint=f"{name} = {name} {op} ...;")
         return RaspError("unexpected '=' here: assignment is a statement of its own (`name = value;`)",
                          file, line, col, text, hint="to compare, write '=='")
     if tok.type == "COMMA" and "COMMA" not in expected:

@@ -79,6 +79,25 @@ def _caller() -> tuple[str, int]:
     return frame.f_code.co_filename, frame.f_lineno
 
 
+_LIBRARY = "rasp_compiler.pyapi.lib"
+
+
+def _library_call() -> str:
+    """For an expression built inside tracr's library (``lib.make_sort_unique``): which library
+    function the user called, and where (``lib.make_sort_unique, called at prog.py:11``), so that
+    an error located in lib.py also names the user's line (SourcePos.context); "" otherwise."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "") in _BUILDER_MODULES:
+        frame = frame.f_back  # type: ignore[assignment]
+    called = ""
+    while frame is not None and frame.f_globals.get("__name__", "") == _LIBRARY:
+        called = frame.f_code.co_name  # the outermost library function: the one the user called
+        frame = frame.f_back  # type: ignore[assignment]
+    if not called or frame is None:
+        return ""
+    return f"lib.{called}, called at {frame.f_code.co_filename}:{frame.f_lineno}"
+
+
 def _tracr_kind(expr: "RASPExpr") -> str:
     """tracr's default name of an expression: its most specific class, in snake case."""
     for cls in type(expr).__mro__:
@@ -105,6 +124,7 @@ class RASPExpr:
         self.fields = fields
         self.ident: str | None = None  # the node id a name asks for
         self.where = _caller()
+        self.called_from = _library_call()  # "" unless tracr's library built it
 
     def named(self, name: str) -> "RASPExpr":
         """Give the node an id (and a variable name in ``to_source``); returns the node itself.
@@ -215,10 +235,13 @@ class RASPExpr:
         return annotate(self, **values)
 
 
-def _atom(value: Any, what: str) -> Any:
+def _atom(value: Any, what: str, sop_too: bool = False) -> Any:
+    """``value``, an atom; ``sop_too`` where the caller also takes an s-op (an operand), so that the
+    message names what it takes (`Full(tokens)` was told it "must be an s-op ... got SOp")."""
     if not isinstance(value, ATOMS):
-        raise PyApiTypeError(f"{what} must be an s-op or an atom (str, int, float, bool), "
-                             f"got {type(value).__name__}")
+        got = f"an s-op ({value.label})" if isinstance(value, SOp) else type(value).__name__
+        raise PyApiTypeError(f"{what} must be {'an s-op or ' * sop_too}an atom (str, int, float, bool), "
+                             f"got {got}")
     return value
 
 
@@ -245,7 +268,7 @@ def _elementwise(make: Callable[..., Expr], args: list[Any], simplify: bool = Tr
         elif isinstance(a, Selector):
             raise PyApiTypeError("selectors combine only with &, | and ~ (with other selectors)")
         else:
-            exprs.append(Const(_atom(a, "an operand")))
+            exprs.append(Const(_atom(a, "an operand", sop_too=True)))
     fn = make(*exprs)
     return Map(fn, inputs[0], simplify) if len(inputs) == 1 else SequenceMap(fn, *inputs)
 

@@ -129,7 +129,8 @@ def build_program(output: RASPExpr, source_file: str = PYTHON_FILE) -> Program:
                 raise UserError(f"the chain of unnamed maps merged into '{node.id}' (built at {file}:{line}) "
                                 "is too long", hint="name some steps of the chain with .named(...): a named "
                                                     "map is a node of its own, not merged") from None
-            add_node(graph, _with_pos(node, SourcePos(file, line, 1, text)))
+            called = getattr(e, "called_from", "")
+            add_node(graph, _with_pos(node, SourcePos(file, line, 1, text, called=called)))
     # A name given twice stands for the node whose id it is (the first built; the second's id is
     # `x_2`), as the plan and to_source show: the last one took it, so output="x" compiled x_2.
     names: dict[str, str] = {}

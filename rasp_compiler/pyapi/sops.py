@@ -39,7 +39,7 @@ def _sop(value: Any, what: str) -> SOp:
         return value
     if isinstance(value, Selector):
         raise PyApiTypeError(f"{what} must be an s-op, got a selector")
-    return Full(_atom(value, what))
+    return Full(_atom(value, what, sop_too=True))
 
 
 # --------------------------------------------------------------------------- tracr's classes
@@ -182,7 +182,7 @@ class ConstantSOp(SOp):
             raise PyApiTypeError(f"ConstantSOp takes a sequence of values, one per position, got "
                                  f"{reprlib.repr(value)}",
                                  hint="write ConstantSOp([5, 5, 5]); Full(5) is 5 at every position")
-        self.value = [_atom(v, "ConstantSOp's values") for v in value]
+        self.value = [_atom(v, "each of ConstantSOp's values") for v in value]
         self.check_length = check_length
         values = self.value
         position = _length_checked(len(values)) if check_length else indices

@@ -218,6 +218,8 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         source = None
         if pos is not None:
             source = getattr(self.program, "sources", {}).get(pos.file)
+            if getattr(pos, "called", ""):  # built in tracr's library (pyapi.lib): the user's line too
+                message += f" (in {pos.called})"
             return cls(message, pos.file, pos.line, pos.col, source=source, hint=hint,
                        width=max(1, len(pos.text.splitlines()[0]) if pos.text else 1))
         return cls(message, self.program.source_file, hint=hint)

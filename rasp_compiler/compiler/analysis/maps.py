@@ -30,6 +30,7 @@ from rasp_compiler.compiler.forms import linear_form
 from rasp_compiler.compiler.values import sorted_values
 from rasp_compiler.graph.expr import evaluate as eval_expr
 from rasp_compiler.graph.nodes import Map, Node, SequenceMap, SourcePos
+from rasp_compiler.graph.semantics import OperatorError
 
 
 def _is_value(v: Any) -> bool:
@@ -68,11 +69,13 @@ class MapTables:
         if not samples and node.id in self.failures:  # called, and never answered
             args, err = self.failures[node.id]
             shown = repr(args[0]) if len(args) == 1 else "(" + ", ".join(map(repr, args)) + ")"
+            # an operator's own hint where it has one (`tokens + 1` over --vocab 123: tokens are
+            # strings); the arity hint is for a Python function, never for a RASP expression's operator
+            hint = err.hint if isinstance(err, OperatorError) else (
+                "a map's function takes one value (a sequence map's, one per input s-op) and returns one")
             raise self.error(node.id, f"the function of {self.describe(node.id)} fails on every value "
                              f"it may receive, so no input has an answer: on {shown}, "
-                             f"{failure_reason(err)}",
-                             hint="a map's function takes one value (a sequence map's, one per "
-                                  "input s-op) and returns one")
+                             f"{failure_reason(err)}", hint=hint)
         if node.id in self.non_atoms:
             args, value = self.non_atoms[node.id]
             shown = repr(args[0]) if len(args) == 1 else "(" + ", ".join(map(repr, args)) + ")"
