@@ -307,8 +307,7 @@ class _Output:
             dims = np.array([[start + index[_vk(ys[i + 1])], start + index[_vk(ys[i])]] for i in idx],
                             dtype=int).reshape(len(idx), 2)
             return dims, np.repeat(np.array([[1.0, -1.0]]), len(idx), axis=0)
-        # the outputs on either side of each step only: the points outnumber the steps (1,377
-        # against 65 in tracr's shuffle-Dyck-2's any_negative at max_len 10)
+        # the outputs on either side of each step only: the points far outnumber the steps
         before = np.array([float(ys[i]) for i in idx], dtype=np.float64)
         after = np.array([float(ys[i + 1]) for i in idx], dtype=np.float64)
         dims = np.full((len(idx), 1), self.tdim(), dtype=int)
@@ -356,8 +355,7 @@ def mlp_weights(op: MLPOp, layout: Layout, acc: MLPWeights, dtype: str) -> None:
         if rows:
             _step_mlp(op, layout, acc, out, ins, num, cat, lambda: rows, dtype)
         return
-    # (not where the lowering found these rows not affine: fitting them again sorts them first,
-    # 1 ms for the 1,377 rows of tracr's shuffle-Dyck-2's ``any_negative`` at max_len 10)
+    # (not where the lowering found these rows not affine: fitting them again would sort them)
     fit = affine(sorted_rows()) if len(num) >= 2 and not out.categorical and not cat and op.rows \
         and not getattr(op, "not_affine", False) else None
     if getattr(op, "linear", None) is not None:

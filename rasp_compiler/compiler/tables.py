@@ -80,10 +80,9 @@ def affine(rows: list[tuple[tuple, Any]]) -> tuple[np.ndarray, float] | None:
 # a table of more than 4 times this many rows is first checked on its first and last this many
 # rows (``_probes``), each a block of whole contexts' assignments, where rectangles occur
 PROBE_ROWS = 512
-# ... and, before that, one of more than 4 times this many on its first and last this many: a
-# table of a thousand rows costs about half a millisecond to fit whole (tracr's shuffle-Dyck-2
-# at max_len 10: ``indicator(any_negative)`` and ``all_zero`` over the two balances, 1,377 rows
-# each, neither affine nor separable), its probe a tenth of that
+# ... and, before that, one of more than 4 times this many on its first and last this many: most
+# tables of a thousand rows are neither affine nor separable, and the small probe rules them out
+# for a tenth of a whole fit
 SMALL_PROBE_ROWS = 64
 
 

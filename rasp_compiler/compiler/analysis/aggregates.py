@@ -188,7 +188,7 @@ class AttentionOutputs:
         widths = self.widths(node.inputs[0])
         if widths is not None:
             # one list per width, shared by its contexts (as ``shared_lists`` would make them,
-            # without keying a list of each of the 820 contexts at max_len 40)
+            # without keying one list per context)
             lists = {w: [w] for w in widths.values()}
             cond = dict(zip(widths, map(lists.__getitem__, widths.values()), strict=True))
             return self._base(node, "cond", sorted(lists), enc, cond=cond)

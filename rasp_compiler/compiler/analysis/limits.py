@@ -28,10 +28,9 @@ REBASE_SIZE = 40_000
 # A map over two or more numerical maps that are bases (opaque) is tabulated up to this many joint
 # assignments only, the most the lowering fuses a frontier of several numbers holding maps over
 # (the larger of its MULTI_NUMERIC_CAP and OPAQUE_FRONTIER_CAP; a test keeps them in step): past it
-# the table serves only a reader fused through the map's own inputs.  tracr's shuffle-Dyck-2 at
-# max_len 40 tabulated three maps of 91,880 rows over its two balances for its plain plan (0.09 s
-# of a 0.15 s compile) and kept the deferred plan, which had them opaque, in the same 4 layers.
-# docs/compiler.md, "How the plan is chosen", gives what was checked and the one loss found.
+# the table serves only a reader fused through the map's own inputs, and building it made the plan
+# search build a plain plan that was no shallower.  docs/compiler.md, "How the plan is chosen",
+# gives the measurements, what was checked and the one loss found.
 OPAQUE_NUMBERS_CAP = 40_000
 # The most evaluations of one map on the twins (0 <-> False, 1 <-> True) of its inputs' values
 # (``_propagate_bool_number``); past it the map is taken to pass the clash on.

@@ -195,8 +195,8 @@ def row_classes(matrix: np.ndarray) -> tuple[list[int], tuple[int, ...]]:
     """``np.unique(matrix, axis=0, return_index=True, return_inverse=True)``'s index of each
     distinct row's first occurrence and each row's class, its distinct row's rank in sorted
     order.  A boolean matrix's rows are compared as their bytes (0 and 1, so in the same order
-    as NumPy's field by field), a few microseconds where ``np.unique`` along an axis takes a
-    quarter of a millisecond (each score block of tracr's pair balance and shuffle-Dyck)."""
+    as NumPy's field by field): ``np.unique`` along an axis costs far more on the small
+    matrices of score blocks (docs/compiler-results.md, issue 50's small compiles)."""
     if matrix.dtype != np.bool_ or matrix.ndim != 2:
         _, first, cls = np.unique(matrix, axis=0, return_index=True, return_inverse=True)
         return first.tolist(), tuple(cls.ravel().tolist())
