@@ -85,7 +85,7 @@ _LIBRARY = "rasp_compiler.pyapi.lib"
 def _library_call() -> str:
     """For an expression built inside tracr's library (``lib.make_sort_unique``): which library
     function the user called, and where (``lib.make_sort_unique, called at prog.py:11``), so that
-    an error located in lib.py also names the user's line (SourcePos.context); "" otherwise."""
+    an error located in lib.py also names the user's line (SourcePos.called); "" otherwise."""
     frame = sys._getframe(1)
     while frame is not None and frame.f_globals.get("__name__", "") in _BUILDER_MODULES:
         frame = frame.f_back  # type: ignore[assignment]
