@@ -417,6 +417,12 @@ class _Product:
             self.terms = _one_term_each(self.w, reads)
             if self.terms is not None:
                 self.why += "; one term an output: x's column times a number"
+        # the output columns the product gives, where its weight runs padded (GEMM_COLUMNS)
+        self.out_columns: int | None = None
+        if self.terms is None and _gemm_width(self.w) != self.w.shape[1]:
+            self.out_columns = self.w.shape[1]
+            self.w = _padded(self.w, _gemm_width(self.w))
+            self.why += f"; its {self.out_columns} output columns run as {self.w.shape[1]}"
 
     @classmethod
     def build(cls, name: str, w: torch.Tensor, mode: str, bias: torch.Tensor | None = None,
@@ -474,6 +480,8 @@ class _Product:
             out = _columns(x, self.terms[0]) * self.terms[1]
         else:
             out = _columns(x, self.reads) @ self.w
+            if self.out_columns is not None:
+                out = out[..., :self.out_columns]
         return out if self.bias is None else out + self.bias
 
     def add_to(self, x: torch.Tensor, delta: torch.Tensor, in_place: bool) -> torch.Tensor:
@@ -554,7 +562,8 @@ class _Lookup:
                     return None
                 part = idx if stride == 1 else idx * stride
                 code = part if code is None else code + part
-            rows = table[code]
+            # index_select: the same rows as table[code], two to three times faster
+            rows = table.index_select(0, code.reshape(-1)).view(*code.shape, table.shape[1])
             out = rows if out is None else out.add_(rows)
         return out
 
@@ -646,6 +655,39 @@ def attention_softmax(scores: torch.Tensor, neg: float) -> torch.Tensor:
     return torch.softmax(padded, dim=-1)[..., :keys]
 
 
+# MKL's GEMM on a CPU (AVX-512 here) runs a product whose output width is not a multiple of its
+# kernel's (16 columns in float32, 12 in float64) on a slow path: [5,376 x 38] @ [38 x N] took
+# 338 us at N = 10 in float32 and 88 us at N = 16; 541 us at N = 21 in float64 and 258 us at
+# N = 24 (docs/compiler-results.md, "Narrow products padded").  So a CPU weight runs padded with
+# zero columns up to ``_gemm_width`` (the result sliced back), and a head's value dimensions
+# likewise.  Where padding paid in every shape measured: in float32 below 16 columns, or where it
+# adds fewer than 8; in float64 where it adds at most a quarter more, up to 48 (below 12 columns
+# and past 48 some large products got slower).  A padded column's sum may round differently from
+# the unpadded one, so every path pads alike, the dense one too, as the softmax does
+# (SOFTMAX_KEYS); a GPU is left as it is.
+GEMM_COLUMNS = {torch.float32: 16, torch.float64: 12}
+
+
+def _gemm_width(w: torch.Tensor) -> int:
+    """How many output columns (``w``'s last dimension) a product by ``w`` runs with."""
+    n, q = w.shape[-1], GEMM_COLUMNS.get(w.dtype)
+    if q is None or w.device.type != "cpu" or n < 2 or n % q == 0:
+        return n
+    padded = -(-n // q) * q
+    if w.dtype == torch.float32:
+        return padded if n < q or padded - n < q // 2 else n
+    return padded if 4 * (padded - n) <= n and padded <= 48 else n
+
+
+def _padded(w: torch.Tensor, to: int, dim: int = -1) -> torch.Tensor:
+    """``w`` with zeros appended along ``dim`` up to ``to`` entries."""
+    if w.shape[dim] == to:
+        return w
+    extra = list(w.shape)
+    extra[dim] = to - w.shape[dim]
+    return torch.cat([w, w.new_zeros(extra)], dim=dim)
+
+
 class _Attention:
     """One layer's heads: W_Q, W_K, W_V [h, d, e] and W_O [h, e, d] as three projections of the
     residual stream and one output product.  On the sparse path each runs on the residual columns
@@ -668,16 +710,23 @@ class _Attention:
         # The value dimensions stay whole: attn @ v sums one term per key, and a BLAS may add a
         # column's terms in an order that depends on how many columns the product has, so fewer
         # columns than the dense path's would change the logits' last bits (DEVELOPERS.md).
+        ev = wv.shape[2]
+        # attn @ v with an output width off the kernel's: zero value dimensions (GEMM_COLUMNS)
+        wv, wo = _padded(wv, _gemm_width(wv), 2), _padded(wo, _gemm_width(wv), 1)
         qk, ov = wq.shape[2], wv.shape[2]
         # [h, d, e] as one [d, h * e] product: every head's columns side by side
         def side_by_side(w: torch.Tensor) -> torch.Tensor:
             return w.permute(1, 0, 2).reshape(d, -1)
 
+        v = _Product.build(f"{name}.W_V", side_by_side(wv), mode, all_columns=True, one_hots=one_hots)
+        o = _Product.build(f"{name}.W_O", wo.reshape(h * ov, wo.shape[2]), mode, all_rows=True)
+        if ov != ev:  # explain the weights as they are, and how they run
+            v.shape, o.shape = (d, h * ev), (h * ev, wo.shape[2])
+            for p in (v, o):
+                p.why += f"; {ev} value dimensions a head run as {ov}"
         return cls(_Product.build(f"{name}.W_Q", side_by_side(wq), mode, all_columns=True, one_hots=one_hots),
                    _Product.build(f"{name}.W_K", side_by_side(wk), mode, all_columns=True, one_hots=one_hots),
-                   _Product.build(f"{name}.W_V", side_by_side(wv), mode, all_columns=True, one_hots=one_hots),
-                   _Product.build(f"{name}.W_O", wo.reshape(h * ov, wo.shape[2]), mode, all_rows=True),
-                   h, qk, ov)
+                   v, o, h, qk, ov)
 
     def products(self) -> list[_Product]:
         return [self.q, self.k, self.v, self.o]
@@ -768,6 +817,21 @@ class _Mlp:
                         path[n], reasons[n] = "columns", gathered
         # the hidden activations run transposed, [units, positions], where a factor is a CSR matrix
         self.transposed = "csr" in path.values()
+        # where x @ W_in and h @ W_out run padded (GEMM_COLUMNS): zero units (relu(0) times a zero
+        # row of W_out adds exact zeros) and zero output columns, sliced off
+        self.out_columns: int | None = None
+        if not self.transposed:
+            units = _gemm_width(self.w_in)
+            if units != self.w_in.shape[1]:
+                reasons["W_in"] += f"; its {self.w_in.shape[1]} units run as {units}"
+                self.w_in, self.b_in = _padded(self.w_in, units), _padded(self.b_in, units)
+                self.w_out = _padded(self.w_out, units, 0)
+                if self.w_gate is not None:
+                    self.w_gate, self.b_gate = _padded(self.w_gate, units), _padded(self.b_gate, units)
+            if _gemm_width(self.w_out) != self.w_out.shape[1]:
+                self.out_columns = self.w_out.shape[1]
+                self.w_out = _padded(self.w_out, _gemm_width(self.w_out))
+                reasons["W_out"] += f"; its {self.out_columns} output columns run as {self.w_out.shape[1]}"
         if path["W_in"] == "columns" and not self.transposed:
             self.in_terms = _one_term_each(self.w_in, reads_i)
             if self.in_terms is not None:
@@ -813,7 +877,10 @@ class _Mlp:
             h = (_columns(xs, self.reads).to(self.w_in.dtype) @ self.w_in).add_(self.b_in).relu_()
         if self.w_gate is not None:  # a gated unit: relu(x W_in + b_in) * (x W_gate + b_gate)
             h = h * (_columns(xs, self.reads).to(self.w_in.dtype) @ self.w_gate + self.b_gate)
-        return (h @ self.w_out).add_(self.b_out)
+        out = h @ self.w_out
+        if self.out_columns is not None:
+            out = out[:, :self.out_columns]
+        return out.add_(self.b_out)
 
     def apply(self, x: torch.Tensor, step: int, in_place: bool) -> torch.Tensor:
         """x + MLP(x), over slices of ``step`` positions; with ``in_place`` x itself is updated."""

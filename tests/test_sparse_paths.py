@@ -37,11 +37,11 @@ def _logits(model, xs: list[list], paths: str) -> torch.Tensor:
         return model.module(ids, lengths, values=values)
 
 
-def _check(s: Shipped, n: int) -> None:
-    model = compile_program(load_program(str(s.file)), list(s.vocab5), n, dtype="float64")
+def _check(s: Shipped, n: int, dtype: str = "float64") -> None:
+    model = compile_program(load_program(str(s.file)), list(s.vocab5), n, dtype=dtype)
     xs = _inputs(s, n)
     dense, auto = _logits(model, xs, "dense"), _logits(model, xs, "auto")
-    assert dense.dtype == torch.float64
+    assert dense.dtype == getattr(torch, dtype)
     # bit for bit: equal values and the same NaN / sign-free zeros (torch.equal compares values)
     assert torch.equal(dense, auto), f"{s.name} at {n}: max difference {float((dense - auto).abs().max())}"
 
@@ -50,6 +50,13 @@ def _check(s: Shipped, n: int) -> None:
 @pytest.mark.parametrize("s", PROGRAMS, ids=[p.name for p in PROGRAMS])
 def test_auto_paths_give_the_dense_logits_bit_for_bit(s: Shipped, n: int) -> None:
     _check(s, n)
+
+
+@pytest.mark.parametrize("n", [6, 16])
+@pytest.mark.parametrize("s", PROGRAMS, ids=[p.name for p in PROGRAMS])
+def test_auto_paths_give_the_dense_logits_bit_for_bit_in_float32(s: Shipped, n: int) -> None:
+    """float32 too, where narrow products run padded (GEMM_COLUMNS): every path pads alike."""
+    _check(s, n, "float32")
 
 
 def test_large_and_small_models_take_the_sparse_paths() -> None:
@@ -343,3 +350,43 @@ def test_a_csr_product_adds_two_terms_an_output_at_most() -> None:
     wide = torch.zeros(5, 4)
     wide[:3, 1] = 1.0
     assert runtime._two_terms_at_most(wide[:, :1]) and not runtime._two_terms_at_most(wide)
+
+
+# -- narrow products padded to the BLAS kernel's width (GEMM_COLUMNS) -------------------------------
+@pytest.mark.parametrize("dtype, widths", [
+    ("float32", {1: 1, 2: 16, 10: 16, 15: 16, 16: 16, 20: 20, 24: 24, 25: 32, 31: 32, 40: 40, 57: 64}),
+    ("float64", {1: 1, 8: 8, 10: 12, 12: 12, 13: 13, 20: 24, 21: 24, 30: 36, 40: 48, 50: 50, 61: 61})])
+def test_narrow_products_run_at_the_kernels_width(dtype: str, widths: dict[int, int]) -> None:
+    """Where padding paid in every shape measured (bench/narrow_products.py --sweep): float32 below
+    16 columns or fewer than 8 short of a multiple of 16; float64 a quarter more at most, up to
+    48.  Another dtype is left as it is."""
+    import rasp_compiler.runtime as runtime
+
+    for n, want in widths.items():
+        assert runtime._gemm_width(torch.zeros(3, n, dtype=getattr(torch, dtype))) == want, n
+    assert runtime._gemm_width(torch.zeros(3, 10, dtype=torch.bfloat16)) == 10
+
+
+def test_padded_products_say_so_and_change_no_output(monkeypatch) -> None:
+    """tracr's length at 20: its head's 2 value dimensions run as 16 (float32) and its float64
+    MLP's 20 output columns as 24; the logits are those of the module without padding to within a
+    last bit, and the outputs the interpreter's."""
+    import rasp_compiler.runtime as runtime
+    from rasp_compiler.interpreter import run
+
+    s = next(p for p in PROGRAMS if p.name == "tracr/length")
+    model = compile_program(load_program(str(s.file)), list(s.vocab5), 20)
+    why = {e["tensor"]: e["why"] for e in model.module.explain()}
+    assert "2 value dimensions a head run as 16" in why["layers.0.attn.W_V"]
+    assert "its 20 output columns run as 24" in why["layers.0.mlp.W_out"]
+    xs = _inputs(s, 20)
+    padded = _logits(model, xs, "auto")
+    monkeypatch.setattr(runtime, "GEMM_COLUMNS", {})
+    plain = runtime.Transformer(model.config, model.tensors)
+    assert not any(" run as " in e["why"] for e in plain.explain())
+    ids, lengths, values = model.encode_inputs(xs)
+    with torch.inference_mode():
+        unpadded = plain(ids, lengths, values=values)
+    assert torch.allclose(padded, unpadded, rtol=1e-6, atol=1e-6)
+    program = load_program(str(s.file))
+    assert model.run(xs) == [run(program, x) for x in xs]
