@@ -722,6 +722,9 @@ class _Attention:
         o = _Product.build(f"{name}.W_O", wo.reshape(h * ov, wo.shape[2]), mode, all_rows=True)
         if ov != ev:  # explain the weights as they are, and how they run
             v.shape, o.shape = (d, h * ev), (h * ev, wo.shape[2])
+            padded, real = h * ov, h * ev
+            v.why = v.why.replace(f"writes {padded} of {padded} columns", f"writes {real} of {real} columns")
+            o.why = o.why.replace(f"reads {padded} of {padded} rows", f"reads {real} of {real} rows")
             for p in (v, o):
                 p.why += f"; {ev} value dimensions a head run as {ov}"
         return cls(_Product.build(f"{name}.W_Q", side_by_side(wq), mode, all_columns=True, one_hots=one_hots),
