@@ -259,6 +259,31 @@ def finished_run(out: str | os.PathLike, run: dict) -> tuple[dict, dict] | None:
         return None
 
 
+def refuse_other_finished_run(out: str | os.PathLike, run: dict, name: str,
+                              flag: str = "--out") -> None:
+    """Refuse to train ``run`` into ``out`` when ``out`` holds a finished run of other settings:
+    training would replace that run's weights and result without a word (the resume state of
+    another run is refused alike, ``load_resume``).  ``--no-resume`` skips this check."""
+    out = Path(out)
+    if (out / RESUME_FILE).is_file() or not (out / CONFIG_FILE).is_file():
+        return
+    try:
+        meta = read_json(out / CONFIG_FILE)
+    except (OSError, ValueError):
+        return
+    if not isinstance(meta, dict) or not isinstance(meta.get("run"), dict):
+        return
+    other, mine = run_settings(meta["run"]), run_settings(run)
+    if other == mine:
+        return
+    diff = [f"{k} ({other.get(k, 'unset')!r} there, {mine.get(k, 'unset')!r} here)"
+            for k in sorted(set(other) | set(mine)) if other.get(k) != mine.get(k)]
+    more = f" and {len(diff) - 4} more" if len(diff) > 4 else ""
+    raise UserError(f"{flag} {out} holds another finished run: it differs from {name} in "
+                    f"{', '.join(diff[:4])}{more}; training would replace its weights and result",
+                    f"give this run another {flag}, or pass --no-resume to replace that run")
+
+
 def _check_bound_file(path: Path, name: str, want: object) -> None:
     try:
         got = digest(read_json(path / name))
