@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rasp_compiler.cli import main
-from rasp_compiler.errors import InputError
+from rasp_compiler.errors import InputError, UserError
 from rasp_compiler.lang import program_from_source, run
 
 
@@ -40,3 +40,53 @@ def test_tokens_float_of_a_non_finite_token_is_refused_as_the_input(tmp_path: Pa
     assert "exhaustive: 42/42 inputs agree" in capsys.readouterr().out
     assert run(program_from_source("tokens_float * 10;"), ["1e1", "1.5"]) == [100.0, 15.0]
 
+
+
+def test_a_finished_run_of_other_settings_in_out_is_refused_not_replaced(tmp_path: Path, capsys) -> None:
+    """`rasp experiment dyck1 ... --out DIR`, DIR holding a finished run of other settings (here
+    --steps): trained over it without a word, its weights and result lost (an unfinished run of
+    other settings was already refused).  The same run still gives its saved result, and
+    --no-resume still replaces."""
+    out = tmp_path / "run"
+    base = ["experiment", "dyck1", "--backbone", "random", "--settings", "base", "--width", "8",
+            "--layers", "1", "--heads", "1", "--batch", "4", "--no-progress", "--json", "--out", str(out)]
+    assert main(base + ["--steps", "6"]) == 0
+    capsys.readouterr()
+    weights = (out / "model.safetensors").read_bytes()
+    assert main(base + ["--steps", "8"]) == 1
+    err = capsys.readouterr().err
+    assert f"error: --out {out} holds another finished run: it differs from " in err, err
+    assert "in steps (6 there, 8 here); training would replace its weights and result" in err
+    assert "hint: give this run another --out, or pass --no-resume to replace that run" in err
+    assert (out / "model.safetensors").read_bytes() == weights
+    assert main(base + ["--steps", "6", "--threads", "2"]) == 0      # threads do not bind a run
+    assert "already finished" in capsys.readouterr().err
+    assert main(base + ["--steps", "8", "--no-resume"]) == 0
+    assert (out / "model.safetensors").read_bytes() != weights
+
+
+def test_the_fixed_ut_python_api_names_a_wrong_argument() -> None:
+    """`ut(X, E, U)` with a U of the wrong shape was torch's "mat1 and mat2 shapes cannot be
+    multiplied", a 1-D X (of the UT or the target) an IndexError from inside the attention, and
+    `encode(ut, "t")` an AttributeError; each is now one UserError saying what was expected."""
+    import torch
+
+    from rasp_compiler.universal import Target, build_universal, encode
+
+    ut = build_universal("sparse", layers=2, heads=1, dim=3)
+    target = Target.random(2, 1, 3, seed=0)
+    E, U = encode(ut, target)
+    X = torch.randn(4, 3, dtype=torch.float64)
+    y, _ = ut(X, E, U)
+    assert torch.allclose(y, target(X)[0], atol=1e-12)       # the right call still runs exactly
+    assert torch.allclose(ut(X.unsqueeze(0), E, U)[0][0], y)  # a batch of inputs too
+    with pytest.raises(UserError, match=r"readout U must have shape \(15, d_out\), got \(2, 3\)"):
+        ut(X, E, U[:2])
+    with pytest.raises(UserError, match=r"input X must have shape \(n, d\) or \(batch, n, d\), got \(3,\)"):
+        ut(X[0], E, U)
+    with pytest.raises(UserError, match=r"input X must have shape .* got \(3,\)"):
+        target(X[0])
+    with pytest.raises(UserError, match="encode takes a Target second, got str"):
+        encode(ut, "t")
+    with pytest.raises(UserError, match="encode takes a UniversalTransformer first, got Target"):
+        encode(target, ut)
