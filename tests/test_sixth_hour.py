@@ -90,3 +90,34 @@ def test_the_fixed_ut_python_api_names_a_wrong_argument() -> None:
         encode(ut, "t")
     with pytest.raises(UserError, match="encode takes a UniversalTransformer first, got Target"):
         encode(target, ut)
+
+
+def test_u_given_to_probe_or_export_is_named_as_u(tmp_path: Path, capsys) -> None:
+    """`rasp experiment probe U/` said "U is a compiled model (rasp compile)", and `rasp export U/`
+    hinted "compile with a --vocab of tokens": U comes from `rasp simulate`, and neither applies."""
+    u = tmp_path / "U"
+    assert main(["simulate", "--n", "1", "--d", "1", "-o", str(u)]) == 0
+    capsys.readouterr()
+    assert main(["experiment", "probe", str(u)]) == 1
+    err = capsys.readouterr().err
+    assert f"error: {u} is the universal simulator U (rasp simulate -o), not an experiment checkpoint" in err
+    assert "rasp simulate --model DIR --input-json" in err and "rasp compile" not in err
+    assert main(["export", str(u), "-o", str(tmp_path / "u.pt")]) == 1
+    err = capsys.readouterr().err
+    assert "error: the model is the universal simulator U (rasp simulate), which reads real numbers" in err
+    assert "--vocab" not in err and "rasp simulate --model DIR" in err
+    assert not (tmp_path / "u.pt").exists()
+
+
+def test_the_simulator_page_python_example_runs_as_written(capsys) -> None:
+    """docs/simulator.md's Python block used A, V and X without making them (a NameError as
+    written) and imported `attention_layer` without saying that it returns a dict of the output
+    and every intermediate; it now runs and compares U with that reference."""
+    import re
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "simulator.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert len(blocks) == 1
+    exec(compile(blocks[0], "docs/simulator.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert float(out[0]) < 1e-12 and out[1].startswith("# U, the universal simulator of one attention layer")

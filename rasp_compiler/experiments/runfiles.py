@@ -203,6 +203,12 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[EmbeddingProgrammedTransfo
         raise ArtifactError(f"cannot read checkpoint {path}: {path / WEIGHTS_FILE} is truncated or "
                             f"corrupt ({err})", "re-run the experiment to rewrite it") from None
     # a compiled model directory also holds these two files; read as a run it failed on KeyError 'run'
+    if isinstance(meta, dict) and meta.get("format") == MODEL_FORMAT \
+            and isinstance(meta.get("simulator"), dict):
+        # U is a compiled model too, and was named "a compiled model (rasp compile)"
+        raise ArtifactError(f"{path} is the universal simulator U (rasp simulate -o), not an experiment "
+                            "checkpoint", "pass the directory a `rasp experiment dyck1|khop` run wrote "
+                            "(its --out); rasp simulate --model DIR --input-json '[...]' runs U")
     if isinstance(meta, dict) and meta.get("format") == MODEL_FORMAT:
         raise ArtifactError(f"{path} is a compiled model (rasp compile), not an experiment checkpoint",
                             "pass the directory a `rasp experiment dyck1|khop` run wrote (its --out); "
