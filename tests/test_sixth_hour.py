@@ -121,3 +121,24 @@ def test_the_simulator_page_python_example_runs_as_written(capsys) -> None:
     exec(compile(blocks[0], "docs/simulator.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert float(out[0]) < 1e-12 and out[1].startswith("# U, the universal simulator of one attention layer")
+
+
+def test_a_string_compared_with_a_number_is_noted_at_compile(tmp_path: Path, capsys) -> None:
+    """`tokens == 1` over --vocab 123 compiled, and ran, to all-False without a word (the strings
+    '1', '2', '3' equal no number, in the original REPL as in the interpreter here), where
+    `tokens < 2` is an error with a hint.  The answer stays the interpreter's; the compile notes why."""
+    prog = tmp_path / "eq.rasp"
+    prog.write_text("x = tokens != 2;\ny = tokens == 1;\nx and y;\n")
+    assert main(["check", str(prog), "--vocab", "123", "--max-len", "3", "--exhaustive"]) == 0
+    out = capsys.readouterr().out
+    assert "note: x: it compares strings with the number 2, so it is true at every position" in out, out
+    assert ("note: y: it compares strings with the number 1, so it is false at every position (as in "
+            "the interpreter); to compare numbers read the input with tokens_int or tokens_float, or "
+            "compare with the string '1'") in out
+    assert "exhaustive: 39/39 inputs agree" in out
+    assert run(program_from_source('tokens == 1;'), ["1", "2"]) == [False, False]
+    for fine in ('tokens == "1";', "tokens_int == 1;", "indices == 1;"):
+        prog.write_text(fine + "\n")
+        assert main(["compile", str(prog), "--vocab", "123", "--max-len", "3",
+                     "-o", str(tmp_path / "m")]) == 0
+        assert "compares strings" not in capsys.readouterr().out

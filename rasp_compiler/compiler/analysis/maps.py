@@ -28,6 +28,7 @@ from rasp_compiler.compiler.analysis.selector_formulas import failure_reason
 from rasp_compiler.compiler.analysis.sinfo import SInfo
 from rasp_compiler.compiler.forms import linear_form
 from rasp_compiler.compiler.values import sorted_values
+from rasp_compiler.graph.expr import Binary, Const, Var
 from rasp_compiler.graph.expr import evaluate as eval_expr
 from rasp_compiler.graph.nodes import Map, Node, SequenceMap, SourcePos
 from rasp_compiler.graph.semantics import OperatorError
@@ -87,7 +88,26 @@ class MapTables:
                              "value of an s-op at a position is a string, a number or a boolean "
                              "(or a tuple of them)",
                              hint="return an atom (a tuple or list can be joined into a string)")
+        self._note_string_number_equality(node, info)
         return info
+
+    def _note_string_number_equality(self, node: Map | SequenceMap, info: SInfo) -> None:
+        """`tokens == 1` over --vocab 123 is false at every position (the strings '1', '2', '3'
+        equal no number, in the original REPL as here), so it compiled and ran to all-False
+        without a word; `<` on the same pair is an error with a hint.  Note it."""
+        fn = getattr(node, "fn", None)
+        if not isinstance(fn, Binary) or fn.op not in ("==", "!=") or len(node.inputs) != 1:
+            return
+        var, const = (fn.left, fn.right) if isinstance(fn.left, Var) else (fn.right, fn.left)
+        if not isinstance(var, Var) or not isinstance(const, Const) or isinstance(const.value, bool) \
+                or not isinstance(const.value, (int, float)):
+            return
+        values = self.info[node.inputs[0]].values
+        if values and all(isinstance(v, str) for v in values):
+            info.notes.append(f"it compares strings with the number {const.value!r}, so it is "
+                              f"{'false' if fn.op == '==' else 'true'} at every position (as in the "
+                              "interpreter); to compare numbers read the input with tokens_int or "
+                              f"tokens_float, or compare with the string {str(const.value)!r}")
 
     def _recorder(self, node: Map | SequenceMap, samples: list[tuple[tuple, Any]] | None = None
                   ) -> Callable[..., Any]:
