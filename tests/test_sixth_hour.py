@@ -142,3 +142,24 @@ def test_a_string_compared_with_a_number_is_noted_at_compile(tmp_path: Path, cap
         assert main(["compile", str(prog), "--vocab", "123", "--max-len", "3",
                      "-o", str(tmp_path / "m")]) == 0
         assert "compares strings" not in capsys.readouterr().out
+
+
+def test_emit_rasp_replaces_rasp_text_only(tmp_path: Path, capsys) -> None:
+    """`rasp simulate ... --emit-rasp notes.txt` (or a .py, a .md) replaced the user's text without
+    --force, though --help says --force is needed "to replace a file that is not RASP text"."""
+    sim = ["simulate", "--n", "1", "--d", "1", "--emit-rasp"]
+    for name, text in (("notes.txt", "my notes\n"), ("prog.py", "import torch\n"), ("README.md", "# x\n")):
+        path = tmp_path / name
+        path.write_text(text)
+        assert main(sim + [str(path)]) == 1
+        err = capsys.readouterr().err
+        assert f"--emit-rasp {path} exists and is not a text file of RASP source" in err
+        assert "hint: give another file name, or --force to replace it" in err
+        assert path.read_text() == text
+    assert main(sim + [str(tmp_path / "notes.txt"), "--force"]) == 0
+    # RASP text, U's own source under another name, an empty file: replaced as before
+    (tmp_path / "mine.rasp").write_text("tokens;\n")
+    (tmp_path / "empty.txt").write_text("")
+    for name in ("mine.rasp", "notes.txt", "empty.txt"):
+        assert main(sim + [str(tmp_path / name)]) == 0
+        assert (tmp_path / name).read_text().startswith("# U, the universal simulator")
