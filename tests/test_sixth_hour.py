@@ -163,3 +163,27 @@ def test_emit_rasp_replaces_rasp_text_only(tmp_path: Path, capsys) -> None:
     for name in ("mine.rasp", "notes.txt", "empty.txt"):
         assert main(sim + [str(tmp_path / name)]) == 0
         assert (tmp_path / name).read_text().startswith("# U, the universal simulator")
+
+
+def test_show_never_draws_over_a_file_that_is_not_a_picture(tmp_path: Path, capsys) -> None:
+    """`rasp show prog.rasp --vocab ab --max-len 3 -o prog.rasp` (a slip of the output name) wrote
+    a PNG over the program, as any name that is not a picture's was drawn in PNG: notes.md, a .py."""
+    prog = tmp_path / "prog.rasp"
+    source = "aggregate(select(indices, length - indices - 1, ==), tokens);\n"
+    prog.write_text(source)
+    show = ["show", str(prog), "--vocab", "ab", "--max-len", "3", "-o"]
+    for victim in (prog, tmp_path / "notes.md"):
+        if victim != prog:
+            victim.write_text("# my notes\n")
+        before = victim.read_bytes()
+        assert main(show + [str(victim)]) == 1
+        err = capsys.readouterr().err
+        assert f"error: cannot write {victim}: it exists and is not a picture" in err, err
+        assert f"hint: give the picture a .png or .svg name, e.g. {victim.with_suffix('')}.png" in err
+        assert victim.read_bytes() == before
+    # a picture under any name is redrawn, as before; a new file of any name is drawn
+    for name in ("plan", "plan.png", "plan"):
+        assert main(show + [str(tmp_path / name)]) == 0
+    assert (tmp_path / "plan").read_bytes().startswith(b"\x89PNG")
+    (tmp_path / "old.png").write_text("not a png yet")   # a .png name is the user's ask: drawn
+    assert main(show + [str(tmp_path / "old.png")]) == 0
