@@ -107,6 +107,10 @@ def check_input(inputs: Any) -> list[Any]:
             v = data[i] = v.item()
         if not isinstance(v, ATOMS):
             raise InputError(f"input position {i} holds {v!r}: tokens must be strings, numbers or booleans")
+        if isinstance(v, float) and not math.isfinite(v):
+            # rasp.evaluate(p, [nan]) answered [nan], where --input-json and a compiled model's
+            # vocabulary refuse it
+            raise InputError(f"input position {i} holds {v}: a token that is a number is finite")
     return data
 
 

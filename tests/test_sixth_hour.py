@@ -32,7 +32,17 @@ def test_tokens_float_of_a_non_finite_token_is_refused_as_the_input(tmp_path: Pa
         assert err.startswith(f"error: tokens_float reads input position 1 ('{token}') as "), err
         assert "not a finite number" in err and "arithmetic" not in err
     with pytest.raises(InputError, match="not a finite number"):
-        run(program_from_source("tokens_float * 2;"), [1.0, float("nan")])
+        run(program_from_source("tokens_float * 2;"), ["1", "nan"])
+    # a non-finite number given as a token (Python): [nan] was answered, where --input-json and a
+    # compiled model's vocabulary refuse it
+    from rasp_compiler import pyapi as rasp
+
+    for bad in (float("nan"), float("inf")):
+        said = f"input position 1 holds {bad}: a token that is a number is finite"
+        with pytest.raises(InputError, match=said):
+            rasp.evaluate(rasp.numerical(rasp.Map(lambda x: x * 2, rasp.tokens)), [1.0, bad])
+        with pytest.raises(InputError, match="a token that is a number is finite"):
+            run(program_from_source("tokens_float * 2;"), [1.0, bad])
     # finite number-like strings read as before, in both (the model and the interpreter agree)
     prog.write_text("tokens_float * 10;\n")
     assert main(["check", str(prog), "--vocab", '["1_0", "01", " 1", "1e1", "-0", "1.5"]',
