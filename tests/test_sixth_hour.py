@@ -147,6 +147,15 @@ def test_a_string_compared_with_a_number_is_noted_at_compile(tmp_path: Path, cap
             "compare with the string '1'") in out
     assert "exhaustive: 39/39 inputs agree" in out
     assert run(program_from_source('tokens == 1;'), ["1", "2"]) == [False, False]
+    # a select alike: it selects no key (every key for !=), noted where an aggregate or a width reads it
+    prog.write_text("w = selector_width(select(tokens, 1, ==));\nw + aggregate(not select(tokens, 2, !=), "
+                    "tokens_int, 5);\n")
+    assert main(["check", str(prog), "--vocab", "123", "--max-len", "3", "--exhaustive"]) == 0
+    out = capsys.readouterr().out
+    assert ("note: w: 'select_1' (select(tokens, 1, ==)) compares strings with numbers by ==, so it "
+            "selects no key (as in the interpreter)") in out, out
+    assert "(select(tokens, 2, !=)) compares strings with numbers by !=, so it selects every key" in out
+    assert "exhaustive: 39/39 inputs agree" in out
     for fine in ('tokens == "1";', "tokens_int == 1;", "indices == 1;"):
         prog.write_text(fine + "\n")
         assert main(["compile", str(prog), "--vocab", "123", "--max-len", "3",
