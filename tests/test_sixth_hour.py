@@ -206,3 +206,29 @@ def test_show_never_draws_over_a_file_that_is_not_a_picture(tmp_path: Path, caps
     assert (tmp_path / "plan").read_bytes().startswith(b"\x89PNG")
     (tmp_path / "old.png").write_text("not a png yet")   # a .png name is the user's ask: drawn
     assert main(show + [str(tmp_path / "old.png")]) == 0
+
+
+def test_a_bos_typed_first_gets_the_hint_that_the_model_adds_it(tmp_path: Path, capsys) -> None:
+    """`rasp eval M --input-json '["BOS", "a", "b"]'` (tracr's inputs begin with BOS; also
+    `model.run([["BOS", "a"]])`) hinted "compile again with a --vocab that includes it"."""
+    from rasp_compiler import pyapi as rasp
+    from rasp_compiler.runtime import ModelInputError
+
+    prog = tmp_path / "rev.rasp"
+    prog.write_text("aggregate(select(indices, length - indices - 1, ==), tokens);\n")
+    model = tmp_path / "m"
+    assert main(["compile", str(prog), "--vocab", "ab", "--max-len", "3", "-o", str(model)]) == 0
+    capsys.readouterr()
+    for first in ("BOS", "<BOS>"):
+        assert main(["eval", str(model), "--input-json", f'["{first}", "a", "b"]']) == 1
+        err = capsys.readouterr().err
+        assert f"error: token '{first}' at position 0 of input 0 is not in the vocabulary ('a', 'b')" in err
+        assert ('hint: this model puts its own BOS first (tracr\'s inputs begin with it): give the '
+                'tokens alone, ["a", "b"]') in err, err
+    assert main(["eval", str(model), "--input-json", '["a", "b"]']) == 0
+    assert capsys.readouterr().out == "[b, a] (strings)\n"
+    compiled = rasp.compile_program(rasp.tokens, "ab", 3)
+    with pytest.raises(ModelInputError, match="this model puts its own BOS first"):
+        compiled.run([["BOS", "a"]])
+    assert main(["eval", str(model), "--input-json", '["a", "BOS"]']) == 1    # elsewhere: as before
+    assert "hint: compile again with a --vocab that includes it" in capsys.readouterr().err
