@@ -232,3 +232,23 @@ def test_a_bos_typed_first_gets_the_hint_that_the_model_adds_it(tmp_path: Path, 
         compiled.run([["BOS", "a"]])
     assert main(["eval", str(model), "--input-json", '["a", "BOS"]']) == 1    # elsewhere: as before
     assert "hint: compile again with a --vocab that includes it" in capsys.readouterr().err
+
+
+def test_a_value_beginning_with_a_dash_gets_the_equals_hint(tmp_path: Path, capsys) -> None:
+    """`rasp eval M --input -ab` (or `--vocab -ab`) said only "argument --input: expected one
+    argument": argparse reads -ab as an option; `--input=-ab` passes it."""
+    prog = tmp_path / "p.rasp"
+    prog.write_text("tokens;\n")
+    with pytest.raises(SystemExit) as stop:
+        main(["compile", str(prog), "--vocab", "-ab", "--max-len", "2", "-o", str(tmp_path / "m")])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: argument --vocab: expected one argument\n  hint: a value that begins with '-' is " \
+           "written after '=': --vocab=-ab" in err, err
+    assert main(["compile", str(prog), "--vocab=-ab", "--max-len", "3", "-o", str(tmp_path / "m")]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path / "m"), "--input=-ab"]) == 0
+    assert capsys.readouterr().out == "[-, a, b] (strings)\n"
+    with pytest.raises(SystemExit):          # a value missing at the end: no such hint
+        main(["eval", str(tmp_path / "m"), "--input"])
+    assert "hint" not in capsys.readouterr().err
