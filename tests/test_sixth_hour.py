@@ -252,3 +252,18 @@ def test_a_value_beginning_with_a_dash_gets_the_equals_hint(tmp_path: Path, caps
     with pytest.raises(SystemExit):          # a value missing at the end: no such hint
         main(["eval", str(tmp_path / "m"), "--input"])
     assert "hint" not in capsys.readouterr().err
+
+
+def test_tokens_bool_over_digit_strings_is_noted(tmp_path: Path, capsys) -> None:
+    """`tokens_bool` over --vocab 01 reads both tokens as True (Python's bool of a non-empty string,
+    as the original REPL's), and compiled to that without a word; the compile now notes it."""
+    prog = tmp_path / "b.rasp"
+    prog.write_text("x = tokens_bool;\nindicator(x);\n")
+    assert run(program_from_source("tokens_bool;"), list("01")) == [True, True]   # unchanged
+    assert main(["check", str(prog), "--vocab", "01", "--max-len", "2", "--exhaustive"]) == 0
+    out = capsys.readouterr().out
+    assert ("note: tokens_bool: every non-empty string reads as True (Python's bool, as in the "
+            "original REPL): '0' reads as True; read 0/1 with tokens_int (tokens_int == 1)") in out, out
+    assert "exhaustive: 6/6 inputs agree" in out
+    assert main(["check", str(prog), "--vocab", "[true, false]", "--max-len", "2", "--exhaustive"]) == 0
+    assert "reads as True" not in capsys.readouterr().out

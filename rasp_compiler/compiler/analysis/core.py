@@ -249,6 +249,13 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         if isinstance(node, Tokens):
             values = [convert_token(v, node.type) for v in self.vocab]
             info = self._base(node, "token", values, enc or "categorical")
+            falsy = [v for v in self.vocab if node.type == "bool" and isinstance(v, str)
+                     and v.strip().lower() in ("0", "false", "f", "no", "n", "off")]
+            if falsy:   # --vocab 01 read as [True, True] without a word (Python's bool, the original's)
+                info.notes.append("every non-empty string reads as True (Python's bool, as in the "
+                                  f"original REPL): {', '.join(map(repr, falsy[:3]))} "
+                                  f"read{'s' if len(falsy) == 1 else ''} as True; read 0/1 with "
+                                  "tokens_int (tokens_int == 1)")
         elif isinstance(node, Indices):
             info = self._base(node, "index", list(range(max(self.lengths))), enc or "categorical")
         elif isinstance(node, Length):
