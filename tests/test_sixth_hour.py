@@ -267,3 +267,21 @@ def test_tokens_bool_over_digit_strings_is_noted(tmp_path: Path, capsys) -> None
     assert "exhaustive: 6/6 inputs agree" in out
     assert main(["check", str(prog), "--vocab", "[true, false]", "--max-len", "2", "--exhaustive"]) == 0
     assert "reads as True" not in capsys.readouterr().out
+
+
+def test_dry_run_refuses_the_options_it_would_ignore(tmp_path: Path, capsys) -> None:
+    """`rasp experiment table --dry-run --time-budget 5` (also --jobs, --ray, --checkpoints,
+    --checkpoint-every) listed the missing runs and ignored them without a word, where
+    --report-only names the options it would ignore; --only and --seeds still filter the list."""
+    table = ["experiment", "table", "--dry-run", "--results", str(tmp_path / "res")]
+    for extra, flag in ((["--time-budget", "5"], "--time-budget"), (["--jobs", "2"], "--jobs"),
+                        (["--checkpoints", str(tmp_path / "ck")], "--checkpoints"),
+                        (["--checkpoint-every", "10"], "--checkpoint-every"), (["--ray"], "--ray")):
+        assert main(table + extra) == 1
+        err = capsys.readouterr().err
+        assert f"error: --dry-run lists the missing runs and runs none, so {flag} would do nothing" in err
+        assert f"hint: drop {flag}, or drop --dry-run" in err
+    assert main(table + ["--only", "^khop2_", "--seeds", "0"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out and all(line.startswith("khop2_") for line in captured.out.splitlines())
+    assert not (tmp_path / "ck").exists() and not (tmp_path / "res").exists()

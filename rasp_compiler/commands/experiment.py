@@ -342,6 +342,15 @@ def _table(args) -> int:
         if given:
             raise UserError(f"--report-only runs nothing, so {', '.join(given)} would do nothing",
                             hint=f"drop {', '.join(given)}, or drop --report-only")
+    if args.dry_run:  # it lists the missing runs: options pacing or placing runs were ignored
+        given = [flag for flag, on in (("--time-budget", args.time_budget),
+                                       ("--jobs", args.jobs is not None),
+                                       ("--ray", args.ray is not None),
+                                       ("--checkpoints", args.checkpoints is not None),
+                                       ("--checkpoint-every", args.checkpoint_every)) if on]
+        if given:
+            raise UserError(f"--dry-run lists the missing runs and runs none, so {', '.join(given)} "
+                            "would do nothing", hint=f"drop {', '.join(given)}, or drop --dry-run")
     if args.quick:
         configs = grid.quick_grid(device=args.device)
         results = args.results or "runs/experiments-quick/results"
