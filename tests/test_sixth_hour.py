@@ -147,6 +147,12 @@ def test_a_string_compared_with_a_number_is_noted_at_compile(tmp_path: Path, cap
             "compare with the string '1'") in out
     assert "exhaustive: 39/39 inputs agree" in out
     assert run(program_from_source('tokens == 1;'), ["1", "2"]) == [False, False]
+    prog.write_text("x = tokens == indices;\nx;\n")        # two s-ops alike
+    assert main(["check", str(prog), "--vocab", "012", "--max-len", "3", "--exhaustive"]) == 0
+    out = capsys.readouterr().out
+    assert ("note: x: it compares strings with numbers ('indices'), so it is false at every position "
+            "(as in the interpreter); to compare numbers read the input with tokens_int or "
+            "tokens_float, or map one side first") in out, out
     # a select alike: it selects no key (every key for !=), noted where an aggregate or a width reads it
     prog.write_text("w = selector_width(select(tokens, 1, ==));\nw + aggregate(not select(tokens, 2, !=), "
                     "tokens_int, 5);\n")

@@ -96,18 +96,31 @@ class MapTables:
         equal no number, in the original REPL as here), so it compiled and ran to all-False
         without a word; `<` on the same pair is an error with a hint.  Note it."""
         fn = getattr(node, "fn", None)
-        if not isinstance(fn, Binary) or fn.op not in ("==", "!=") or len(node.inputs) != 1:
+        if not isinstance(fn, Binary) or fn.op not in ("==", "!="):
             return
-        var, const = (fn.left, fn.right) if isinstance(fn.left, Var) else (fn.right, fn.left)
-        if not isinstance(var, Var) or not isinstance(const, Const) or isinstance(const.value, bool) \
-                or not isinstance(const.value, (int, float)):
+
+        def side(e: Any) -> list | None:
+            if isinstance(e, Var) and 0 <= e.index < len(node.inputs):
+                return self.info[node.inputs[e.index]].values
+            return [e.value] if isinstance(e, Const) else None
+
+        def numbers(vs: list) -> bool:
+            return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vs)
+
+        left, right = side(fn.left), side(fn.right)
+        if not left or not right:
             return
-        values = self.info[node.inputs[0]].values
-        if values and all(isinstance(v, str) for v in values):
-            info.notes.append(f"it compares strings with the number {const.value!r}, so it is "
-                              f"{'false' if fn.op == '==' else 'true'} at every position (as in the "
-                              "interpreter); to compare numbers read the input with tokens_int or "
-                              f"tokens_float, or compare with the string {str(const.value)!r}")
+        for strings, other, e in ((left, right, fn.right), (right, left, fn.left)):
+            if all(isinstance(v, str) for v in strings) and numbers(other):
+                what = (f"the number {e.value!r}" if isinstance(e, Const) else
+                        f"numbers ({self.describe(node.inputs[e.index])})")
+                fix = (f"compare with the string {str(e.value)!r}" if isinstance(e, Const) else
+                       "map one side first")
+                info.notes.append(f"it compares strings with {what}, so it is "
+                                  f"{'false' if fn.op == '==' else 'true'} at every position (as in "
+                                  "the interpreter); to compare numbers read the input with tokens_int "
+                                  f"or tokens_float, or {fix}")
+                return
 
     def _recorder(self, node: Map | SequenceMap, samples: list[tuple[tuple, Any]] | None = None
                   ) -> Callable[..., Any]:
