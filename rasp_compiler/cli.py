@@ -32,6 +32,20 @@ class Parser(argparse.ArgumentParser):
         self._negative_number_matcher = re.compile(
             r"^-((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|inf|infinity|nan)$", re.IGNORECASE)
 
+    words: list[str] = []   # the command line being parsed (set by ``main``), for ``error``'s hint
+
+    def error(self, message: str):  # type: ignore[override]
+        """argparse's error, with a hint where the value begins with '-': `rasp eval M --input -ab`
+        said only "argument --input: expected one argument"."""
+        found = re.match(r"argument (--[\w-]+)(?:/\S+)?: expected one argument$", message)
+        if found:
+            words = Parser.words
+            after = [words[k + 1] for k, w in enumerate(words[:-1]) if w == found.group(1)]
+            if after and after[0].startswith("-") and not after[0].startswith("--"):
+                message += (f"\n  hint: a value that begins with '-' is written after '=': "
+                            f"{found.group(1)}={after[0]}")
+        super().error(message)
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
@@ -55,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
               "  hint: give tokens, inputs and names in UTF-8", file=sys.stderr)
         return 1
     words = sys.argv[1:] if argv is None else argv
+    Parser.words = list(words)
     if words and words[0] == "help" and len(words) <= 2:  # `rasp help compile`, as git's: it said
         if len(words) == 1 or words[1] not in COMMANDS:  # "invalid choice: 'help'" and listed them
             if len(words) == 2:

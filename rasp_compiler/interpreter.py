@@ -10,6 +10,7 @@ Values: an s-op is a Python list (one value per position); a selector is a NumPy
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any, Callable, Iterable, Sequence
 
@@ -70,10 +71,15 @@ def convert_input(values: Iterable[Any], type_name: str) -> list[Any]:
             raise InputError(f"tokens_int cannot read input position {i} ({v!r}) as int: it is not a "
                              "whole number", hint="give integers, or read the input with tokens_float")
         try:
-            out.append(convert(v))
+            value = convert(v)
         except (TypeError, ValueError, OverflowError):
             raise InputError(f"tokens_{type_name} cannot read input position {i} ({v!r}) as {type_name}",
                              hint="give --input-json with numbers for a numeric program") from None
+        if type_name == "float" and not math.isfinite(value):
+            # float("nan"), float("inf"), float("1e400"): the error blamed the program's arithmetic
+            raise InputError(f"tokens_float reads input position {i} ({v!r}) as {value}, not a "
+                             "finite number", hint="give finite numbers")
+        out.append(value)
     return out
 
 
@@ -101,6 +107,10 @@ def check_input(inputs: Any) -> list[Any]:
             v = data[i] = v.item()
         if not isinstance(v, ATOMS):
             raise InputError(f"input position {i} holds {v!r}: tokens must be strings, numbers or booleans")
+        if isinstance(v, float) and not math.isfinite(v):
+            # rasp.evaluate(p, [nan]) answered [nan], where --input-json and a compiled model's
+            # vocabulary refuse it
+            raise InputError(f"input position {i} holds {v}: a token that is a number is finite")
     return data
 
 

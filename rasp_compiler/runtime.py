@@ -1268,6 +1268,14 @@ class RaspModel:
                         hint = (f"the program reads the input as given, and {tok!r} is a "
                                 f"{type(tok).__name__}, not the int {int(tok)} the vocabulary holds "
                                 f"(a map may tell them apart): pass {int(tok)}")
+                    elif p == 0 and isinstance(tok, str) and tok.strip("<>").upper() == "BOS":
+                        # tracr's habit (apply(["BOS", ...])): the hint said to compile it in
+                        try:
+                            rest = json.dumps(toks[1:], ensure_ascii=False) if toks[1:] else ""
+                        except (TypeError, ValueError):
+                            rest = ""
+                        hint = ("this model puts its own BOS first (tracr's inputs begin with it): "
+                                "give the tokens alone" + (f", {rest}" if rest else ""))
                     raise ModelInputError(f"token {_show(tok, False)} at position {p} of input {b} is not "
                                           f"in the vocabulary ({shown})", hint=hint)
                 ids.append(i)

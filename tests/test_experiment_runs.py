@@ -191,8 +191,8 @@ def test_the_resume_state_of_another_run_is_refused(tmp_path, monkeypatch, capsy
 
 def test_a_finished_run_is_not_trained_again(tmp_path, monkeypatch, capsys):
     """The same run into the same --out gives its saved result (training is deterministic); it
-    trained again from step 0 without a word.  Another run's settings, --no-resume, or a damaged
-    checkpoint train."""
+    trained again from step 0 without a word.  --no-resume or a damaged checkpoint train; another
+    run's settings are refused (hard6), and train with --no-resume."""
     args = ["experiment", "dyck1", "--backbone", "random", "--width", "8", "--layers", "1",
             "--heads", "2", "--steps", "20", "--batch", "4", "--no-progress", "--json",
             "--out", str(tmp_path)]
@@ -214,7 +214,12 @@ def test_a_finished_run_is_not_trained_again(tmp_path, monkeypatch, capsys):
     assert cli_main(args) == 0
     assert len(seen) == 20 and "damaged" in capsys.readouterr().err
     seen.clear()
-    assert cli_main([a if a != "20" else "25" for a in args]) == 0
+    # another run's settings: refused, as another run's unfinished state is (hard6); it trained
+    # over the finished run without a word.  --no-resume replaces it.
+    other = [a if a != "20" else "25" for a in args]
+    assert cli_main(other) == 1 and seen == []
+    assert "holds another finished run" in capsys.readouterr().err
+    assert cli_main(other + ["--no-resume"]) == 0
     assert len(seen) == 25
 
 

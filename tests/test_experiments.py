@@ -723,7 +723,8 @@ def test_floor_settings_are_the_cheapest_measured_cells_that_reach_the_floor():
 def test_cli_defaults_to_the_floor_settings(tmp_path, capsys):
     def run(*extra):
         rc = cli_main(["experiment", "khop", "--k", "1", "--steps", "2", "--batch", "2",
-                       "--out", str(tmp_path / "ck"), "--json", "--no-progress", *extra])
+                       # --no-resume: each run replaces the one before (another run's is refused)
+                       "--out", str(tmp_path / "ck"), "--json", "--no-progress", "--no-resume", *extra])
         assert rc == 0
         return json.loads(capsys.readouterr().out)
 

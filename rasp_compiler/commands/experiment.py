@@ -113,7 +113,8 @@ def _add_run_options(p: argparse.ArgumentParser, task: str) -> None:
     p.add_argument("--no-resume", action="store_true",
                    help="start from step 0 even if --out holds this run, finished or unfinished "
                         "(it is overwritten); by default an unfinished run continues where it "
-                        "stopped, bit-exactly, and a finished one gives its saved result")
+                        "stopped, bit-exactly, and a finished one gives its saved result; "
+                        "a finished run of other settings there is refused, not replaced")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress on stderr (a bar on a terminal, otherwise a line per tenth of "
@@ -224,6 +225,7 @@ def _run(args) -> int:
 
     from rasp_compiler.experiments.grid import FLOORS, floor_settings, run_config
     from rasp_compiler.experiments.models import sparse_construction
+    from rasp_compiler.experiments.runfiles import refuse_other_finished_run
     from rasp_compiler.experiments.train import train
 
     check_seed(args)
@@ -264,6 +266,10 @@ def _run(args) -> int:
         key = (args.task, k if args.task == "khop" else None, args.backbone)
         print(f"settings: floor (measured to reach the paper's {100 * FLOORS[key]:.1f} %)" if recipe
               else "settings: base", file=sys.stderr)
+    if not args.no_resume:
+        # a finished run of other settings there was replaced without a word (the grid's runs
+        # each have their own directory, and retrain one whose settings moved on)
+        refuse_other_finished_run(out, dataclasses.asdict(cfg), cfg.name())
     result, _ = train(cfg, out=out, progress=not args.no_progress, resume=not args.no_resume,
                       checkpoint_every=args.checkpoint_every,
                       checkpoint_minutes=args.checkpoint_minutes,
@@ -336,6 +342,15 @@ def _table(args) -> int:
         if given:
             raise UserError(f"--report-only runs nothing, so {', '.join(given)} would do nothing",
                             hint=f"drop {', '.join(given)}, or drop --report-only")
+    if args.dry_run:  # it lists the missing runs: options pacing or placing runs were ignored
+        given = [flag for flag, on in (("--time-budget", args.time_budget),
+                                       ("--jobs", args.jobs is not None),
+                                       ("--ray", args.ray is not None),
+                                       ("--checkpoints", args.checkpoints is not None),
+                                       ("--checkpoint-every", args.checkpoint_every)) if on]
+        if given:
+            raise UserError(f"--dry-run lists the missing runs and runs none, so {', '.join(given)} "
+                            "would do nothing", hint=f"drop {', '.join(given)}, or drop --dry-run")
     if args.quick:
         configs = grid.quick_grid(device=args.device)
         results = args.results or "runs/experiments-quick/results"

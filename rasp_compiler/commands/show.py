@@ -72,11 +72,12 @@ def picture_format(path: str, fmt: str | None) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from rasp_compiler.commands.options import check_not_empty
-    from rasp_compiler.viz.common import check_directory_of
+    from rasp_compiler.viz.common import check_directory_of, refuse_replacing_a_non_picture
 
     check_not_empty(args, "out", "output", "vocab")
     fmt = picture_format(args.out, args.format)
     check_directory_of(args.out)
+    refuse_replacing_a_non_picture(args.out)   # before compiling, as a directory is refused
     if not os.path.exists(args.target):
         from pathlib import Path
 

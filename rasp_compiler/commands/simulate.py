@@ -135,9 +135,14 @@ def _check_combination(args: argparse.Namespace) -> None:
             setattr(args, name, value)
 
 
+U_SOURCE_HEAD = b"# U, the universal simulator"   # the first line generate_source writes
+
+
 def _replaceable_text(path: str) -> bool:
     """Whether --emit-rasp may replace ``path``: it is absent, a link (replaced, never followed),
-    or a UTF-8 text file that is not an artifact's .json or .safetensors."""
+    empty, U's source written before, or a UTF-8 text file named ``.rasp``.  Any other text
+    (`--emit-rasp notes.txt`, a `.py` or `.md` file) was replaced too, though --help says --force
+    is needed to replace a file that is not RASP text."""
     if not os.path.isfile(path) or os.path.islink(path):
         return True
     if path.endswith((".json", ".safetensors")):
@@ -150,7 +155,9 @@ def _replaceable_text(path: str) -> bool:
         return False
     except OSError:
         return True  # unreadable: writing it says why
-    return b"\0" not in head
+    if b"\0" in head:
+        return False
+    return not head.strip() or head.startswith(U_SOURCE_HEAD) or path.endswith(".rasp")
 
 
 def _refuse_too_many_trials(args: argparse.Namespace, layout) -> None:
@@ -195,7 +202,8 @@ def main(args: argparse.Namespace) -> int:
         if not args.force and not _replaceable_text(args.emit_rasp):
             # it was replaced silently: `--emit-rasp U/model.safetensors` wrote over a saved U
             raise UserError(f"--emit-rasp {args.emit_rasp} exists and is not a text file of RASP "
-                            "source (a model's weights or config, or other data); it is not replaced",
+                            "source (a model's weights or config, other text or data); it is not "
+                            "replaced",
                             hint="give another file name, or --force to replace it")
         blocker = file_in_the_way(os.path.dirname(os.path.abspath(args.emit_rasp)))
         if blocker is not None:  # makedirs would say only "File exists"

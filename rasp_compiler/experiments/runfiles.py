@@ -203,6 +203,12 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[EmbeddingProgrammedTransfo
         raise ArtifactError(f"cannot read checkpoint {path}: {path / WEIGHTS_FILE} is truncated or "
                             f"corrupt ({err})", "re-run the experiment to rewrite it") from None
     # a compiled model directory also holds these two files; read as a run it failed on KeyError 'run'
+    if isinstance(meta, dict) and meta.get("format") == MODEL_FORMAT \
+            and isinstance(meta.get("simulator"), dict):
+        # U is a compiled model too, and was named "a compiled model (rasp compile)"
+        raise ArtifactError(f"{path} is the universal simulator U (rasp simulate -o), not an experiment "
+                            "checkpoint", "pass the directory a `rasp experiment dyck1|khop` run wrote "
+                            "(its --out); rasp simulate --model DIR --input-json '[...]' runs U")
     if isinstance(meta, dict) and meta.get("format") == MODEL_FORMAT:
         raise ArtifactError(f"{path} is a compiled model (rasp compile), not an experiment checkpoint",
                             "pass the directory a `rasp experiment dyck1|khop` run wrote (its --out); "
@@ -257,6 +263,31 @@ def finished_run(out: str | os.PathLike, run: dict) -> tuple[dict, dict] | None:
         print(f"note: {out} holds this run, damaged ({str(err).splitlines()[0]}): training it again",
               file=sys.stderr)
         return None
+
+
+def refuse_other_finished_run(out: str | os.PathLike, run: dict, name: str,
+                              flag: str = "--out") -> None:
+    """Refuse to train ``run`` into ``out`` when ``out`` holds a finished run of other settings:
+    training would replace that run's weights and result without a word (the resume state of
+    another run is refused alike, ``load_resume``).  ``--no-resume`` skips this check."""
+    out = Path(out)
+    if (out / RESUME_FILE).is_file() or not (out / CONFIG_FILE).is_file():
+        return
+    try:
+        meta = read_json(out / CONFIG_FILE)
+    except (OSError, ValueError):
+        return
+    if not isinstance(meta, dict) or not isinstance(meta.get("run"), dict):
+        return
+    other, mine = run_settings(meta["run"]), run_settings(run)
+    if other == mine:
+        return
+    diff = [f"{k} ({other.get(k, 'unset')!r} there, {mine.get(k, 'unset')!r} here)"
+            for k in sorted(set(other) | set(mine)) if other.get(k) != mine.get(k)]
+    more = f" and {len(diff) - 4} more" if len(diff) > 4 else ""
+    raise UserError(f"{flag} {out} holds another finished run: it differs from {name} in "
+                    f"{', '.join(diff[:4])}{more}; training would replace its weights and result",
+                    f"give this run another {flag}, or pass --no-resume to replace that run")
 
 
 def _check_bound_file(path: Path, name: str, want: object) -> None:

@@ -140,6 +140,12 @@ def _unit_error(config: dict, layer: int, unit: str) -> UnsupportedUnitError:
 def _check_expressible(config: dict, tensors: dict[str, torch.Tensor]) -> None:
     if "embed.value" in tensors or (config.get("input") or {}).get("kind") == "numerical":
         # TransformerLens embeds token ids; a real-valued token adds value * embed.value instead
+        if isinstance(config.get("simulator"), dict):   # U: "compile with a --vocab" does not apply
+            raise UnsupportedUnitError(
+                "the model is the universal simulator U (rasp simulate), which reads real numbers: "
+                "a TransformerLens token embedding cannot express them",
+                hint="U runs as it is saved: rasp simulate --model DIR --input-json '[...]', or "
+                     "load_simulator(DIR) in Python")
         raise UnsupportedUnitError(
             "the model reads real-valued tokens (compiled with --input-range), which a "
             "TransformerLens token embedding cannot express",

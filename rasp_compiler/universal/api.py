@@ -82,6 +82,12 @@ def encode(ut: UniversalTransformer, target: Target,
     """E (and U) encoding ``target`` for ``ut``; a UserError names any mismatch of class.
     ``stage`` hears the name of each step of a random backbone's solves (tens of seconds near
     its width cap)."""
+    if not isinstance(ut, UniversalTransformer):   # an AttributeError ('str' has no 'config')
+        raise UserError(f"encode takes a UniversalTransformer first, got {type(ut).__name__}",
+                        hint="ut = build_universal(...) or UniversalTransformer.load(DIR)")
+    if not isinstance(target, Target):
+        raise UserError(f"encode takes a Target second, got {type(target).__name__}",
+                        hint="Target(W=..., V=..., U=...), Target.random(L, H, d) or Target.load(FILE)")
     cfg = ut.config
     if cfg.extra.get("exact") is False or (cfg.construction != "random" and
                                            class_problem(cfg.construction, cfg.heads, cfg.residual,

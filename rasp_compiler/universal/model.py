@@ -97,8 +97,17 @@ class UniversalTransformer(nn.Module):
         if E.ndim not in (2, 3) or E.shape[-1] != cfg.m:
             raise UserError(f"embedding E must have shape (d, {cfg.m}), got {tuple(E.shape)}")
         X = torch.as_tensor(X).to(self.r_q.dtype)
+        if X.ndim not in (2, 3):   # a 1-D X was an IndexError from inside the attention
+            raise UserError(f"input X must have shape (n, d) or (batch, n, d), got {tuple(X.shape)}",
+                            hint="one row of width d is X.reshape(1, -1)")
         if X.shape[-1] != E.shape[-2]:
             raise UserError(f"input width {X.shape[-1]} does not match the embedding's {E.shape[-2]} rows")
+        if U is not None:          # a wrong U was torch's "mat1 and mat2 shapes cannot be multiplied"
+            U = torch.as_tensor(U)
+            if U.ndim not in (2, E.ndim) or U.shape[-2] != cfg.m:
+                want = f"({cfg.m}, d_out)" if E.ndim == 2 else f"(batch, {cfg.m}, d_out)"
+                raise UserError(f"readout U must have shape {want}, got {tuple(U.shape)}",
+                                hint="pass the U that encode(ut, target) returns with E")
         H = X @ E
         for l in range(cfg.layers):
             s = 0 if cfg.looped else l

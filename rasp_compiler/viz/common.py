@@ -74,6 +74,31 @@ def check_directory_of(path: str) -> None:
 MAX_PIXELS = 200_000_000
 
 
+# how the files a picture may replace begin: PNG, SVG (or its XML head), PDF, PostScript, JPEG, GIF
+_PICTURE_HEADS = (b"\x89PNG", b"<?xml", b"<svg", b"%PDF", b"%!PS", b"\xff\xd8\xff", b"GIF8")
+_PICTURE_SUFFIXES = {"png", "svg", "svgz", "pdf", "ps", "eps", "jpg", "jpeg", "tif", "tiff", "webp",
+                     "gif", "pgf", "raw", "rgba"}
+
+
+def refuse_replacing_a_non_picture(path: Any) -> None:
+    """`rasp show prog.rasp ... -o prog.rasp` wrote a PNG over the program (any name that is not a
+    picture's was drawn in PNG): a file there whose name is not a picture's, and whose bytes are
+    not one, is refused, not replaced."""
+    text = os.fspath(path)
+    suffix = os.path.splitext(text)[1].lower().lstrip(".")
+    if suffix in _PICTURE_SUFFIXES or os.path.islink(text) or not os.path.isfile(text):
+        return
+    try:
+        with open(text, "rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        return  # unreadable: writing it says why
+    if head and not head.lstrip().startswith(_PICTURE_HEADS):
+        raise UserError(f"cannot write {text}: it exists and is not a picture (a .{suffix or '?'} "
+                        "file); it is not replaced",
+                        hint=f"give the picture a .png or .svg name, e.g. {os.path.splitext(text)[0]}.png")
+
+
 def write_figure(fig: Any, path: Any, fmt: str | None, **options: Any) -> None:
     """``fig.savefig`` at 100 dpi, then close it; an unwritable file, or a picture too large to
     draw, is a UserError."""
@@ -98,6 +123,8 @@ def write_figure(fig: Any, path: Any, fmt: str | None, **options: Any) -> None:
         with matplotlib.rc_context({"svg.hashsalt": "rasp-compiler"}):
             fig.savefig(target, format=fmt or chosen, dpi=100, **options)
 
+    if isinstance(path, (str, os.PathLike)):
+        refuse_replacing_a_non_picture(path)
     try:
         if isinstance(path, (str, os.PathLike)):
             from rasp_compiler.atomic_dir import write_file

@@ -249,6 +249,13 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
         if isinstance(node, Tokens):
             values = [convert_token(v, node.type) for v in self.vocab]
             info = self._base(node, "token", values, enc or "categorical")
+            falsy = [v for v in self.vocab if node.type == "bool" and isinstance(v, str)
+                     and v.strip().lower() in ("0", "false", "f", "no", "n", "off")]
+            if falsy:   # --vocab 01 read as [True, True] without a word (Python's bool, the original's)
+                info.notes.append("every non-empty string reads as True (Python's bool, as in the "
+                                  f"original REPL): {', '.join(map(repr, falsy[:3]))} "
+                                  f"read{'s' if len(falsy) == 1 else ''} as True; read 0/1 with "
+                                  "tokens_int (tokens_int == 1)")
         elif isinstance(node, Indices):
             info = self._base(node, "index", list(range(max(self.lengths))), enc or "categorical")
         elif isinstance(node, Length):
@@ -273,6 +280,8 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
                              hint="read the input as tokens_float and compile with --input-range LO HI")
         else:
             raise self.error(node.id, f"the compiler does not know the node kind {node.kind!r}")
+        if isinstance(node, (Aggregate, SelectorWidth)):
+            info.notes.extend(self._string_number_selects(node.inputs[0]))
         if info.encoding == "numerical" and not info.numeric and info.kind not in ("aggregate",) \
                 and not all(isinstance(v, bool) for v in info.values):  # booleans are held as 0/1
             raise self.error(node.id, f"{self.describe(node.id)} is marked numerical but holds "
@@ -287,6 +296,26 @@ class Analysis(Domains, MapTables, PositionalAffine, SelectorFormulas, SelectorF
                              "cannot carry inf", hint="return a finite number, or remove numerical(...) "
                              "so that inf is one of its categories")
         return info
+
+    def _string_number_selects(self, sel_id: str) -> list[str]:
+        """Notes for the selects of ``sel_id`` that compare strings with numbers by == or !=
+        (`select(tokens, 1, ==)` over --vocab 123): constant, as in the interpreter and the
+        original REPL, and compiled without a word (`<` on the same pair is an error)."""
+        notes = []
+        for atom in sl.atoms(sl.formula(self.graph, sel_id)):
+            if atom.fn is not None or atom.op not in ("==", "!="):
+                continue
+            keys, queries = self.info[atom.key].values, self.info[atom.query].values
+            for strings, numbers in ((keys, queries), (queries, keys)):
+                if strings and numbers and all(isinstance(v, str) for v in strings) and all(
+                        isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
+                    holds = atom.op == "!="   # the select itself; a `not` around it is the user's
+                    notes.append(f"{self.describe(atom.select)} compares strings with numbers by "
+                                 f"{atom.op}, so it selects {'every key' if holds else 'no key'} (as in "
+                                 "the interpreter); to compare numbers read the input with tokens_int "
+                                 "or tokens_float, or compare with strings")
+                    break
+        return notes
 
     def undefined(self) -> dict[int, tuple[str, int]]:
         """Input length -> (an s-op, a position) where that s-op has no value for any input of that

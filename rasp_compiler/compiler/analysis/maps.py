@@ -28,6 +28,7 @@ from rasp_compiler.compiler.analysis.selector_formulas import failure_reason
 from rasp_compiler.compiler.analysis.sinfo import SInfo
 from rasp_compiler.compiler.forms import linear_form
 from rasp_compiler.compiler.values import sorted_values
+from rasp_compiler.graph.expr import Binary, Const, Var
 from rasp_compiler.graph.expr import evaluate as eval_expr
 from rasp_compiler.graph.nodes import Map, Node, SequenceMap, SourcePos
 from rasp_compiler.graph.semantics import OperatorError
@@ -87,7 +88,39 @@ class MapTables:
                              "value of an s-op at a position is a string, a number or a boolean "
                              "(or a tuple of them)",
                              hint="return an atom (a tuple or list can be joined into a string)")
+        self._note_string_number_equality(node, info)
         return info
+
+    def _note_string_number_equality(self, node: Map | SequenceMap, info: SInfo) -> None:
+        """`tokens == 1` over --vocab 123 is false at every position (the strings '1', '2', '3'
+        equal no number, in the original REPL as here), so it compiled and ran to all-False
+        without a word; `<` on the same pair is an error with a hint.  Note it."""
+        fn = getattr(node, "fn", None)
+        if not isinstance(fn, Binary) or fn.op not in ("==", "!="):
+            return
+
+        def side(e: Any) -> list | None:
+            if isinstance(e, Var) and 0 <= e.index < len(node.inputs):
+                return self.info[node.inputs[e.index]].values
+            return [e.value] if isinstance(e, Const) else None
+
+        def numbers(vs: list) -> bool:
+            return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vs)
+
+        left, right = side(fn.left), side(fn.right)
+        if not left or not right:
+            return
+        for strings, other, e in ((left, right, fn.right), (right, left, fn.left)):
+            if all(isinstance(v, str) for v in strings) and numbers(other):
+                what = (f"the number {e.value!r}" if isinstance(e, Const) else
+                        f"numbers ({self.describe(node.inputs[e.index])})")
+                fix = (f"compare with the string {str(e.value)!r}" if isinstance(e, Const) else
+                       "map one side first")
+                info.notes.append(f"it compares strings with {what}, so it is "
+                                  f"{'false' if fn.op == '==' else 'true'} at every position (as in "
+                                  "the interpreter); to compare numbers read the input with tokens_int "
+                                  f"or tokens_float, or {fix}")
+                return
 
     def _recorder(self, node: Map | SequenceMap, samples: list[tuple[tuple, Any]] | None = None
                   ) -> Callable[..., Any]:

@@ -6,6 +6,7 @@ function of its bases (see the package docstring).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -97,10 +98,16 @@ def is_numeric(values: list[Any]) -> bool:
 def convert_token(v: Any, type_name: str) -> Any:
     """A vocabulary entry read as ``tokens_<type>`` (as the interpreter's ``convert_input``)."""
     try:
-        return {"str": str, "int": int, "float": float, "bool": bool, "value": lambda x: x}[type_name](v)
+        value = {"str": str, "int": int, "float": float, "bool": bool, "value": lambda x: x}[type_name](v)
     except (TypeError, ValueError) as err:
         raise CompileError(f"vocabulary entry {v!r} cannot be read as {type_name} (tokens_{type_name})",
                            hint="give the vocabulary as a JSON list of numbers") from err
+    if type_name == "float" and not math.isfinite(value):
+        # '"nan"' crashed the assembly (a KeyError); '"inf"' compiled a model that printed inf where
+        # the interpreter refuses the input
+        raise CompileError(f"vocabulary entry {v!r} reads as {value} (tokens_float): a compiled model "
+                           "carries finite numbers only", hint=f"drop {v!r} from the vocabulary")
+    return value
 
 
 def _preview(values: list[Any], k: int = 4) -> str:

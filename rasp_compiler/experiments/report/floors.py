@@ -286,7 +286,8 @@ def floor_settings_section(got: Got) -> list[str]:
          "`OUT/resume.safetensors` every 5 minutes (`--checkpoint-minutes`, `--checkpoint-every "
          "STEPS`), written aside, fsynced and renamed; the same command after a kill continues "
          "from it, and its final weights are byte-identical to an uninterrupted run's "
-         "(`tests/test_experiment_runs.py`; `--no-resume` starts over). A finished run's "
+         "(`tests/test_experiment_runs.py`; `--no-resume` starts over). An `--out` that holds "
+         "another run, finished or not, is refused; `--no-resume` replaces it. A finished run's "
          "`config.json` records the SHA-256 of its weights, result and curve: files of two runs "
          "side by side are refused by `rasp experiment probe`.", "",
          "On a cluster: `pip install 'rasp-compiler[ray]'` (the same version, with torch 2.13.0) on "
