@@ -712,7 +712,8 @@ class _Attention:
         # columns than the dense path's would change the logits' last bits (DEVELOPERS.md).
         ev = wv.shape[2]
         # attn @ v with an output width off the kernel's: zero value dimensions (GEMM_COLUMNS)
-        wv, wo = _padded(wv, _gemm_width(wv), 2), _padded(wo, _gemm_width(wv), 1)
+        width = _gemm_width(wv)
+        wv, wo = _padded(wv, width, 2), _padded(wo, width, 1)
         qk, ov = wq.shape[2], wv.shape[2]
         # [h, d, e] as one [d, h * e] product: every head's columns side by side
         def side_by_side(w: torch.Tensor) -> torch.Tensor:
