@@ -5,7 +5,8 @@ dimensions likewise.
 Two parts:
 
 * ``--sweep``: one product [M x K] @ [K x N] for N = 1..72, float32 and float64, as it is and
-  padded to the width the runtime takes (best of 4 timings of several calls, microseconds);
+  padded to the next multiple of the kernel's width, marked where the runtime pads it (best of 4
+  timings of ``--calls`` calls, microseconds);
 * the module (default): every shipped program (``bench/shipped.py``, five-token vocabulary) at
   each max length, one compile run by two modules interleaved in one process on one thread,
   one prepared with the padding ("now") and one without (``GEMM_COLUMNS`` empty: "before"); CPU
@@ -76,6 +77,8 @@ def best_us(f, calls: int) -> float:
 
 
 def sweep(args: argparse.Namespace) -> int:
+    """Every width 1..72 plain and padded to the next multiple of the kernel's width, whether or
+    not the runtime pads it: the widths the rule leaves alone show why it does."""
     import torch
 
     import rasp_compiler.runtime as runtime
@@ -83,26 +86,31 @@ def sweep(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     rows = []
     for dtype in (torch.float32, torch.float64):
-        name = str(dtype).removeprefix("torch.")
+        name, q = str(dtype).removeprefix("torch."), runtime.GEMM_COLUMNS[dtype]
         for m, k in args.shapes:
             x = torch.randn(m, k, dtype=dtype)
             got = []
             for n in range(1, 73):
                 w = torch.randn(k, n, dtype=dtype)
-                width = runtime._gemm_width(w)
-                wide = runtime._padded(w, width)
+                multiple = -(-n // q) * q
+                wide = runtime._padded(w, multiple)
                 plain = best_us(lambda x=x, w=w: x @ w, args.calls)
-                padded = plain if width == n else best_us(lambda x=x, w=wide: x @ w, args.calls)
-                got.append({"dtype": name, "M": m, "K": k, "N": n, "padded_to": width,
-                            "plain_us": plain, "padded_us": padded})
+                padded = None if multiple == n else best_us(lambda x=x, w=wide: x @ w, args.calls)
+                got.append({"dtype": name, "M": m, "K": k, "N": n, "runtime_width": runtime._gemm_width(w),
+                            "multiple": multiple, "plain_us": plain, "multiple_us": padded})
             rows += got
-            print(f"{name} [{m} x {k}] @ [{k} x N], us (padded: ->width:us):")
-            cells = [f"{r['N']}:{r['plain_us']:.0f}" + (f"->{r['padded_to']}:{r['padded_us']:.0f}"
-                                                         if r["padded_to"] != r["N"] else "") for r in got]
+            print(f"{name} [{m} x {k}] @ [{k} x N], us: N:plain->multiple:padded (* where the runtime pads)")
+            cells = [f"{r['N']}:{r['plain_us']:.0f}" + ("" if r["multiple_us"] is None else
+                     f"->{r['multiple']}:{r['multiple_us']:.0f}" + "*" * (r["runtime_width"] != r["N"]))
+                     for r in got]
             print("  " + "  ".join(cells), flush=True)
-            ratios = [r["plain_us"] / r["padded_us"] for r in got if r["padded_to"] != r["N"]]
-            print(f"  padded {len(ratios)} of 72 widths; plain / padded {min(ratios):.2f}-{max(ratios):.2f}"
-                  f" (median {statistics.median(ratios):.2f})")
+            for label, chosen in (("padded by the runtime", True), ("left as they are", False)):
+                ratios = [r["plain_us"] / r["multiple_us"] for r in got
+                          if r["multiple_us"] is not None and (r["runtime_width"] != r["N"]) == chosen]
+                if ratios:
+                    print(f"  {len(ratios)} widths {label}: plain / padded {min(ratios):.2f}-"
+                          f"{max(ratios):.2f} (median {statistics.median(ratios):.2f}), "
+                          f"{sum(v < 1 for v in ratios)} below 1")
     SWEEP.parent.mkdir(parents=True, exist_ok=True)
     command = " ".join(["bench/narrow_products.py", *sys.argv[1:]])
     SWEEP.write_text(json.dumps({"command": command, "rows": rows}, indent=1) + "\n")

@@ -562,7 +562,7 @@ class _Lookup:
                     return None
                 part = idx if stride == 1 else idx * stride
                 code = part if code is None else code + part
-            # index_select: the same rows as table[code], two to three times faster
+            # index_select: the same rows as table[code], faster (as for the embedding)
             rows = table.index_select(0, code.reshape(-1)).view(*code.shape, table.shape[1])
             out = rows if out is None else out.add_(rows)
         return out
@@ -656,15 +656,15 @@ def attention_softmax(scores: torch.Tensor, neg: float) -> torch.Tensor:
 
 
 # MKL's GEMM on a CPU (AVX-512 here) runs a product whose output width is not a multiple of its
-# kernel's (16 columns in float32, 12 in float64) on a slow path: [5,376 x 38] @ [38 x N] took
-# 338 us at N = 10 in float32 and 88 us at N = 16; 541 us at N = 21 in float64 and 258 us at
-# N = 24 (docs/compiler-results.md, "Narrow products padded").  So a CPU weight runs padded with
-# zero columns up to ``_gemm_width`` (the result sliced back), and a head's value dimensions
-# likewise.  Where padding paid in every shape measured: in float32 below 16 columns, or where it
-# adds fewer than 8; in float64 where it adds at most a quarter more, up to 48 (below 12 columns
-# and past 48 some large products got slower).  A padded column's sum may round differently from
-# the unpadded one, so every path pads alike, the dense one too, as the softmax does
-# (SOFTMAX_KEYS); a GPU is left as it is.
+# kernel's (16 columns in float32, 12 in float64) on a slow path: [5,376 x 38] @ [38 x 10] took
+# 337 us in float32, padded to 16 columns 88 us; [38 x 21] in float64 529 us, padded to 24 256 us
+# (bench/narrow_products.py --sweep, docs/compiler-results.md, "Narrow products padded").  So a
+# CPU weight runs padded with zero columns up to ``_gemm_width`` (the result sliced back), and a
+# head's value dimensions likewise.  Where padding paid in every shape measured: in float32 below
+# 16 columns, or where it adds fewer than 8; in float64 where it adds at most a quarter more, up
+# to 48 (one or two columns padded to 12 were up to 7 times slower).  A padded column's sum may
+# round differently from the unpadded one, so every path pads alike, the dense one too, as the
+# softmax does (SOFTMAX_KEYS); a GPU is left as it is.
 GEMM_COLUMNS = {torch.float32: 16, torch.float64: 12}
 
 
