@@ -24,11 +24,11 @@ Prints a table and writes bench/results/narrow_products.json (``--sweep``: narro
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import statistics
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -37,6 +37,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from shipped import BY_NAME, PROGRAMS  # noqa: E402
+from timing import best_time, interleaved_medians  # noqa: E402
 
 RESULTS = HERE / "results" / "narrow_products.json"
 SWEEP = HERE / "results" / "narrow_sweep.json"
@@ -65,15 +66,10 @@ def padded_products(module) -> int:
 
 
 def best_us(f, calls: int) -> float:
-    for _ in range(2):
-        f()
-    times = []
-    for _ in range(4):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            f()
-        times.append((time.perf_counter() - t0) / calls)
-    return 1e6 * min(times)
+    """Microseconds a call of ``f``: the best of 4 timings of ``calls`` calls, after two."""
+    f()
+    f()
+    return 1e6 * best_time(lambda: [f() for _ in range(calls)], 4) / calls
 
 
 def sweep(args: argparse.Namespace) -> int:
@@ -153,16 +149,13 @@ def main() -> int:
                 [[rng.choice(list(s.vocab5)) for _ in range(n)] for _ in range(args.batch)])
             old = prepared(model, False, ids, lengths, values)
             new = prepared(model, True, ids, lengths, values)
-            times: dict[str, list[float]] = {"before": [], "now": []}
             with torch.inference_mode():
                 diff = float((old(ids, lengths, values=values).double()
                               - new(ids, lengths, values=values).double()).abs().max())
-                for _ in range(args.repeats):
-                    for key, module in (("before", old), ("now", new)):
-                        c0 = time.process_time()
-                        module(ids, lengths, values=values)
-                        times[key].append(time.process_time() - c0)
-            before, now = statistics.median(times["before"]), statistics.median(times["now"])
+                medians = interleaved_medians({"before": functools.partial(old, ids, lengths, values=values),
+                                               "now": functools.partial(new, ids, lengths, values=values)},
+                                              args.repeats)
+            before, now = medians["before"], medians["now"]
             count = padded_products(new)
             rows.append({"program": name, "max_len": n, "batch": args.batch, "dtype": args.dtype,
                          "before_s": before, "now_s": now, "ratio": before / now, "padded": count,

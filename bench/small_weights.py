@@ -17,11 +17,11 @@ Prints a table and writes bench/results/small_weights.json.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import statistics
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -30,6 +30,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from shipped import BY_NAME, PROGRAMS  # noqa: E402
+from timing import interleaved_medians  # noqa: E402
 
 RESULTS = HERE / "results" / "small_weights.json"
 
@@ -89,15 +90,12 @@ def main() -> int:
                 [[rng.choice(list(s.vocab5)) for _ in range(n)] for _ in range(args.batch)])
             old = prepared(model, args.old_threshold, ids, lengths, values)
             new = prepared(model, None, ids, lengths, values)
-            times: dict[str, list[float]] = {"before": [], "now": []}
             with torch.inference_mode():
                 same = torch.equal(old(ids, lengths, values=values), new(ids, lengths, values=values))
-                for _ in range(args.repeats):
-                    for key, module in (("before", old), ("now", new)):
-                        c0 = time.process_time()
-                        module(ids, lengths, values=values)
-                        times[key].append(time.process_time() - c0)
-            before, now = statistics.median(times["before"]), statistics.median(times["now"])
+                medians = interleaved_medians({"before": functools.partial(old, ids, lengths, values=values),
+                                               "now": functools.partial(new, ids, lengths, values=values)},
+                                              args.repeats)
+            before, now = medians["before"], medians["now"]
             changed = sum(a["path"] != b["path"] for a, b in zip(old.explain(), new.explain(), strict=True))
             rows.append({"program": name, "max_len": n, "batch": args.batch, "before_s": before, "now_s": now,
                          "ratio": before / now, "paths_changed": changed, "same_logits": same})
