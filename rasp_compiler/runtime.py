@@ -655,16 +655,14 @@ def attention_softmax(scores: torch.Tensor, neg: float) -> torch.Tensor:
     return torch.softmax(padded, dim=-1)[..., :keys]
 
 
-# MKL's GEMM on a CPU (AVX-512 here) runs a product whose output width is not a multiple of its
-# kernel's (16 columns in float32, 12 in float64) on a slow path: [5,376 x 38] @ [38 x 10] took
-# 337 us in float32, padded to 16 columns 88 us; [38 x 21] in float64 529 us, padded to 24 256 us
-# (bench/narrow_products.py --sweep, docs/compiler-results.md, "Narrow products padded").  So a
-# CPU weight runs padded with zero columns up to ``_gemm_width`` (the result sliced back), and a
-# head's value dimensions likewise.  Where padding paid in every shape measured: in float32 below
-# 16 columns, or where it adds fewer than 8; in float64 where it adds at most a quarter more, up
-# to 48 (one or two columns padded to 12 were up to 7 times slower).  A padded column's sum may
-# round differently from the unpadded one, so every path pads alike, the dense one too, as the
-# softmax does (SOFTMAX_KEYS); a GPU is left as it is.
+# MKL's GEMM on a CPU runs a product whose output width is off its kernel's width (16 columns in
+# float32, 12 in float64, with AVX-512) on a slow path that costs several times the arithmetic
+# (docs/compiler-results.md, "Narrow products padded"), and small compiled models are made of such
+# products.  So a CPU weight runs padded with zero columns up to ``_gemm_width`` (the result sliced
+# back), and a head's value dimensions likewise.  Only at the widths where padding paid in every
+# shape of ``bench/narrow_products.py --sweep``: a matrix-vector product, or one padded to twice
+# its width, can lose.  A padded column's sum may round differently from the unpadded one, so every
+# path pads alike, the dense one too, as the softmax does (SOFTMAX_KEYS); a GPU is left as it is.
 GEMM_COLUMNS = {torch.float32: 16, torch.float64: 12}
 
 
