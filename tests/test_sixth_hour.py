@@ -291,3 +291,17 @@ def test_dry_run_refuses_the_options_it_would_ignore(tmp_path: Path, capsys) -> 
     captured = capsys.readouterr()
     assert captured.out and all(line.startswith("khop2_") for line in captured.out.splitlines())
     assert not (tmp_path / "ck").exists() and not (tmp_path / "res").exists()
+
+
+@pytest.mark.parametrize("sizes", [(0, 1, 4), (2, 0, 4), (2, 1, 0), (-1, 1, 4), (2.5, 1, 4), (True, 1, 4)])
+def test_width_formula_refuses_a_class_without_layers_heads_or_width(sizes: tuple) -> None:
+    """width_formula("sparse", 0, 1, 4) answered 4 (a UT of no layers), and negative sizes gave
+    negative widths: each is one UserError naming the size."""
+    from rasp_compiler.errors import UserError
+    from rasp_compiler.universal import width_formula
+
+    with pytest.raises(UserError, match="must be a positive integer"):
+        width_formula("sparse", *sizes)
+    with pytest.raises(UserError, match="head_dim must be a positive integer"):
+        width_formula("random", 2, 1, 4, head_dim=0)
+    assert width_formula("sparse", 2, 1, 4) == 20  # (2L + 1) d, the paper's sparse width
