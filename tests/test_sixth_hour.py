@@ -305,3 +305,16 @@ def test_width_formula_refuses_a_class_without_layers_heads_or_width(sizes: tupl
     with pytest.raises(UserError, match="head_dim must be a positive integer"):
         width_formula("random", 2, 1, 4, head_dim=0)
     assert width_formula("sparse", 2, 1, 4) == 20  # (2L + 1) d, the paper's sparse width
+
+
+def test_a_saved_encoding_that_is_not_one_gets_a_hint(tmp_path: Path, capsys) -> None:
+    """`rasp universal --with-mlps ... --encoding notes.json` said only that the file is not a
+    readable safetensors file, with safetensors' own words; it now also says what to give."""
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"a": 1}')
+    program = Path(__file__).resolve().parents[1] / "programs" / "reverse.rasp"
+    code = main(["universal", "--with-mlps", "--program", str(program),
+                 "--vocab", "abc", "--max-len", "4", "--encoding", str(notes)])
+    err = capsys.readouterr().err
+    assert code != 0 and "is not a readable safetensors file" in err
+    assert "hint: give the lookup UT program encoding file as rasp saved it" in err

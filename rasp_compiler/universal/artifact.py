@@ -23,9 +23,11 @@ def read_artifact(path: Path, fmt: str, what: str) -> tuple[dict[str, torch.Tens
             meta = f.metadata() or {}
         tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as err:
-        raise ArtifactError(f"{path} is not a readable safetensors file: {err}") from None
+        raise ArtifactError(f"{path} is not a readable safetensors file: {err}",
+                            hint=f"give the {what} file as rasp saved it (safetensors)") from None
     if meta.get("format") != fmt:
-        raise ArtifactError(f"{path} is not a {what} (format {meta.get('format')!r}, expected {fmt!r})")
+        raise ArtifactError(f"{path} is not a {what} (format {meta.get('format')!r}, expected {fmt!r})",
+                            hint=f"give the {what} file as rasp saved it")
     if not isinstance(meta.get("config"), str):
         raise ArtifactError(f"{path}: damaged {what} header (no config)")
     # bounded: a config of 100,000 nested "[" raised RecursionError (a traceback) here
