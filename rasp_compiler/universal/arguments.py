@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import TYPE_CHECKING
 
 from rasp_compiler.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
 
 SEED_LIMIT = 2**63 - 1  # torch.Generator.manual_seed takes up to 2**64 - 1; derived trial seeds stay below
 
@@ -46,3 +50,15 @@ def seed(value: object) -> int:
     if out > SEED_LIMIT:
         raise UserError(f"seed must be from 0 to {SEED_LIMIT} (2**63 - 1), got {out}")
     return out
+
+
+def input_rows(X: object, dtype: torch.dtype) -> torch.Tensor:
+    """An input X of shape (n, d) or (batch, n, d) as a tensor of ``dtype`` (a 1-D X was an
+    IndexError from inside the attention)."""
+    import torch
+
+    X = torch.as_tensor(X).to(dtype)
+    if X.ndim not in (2, 3):
+        raise UserError(f"input X must have shape (n, d) or (batch, n, d), got {tuple(X.shape)}",
+                        hint="one row of width d is X.reshape(1, -1)")
+    return X

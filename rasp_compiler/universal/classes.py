@@ -11,11 +11,10 @@ Smaller targets are embedded exactly by zero padding (never truncation):
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 
 from rasp_compiler.errors import UserError
+from rasp_compiler.universal.arguments import optional_whole, whole
 from rasp_compiler.universal.model import UTConfig
 from rasp_compiler.universal.target import Target
 
@@ -30,14 +29,8 @@ def branches(heads: int, residual: bool) -> int:
 def width_formula(construction: str, layers: int, heads: int, dim: int, residual: bool = False,
                   values: bool = True, head_dim: int | None = None) -> int:
     """The embedding width m each construction needs (random: the least m for the linear solve)."""
-    sizes = {"layers": layers, "heads": heads, "dim": dim}
-    if head_dim is not None:
-        sizes["head_dim"] = head_dim
-    for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-            raise UserError(f"{name} must be a positive integer, got {value!r}",
-                            hint="a UT's class has at least one layer and one head, of width 1 or more")
-    L, H, d = int(layers), int(heads), int(dim)
+    L, H, d = whole("layers", layers), whole("heads", heads), whole("dim", dim)
+    head_dim = optional_whole("head_dim", head_dim)
     if construction in ("sparse", "looped"):
         return (2 * L + 1) * d
     if construction == "multihead":
@@ -47,7 +40,7 @@ def width_formula(construction: str, layers: int, heads: int, dim: int, residual
             return d * (sum((H + 1) ** l for l in range(1, L + 1)) + (H + 1) ** L)
         return d * (1 + 2 * sum(H ** l for l in range(1, L + 1)))
     if construction == "random":
-        k = d if head_dim is None else int(head_dim)
+        k = d if head_dim is None else head_dim
         a = branches(H, residual) if values else 1
         return 2 * k * H * sum(a ** l for l in range(L))
     raise UserError(f"unknown construction {construction!r}; choose one of {', '.join(CONSTRUCTIONS)}")

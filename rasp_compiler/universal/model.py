@@ -20,6 +20,7 @@ from torch import nn
 
 from rasp_compiler.artifact_kinds import describe
 from rasp_compiler.errors import ArtifactError, UserError
+from rasp_compiler.universal.arguments import input_rows
 from rasp_compiler.universal.artifact import (
     check_readable_copy,
     header_digest,
@@ -96,10 +97,7 @@ class UniversalTransformer(nn.Module):
         # E of shape (batch, d, m) runs a batch of targets at once (one per input row of X)
         if E.ndim not in (2, 3) or E.shape[-1] != cfg.m:
             raise UserError(f"embedding E must have shape (d, {cfg.m}), got {tuple(E.shape)}")
-        X = torch.as_tensor(X).to(self.r_q.dtype)
-        if X.ndim not in (2, 3):   # a 1-D X was an IndexError from inside the attention
-            raise UserError(f"input X must have shape (n, d) or (batch, n, d), got {tuple(X.shape)}",
-                            hint="one row of width d is X.reshape(1, -1)")
+        X = input_rows(X, self.r_q.dtype)
         if X.shape[-1] != E.shape[-2]:
             raise UserError(f"input width {X.shape[-1]} does not match the embedding's {E.shape[-2]} rows")
         if U is not None:          # a wrong U was torch's "mat1 and mat2 shapes cannot be multiplied"

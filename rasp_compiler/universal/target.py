@@ -132,10 +132,7 @@ class Target:
     def steps(self, X: torch.Tensor) -> Generator[torch.Tensor, None, torch.Tensor]:
         """``forward`` one head at a time: yields each head's attention matrix ([batch,] n, n),
         layer by layer, and returns T(X)."""
-        X = torch.as_tensor(X, dtype=torch.float64)
-        if X.ndim not in (2, 3):
-            raise UserError(f"input X must have shape (n, d) or (batch, n, d), got {tuple(X.shape)}",
-                            hint="one row of width d is X.reshape(1, -1)")
+        X = arguments.input_rows(X, torch.float64)
         if X.shape[-1] != self.dim:
             raise UserError(f"input has width {X.shape[-1]} but the target has width {self.dim}")
         Vs = self.V
